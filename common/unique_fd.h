@@ -1,0 +1,40 @@
+// UniqueFd: owns a file descriptor and closes it once. Move-only.
+// Not thread-safe; a UniqueFd belongs to one owner at a time.
+#ifndef CKPTFS_COMMON_UNIQUE_FD_H_
+#define CKPTFS_COMMON_UNIQUE_FD_H_
+
+#include <unistd.h>
+
+#include <utility>
+
+namespace ckptfs {
+
+class UniqueFd {
+ public:
+  UniqueFd() = default;
+  explicit UniqueFd(int fd) : fd_(fd) {}
+  UniqueFd(UniqueFd&& other) noexcept : fd_(std::exchange(other.fd_, -1)) {}
+  UniqueFd& operator=(UniqueFd&& other) noexcept {
+    if (this != &other) Reset(std::exchange(other.fd_, -1));
+    return *this;
+  }
+  UniqueFd(const UniqueFd&) = delete;
+  UniqueFd& operator=(const UniqueFd&) = delete;
+  ~UniqueFd() { Reset(); }
+
+  int get() const { return fd_; }
+  bool valid() const { return fd_ >= 0; }
+  // Gives up ownership without closing.
+  int Release() { return std::exchange(fd_, -1); }
+  void Reset(int fd = -1) {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = fd;
+  }
+
+ private:
+  int fd_ = -1;
+};
+
+}  // namespace ckptfs
+
+#endif  // CKPTFS_COMMON_UNIQUE_FD_H_

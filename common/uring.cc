@@ -1,0 +1,120 @@
+// See uring.h.
+#include "common/uring.h"
+
+#include <cerrno>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "common/errno_status.h"
+
+namespace ckptfs {
+
+absl::StatusOr<std::unique_ptr<Ring>> Ring::Create(unsigned entries) {
+  std::unique_ptr<Ring> ring(new Ring());
+  const int rc = io_uring_queue_init(entries, &ring->ring_, 0);
+  if (rc < 0) return SyscallError(-rc, "io_uring_queue_init");
+  ring->entries_ = entries;
+  return ring;
+}
+
+Ring::~Ring() {
+  if (entries_ > 0) io_uring_queue_exit(&ring_);
+}
+
+absl::Status Ring::Run(std::vector<Op>& ops) {
+  // done[i]: bytes moved so far for op i (reads/writes resume after short I/O).
+  std::vector<size_t> done(ops.size(), 0);
+  std::vector<bool> finished(ops.size(), false);
+  size_t next = 0;
+  size_t in_flight = 0;
+  std::vector<size_t> requeue;
+  auto prep = [&](size_t i) -> bool {
+    io_uring_sqe* sqe = io_uring_get_sqe(&ring_);
+    if (sqe == nullptr) return false;
+    Op& op = ops[i];
+    char* base = static_cast<char*>(op.buf) + done[i];
+    const unsigned len = static_cast<unsigned>(op.len - done[i]);
+    switch (op.kind) {
+      case OpKind::kRead:
+        io_uring_prep_read(sqe, op.fd, base, len, op.offset + done[i]);
+        break;
+      case OpKind::kWrite:
+        io_uring_prep_write(sqe, op.fd, base, len, op.offset + done[i]);
+        break;
+      case OpKind::kFdatasync:
+        io_uring_prep_fsync(sqe, op.fd, IORING_FSYNC_DATASYNC);
+        break;
+    }
+    io_uring_sqe_set_data64(sqe, i);
+    ++in_flight;
+    return true;
+  };
+  while (next < ops.size() || !requeue.empty() || in_flight > 0) {
+    while (!requeue.empty() && in_flight < entries_ && prep(requeue.back())) requeue.pop_back();
+    while (next < ops.size() && in_flight < entries_ && prep(next)) ++next;
+    const int submitted = io_uring_submit_and_wait(&ring_, 1);
+    if (submitted < 0 && submitted != -EINTR) {
+      return SyscallError(-submitted, "io_uring_submit_and_wait");
+    }
+    io_uring_cqe* cqe = nullptr;
+    unsigned head = 0;
+    unsigned seen = 0;
+    io_uring_for_each_cqe(&ring_, head, cqe) {
+      ++seen;
+      --in_flight;
+      const size_t i = static_cast<size_t>(io_uring_cqe_get_data64(cqe));
+      Op& op = ops[i];
+      const int res = cqe->res;
+      if (res == -EAGAIN || res == -EINTR) {
+        requeue.push_back(i);
+        continue;
+      }
+      if (res < 0) {
+        op.result = res;
+        finished[i] = true;
+        continue;
+      }
+      if (op.kind == OpKind::kFdatasync) {
+        op.result = 0;
+        finished[i] = true;
+        continue;
+      }
+      done[i] += static_cast<size_t>(res);
+      if (done[i] < op.len && res > 0) {
+        requeue.push_back(i);  // short transfer: continue with the rest
+        continue;
+      }
+      if (done[i] < op.len && op.kind == OpKind::kWrite) {
+        op.result = -EIO;  // a write that moved nothing cannot make progress
+      } else {
+        op.result = static_cast<int64_t>(done[i]);
+      }
+      finished[i] = true;
+    }
+    io_uring_cq_advance(&ring_, seen);
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<size_t> Ring::Pread(int fd, void* buf, size_t len, off_t offset) {
+  std::vector<Op> ops{{OpKind::kRead, fd, buf, len, offset, 0}};
+  if (absl::Status s = Run(ops); !s.ok()) return s;
+  if (ops[0].result < 0) return SyscallError(static_cast<int>(-ops[0].result), "read");
+  return static_cast<size_t>(ops[0].result);
+}
+
+absl::Status Ring::PwriteAll(int fd, const void* buf, size_t len, off_t offset) {
+  std::vector<Op> ops{{OpKind::kWrite, fd, const_cast<void*>(buf), len, offset, 0}};
+  if (absl::Status s = Run(ops); !s.ok()) return s;
+  if (ops[0].result < 0) return SyscallError(static_cast<int>(-ops[0].result), "write");
+  return absl::OkStatus();
+}
+
+absl::Status Ring::Fdatasync(int fd) {
+  std::vector<Op> ops{{OpKind::kFdatasync, fd, nullptr, 0, 0, 0}};
+  if (absl::Status s = Run(ops); !s.ok()) return s;
+  if (ops[0].result < 0) return SyscallError(static_cast<int>(-ops[0].result), "fdatasync");
+  return absl::OkStatus();
+}
+
+}  // namespace ckptfs

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Installs exactly the Debian 12 packages ckptfs needs that are not yet
+# installed. Safe to run repeatedly; runs `apt-get update` first only when
+# something is missing. Needs root (or sudo).
+set -euo pipefail
+
+PACKAGES=(
+  build-essential cmake pkg-config
+  libfuse3-dev fuse3 liburing-dev libabsl-dev
+  libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
+  libgtest-dev libgmock-dev librocksdb-dev libisal-dev
+  python3 python3-torch python3-numpy
+)
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed'; then
+    missing+=("$p")
+  fi
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "install-deps: all ${#PACKAGES[@]} packages already installed"
+  exit 0
+fi
+
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+echo "install-deps: installing ${missing[*]}"
+$SUDO apt-get update -q
+DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
