@@ -1,0 +1,95 @@
+// The `ckptfs` command line end to end: `up` starts a local cluster and
+// mounts it, `down` stops everything, `up` again finds the data, a busy port
+// is refused with a message naming it, and `down` twice is harmless.
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "common/net.h"
+#include "gtest/gtest.h"
+#include "tests/integration/local_cluster.h"
+#include "tests/integration/posix_io.h"
+
+namespace ckptfs::testing {
+namespace {
+
+// A base port with `count` consecutive free ports after it.
+uint16_t FreePortRange(int count) {
+  for (int attempt = 0; attempt < 100; ++attempt) {
+    const uint16_t base = static_cast<uint16_t>(20000 + (::getpid() * 7 + attempt * 97) % 30000);
+    bool all_free = true;
+    for (int i = 0; i < count && all_free; ++i) {
+      all_free = ListenTcp(HostPort{"127.0.0.1", static_cast<uint16_t>(base + i)}).ok();
+    }
+    if (all_free) return base;
+  }
+  return 0;
+}
+
+class CliTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto dir = MakeTempDir("ckptfs-cli-");
+    ASSERT_TRUE(dir.ok());
+    root_ = *dir;
+    state_ = root_ + "/state";
+    mnt_ = root_ + "/checkpoints";
+    base_ = FreePortRange(6);
+    ASSERT_NE(base_, 0);
+  }
+  void TearDown() override {
+    std::string out;
+    RunShell(absl::StrCat(Ckptfs(), " down --state-dir ", state_), &out);
+    if (IsCkptfsMount(mnt_)) RunShell("fusermount3 -u -z " + mnt_, nullptr);
+    RemoveTree(root_);
+  }
+  std::string Ckptfs() const { return BinDir() + "/ckptfs"; }
+  std::string Up() const {
+    return absl::StrCat(Ckptfs(), " up --state-dir ", state_, " --mountpoint ", mnt_,
+                        " --meta-port ", base_, " --storage-port ", base_ + 1, " --servers 4");
+  }
+
+  std::string root_, state_, mnt_;
+  uint16_t base_ = 0;
+};
+
+TEST_F(CliTest, UpDownUpFindsTheDataAgain) {
+  std::string out;
+  ASSERT_EQ(RunShell(Up(), &out), 0) << out;
+  EXPECT_NE(out.find(absl::StrCat("127.0.0.1:", base_)), std::string::npos) << out;
+  ASSERT_TRUE(IsCkptfsMount(mnt_)) << out;
+  const std::string data = TestData((5 << 20) + 1, 3);
+  ASSERT_EQ(::mkdir((mnt_ + "/run1").c_str(), 0755), 0);
+  ASSERT_TRUE(WriteWholeFile(mnt_ + "/run1/rank_0.pt", data).ok());
+
+  // A second `up` on the same state dir refuses: the cluster is running.
+  out.clear();
+  EXPECT_NE(RunShell(Up(), &out), 0) << out;
+
+  out.clear();
+  ASSERT_EQ(RunShell(absl::StrCat(Ckptfs(), " down --state-dir ", state_), &out), 0) << out;
+  EXPECT_FALSE(IsCkptfsMount(mnt_));
+  out.clear();
+  EXPECT_EQ(RunShell(absl::StrCat(Ckptfs(), " down --state-dir ", state_), &out), 0) << out;
+
+  out.clear();
+  ASSERT_EQ(RunShell(Up(), &out), 0) << out;
+  auto back = ReadWholeFile(mnt_ + "/run1/rank_0.pt");
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_TRUE(*back == data);
+}
+
+TEST_F(CliTest, BusyPortIsRefusedClearly) {
+  auto blocker = ListenTcp(HostPort{"127.0.0.1", base_});
+  ASSERT_TRUE(blocker.ok());
+  std::string out;
+  EXPECT_NE(RunShell(Up(), &out), 0) << out;
+  EXPECT_NE(out.find(absl::StrCat(base_)), std::string::npos) << "message should name the port: "
+                                                              << out;
+  EXPECT_FALSE(IsCkptfsMount(mnt_));
+}
+
+}  // namespace
+}  // namespace ckptfs::testing

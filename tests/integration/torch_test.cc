@@ -1,0 +1,82 @@
+// torch.save then torch.load through a ckptfs mount, with Debian's
+// python3-torch (/usr/bin/python3): a dict of tensors of uneven sizes must
+// load back equal, and an mmap read of the same file must match its bytes.
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "tests/integration/posix_io.h"
+
+namespace ckptfs::testing {
+namespace {
+
+constexpr char kPython[] = "/usr/bin/python3";
+
+class TorchTest : public MountedClusterTest {};
+
+// Saves a dict of tensors of uneven sizes (some over a 4 MiB chunk), loads it
+// back and compares every tensor; prints "OK <bytes>" on success.
+constexpr char kSaveLoadScript[] = R"PY(
+import os, sys, torch
+path = sys.argv[1]
+torch.manual_seed(0)
+state = {
+    "embed.weight": torch.randn(1531, 1024),          # ~6.3 MB, crosses chunks
+    "layer0.bias": torch.randn(7),
+    "layer0.weight": torch.randn(333, 517).half(),
+    "step": torch.tensor(1000),
+    "empty": torch.empty(0),
+    "ids": torch.arange(100003, dtype=torch.int64),
+    "nested": {"opt": torch.randn(4096, 257)},
+}
+torch.save(state, path)
+size = os.stat(path).st_size
+back = torch.load(path)
+def same(a, b):
+    if isinstance(a, dict):
+        return a.keys() == b.keys() and all(same(a[k], b[k]) for k in a)
+    return a.dtype == b.dtype and a.shape == b.shape and torch.equal(a, b)
+if not same(state, back):
+    print("MISMATCH"); sys.exit(1)
+with open(path, "rb") as f:
+    raw = f.read()
+if len(raw) != size:
+    print("SIZE", len(raw), size); sys.exit(1)
+print("OK", size)
+)PY";
+
+TEST_F(TorchTest, SaveThenLoadIsEqualAndMmapMatches) {
+  if (::access(kPython, X_OK) != 0) GTEST_SKIP() << "no /usr/bin/python3";
+  std::string probe;
+  if (RunShell(absl::StrCat(kPython, " -c 'import torch'"), &probe) != 0) {
+    GTEST_FAIL() << "Debian's python3-torch is required (scripts/install-deps.sh): " << probe;
+  }
+  const std::string script = cluster().root() + "/save_load.py";
+  ASSERT_TRUE(WriteWholeFile(script, kSaveLoadScript).ok());
+  const std::string ckpt = TestDir() + "/rank_00017.pt";
+  std::string out;
+  const int rc = RunShell(absl::StrCat(kPython, " ", script, " ", ckpt), &out);
+  ASSERT_EQ(rc, 0) << out << "\n" << cluster().DescribeLogs();
+  ASSERT_NE(out.find("OK "), std::string::npos) << out;
+
+  // An mmap of the saved file matches what read(2) returns.
+  auto bytes = ReadWholeFile(ckpt);
+  ASSERT_TRUE(bytes.ok()) << bytes.status();
+  ASSERT_GT(bytes->size(), 4u << 20);
+  const int fd = ::open(ckpt.c_str(), O_RDONLY);
+  ASSERT_GE(fd, 0);
+  void* map = ::mmap(nullptr, bytes->size(), PROT_READ, MAP_PRIVATE, fd, 0);
+  ASSERT_NE(map, MAP_FAILED) << strerror(errno);
+  EXPECT_EQ(0, memcmp(map, bytes->data(), bytes->size()));
+  ::munmap(map, bytes->size());
+  ::close(fd);
+  // The zip container starts with a local file header ("PK\3\4").
+  EXPECT_EQ(bytes->substr(0, 4), std::string("PK\3\4", 4));
+}
+
+}  // namespace
+}  // namespace ckptfs::testing
