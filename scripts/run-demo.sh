@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# The main job: installs what is missing, builds, starts a local ckptfs
+# cluster (1 metadata server on RocksDB, 4 storage servers, all on
+# 127.0.0.1, state under $STATE_DIR), mounts it at $MOUNTPOINT, saves and
+# loads a checkpoint with torch.save/torch.load, and shows the result.
+# The cluster stays up; the last lines say how to stop it.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+STATE_DIR=${STATE_DIR:-/var/tmp/ckptfs}
+MOUNTPOINT=${MOUNTPOINT:-/checkpoints}
+BUILD_DIR=${BUILD_DIR:-build}
+CKPTFS="$BUILD_DIR/bin/ckptfs"
+
+bash scripts/install-deps.sh
+bash scripts/build.sh
+
+if grep -qE " $MOUNTPOINT fuse\.ckptfs " /proc/mounts; then
+  echo "== ckptfs is already mounted at $MOUNTPOINT; using it"
+else
+  echo "== starting a local cluster (state in $STATE_DIR), mounting $MOUNTPOINT"
+  "$CKPTFS" up --state-dir "$STATE_DIR" --mountpoint "$MOUNTPOINT"
+fi
+
+CKPT="$MOUNTPOINT/run1/step_1000/rank_00017.pt"
+mkdir -p "$(dirname "$CKPT")"
+echo "== torch.save -> $CKPT, then torch.load"
+/usr/bin/python3 - "$CKPT" <<'PY'
+import os, sys, time, torch
+path = sys.argv[1]
+state = {f"layer{i}.weight": torch.randn(1024, 1024 + 17 * i) for i in range(8)}
+state["step"] = torch.tensor(1000)
+t0 = time.time(); torch.save(state, path); t1 = time.time()
+back = torch.load(path); t2 = time.time()
+assert all(torch.equal(state[k], back[k]) for k in state), "checkpoint differs after load"
+mb = os.stat(path).st_size / 1e6
+print(f"saved {mb:.1f} MB in {t1 - t0:.2f} s, loaded in {t2 - t1:.2f} s: equal")
+PY
+echo "== what is on the mount"
+ls -l "$(dirname "$CKPT")"
+df -h "$MOUNTPOINT"
+echo
+echo "ckptfs is mounted at $MOUNTPOINT. Stop it with:"
+echo "  $CKPTFS down --state-dir $STATE_DIR"

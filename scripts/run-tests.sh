@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# The test command: installs what is missing, builds, and runs every test
+# (unit and integration) with CTest. Needs root for apt-get and FUSE mounts.
+# Usage: scripts/run-tests.sh [extra ctest args...]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BUILD_DIR=${BUILD_DIR:-build}
+
+bash scripts/install-deps.sh
+bash scripts/build.sh
+
+# Integration tests leave nothing behind on success or failure; should a test
+# binary be killed outright, unmount whatever it left under the temp dir.
+cleanup() {
+  grep -E ' fuse\.ckptfs ' /proc/mounts | awk '{print $2}' |
+    grep -E '/ckptfs-(it|cli)-' | while read -r m; do fusermount3 -u -z "$m" || true; done
+}
+trap cleanup EXIT
+
+cd "$BUILD_DIR"
+ctest --output-on-failure -j "$(nproc)" --timeout 900 "$@"
