@@ -1,0 +1,156 @@
+// ChunkStore: the chunks of one storage server on its local file system.
+//
+// Layout under the data directory:
+//   chunks/<ino>/<index>   one file per chunk (format in chunk_format.h); one
+//                          directory per inode so TRIM and SYNC can list an
+//                          inode's chunks without scanning everything
+//   tmp/                   chunk files being written; emptied at Open
+//
+// Every write builds the complete new chunk file (header block + data) under
+// tmp/, written as one io_uring batch, then rename()s it over
+// chunks/<ino>/<index>. What a `kill -9` (or any crash of the process) at any
+// step leaves:
+//   - before the rename: the old chunk (or none) is intact at its name; the
+//     partial tmp file is deleted at the next Open. The write was never
+//     acknowledged, so the client retries it.
+//   - after the rename: the new chunk, complete (the kernel finished the
+//     writes before rename() ran; the page cache survives a process crash).
+// A chunk is therefore never torn by a process crash. A power loss can still
+// tear an unsynced chunk (rename durable, data not); that is why the header
+// carries a CRC32C of the data and a CRC32C of itself, and every read checks
+// both: a torn or bit-rotted chunk reads as EIO naming the chunk, never as
+// good data. Durability is what Sync() promises, nothing earlier.
+//
+// Because a chunk only ever changes by an atomic rename or unlink, a reader
+// that opens a chunk file sees one complete version of it: reads take no
+// lock. Writers (Write, Trim) of the same chunk are serialized by a fixed
+// array of striped mutexes keyed by (ino, index), so memory does not grow
+// with the number of chunks stored.
+//
+// Disk I/O goes through the caller's io_uring Ring (one per thread), with
+// O_DIRECT and 4096-aligned buffers when the file system allows it, buffered
+// I/O otherwise.
+//
+// Thread-safety: all methods may be called concurrently from any threads,
+// each thread passing its own Ring and buffers.
+#ifndef CKPTFS_SERVER_STORAGE_CHUNK_STORE_H_
+#define CKPTFS_SERVER_STORAGE_CHUNK_STORE_H_
+
+#include <array>
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
+#include "common/frame.h"
+#include "common/uring.h"
+#include "server/storage/aligned_buffer.h"
+#include "server/storage/chunk_format.h"
+
+namespace ckptfs::storage {
+
+// The largest chunk a store holds: the largest frame payload.
+inline constexpr uint32_t kMaxChunkLength = kMaxFramePayload;
+
+// A read's result: `data` points into the caller's buffer and stays valid
+// until that buffer is next used.
+struct ChunkSlice {
+  absl::string_view data;
+  uint32_t chunk_length = 0;  // the chunk's stored length
+};
+
+struct SpaceUsage {
+  uint64_t capacity_bytes = 0;
+  uint64_t used_bytes = 0;  // capacity minus what is still available to us
+};
+
+class ChunkStore {
+ public:
+  // Opens (creating if needed) the store under `data_dir`, empties tmp/ and
+  // probes whether O_DIRECT works there. REQUIRES: `data_dir` exists and no
+  // other process uses it (the caller holds its lock).
+  static absl::StatusOr<std::unique_ptr<ChunkStore>> Open(const std::string& data_dir);
+
+  ChunkStore(const ChunkStore&) = delete;
+  ChunkStore& operator=(const ChunkStore&) = delete;
+
+  // Stores payload.view() at `offset` of the chunk. With `replace` the chunk
+  // becomes exactly the payload (REQUIRES offset == 0, else EINVAL);
+  // otherwise the payload is merged into the existing bytes (a missing chunk
+  // or a gap before `offset` reads as zeros) and the chunk grows to
+  // max(old length, offset + size). EINVAL when offset + size exceeds
+  // kMaxChunkLength; EIO if a chunk to merge into fails its CRC.
+  // REQUIRES: payload.capacity() >= RoundUpToBlock(payload.size()); the
+  // bytes between size() and that are overwritten (zero padding).
+  absl::Status Write(Ring& ring, ChunkKey key, uint32_t offset, AlignedBuffer& payload,
+                     bool replace);
+  // The same for bytes in ordinary memory (one extra copy; tests, tools).
+  absl::Status Write(Ring& ring, ChunkKey key, uint32_t offset, absl::string_view data,
+                     bool replace);
+
+  // Reads chunk bytes [offset, offset + length), cut at the chunk's stored
+  // length (so the slice may be shorter, or empty), into `buffer` (grown as
+  // needed). ENOENT when the chunk is not stored here; EIO (logged, naming
+  // the chunk) when it fails its CRC checks.
+  absl::StatusOr<ChunkSlice> Read(Ring& ring, AlignedBuffer& buffer, ChunkKey key,
+                                  uint32_t offset, uint32_t length);
+
+  // Cuts inode `ino` to `new_size` bytes: deletes every chunk starting at or
+  // past it and shortens the chunk straddling it; removes the inode's
+  // directory when no chunk is left. EINVAL for chunk_size 0 unless
+  // new_size is 0 (delete everything).
+  absl::Status Trim(Ring& ring, uint64_t ino, uint64_t new_size, uint32_t chunk_size);
+
+  // Makes every chunk of `ino` stored here durable: fdatasync of each chunk
+  // file, then of the directories naming them. OK when none is stored.
+  absl::Status Sync(Ring& ring, uint64_t ino);
+
+  // Capacity and use of the file system holding the store (statvfs).
+  absl::StatusOr<SpaceUsage> Space() const;
+
+  bool direct_io() const { return direct_io_; }
+  const std::string& data_dir() const { return data_dir_; }
+
+  // Where a chunk lives (for tests and messages).
+  std::string ChunkPath(ChunkKey key) const;
+  std::string InodeDir(uint64_t ino) const;
+
+ private:
+  ChunkStore(std::string data_dir, bool direct_io);
+
+  absl::Mutex& LockFor(ChunkKey key);
+  // Writes the chunk file image in `file` (header block + padded data, or
+  // a separate `data` buffer when non-null) under tmp/ and renames it into
+  // place. REQUIRES: the chunk's stripe lock is held.
+  absl::Status Publish(Ring& ring, ChunkKey key, const char* header_block, const char* data,
+                       size_t padded_data_len);
+  // Reads and verifies the whole chunk file into `buffer` (header at 0, data
+  // at kChunkHeaderSize), with room for `min_capacity` bytes. Returns the
+  // header.
+  absl::StatusOr<ChunkHeader> Load(Ring& ring, ChunkKey key, AlignedBuffer& buffer,
+                                   size_t min_capacity);
+  // Rewrites a stored chunk of `old_length` bytes at `new_length` bytes.
+  absl::Status Cut(Ring& ring, ChunkKey key, uint32_t new_length);
+  absl::Status MergeLocked(Ring& ring, ChunkKey key, uint32_t offset, absl::string_view data);
+  absl::StatusOr<int> OpenChunkFile(const std::string& path, int flags) const;
+
+  static constexpr size_t kLockStripes = 256;
+
+  const std::string data_dir_;
+  const std::string chunks_dir_;
+  const std::string tmp_dir_;
+  const bool direct_io_;
+  std::atomic<uint64_t> next_tmp_{0};
+  // Stripe locks: writers of one chunk hold LockFor(key). Never nested.
+  std::array<absl::Mutex, kLockStripes> locks_;
+};
+
+}  // namespace ckptfs::storage
+
+#endif  // CKPTFS_SERVER_STORAGE_CHUNK_STORE_H_

@@ -1,0 +1,115 @@
+// See connection.h.
+#include "server/storage/connection.h"
+
+#include <poll.h>
+#include <sys/socket.h>
+
+#include <cerrno>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "common/errno_status.h"
+#include "common/frame.h"
+#include "common/log.h"
+#include "common/net.h"
+#include "common/uring.h"
+#include "proto/data.pb.h"
+#include "server/storage/aligned_buffer.h"
+
+namespace ckptfs::storage {
+namespace {
+
+// A peer that stalls inside a frame (or does not read its replies) for this
+// long loses its connection. Idle time between frames is unlimited.
+constexpr absl::Duration kStallTimeout = absl::Seconds(60);
+// Buffers larger than this are freed after the request that needed them.
+constexpr size_t kMaxKeptBuffer = 16u << 20;
+constexpr unsigned kRingEntries = 64;
+
+// Waits until the socket has bytes (or EOF/error) to read.
+absl::Status WaitReadable(int fd) {
+  pollfd pfd{fd, POLLIN, 0};
+  while (::poll(&pfd, 1, -1) < 0) {
+    if (errno != EINTR) return SyscallError(errno, "poll");
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+void Connection::Shutdown() { ::shutdown(socket_.get(), SHUT_RDWR); }
+
+void Connection::Run() {
+  absl::Status status = Serve();
+  if (!status.ok() && !IsEndOfStream(status)) {
+    CKPTFS_LOG(kInfo) << "connection from " << peer_ << " closed: " << status.message();
+  }
+  Shutdown();
+  finished_.store(true, std::memory_order_release);
+}
+
+absl::Status Connection::SendError(uint64_t request_id, const absl::Status& status) {
+  data::ResponseHeader reply;
+  reply.set_request_id(request_id);
+  const int err = ErrnoFromStatus(status);
+  reply.set_error(err == 0 ? EIO : err);
+  reply.set_message(std::string(status.message()));
+  return WriteFrame(socket_.get(), reply, nullptr, 0);
+}
+
+absl::Status Connection::Serve() {
+  const int fd = socket_.get();
+  if (absl::Status s = SetSocketTimeouts(fd, kStallTimeout); !s.ok()) return s;
+  auto ring = Ring::Create(kRingEntries);
+  if (!ring.ok()) {
+    SendError(0, ring.status()).IgnoreError();
+    return ring.status();
+  }
+  AlignedBuffer payload;
+  AlignedBuffer read_buffer;
+  if (absl::Status s = payload.Reserve(kBlockSize); !s.ok()) return s;
+  std::string header_bytes;
+  data::RequestHeader request;
+  for (;;) {
+    if (absl::Status s = WaitReadable(fd); !s.ok()) return s;
+    char raw[kFramePrefixSize];
+    if (absl::Status s = RecvAll(fd, raw, sizeof(raw)); !s.ok()) return s;
+    auto prefix = DecodeFramePrefix(absl::string_view(raw, sizeof(raw)));
+    if (!prefix.ok()) {
+      // The frame boundary is lost: say why, then hang up.
+      SendError(0, prefix.status()).IgnoreError();
+      return prefix.status();
+    }
+    header_bytes.resize(prefix->header_len);
+    if (absl::Status s = RecvAll(fd, header_bytes.data(), header_bytes.size()); !s.ok()) {
+      return s;
+    }
+    request.Clear();
+    if (!request.ParseFromString(header_bytes)) {
+      absl::Status bad = ErrnoStatus(
+          EBADMSG, absl::StrCat("frame header of ", header_bytes.size(),
+                                " bytes is not a valid RequestHeader protobuf"));
+      SendError(0, bad).IgnoreError();
+      return bad;
+    }
+    if (absl::Status s = payload.Reserve(std::max<size_t>(prefix->payload_len, kBlockSize));
+        !s.ok()) {
+      SendError(request.request_id(), s).IgnoreError();
+      return s;
+    }
+    if (absl::Status s = RecvAll(fd, payload.data(), prefix->payload_len); !s.ok()) {
+      return IsEndOfStream(s) ? ErrnoStatus(ECONNRESET, "connection closed inside a frame")
+                              : s;
+    }
+    payload.set_size(prefix->payload_len);
+    Reply reply = handler_.Handle(**ring, request, payload, read_buffer);
+    if (absl::Status s = WriteFrame(fd, reply.header, reply.payload.data(), reply.payload.size());
+        !s.ok()) {
+      return s;
+    }
+    payload.ShrinkTo(kMaxKeptBuffer);
+    read_buffer.ShrinkTo(kMaxKeptBuffer);
+  }
+}
+
+}  // namespace ckptfs::storage

@@ -1,0 +1,104 @@
+// See data_dir.h.
+#include "server/storage/data_dir.h"
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <string>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "common/errno_status.h"
+
+namespace ckptfs::storage {
+
+absl::Status CreateDirectories(const std::string& path) {
+  if (path.empty()) return ErrnoStatus(EINVAL, "empty directory path");
+  for (size_t slash = path.find('/', 1);; slash = path.find('/', slash + 1)) {
+    const std::string prefix = path.substr(0, slash);
+    if (::mkdir(prefix.c_str(), 0755) != 0 && errno != EEXIST) {
+      return SyscallError(errno, absl::StrCat("mkdir ", prefix));
+    }
+    if (slash == std::string::npos) break;
+  }
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return SyscallError(errno, absl::StrCat("stat ", path));
+  if (!S_ISDIR(st.st_mode)) return ErrnoStatus(ENOTDIR, absl::StrCat(path, " is not a directory"));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<DataDirLock> DataDirLock::Acquire(const std::string& data_dir) {
+  const std::string path = absl::StrCat(data_dir, "/LOCK");
+  UniqueFd fd(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644));
+  if (!fd.valid()) return SyscallError(errno, absl::StrCat("open ", path));
+  if (::flock(fd.get(), LOCK_EX | LOCK_NB) != 0) {
+    if (errno == EWOULDBLOCK) {
+      char pid[32] = {};
+      const ssize_t n = ::pread(fd.get(), pid, sizeof(pid) - 1, 0);
+      const std::string holder =
+          n > 0 ? absl::StrCat(" (pid ", absl::StripAsciiWhitespace(pid), ")") : "";
+      return ErrnoStatus(EBUSY, absl::StrCat("data directory ", data_dir,
+                                             " is in use by another ckptfs-storage", holder,
+                                             ": it holds ", path));
+    }
+    return SyscallError(errno, absl::StrCat("flock ", path));
+  }
+  const std::string pid = absl::StrCat(::getpid(), "\n");
+  if (::ftruncate(fd.get(), 0) == 0) {
+    const ssize_t ignored = ::pwrite(fd.get(), pid.data(), pid.size(), 0);
+    (void)ignored;  // the pid is only a hint for the message above
+  }
+  return DataDirLock(std::move(fd));
+}
+
+absl::StatusOr<std::string> LoadOrCreateServerUuid(const std::string& data_dir) {
+  const std::string path = absl::StrCat(data_dir, "/server.uuid");
+  if (FILE* f = std::fopen(path.c_str(), "re")) {
+    char text[128] = {};
+    const size_t n = std::fread(text, 1, sizeof(text) - 1, f);
+    std::fclose(f);
+    const std::string uuid(absl::StripAsciiWhitespace(absl::string_view(text, n)));
+    if (uuid.size() != 36) {
+      return ErrnoStatus(EIO, absl::StrCat(path, " does not hold a server UUID (\"", uuid,
+                                           "\"); remove it only if this data directory "
+                                           "is empty"));
+    }
+    return uuid;
+  } else if (errno != ENOENT) {
+    return SyscallError(errno, absl::StrCat("open ", path));
+  }
+  unsigned char b[16];
+  if (::getrandom(b, sizeof(b), 0) != static_cast<ssize_t>(sizeof(b))) {
+    return SyscallError(errno, "getrandom");
+  }
+  b[6] = static_cast<unsigned char>((b[6] & 0x0f) | 0x40);  // version 4
+  b[8] = static_cast<unsigned char>((b[8] & 0x3f) | 0x80);  // RFC 4122 variant
+  const std::string uuid = absl::StrFormat(
+      "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0], b[1], b[2],
+      b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15]);
+  // Written aside, synced and renamed: the file exists complete or not at all.
+  const std::string tmp = absl::StrCat(path, ".tmp");
+  {
+    UniqueFd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+    if (!fd.valid()) return SyscallError(errno, absl::StrCat("create ", tmp));
+    const std::string line = uuid + "\n";
+    if (::write(fd.get(), line.data(), line.size()) != static_cast<ssize_t>(line.size()) ||
+        ::fsync(fd.get()) != 0) {
+      return SyscallError(errno, absl::StrCat("write ", tmp));
+    }
+  }
+  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+    return SyscallError(errno, absl::StrCat("rename ", tmp, " to ", path));
+  }
+  UniqueFd dir(::open(data_dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (dir.valid()) ::fsync(dir.get());
+  return uuid;
+}
+
+}  // namespace ckptfs::storage

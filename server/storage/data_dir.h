@@ -1,0 +1,42 @@
+// The storage server's data directory as a whole: creating it, claiming it
+// for one process, and the server's identity stored in it.
+//
+//   <data_dir>/LOCK          flock()ed by the running server (holds its pid)
+//   <data_dir>/server.uuid   random identity, created once; the metadata
+//                            service maps it to the server id
+//
+// Thread-safety: pure functions; a DataDirLock belongs to one owner.
+#ifndef CKPTFS_SERVER_STORAGE_DATA_DIR_H_
+#define CKPTFS_SERVER_STORAGE_DATA_DIR_H_
+
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "common/unique_fd.h"
+
+namespace ckptfs::storage {
+
+// mkdir -p.
+absl::Status CreateDirectories(const std::string& path);
+
+// An exclusive claim on a data directory, released when destroyed (or when
+// the process dies, however it dies). Move-only.
+class DataDirLock {
+ public:
+  // Claims `data_dir`. EBUSY with a message naming the directory when
+  // another process holds it.
+  static absl::StatusOr<DataDirLock> Acquire(const std::string& data_dir);
+
+ private:
+  explicit DataDirLock(UniqueFd fd) : fd_(std::move(fd)) {}
+  UniqueFd fd_;
+};
+
+// The server's identity: read from <data_dir>/server.uuid, or made up
+// (random, UUID v4 text) and stored durably on first use.
+absl::StatusOr<std::string> LoadOrCreateServerUuid(const std::string& data_dir);
+
+}  // namespace ckptfs::storage
+
+#endif  // CKPTFS_SERVER_STORAGE_DATA_DIR_H_

@@ -1,0 +1,135 @@
+// ckptfs-storage: one storage server. Claims its data directory, opens the
+// chunk store, serves the framed data protocol, and registers with the
+// metadata service (if --meta is given) and heartbeats.
+//
+// Exit status: 0 after SIGTERM/SIGINT, 2 for a configuration problem the
+// operator must fix (busy port, data directory in use, bad flag), 1 for
+// other start-up failures.
+#include <pthread.h>
+#include <signal.h>
+
+#include <cstdio>
+#include <memory>
+#include <string>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "common/errno_status.h"
+#include "common/log.h"
+#include "common/net.h"
+#include "server/storage/chunk_store.h"
+#include "server/storage/data_dir.h"
+#include "server/storage/registration.h"
+#include "server/storage/server.h"
+
+ABSL_FLAG(std::string, listen, "127.0.0.1:7001", "host:port to serve the data protocol on");
+ABSL_FLAG(std::string, advertise, "",
+          "host:port clients should dial (default: --listen); set it when listening on "
+          "0.0.0.0");
+ABSL_FLAG(std::string, data_dir, "", "directory holding this server's chunks (created if "
+                                     "missing)");
+ABSL_FLAG(std::string, meta, "", "host:port of the metadata service; empty: do not register");
+ABSL_FLAG(int, heartbeat_interval_s, 2, "seconds between heartbeats to the metadata service");
+ABSL_FLAG(std::string, log_level, "info", "debug, info, warning or error");
+
+namespace ckptfs::storage {
+namespace {
+
+constexpr int kExitConfig = 2;
+constexpr int kExitFailure = 1;
+
+int Fail(int code, absl::string_view message) {
+  CKPTFS_LOG(kError) << message;
+  return code;
+}
+
+int Main() {
+  const std::string level = absl::AsciiStrToLower(absl::GetFlag(FLAGS_log_level));
+  if (level == "debug") {
+    SetMinLogSeverity(LogSeverity::kDebug);
+  } else if (level == "warning") {
+    SetMinLogSeverity(LogSeverity::kWarning);
+  } else if (level == "error") {
+    SetMinLogSeverity(LogSeverity::kError);
+  } else if (level != "info") {
+    return Fail(kExitConfig, absl::StrCat("--log_level=", level, ": want debug, info, "
+                                          "warning or error"));
+  }
+  const std::string data_dir = absl::GetFlag(FLAGS_data_dir);
+  if (data_dir.empty()) return Fail(kExitConfig, "--data_dir is required");
+  auto listen = ParseHostPort(absl::GetFlag(FLAGS_listen));
+  if (!listen.ok()) return Fail(kExitConfig, absl::StrCat("--listen: ", listen.status().message()));
+  const std::string meta = absl::GetFlag(FLAGS_meta);
+  if (!meta.empty()) {
+    if (auto parsed = ParseHostPort(meta); !parsed.ok()) {
+      return Fail(kExitConfig, absl::StrCat("--meta: ", parsed.status().message()));
+    }
+  }
+  const int heartbeat_s = absl::GetFlag(FLAGS_heartbeat_interval_s);
+  if (heartbeat_s <= 0) return Fail(kExitConfig, "--heartbeat_interval_s must be positive");
+
+  // SIGTERM/SIGINT are taken by sigwait below; block them before any thread
+  // starts so that every thread inherits the mask.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  if (absl::Status s = CreateDirectories(data_dir); !s.ok()) {
+    return Fail(kExitConfig, absl::StrCat("data directory: ", s.message()));
+  }
+  auto lock = DataDirLock::Acquire(data_dir);
+  if (!lock.ok()) return Fail(kExitConfig, lock.status().message());
+  auto uuid = LoadOrCreateServerUuid(data_dir);
+  if (!uuid.ok()) return Fail(kExitFailure, uuid.status().message());
+  auto store = ChunkStore::Open(data_dir);
+  if (!store.ok()) return Fail(kExitFailure, store.status().message());
+  auto server = Server::Start(**store, *listen);
+  if (!server.ok()) {
+    const bool busy = ErrnoFromStatus(server.status()) == EADDRINUSE;
+    return Fail(busy ? kExitConfig : kExitFailure,
+                absl::StrCat("cannot listen: ", server.status().message()));
+  }
+  std::string address = absl::GetFlag(FLAGS_advertise);
+  if (address.empty()) address = (*server)->address().ToString();
+
+  std::unique_ptr<Registration> registration;
+  if (meta.empty()) {
+    CKPTFS_LOG(kInfo) << "serving on " << address << " (no metadata service), data in "
+                      << data_dir;
+  } else {
+    CKPTFS_LOG(kInfo) << "listening on " << address << ", data in " << data_dir
+                      << (store.value()->direct_io() ? " (O_DIRECT)" : " (buffered)")
+                      << ", registering with " << meta;
+    Registration::Options options;
+    options.meta_address = meta;
+    options.data_address = address;
+    options.uuid = *uuid;
+    options.heartbeat_interval = absl::Seconds(heartbeat_s);
+    options.on_registered = [address](uint32_t id) {
+      CKPTFS_LOG(kInfo) << "serving on " << address << " as server " << id;
+    };
+    registration = Registration::Start(std::move(options), **store);
+  }
+
+  int signal = 0;
+  while (sigwait(&signals, &signal) != 0) {
+  }
+  CKPTFS_LOG(kInfo) << "signal " << signal << ": shutting down";
+  if (registration) registration->Stop();
+  (*server)->Stop();
+  CKPTFS_LOG(kInfo) << "stopped";
+  return 0;
+}
+
+}  // namespace
+}  // namespace ckptfs::storage
+
+int main(int argc, char** argv) {
+  ckptfs::SetLogComponent("ckptfs-storage");
+  absl::ParseCommandLine(argc, argv);
+  return ckptfs::storage::Main();
+}

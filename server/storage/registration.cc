@@ -1,0 +1,127 @@
+// See registration.h.
+#include "server/storage/registration.h"
+
+#include <grpcpp/grpcpp.h>
+
+#include <algorithm>
+#include <cerrno>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "common/errno_status.h"
+#include "common/grpc_status.h"
+#include "common/log.h"
+
+namespace ckptfs::storage {
+namespace {
+
+constexpr absl::Duration kInitialBackoff = absl::Milliseconds(100);
+// Repeated failures are logged once per this many attempts.
+constexpr int kLogEvery = 20;
+
+}  // namespace
+
+std::unique_ptr<Registration> Registration::Start(Options options, const ChunkStore& store) {
+  std::unique_ptr<Registration> registration(new Registration(std::move(options), store));
+  registration->thread_ = std::thread([r = registration.get()] { r->Run(); });
+  return registration;
+}
+
+Registration::Registration(Options options, const ChunkStore& store)
+    : options_(std::move(options)), store_(store) {
+  stub_ = meta::MetaService::NewStub(
+      grpc::CreateChannel(options_.meta_address, grpc::InsecureChannelCredentials()));
+}
+
+void Registration::Stop() {
+  if (!stop_.HasBeenNotified()) stop_.Notify();
+  if (thread_.joinable()) thread_.join();
+}
+
+std::optional<uint32_t> Registration::server_id() {
+  absl::MutexLock lock(&mu_);
+  return server_id_;
+}
+
+absl::StatusOr<uint32_t> Registration::Register() {
+  meta::RegisterServerRequest request;
+  request.set_address(options_.data_address);
+  request.set_uuid(options_.uuid);
+  if (auto space = store_.Space(); space.ok()) {
+    request.set_capacity_bytes(space->capacity_bytes);
+    request.set_used_bytes(space->used_bytes);
+  }
+  meta::RegisterServerReply reply;
+  grpc::ClientContext context;
+  context.set_deadline(absl::ToChronoTime(absl::Now() + options_.rpc_deadline));
+  const grpc::Status status = stub_->RegisterServer(&context, request, &reply);
+  if (!status.ok()) return FromGrpcStatus(status, "RegisterServer");
+  return reply.server_id();
+}
+
+absl::Status Registration::Heartbeat(uint32_t server_id) {
+  meta::HeartbeatRequest request;
+  request.set_server_id(server_id);
+  if (auto space = store_.Space(); space.ok()) {
+    request.set_capacity_bytes(space->capacity_bytes);
+    request.set_used_bytes(space->used_bytes);
+  }
+  meta::Empty reply;
+  grpc::ClientContext context;
+  context.set_deadline(absl::ToChronoTime(absl::Now() + options_.rpc_deadline));
+  return FromGrpcStatus(stub_->Heartbeat(&context, request, &reply), "Heartbeat");
+}
+
+void Registration::Run() {
+  std::optional<uint32_t> id;
+  absl::Duration backoff = kInitialBackoff;
+  int failures = 0;
+  for (;;) {
+    absl::Duration wait;
+    if (!id.has_value()) {
+      auto registered = Register();
+      if (registered.ok()) {
+        id = *registered;
+        {
+          absl::MutexLock lock(&mu_);
+          server_id_ = id;
+        }
+        failures = 0;
+        backoff = kInitialBackoff;
+        CKPTFS_LOG(kInfo) << "registered with the metadata service "
+                          << options_.meta_address << " as server " << *id;
+        if (options_.on_registered) options_.on_registered(*id);
+        wait = options_.heartbeat_interval;
+      } else {
+        if (failures++ % kLogEvery == 0) {
+          CKPTFS_LOG(kWarning) << "cannot register with the metadata service "
+                               << options_.meta_address << " (attempt " << failures
+                               << "), retrying: " << registered.status().message();
+        }
+        wait = backoff;
+        backoff = std::min(backoff * 2, options_.max_backoff);
+      }
+    } else {
+      absl::Status status = Heartbeat(*id);
+      if (status.ok()) {
+        failures = 0;
+        wait = options_.heartbeat_interval;
+      } else if (status.code() == absl::StatusCode::kNotFound ||
+                 ErrnoFromStatus(status) == ENOENT) {
+        CKPTFS_LOG(kWarning) << "the metadata service does not know server " << *id
+                             << " any more; registering again";
+        id.reset();
+        wait = absl::ZeroDuration();
+      } else {
+        if (failures++ % kLogEvery == 0) {
+          CKPTFS_LOG(kWarning) << "heartbeat to " << options_.meta_address
+                               << " failed: " << status.message();
+        }
+        wait = options_.heartbeat_interval;
+      }
+    }
+    if (stop_.WaitForNotificationWithTimeout(wait)) return;
+  }
+}
+
+}  // namespace ckptfs::storage
