@@ -1,0 +1,242 @@
+// Tests of the `ckptfs` executable's behaviour that need no real cluster:
+// usage errors, missing daemons, busy ports, a daemon that fails or never
+// becomes ready (shell scripts stand in for the daemons via CKPTFS_BIN_DIR),
+// a state dir whose cluster still runs, and `down` of recorded processes.
+// The real end-to-end run (up, write, down, up, read, down) lives in
+// tests/integration/cli_test.cc.
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "common/net.h"
+#include "gtest/gtest.h"
+#include "tools/ports.h"
+#include "tools/process.h"
+#include "tools/state_dir.h"
+
+namespace ckptfs::tools {
+namespace {
+
+class CliTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char pattern[] = "/tmp/ckptfs-cli-test-XXXXXX";
+    root_ = ::mkdtemp(pattern);
+    bin_ = root_ + "/bin";
+    state_ = root_ + "/state";
+    mnt_ = root_ + "/mnt";
+    std::filesystem::create_directories(bin_);
+    ::setenv("CKPTFS_BIN_DIR", bin_.c_str(), 1);
+    const auto base = FindFreePortRange("127.0.0.1",
+                                        static_cast<uint16_t>(20000 + ::getpid() % 20000), 6, {});
+    ASSERT_TRUE(base.has_value());
+    base_ = *base;
+  }
+  void TearDown() override {
+    Run({"down", "--state-dir", state_, "--grace-s", "1"});
+    for (pid_t pid : spawned_) {
+      ::kill(pid, SIGKILL);
+      ReapIfExited(pid);
+    }
+    ::unsetenv("CKPTFS_BIN_DIR");
+    std::error_code ec;
+    std::filesystem::remove_all(root_, ec);
+  }
+
+  // Runs `ckptfs args...`; returns exit status and combined output.
+  CommandResult Run(std::vector<std::string> args) {
+    args.insert(args.begin(), CKPTFS_CLI_PATH);
+    auto result = RunCommand(args);
+    EXPECT_TRUE(result.ok()) << result.status();
+    return result.ok() ? *result : CommandResult{-1, ""};
+  }
+  std::vector<std::string> Up(std::vector<std::string> extra = {}) {
+    std::vector<std::string> args = {"up",          "--state-dir",  state_,
+                                     "--mountpoint", mnt_,          "--meta-port",
+                                     absl::StrCat(base_), "--storage-port",
+                                     absl::StrCat(base_ + 1), "--servers", "2"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    return args;
+  }
+  // Installs the three stand-in daemons; `meta_body` is the meta script.
+  void StandIns(const std::string& meta_body) {
+    WriteScript("ckptfs-meta", meta_body);
+    WriteScript("ckptfs-storage", "echo storage stand-in; exit 1");
+    WriteScript("ckptfs-fuse", "echo fuse stand-in; exit 1");
+  }
+  void WriteScript(const std::string& name, const std::string& body) {
+    const std::string path = bin_ + "/" + name;
+    std::ofstream(path) << "#!/bin/sh\n" << body << "\n";
+    ::chmod(path.c_str(), 0755);
+  }
+  bool StateFileExists() { return std::filesystem::exists(state_ + "/cluster.state"); }
+
+  std::string root_, bin_, state_, mnt_;
+  uint16_t base_ = 0;
+  std::vector<pid_t> spawned_;
+};
+
+// A live (non-zombie) process?
+bool Alive(pid_t pid) {
+  std::ifstream in(absl::StrCat("/proc/", pid, "/stat"));
+  std::string line;
+  if (!std::getline(in, line)) return false;
+  const size_t close = line.rfind(')');
+  return close != std::string::npos && close + 2 < line.size() && line[close + 2] != 'Z';
+}
+
+TEST_F(CliTest, UsageErrorsExitWithTwo) {
+  EXPECT_EQ(Run({}).exit_status, 2);
+  CommandResult r = Run({"frobnicate"});
+  EXPECT_EQ(r.exit_status, 2);
+  EXPECT_NE(r.output.find("unknown command"), std::string::npos) << r.output;
+  r = Run({"up", "--state-dir", state_, "--mountpoint", mnt_, "--sever", "3"});
+  EXPECT_EQ(r.exit_status, 2);
+  EXPECT_NE(r.output.find("did you mean --servers?"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("usage: ckptfs up"), std::string::npos) << r.output;
+  r = Run({"up", "--mountpoint", mnt_});
+  EXPECT_EQ(r.exit_status, 2);
+  EXPECT_NE(r.output.find("--state-dir"), std::string::npos) << r.output;
+  EXPECT_EQ(Run(Up({"--servers", "0"})).exit_status, 2);
+  EXPECT_EQ(Run({"up", "--state-dir", state_, "--mountpoint", mnt_, "--meta-port", "7002",
+                 "--storage-port", "7001"})
+                .exit_status,
+            2);  // meta port inside the storage range
+  EXPECT_EQ(Run({"status"}).exit_status, 2);
+}
+
+TEST_F(CliTest, HelpExitsWithZero) {
+  CommandResult r = Run({"help"});
+  EXPECT_EQ(r.exit_status, 0);
+  for (const char* command : {"up", "down", "mount", "umount", "status"}) {
+    EXPECT_NE(r.output.find(absl::StrCat("  ", command, " ")), std::string::npos) << command;
+  }
+  r = Run({"down", "--help"});
+  EXPECT_EQ(r.exit_status, 0);
+  EXPECT_NE(r.output.find("usage: ckptfs down --state-dir DIR"), std::string::npos);
+  EXPECT_EQ(Run({"help", "mount"}).exit_status, 0);
+}
+
+TEST_F(CliTest, DownWithNothingRunningIsFine) {
+  CommandResult r = Run({"down", "--state-dir", state_});
+  EXPECT_EQ(r.exit_status, 0) << r.output;
+  EXPECT_NE(r.output.find("nothing to stop"), std::string::npos) << r.output;
+  std::filesystem::create_directories(state_);
+  r = Run({"down", "--state-dir", state_});
+  EXPECT_EQ(r.exit_status, 0) << r.output;
+  EXPECT_NE(r.output.find("nothing to stop"), std::string::npos) << r.output;
+}
+
+TEST_F(CliTest, MissingDaemonsAreNamed) {
+  CommandResult r = Run(Up());
+  EXPECT_EQ(r.exit_status, 1);
+  EXPECT_NE(r.output.find("cannot find the executable ckptfs-meta in " + bin_),
+            std::string::npos)
+      << r.output;
+}
+
+TEST_F(CliTest, BusyPortsAreNamedWithAFreeAlternative) {
+  StandIns("touch " + root_ + "/meta-started; exit 1");
+  {
+    auto blocker = ListenTcp(HostPort{"127.0.0.1", base_});
+    ASSERT_TRUE(blocker.ok());
+    CommandResult r = Run(Up());
+    EXPECT_EQ(r.exit_status, 1);
+    EXPECT_NE(r.output.find(absl::StrCat("port ", base_, " (metadata service)")),
+              std::string::npos)
+        << r.output;
+    EXPECT_NE(r.output.find("pass --meta-port "), std::string::npos) << r.output;
+  }
+  {
+    auto blocker = ListenTcp(HostPort{"127.0.0.1", static_cast<uint16_t>(base_ + 2)});
+    ASSERT_TRUE(blocker.ok());
+    CommandResult r = Run(Up());
+    EXPECT_EQ(r.exit_status, 1);
+    EXPECT_NE(r.output.find(absl::StrCat("port ", base_ + 2, " (storage servers")),
+              std::string::npos)
+        << r.output;
+    EXPECT_NE(r.output.find("pass --storage-port "), std::string::npos) << r.output;
+  }
+  EXPECT_FALSE(std::filesystem::exists(root_ + "/meta-started"));  // nothing started
+  EXPECT_FALSE(StateFileExists());
+}
+
+TEST_F(CliTest, FailingDaemonShowsItsLogAndNothingIsLeft) {
+  StandIns("echo \"meta stand-in: cannot open data dir ($*)\" >&2; exit 3");
+  CommandResult r = Run(Up());
+  EXPECT_EQ(r.exit_status, 1);
+  EXPECT_NE(r.output.find("exited with status 3"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("meta stand-in: cannot open data dir"), std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find(absl::StrCat("--listen=127.0.0.1:", base_)), std::string::npos)
+      << r.output;  // the daemon got its flags
+  EXPECT_FALSE(StateFileExists());
+  EXPECT_TRUE(std::filesystem::exists(state_ + "/logs/meta.log"));
+}
+
+TEST_F(CliTest, DaemonThatNeverAnswersIsStopped) {
+  StandIns("echo $$ > " + root_ + "/meta.pid\n"
+           "trap 'exit 0' TERM\nwhile :; do sleep 0.1; done");
+  CommandResult r = Run(Up({"--timeout-s", "1"}));
+  EXPECT_EQ(r.exit_status, 1);
+  EXPECT_NE(r.output.find("timed out"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("meta (pid"), std::string::npos) << r.output;
+  std::ifstream in(root_ + "/meta.pid");
+  pid_t pid = 0;
+  ASSERT_TRUE(in >> pid);
+  EXPECT_FALSE(Alive(pid));
+  EXPECT_FALSE(StateFileExists());
+}
+
+TEST_F(CliTest, RunningClusterIsRefusedAndDownStopsOnlyRecordedProcesses) {
+  auto dir = StateDir::Open(state_, /*create=*/true);
+  ASSERT_TRUE(dir.ok());
+  auto daemon = SpawnDetached({"/bin/sleep", "60"}, dir->LogPath("meta"));
+  auto bystander = SpawnDetached({"/bin/sleep", "60"}, dir->LogPath("other"));
+  ASSERT_TRUE(daemon.ok() && bystander.ok());
+  spawned_ = {daemon->pid, bystander->pid};
+  ClusterState state;
+  state.meta_address = absl::StrCat("127.0.0.1:", base_);
+  state.daemons.push_back({"meta", state.meta_address, dir->MetaDir(), dir->LogPath("meta"),
+                           *daemon});
+  // A recorded pid that now belongs to another process must be left alone.
+  ProcessRecord recycled = *bystander;
+  recycled.start_time += 7;
+  state.daemons.push_back({"storage-0", "127.0.0.1:1", "", "", recycled});
+  ASSERT_TRUE(dir->Save(state).ok());
+
+  StandIns("exit 1");
+  CommandResult r = Run(Up());
+  EXPECT_EQ(r.exit_status, 1);
+  EXPECT_NE(r.output.find("still running"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("ckptfs down --state-dir"), std::string::npos) << r.output;
+  EXPECT_TRUE(StateFileExists());
+
+  r = Run({"down", "--state-dir", state_});
+  EXPECT_EQ(r.exit_status, 0) << r.output;
+  EXPECT_NE(r.output.find("stopped"), std::string::npos) << r.output;
+  ReapIfExited(daemon->pid);
+  EXPECT_FALSE(Alive(daemon->pid));
+  EXPECT_TRUE(Alive(bystander->pid));
+  EXPECT_FALSE(StateFileExists());
+
+  r = Run({"down", "--state-dir", state_});
+  EXPECT_EQ(r.exit_status, 0) << r.output;
+  EXPECT_NE(r.output.find("nothing to stop"), std::string::npos) << r.output;
+}
+
+TEST_F(CliTest, StatusOfAnUnreachableServiceFails) {
+  CommandResult r = Run({"status", "--meta", absl::StrCat("127.0.0.1:", base_)});
+  EXPECT_EQ(r.exit_status, 1);
+  EXPECT_NE(r.output.find("cannot reach the metadata service"), std::string::npos)
+      << r.output;
+}
+
+}  // namespace
+}  // namespace ckptfs::tools

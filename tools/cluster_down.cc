@@ -1,0 +1,140 @@
+// `ckptfs down`: stops the local cluster recorded in a state directory:
+// unmounts (retrying while busy, naming the processes that hold it, then
+// detaching lazily), stops the FUSE daemon, the storage servers and then the
+// metadata service (SIGTERM, SIGKILL after a grace period), but only
+// processes that are still the ones `up` started. Data directories stay.
+// Idempotent. Runs on main's thread only.
+#include <unistd.h>
+
+#include <iostream>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/match.h"
+#include "absl/time/clock.h"
+#include "tools/commands.h"
+#include "tools/mounts.h"
+#include "tools/process.h"
+#include "tools/state_dir.h"
+#include "tools/table.h"
+#include "tools/waiting.h"
+
+namespace ckptfs::tools {
+namespace {
+
+// Stop order: whoever uses a daemon goes before it.
+int StopRank(const DaemonRecord& d) {
+  if (d.role == "fuse") return 0;
+  if (absl::StartsWith(d.role, "storage")) return 1;
+  return 2;
+}
+
+}  // namespace
+
+CommandSpec DownSpec() {
+  return CommandSpec{
+      "down",
+      "Unmount and stop the local cluster that `ckptfs up` started in --state-dir.",
+      "Data stays in --state-dir; `ckptfs up` with the same --state-dir starts it again.\n"
+      "Nothing running is not an error.",
+      {
+          {"state-dir", "DIR", "the directory given to `ckptfs up`", "", true},
+          {"grace-s", "SECONDS", "how long to wait after SIGTERM before SIGKILL", "10"},
+      }};
+}
+
+int RunDown(const ParsedFlags& flags) {
+  static const CommandSpec spec = DownSpec();
+  absl::StatusOr<int64_t> grace = flags.GetInt("grace-s", 0, 3600);
+  if (!grace.ok()) return UsageError(spec, std::string(grace.status().message()));
+  const std::string path = AbsolutePath(flags.Get("state-dir"));
+  if (::access(path.c_str(), F_OK) != 0) {
+    std::cout << "no cluster in " << path << " (no such directory); nothing to stop"
+              << std::endl;
+    return 0;
+  }
+  absl::StatusOr<StateDir> dir = StateDir::Open(path, /*create=*/false);
+  if (!dir.ok()) return Failure(spec, std::string(dir.status().message()));
+  if (absl::Status s = dir->Lock(); !s.ok()) return Failure(spec, std::string(s.message()));
+  absl::StatusOr<std::optional<ClusterState>> loaded = dir->Load();
+  if (!loaded.ok()) return Failure(spec, std::string(loaded.status().message()));
+  if (!loaded->has_value()) {
+    std::cout << "no cluster is running from " << dir->path() << "; nothing to stop"
+              << std::endl;
+    return 0;
+  }
+  ClusterState state = std::move(**loaded);
+  bool failed = false;
+  // Taken before unmounting: the FUSE daemon exits by itself once unmounted.
+  std::vector<bool> was_running;
+  for (const DaemonRecord& d : state.daemons) was_running.push_back(IsRunning(d.process));
+
+  if (!state.mountpoint.empty()) {
+    std::optional<MountEntry> mount = FindMount(state.mountpoint);
+    if (mount.has_value() && mount->is_fuse()) {
+      absl::Status s = UnmountWithRetries(
+          state.mountpoint, /*attempts=*/5, /*lazy=*/true,
+          [](const std::string& line) { std::cout << line << std::endl; });
+      if (s.ok()) {
+        std::cout << "unmounted " << state.mountpoint << std::endl;
+      } else {
+        std::cerr << "ckptfs down: " << s.message() << std::endl;
+        failed = true;
+      }
+    }
+  }
+
+  std::vector<std::vector<std::string>> rows = {{"ROLE", "ADDRESS", "PID", "RESULT"}};
+  std::vector<DaemonRecord> remaining;
+  for (int rank = 0; rank <= 2; ++rank) {
+    std::vector<const DaemonRecord*> group;
+    std::vector<ProcessRecord> records;
+    std::vector<bool> group_was_running;
+    for (size_t i = 0; i < state.daemons.size(); ++i) {
+      if (StopRank(state.daemons[i]) != rank) continue;
+      group.push_back(&state.daemons[i]);
+      records.push_back(state.daemons[i].process);
+      group_was_running.push_back(was_running[i]);
+    }
+    if (group.empty()) continue;
+    if (rank == 0) {  // the FUSE daemon: give it a moment to exit by itself
+      (void)WaitFor("ckptfs-fuse to exit", absl::Seconds(3), [&]() -> absl::StatusOr<bool> {
+        for (const ProcessRecord& r : records) {
+          if (IsRunning(r)) return false;
+        }
+        return true;
+      });
+    }
+    std::vector<StopOutcome> outcomes = StopProcesses(records, absl::Seconds(*grace));
+    for (size_t i = 0; i < group.size(); ++i) {
+      std::string result = StopOutcomeName(outcomes[i]);
+      if (outcomes[i] == StopOutcome::kNotRunning && group_was_running[i]) {
+        result = rank == 0 ? "stopped (exited after unmount)" : "exited by itself";
+      }
+      rows.push_back({group[i]->role, group[i]->address,
+                      absl::StrCat(group[i]->process.pid), result});
+      if (outcomes[i] == StopOutcome::kStuck) {
+        failed = true;
+        remaining.push_back(*group[i]);
+      }
+    }
+  }
+  std::cout << FormatTable(rows);
+  if (!remaining.empty()) {
+    state.daemons = remaining;
+    (void)dir->Save(state);
+    std::cerr << "ckptfs down: some processes could not be stopped; cluster.state keeps "
+                 "them, run `ckptfs down` again"
+              << std::endl;
+    return 1;
+  }
+  if (absl::Status s = dir->Remove(); !s.ok()) {
+    return Failure(spec, std::string(s.message()));
+  }
+  std::cout << "cluster of " << dir->path() << " is down; its data stays there (start it "
+            << "again with: ckptfs up --state-dir " << dir->path()
+            << (state.mountpoint.empty() ? "" : " --mountpoint " + state.mountpoint) << ")"
+            << std::endl;
+  return failed ? 1 : 0;
+}
+
+}  // namespace ckptfs::tools

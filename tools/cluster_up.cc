@@ -1,0 +1,374 @@
+// `ckptfs up`: starts a local cluster — one metadata service, N storage
+// servers and the FUSE mount — with all state under one directory, waits
+// until each part is ready, and records what it started in cluster.state
+// (after every daemon, so `ckptfs down` can always clean up). If a step
+// fails it prints the failing daemon's log tail and stops what it started.
+// Runs on main's thread only.
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <iostream>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/errno_status.h"
+#include "common/net.h"
+#include "tools/commands.h"
+#include "tools/daemon_binaries.h"
+#include "tools/fuse_mount.h"
+#include "tools/meta_probe.h"
+#include "tools/mounts.h"
+#include "tools/ports.h"
+#include "tools/process.h"
+#include "tools/state_dir.h"
+#include "tools/table.h"
+#include "tools/waiting.h"
+
+namespace ckptfs::tools {
+namespace {
+
+constexpr int kMaxServers = 64;
+constexpr int kLogTailLines = 25;
+
+struct UpConfig {
+  std::string host;
+  uint16_t meta_port = 0;
+  uint16_t storage_port = 0;
+  int servers = 0;
+  int64_t chunk_size = 0;  // 0: the metadata service's default
+  absl::Duration timeout;
+  std::string mountpoint;  // absolute
+  std::string meta_binary, storage_binary, fuse_binary;
+
+  std::string Address(uint16_t port) const { return HostPort{host, port}.ToString(); }
+  std::string MetaAddress() const { return Address(meta_port); }
+  uint16_t StoragePort(int i) const { return static_cast<uint16_t>(storage_port + i); }
+};
+
+// Every port must be free before anything starts; a busy one is reported
+// with a free alternative to pass instead.
+absl::Status CheckPorts(const UpConfig& config) {
+  std::vector<uint16_t> storage_ports;
+  for (int i = 0; i < config.servers; ++i) storage_ports.push_back(config.StoragePort(i));
+  std::vector<std::string> problems;
+  absl::Status meta = CheckPortFree(config.host, config.meta_port);
+  if (!meta.ok() && ErrnoFromStatus(meta) != EADDRINUSE) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("cannot listen on ", config.MetaAddress(), ": ", meta.message(),
+                     " (is --host ", config.host, " an address of this machine?)"));
+  }
+  if (!meta.ok()) {
+    std::optional<uint16_t> alt =
+        FindFreePortRange(config.host, config.meta_port, 1, storage_ports);
+    problems.push_back(absl::StrCat(
+        "port ", config.meta_port, " (metadata service) on ", config.host,
+        " is already in use", alt ? absl::StrCat("; pass --meta-port ", *alt) : ""));
+  }
+  std::vector<uint16_t> busy;
+  for (uint16_t port : storage_ports) {
+    if (!CheckPortFree(config.host, port).ok()) busy.push_back(port);
+  }
+  if (!busy.empty()) {
+    std::optional<uint16_t> alt = FindFreePortRange(
+        config.host, config.storage_port, config.servers, {config.meta_port});
+    problems.push_back(absl::StrCat(
+        busy.size() == 1 ? "port " : "ports ", absl::StrJoin(busy, ", "),
+        " (storage servers use ", config.storage_port, "..",
+        config.StoragePort(config.servers - 1), ") on ", config.host,
+        busy.size() == 1 ? " is" : " are", " already in use",
+        alt ? absl::StrCat("; pass --storage-port ", *alt) : ""));
+  }
+  if (problems.empty()) return absl::OkStatus();
+  return absl::FailedPreconditionError(absl::StrCat(
+      absl::StrJoin(problems, "\n  "),
+      "\n  (another ckptfs cluster or another program listens there; `ss -ltnp` "
+      "shows which)"));
+}
+
+class ClusterStarter {
+ public:
+  ClusterStarter(UpConfig config, StateDir dir)
+      : config_(std::move(config)), dir_(std::move(dir)),
+        probe_(config_.MetaAddress()) {
+    state_.meta_address = config_.MetaAddress();
+  }
+
+  int Run() {
+    if (absl::Status s = StartMeta(); !s.ok()) return Abort(s);
+    if (absl::Status s = StartStorage(); !s.ok()) return Abort(s);
+    if (absl::Status s = StartMount(); !s.ok()) return Abort(s);
+    PrintSummary();
+    return 0;
+  }
+
+ private:
+  // Starts one daemon, records it and saves the state file.
+  absl::Status Start(const std::string& role, const std::string& address,
+                     const std::string& data_dir, const std::vector<std::string>& argv) {
+    DaemonRecord record;
+    record.role = role;
+    record.address = address;
+    record.data_dir = data_dir;
+    record.log_path = dir_.LogPath(role);
+    failing_log_ = record.log_path;
+    absl::StatusOr<ProcessRecord> process = SpawnDetached(argv, record.log_path);
+    if (!process.ok()) return process.status();
+    record.process = *process;
+    state_.daemons.push_back(record);
+    return dir_.Save(state_);
+  }
+
+  absl::Status StartMeta() {
+    std::cout << "starting metadata service on " << config_.MetaAddress() << " ..."
+              << std::endl;
+    std::vector<std::string> argv = {config_.meta_binary,
+                                     "--listen=" + config_.MetaAddress(),
+                                     "--data_dir=" + dir_.MetaDir()};
+    if (config_.chunk_size > 0) {
+      argv.push_back(absl::StrCat("--default_chunk_size=", config_.chunk_size));
+    }
+    if (absl::Status s = Start("meta", config_.MetaAddress(), dir_.MetaDir(), argv); !s.ok()) {
+      return s;
+    }
+    const pid_t pid = state_.daemons.back().process.pid;
+    return WaitFor("the metadata service to answer", config_.timeout,
+                   [&]() -> absl::StatusOr<bool> {
+                     if (std::optional<std::string> how = ReapIfExited(pid)) {
+                       return absl::UnavailableError(
+                           absl::StrCat("ckptfs-meta (pid ", pid, ") ", *how));
+                     }
+                     return probe_.ListServers(absl::Seconds(1)).ok();
+                   });
+  }
+
+  absl::Status StartStorage() {
+    std::cout << "starting " << config_.servers << " storage server"
+              << (config_.servers == 1 ? "" : "s") << " on " << config_.host << ":"
+              << config_.storage_port << ".." << config_.StoragePort(config_.servers - 1)
+              << " ..." << std::endl;
+    for (int i = 0; i < config_.servers; ++i) {
+      const std::string data_dir = dir_.StorageDir(i);
+      std::error_code ec;
+      std::filesystem::create_directories(data_dir, ec);
+      if (ec) return SyscallError(ec.value(), absl::StrCat("create directory ", data_dir));
+      const std::string address = config_.Address(config_.StoragePort(i));
+      absl::Status s = Start(absl::StrCat("storage-", i), address, data_dir,
+                             {config_.storage_binary, "--listen=" + address,
+                              "--data_dir=" + data_dir, "--meta=" + config_.MetaAddress()});
+      if (!s.ok()) return s;
+    }
+    failing_log_.clear();
+    return WaitFor(
+        absl::StrCat("all ", config_.servers, " storage servers to register"),
+        config_.timeout, [&]() -> absl::StatusOr<bool> {
+          for (const DaemonRecord& d : state_.daemons) {
+            if (std::optional<std::string> how = ReapIfExited(d.process.pid)) {
+              failing_log_ = d.log_path;
+              return absl::UnavailableError(absl::StrCat(
+                  d.role, " (pid ", d.process.pid, ", ", d.address, ") ", *how));
+            }
+          }
+          absl::StatusOr<std::vector<meta::ServerInfo>> servers =
+              probe_.ListServers(absl::Seconds(1));
+          if (!servers.ok()) return false;
+          for (int i = 0; i < config_.servers; ++i) {
+            const uint16_t port = config_.StoragePort(i);
+            const bool registered = std::any_of(
+                servers->begin(), servers->end(), [&](const meta::ServerInfo& info) {
+                  absl::StatusOr<HostPort> hp = ParseHostPort(info.address());
+                  return info.alive() && hp.ok() && hp->port == port;
+                });
+            if (!registered) return false;
+          }
+          // A registration may predate a restart; make sure each one listens.
+          for (int i = 0; i < config_.servers; ++i) {
+            if (!PortAcceptsConnections(config_.host, config_.StoragePort(i))) return false;
+          }
+          return true;
+        });
+  }
+
+  absl::Status StartMount() {
+    std::cout << "mounting " << config_.mountpoint << " ..." << std::endl;
+    if (absl::Status s = PrepareMountpoint(config_.mountpoint); !s.ok()) return s;
+    FuseMountOptions options;
+    options.fuse_binary = config_.fuse_binary;
+    options.meta_address = config_.MetaAddress();
+    options.mountpoint = config_.mountpoint;
+    state_.mountpoint = config_.mountpoint;
+    if (absl::Status s = Start("fuse", config_.mountpoint, "", FuseArgv(options)); !s.ok()) {
+      return s;
+    }
+    return WaitForMount(state_.daemons.back().process.pid, config_.mountpoint,
+                        config_.timeout);
+  }
+
+  // Reports `error`, shows the failing daemon's log, stops everything
+  // started so far and forgets it. Returns the exit status 1.
+  int Abort(const absl::Status& error) {
+    std::cerr << "ckptfs up: " << error.message() << "\n";
+    if (!failing_log_.empty()) {
+      const std::string tail = TailFile(failing_log_, kLogTailLines);
+      std::cerr << "---- last lines of " << failing_log_ << " ----\n"
+                << (tail.empty() ? "(empty)" : tail) << "\n----\n";
+    }
+    if (state_.daemons.empty()) return 1;
+    std::cerr << "stopping what was started ...\n";
+    if (!state_.mountpoint.empty()) {
+      absl::Status s = UnmountWithRetries(
+          state_.mountpoint, 1, /*lazy=*/true,
+          [](const std::string& line) { std::cerr << "  " << line << "\n"; });
+      if (!s.ok()) std::cerr << "  " << s.message() << "\n";
+    }
+    std::vector<ProcessRecord> records;
+    for (auto it = state_.daemons.rbegin(); it != state_.daemons.rend(); ++it) {
+      records.push_back(it->process);
+    }
+    std::vector<StopOutcome> outcomes = StopProcesses(records, absl::Seconds(5));
+    bool stuck = false;
+    for (size_t i = 0; i < outcomes.size(); ++i) {
+      const DaemonRecord& d = state_.daemons[state_.daemons.size() - 1 - i];
+      std::cerr << "  " << d.role << " (pid " << d.process.pid << "): "
+                << StopOutcomeName(outcomes[i]) << "\n";
+      stuck |= outcomes[i] == StopOutcome::kStuck;
+    }
+    if (!stuck) (void)dir_.Remove();
+    return 1;
+  }
+
+  void PrintSummary() {
+    std::vector<std::vector<std::string>> rows = {
+        {"ROLE", "ADDRESS", "PID", "DATA DIR", "LOG"}};
+    for (const DaemonRecord& d : state_.daemons) {
+      rows.push_back({d.role, d.address, absl::StrCat(d.process.pid),
+                      d.data_dir.empty() ? "-" : d.data_dir, d.log_path});
+    }
+    std::cout << "\nckptfs cluster is up (state: " << dir_.StateFile() << ")\n\n"
+              << FormatTable(rows) << "\nmounted at " << config_.mountpoint << "\n"
+              << "other nodes:  ckptfs mount --meta " << config_.MetaAddress()
+              << " --mountpoint DIR\n"
+              << "stop it:      ckptfs down --state-dir " << dir_.path() << std::endl;
+  }
+
+  UpConfig config_;
+  StateDir dir_;
+  MetaProbe probe_;
+  ClusterState state_;
+  std::string failing_log_;  // the log to show if the current step fails
+};
+
+// A cluster recorded in `dir` that still runs is an error; a dead one is
+// cleared away (its stale mount detached) so that `up` can start afresh.
+absl::Status ClearPreviousCluster(const StateDir& dir) {
+  absl::StatusOr<std::optional<ClusterState>> previous = dir.Load();
+  if (!previous.ok()) return previous.status();
+  if (!previous->has_value()) return absl::OkStatus();
+  const ClusterState& state = **previous;
+  std::vector<std::string> running;
+  for (const DaemonRecord& d : state.daemons) {
+    if (IsRunning(d.process)) {
+      running.push_back(absl::StrCat(d.role, " pid ", d.process.pid));
+    }
+  }
+  if (!running.empty()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "the cluster of ", dir.path(), " is still running (", absl::StrJoin(running, ", "),
+        "; metadata service ", state.meta_address,
+        state.mountpoint.empty() ? "" : ", mounted at " + state.mountpoint,
+        ")\n  stop it first with: ckptfs down --state-dir ", dir.path()));
+  }
+  std::cout << "the previous cluster of " << dir.path()
+            << " is no longer running; starting it again" << std::endl;
+  if (!state.mountpoint.empty()) {
+    std::optional<MountEntry> mount = FindMount(state.mountpoint);
+    if (mount.has_value() && mount->is_fuse()) {
+      absl::Status s = FuseUnmount(state.mountpoint, /*lazy=*/true);
+      if (!s.ok()) return s;
+      std::cout << "detached the stale mount at " << state.mountpoint << std::endl;
+    }
+  }
+  return dir.Remove();
+}
+
+}  // namespace
+
+CommandSpec UpSpec() {
+  return CommandSpec{
+      "up",
+      "Start a local ckptfs cluster (1 metadata service + N storage servers) and mount it.",
+      "All state (data, logs, cluster.state) lives under --state-dir; `up` again\n"
+      "after `down` with the same --state-dir finds the data again. Storage server\n"
+      "i listens on --storage-port + i. Stop the cluster with `ckptfs down`.",
+      {
+          {"state-dir", "DIR", "directory for the cluster's data, logs and state", "", true},
+          {"mountpoint", "DIR", "where to mount the filesystem (created if missing)", "", true},
+          {"host", "ADDR", "address every daemon listens on", "127.0.0.1"},
+          {"meta-port", "PORT", "metadata service port", "7000"},
+          {"storage-port", "PORT", "first storage server port", "7001"},
+          {"servers", "N", "number of storage servers", "4"},
+          {"chunk-size", "BYTES", "default chunk size of new files (metadata service default: 4 MiB)"},
+          {"timeout-s", "SECONDS", "how long to wait for each part to become ready", "30"},
+      }};
+}
+
+int RunUp(const ParsedFlags& flags) {
+  static const CommandSpec spec = UpSpec();
+  UpConfig config;
+  config.host = flags.Get("host");
+  absl::StatusOr<int64_t> meta_port = flags.GetInt("meta-port", 1, 65535);
+  absl::StatusOr<int64_t> storage_port = flags.GetInt("storage-port", 1, 65535);
+  absl::StatusOr<int64_t> servers = flags.GetInt("servers", 1, kMaxServers);
+  absl::StatusOr<int64_t> timeout = flags.GetInt("timeout-s", 1, 3600);
+  for (const absl::Status& s : {meta_port.status(), storage_port.status(),
+                                servers.status(), timeout.status()}) {
+    if (!s.ok()) return UsageError(spec, std::string(s.message()));
+  }
+  if (flags.Given("chunk-size")) {
+    absl::StatusOr<int64_t> chunk = flags.GetInt("chunk-size", 4096, int64_t{1} << 30);
+    if (!chunk.ok()) return UsageError(spec, std::string(chunk.status().message()));
+    config.chunk_size = *chunk;
+  }
+  config.meta_port = static_cast<uint16_t>(*meta_port);
+  config.storage_port = static_cast<uint16_t>(*storage_port);
+  config.servers = static_cast<int>(*servers);
+  config.timeout = absl::Seconds(*timeout);
+  if (*storage_port + *servers - 1 > 65535) {
+    return UsageError(spec, "--storage-port + --servers goes past port 65535");
+  }
+  if (*meta_port >= *storage_port && *meta_port < *storage_port + *servers) {
+    return UsageError(spec, absl::StrCat("--meta-port ", *meta_port,
+                                         " falls inside the storage ports ", *storage_port,
+                                         "..", *storage_port + *servers - 1));
+  }
+  config.mountpoint = AbsolutePath(flags.Get("mountpoint"));
+
+  for (auto [name, path] : {std::pair{kMetaBinary, &config.meta_binary},
+                            std::pair{kStorageBinary, &config.storage_binary},
+                            std::pair{kFuseBinary, &config.fuse_binary}}) {
+    absl::StatusOr<std::string> found = FindDaemonBinary(name);
+    if (!found.ok()) return Failure(spec, std::string(found.status().message()));
+    *path = *found;
+  }
+
+  absl::StatusOr<StateDir> dir = StateDir::Open(flags.Get("state-dir"), /*create=*/true);
+  if (!dir.ok()) return Failure(spec, std::string(dir.status().message()));
+  if (absl::Status s = dir->Lock(); !s.ok()) return Failure(spec, std::string(s.message()));
+  if (absl::Status s = ClearPreviousCluster(*dir); !s.ok()) {
+    return Failure(spec, std::string(s.message()));
+  }
+  if (absl::Status s = CheckPorts(config); !s.ok()) {
+    return Failure(spec, std::string(s.message()));
+  }
+  if (std::optional<MountEntry> mount = FindMount(config.mountpoint);
+      mount.has_value() && mount->is_fuse()) {
+    return Failure(spec, absl::StrCat(config.mountpoint, " is already a FUSE mount (",
+                                      mount->fs_type, "); unmount it first: ckptfs umount "
+                                      "--mountpoint ", config.mountpoint));
+  }
+  InstallInterruptHandler();
+  ClusterStarter starter(std::move(config), std::move(*dir));
+  return starter.Run();
+}
+
+}  // namespace ckptfs::tools

@@ -1,0 +1,49 @@
+// The subcommands of the `ckptfs` command line: each has a spec (flags and
+// help, see flags.h) and a Run function that returns the process exit
+// status: 0 success, 1 failure (reported on stderr), 2 usage error.
+// Each Run is called once, from main's thread.
+#ifndef CKPTFS_TOOLS_COMMANDS_H_
+#define CKPTFS_TOOLS_COMMANDS_H_
+
+#include <vector>
+
+#include "tools/flags.h"
+
+namespace ckptfs::tools {
+
+struct Command {
+  CommandSpec spec;
+  int (*run)(const ParsedFlags& flags);
+};
+
+// Every subcommand, in the order `ckptfs help` lists them.
+const std::vector<Command>& AllCommands();
+
+// cluster_up.cc: start a local cluster (meta + N storage + the mount).
+CommandSpec UpSpec();
+int RunUp(const ParsedFlags& flags);
+
+// cluster_down.cc: stop what `up` started.
+CommandSpec DownSpec();
+int RunDown(const ParsedFlags& flags);
+
+// mount_cmd.cc: mount an existing cluster / unmount.
+CommandSpec MountSpec();
+int RunMount(const ParsedFlags& flags);
+CommandSpec UmountSpec();
+int RunUmount(const ParsedFlags& flags);
+
+// status_cmd.cc: the storage servers a metadata service knows.
+CommandSpec StatusSpec();
+int RunStatus(const ParsedFlags& flags);
+
+// Usage error inside Run (a flag value out of range, ...): prints
+// "ckptfs <cmd>: <message>" and the usage on stderr; returns 2.
+int UsageError(const CommandSpec& spec, const std::string& message);
+
+// Runtime failure: prints "ckptfs <cmd>: <message>" on stderr; returns 1.
+int Failure(const CommandSpec& spec, const std::string& message);
+
+}  // namespace ckptfs::tools
+
+#endif  // CKPTFS_TOOLS_COMMANDS_H_

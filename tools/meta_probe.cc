@@ -1,0 +1,30 @@
+// See meta_probe.h.
+#include "tools/meta_probe.h"
+
+#include <grpcpp/grpcpp.h>
+
+#include "common/grpc_status.h"
+
+namespace ckptfs::tools {
+
+MetaProbe::MetaProbe(const std::string& address) : address_(address) {
+  grpc::ChannelArguments args;
+  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
+  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 500);
+  stub_ = meta::MetaService::NewStub(
+      grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args));
+}
+
+absl::StatusOr<std::vector<meta::ServerInfo>> MetaProbe::ListServers(
+    absl::Duration deadline) {
+  grpc::ClientContext context;
+  context.set_deadline(absl::ToChronoTime(absl::Now() + deadline));
+  meta::Empty request;
+  meta::ListServersReply reply;
+  grpc::Status status = stub_->ListServers(&context, request, &reply);
+  if (!status.ok()) return FromGrpcStatus(status, "ListServers to " + address_);
+  return std::vector<meta::ServerInfo>(reply.servers().begin(), reply.servers().end());
+}
+
+}  // namespace ckptfs::tools

@@ -1,0 +1,37 @@
+// Asks a metadata service which storage servers it knows (ListServers).
+//
+// Used by `ckptfs up` to wait until the service answers and until every
+// storage server has registered, and by `ckptfs status`. The channel uses
+// short reconnect backoffs so a service that comes up a moment later is
+// seen within a fraction of a second. Every call has a deadline.
+// Thread-safe (gRPC stubs are).
+#ifndef CKPTFS_TOOLS_META_PROBE_H_
+#define CKPTFS_TOOLS_META_PROBE_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "proto/meta.grpc.pb.h"
+
+namespace ckptfs::tools {
+
+class MetaProbe {
+ public:
+  // `address` is host:port of the metadata service. Connects lazily.
+  explicit MetaProbe(const std::string& address);
+
+  // ListServers with the given deadline; the service's error (or
+  // UNAVAILABLE while nobody listens) otherwise.
+  absl::StatusOr<std::vector<meta::ServerInfo>> ListServers(absl::Duration deadline);
+
+ private:
+  std::string address_;
+  std::unique_ptr<meta::MetaService::Stub> stub_;
+};
+
+}  // namespace ckptfs::tools
+
+#endif  // CKPTFS_TOOLS_META_PROBE_H_

@@ -1,0 +1,279 @@
+// See process.h.
+#include "tools/process.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <deque>
+#include <fstream>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
+#include "common/errno_status.h"
+#include "common/unique_fd.h"
+
+extern char** environ;
+
+namespace ckptfs::tools {
+namespace {
+
+// argv as the char* array exec wants; points into `args`.
+std::vector<char*> CArgv(const std::vector<std::string>& args) {
+  std::vector<char*> out;
+  out.reserve(args.size() + 1);
+  for (const std::string& arg : args) out.push_back(const_cast<char*>(arg.c_str()));
+  out.push_back(nullptr);
+  return out;
+}
+
+// RAII for posix_spawn's attribute and file-action objects.
+class SpawnSetup {
+ public:
+  SpawnSetup() {
+    posix_spawn_file_actions_init(&actions_);
+    posix_spawnattr_init(&attr_);
+  }
+  ~SpawnSetup() {
+    posix_spawn_file_actions_destroy(&actions_);
+    posix_spawnattr_destroy(&attr_);
+  }
+  SpawnSetup(const SpawnSetup&) = delete;
+  SpawnSetup& operator=(const SpawnSetup&) = delete;
+  posix_spawn_file_actions_t* actions() { return &actions_; }
+  posix_spawnattr_t* attr() { return &attr_; }
+
+  // Children start with no blocked signals and default dispositions for the
+  // signals a tool might catch or ignore.
+  void ResetSignals() {
+    sigset_t empty;
+    sigemptyset(&empty);
+    posix_spawnattr_setsigmask(&attr_, &empty);
+    sigset_t defaults;
+    sigemptyset(&defaults);
+    for (int sig : {SIGPIPE, SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGCHLD}) {
+      sigaddset(&defaults, sig);
+    }
+    posix_spawnattr_setsigdefault(&attr_, &defaults);
+  }
+
+ private:
+  posix_spawn_file_actions_t actions_;
+  posix_spawnattr_t attr_;
+};
+
+std::string ReadLinkOrEmpty(const std::string& path) {
+  char buf[4096];
+  const ssize_t n = ::readlink(path.c_str(), buf, sizeof(buf) - 1);
+  if (n <= 0) return "";
+  std::string target(buf, static_cast<size_t>(n));
+  // A binary replaced by a rebuild reads as "/path/bin (deleted)".
+  constexpr absl::string_view kDeleted = " (deleted)";
+  if (absl::EndsWith(target, kDeleted)) target.resize(target.size() - kDeleted.size());
+  return target;
+}
+
+// The state letter and start time from /proc/<pid>/stat.
+struct ProcStat {
+  char state = '?';
+  uint64_t start_time = 0;
+};
+
+std::optional<ProcStat> ReadProcStat(pid_t pid) {
+  std::ifstream in(absl::StrCat("/proc/", pid, "/stat"));
+  std::string line;
+  if (!in || !std::getline(in, line)) return std::nullopt;
+  // "pid (comm) S ppid ...": comm may hold spaces and ')', so split after
+  // the last ')'.
+  const size_t close = line.rfind(')');
+  if (close == std::string::npos) return std::nullopt;
+  std::vector<absl::string_view> fields =
+      absl::StrSplit(absl::string_view(line).substr(close + 1), ' ',
+                     absl::SkipEmpty());
+  // fields[0] is field 3 (state); field 22 (starttime) is fields[19].
+  if (fields.size() < 20 || fields[0].empty()) return std::nullopt;
+  ProcStat stat;
+  stat.state = fields[0][0];
+  if (!absl::SimpleAtoi(fields[19], &stat.start_time)) return std::nullopt;
+  return stat;
+}
+
+std::string DescribeWaitStatus(int status) {
+  if (WIFEXITED(status)) return absl::StrCat("exited with status ", WEXITSTATUS(status));
+  if (WIFSIGNALED(status)) {
+    return absl::StrCat("killed by signal ", WTERMSIG(status), " (",
+                        strsignal(WTERMSIG(status)), ")");
+  }
+  return "stopped";
+}
+
+void ReapQuietly(pid_t pid) {
+  int status = 0;
+  (void)::waitpid(pid, &status, WNOHANG);
+}
+
+}  // namespace
+
+absl::StatusOr<uint64_t> ProcessStartTime(pid_t pid) {
+  std::optional<ProcStat> stat = ReadProcStat(pid);
+  if (!stat) return ErrnoStatus(ESRCH, absl::StrCat("no process ", pid));
+  return stat->start_time;
+}
+
+absl::StatusOr<ProcessRecord> SpawnDetached(const std::vector<std::string>& argv,
+                                            const std::string& log_path) {
+  if (argv.empty()) return absl::InvalidArgumentError("empty argv");
+  UniqueFd log(::open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644));
+  if (!log.valid()) return SyscallError(errno, absl::StrCat("open log ", log_path));
+  const std::string banner =
+      absl::StrCat("==== ckptfs: starting ", absl::StrJoin(argv, " "), " at ",
+                   absl::FormatTime(absl::Now(), absl::UTCTimeZone()), " ====\n");
+  (void)::write(log.get(), banner.data(), banner.size());
+
+  SpawnSetup setup;
+  setup.ResetSignals();
+  posix_spawnattr_setflags(setup.attr(), POSIX_SPAWN_SETSID | POSIX_SPAWN_SETSIGMASK |
+                                             POSIX_SPAWN_SETSIGDEF);
+  posix_spawn_file_actions_addopen(setup.actions(), STDIN_FILENO, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_adddup2(setup.actions(), log.get(), STDOUT_FILENO);
+  posix_spawn_file_actions_adddup2(setup.actions(), log.get(), STDERR_FILENO);
+  // Nothing of ours (sockets, the state-dir lock) leaks into a daemon.
+  posix_spawn_file_actions_addclosefrom_np(setup.actions(), 3);
+
+  std::vector<char*> cargv = CArgv(argv);
+  pid_t pid = 0;
+  const int err = ::posix_spawn(&pid, argv[0].c_str(), setup.actions(), setup.attr(),
+                                cargv.data(), environ);
+  if (err != 0) return SyscallError(err, absl::StrCat("start ", argv[0]));
+  // glibc's posix_spawn returns after the exec, so /proc now shows the new
+  // image.
+  ProcessRecord record;
+  record.pid = pid;
+  record.exe = ReadLinkOrEmpty(absl::StrCat("/proc/", pid, "/exe"));
+  if (std::optional<ProcStat> stat = ReadProcStat(pid)) record.start_time = stat->start_time;
+  return record;
+}
+
+std::optional<std::string> ReapIfExited(pid_t pid) {
+  int status = 0;
+  const pid_t r = ::waitpid(pid, &status, WNOHANG);
+  if (r == pid) return DescribeWaitStatus(status);
+  if (r == 0) return std::nullopt;
+  // Not our child: judge from /proc.
+  std::optional<ProcStat> stat = ReadProcStat(pid);
+  if (!stat || stat->state == 'Z' || stat->state == 'X') return std::string("exited");
+  return std::nullopt;
+}
+
+bool IsRunning(const ProcessRecord& record) {
+  if (record.pid <= 0) return false;
+  std::optional<ProcStat> stat = ReadProcStat(record.pid);
+  if (!stat || stat->state == 'Z' || stat->state == 'X') return false;
+  if (stat->start_time != record.start_time) return false;
+  return ReadLinkOrEmpty(absl::StrCat("/proc/", record.pid, "/exe")) == record.exe;
+}
+
+const char* StopOutcomeName(StopOutcome outcome) {
+  switch (outcome) {
+    case StopOutcome::kNotRunning: return "was not running";
+    case StopOutcome::kTerminated: return "stopped";
+    case StopOutcome::kKilled: return "killed (did not stop on SIGTERM)";
+    case StopOutcome::kStuck: return "STILL RUNNING after SIGKILL";
+  }
+  return "?";
+}
+
+std::vector<StopOutcome> StopProcesses(const std::vector<ProcessRecord>& records,
+                                       absl::Duration grace) {
+  std::vector<StopOutcome> outcomes(records.size(), StopOutcome::kNotRunning);
+  std::vector<size_t> pending;
+  for (size_t i = 0; i < records.size(); ++i) {
+    ReapQuietly(records[i].pid);
+    if (!IsRunning(records[i])) continue;
+    if (::kill(records[i].pid, SIGTERM) == 0) {
+      outcomes[i] = StopOutcome::kTerminated;
+      pending.push_back(i);
+    }
+  }
+  auto wait_for = [&](absl::Duration limit) {
+    const absl::Time deadline = absl::Now() + limit;
+    while (!pending.empty()) {
+      std::vector<size_t> still;
+      for (size_t i : pending) {
+        ReapQuietly(records[i].pid);
+        if (IsRunning(records[i])) still.push_back(i);
+      }
+      pending.swap(still);
+      if (pending.empty() || absl::Now() >= deadline) break;
+      absl::SleepFor(absl::Milliseconds(50));
+    }
+  };
+  wait_for(grace);
+  for (size_t i : pending) {
+    ::kill(records[i].pid, SIGKILL);
+    outcomes[i] = StopOutcome::kKilled;
+  }
+  wait_for(absl::Seconds(5));
+  for (size_t i : pending) outcomes[i] = StopOutcome::kStuck;
+  return outcomes;
+}
+
+absl::StatusOr<CommandResult> RunCommand(const std::vector<std::string>& argv) {
+  if (argv.empty()) return absl::InvalidArgumentError("empty argv");
+  int fds[2];
+  if (::pipe2(fds, O_CLOEXEC) != 0) return SyscallError(errno, "pipe2");
+  UniqueFd read_end(fds[0]);
+  UniqueFd write_end(fds[1]);
+  SpawnSetup setup;
+  setup.ResetSignals();
+  posix_spawnattr_setflags(setup.attr(), POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+  posix_spawn_file_actions_addopen(setup.actions(), STDIN_FILENO, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_adddup2(setup.actions(), write_end.get(), STDOUT_FILENO);
+  posix_spawn_file_actions_adddup2(setup.actions(), write_end.get(), STDERR_FILENO);
+  std::vector<char*> cargv = CArgv(argv);
+  pid_t pid = 0;
+  const int err = ::posix_spawnp(&pid, argv[0].c_str(), setup.actions(), setup.attr(),
+                                 cargv.data(), environ);
+  if (err != 0) return SyscallError(err, absl::StrCat("run ", argv[0]));
+  write_end.Reset();
+  CommandResult result;
+  char buf[4096];
+  while (true) {
+    const ssize_t n = ::read(read_end.get(), buf, sizeof(buf));
+    if (n > 0) {
+      result.output.append(buf, static_cast<size_t>(n));
+    } else if (n == 0 || errno != EINTR) {
+      break;
+    }
+  }
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0) {
+    if (errno != EINTR) return SyscallError(errno, absl::StrCat("wait for ", argv[0]));
+  }
+  result.exit_status = WIFEXITED(status) ? WEXITSTATUS(status)
+                       : WIFSIGNALED(status) ? 128 + WTERMSIG(status)
+                                             : 255;
+  return result;
+}
+
+std::string TailFile(const std::string& path, int max_lines) {
+  std::ifstream in(path);
+  if (!in) return "";
+  std::deque<std::string> lines;
+  std::string line;
+  while (std::getline(in, line)) {
+    lines.push_back(std::move(line));
+    if (lines.size() > static_cast<size_t>(max_lines)) lines.pop_front();
+  }
+  return absl::StrJoin(lines, "\n");
+}
+
+}  // namespace ckptfs::tools

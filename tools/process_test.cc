@@ -1,0 +1,136 @@
+// Tests of spawning, watching and stopping daemons (process.h), with shell
+// scripts standing in for the daemons.
+#include "tools/process.h"
+
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "absl/strings/match.h"
+#include "absl/time/clock.h"
+#include "gtest/gtest.h"
+
+namespace ckptfs::tools {
+namespace {
+
+class ProcessTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char pattern[] = "/tmp/ckptfs-process-test-XXXXXX";
+    dir_ = ::mkdtemp(pattern);
+  }
+  void TearDown() override {
+    for (pid_t pid : started_) {
+      ::kill(pid, SIGKILL);
+      ReapIfExited(pid);
+    }
+    std::error_code ec;
+    std::filesystem::remove_all(dir_, ec);
+  }
+  std::string Script(const std::string& name, const std::string& body) {
+    const std::string path = dir_ + "/" + name;
+    std::ofstream(path) << "#!/bin/sh\n" << body << "\n";
+    ::chmod(path.c_str(), 0755);
+    return path;
+  }
+  ProcessRecord Spawn(const std::vector<std::string>& argv) {
+    auto record = SpawnDetached(argv, dir_ + "/test.log");
+    EXPECT_TRUE(record.ok()) << record.status();
+    if (!record.ok()) return {};
+    started_.push_back(record->pid);
+    return *record;
+  }
+  std::string ReadLog() {
+    std::ifstream in(dir_ + "/test.log");
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  }
+
+  std::string dir_;
+  std::vector<pid_t> started_;
+};
+
+TEST_F(ProcessTest, SpawnsDetachedWithLogAndRecord) {
+  const ProcessRecord record = Spawn({"/bin/sleep", "30"});
+  ASSERT_GT(record.pid, 0);
+  EXPECT_TRUE(IsRunning(record));
+  EXPECT_EQ(::getsid(record.pid), record.pid);  // its own session
+  EXPECT_NE(record.exe.find("sleep"), std::string::npos) << record.exe;
+  EXPECT_EQ(*ProcessStartTime(record.pid), record.start_time);
+  EXPECT_FALSE(ReapIfExited(record.pid).has_value());
+  EXPECT_NE(ReadLog().find("ckptfs: starting /bin/sleep 30"), std::string::npos);
+}
+
+TEST_F(ProcessTest, OutputGoesToTheLogAndExitIsReported) {
+  const ProcessRecord record =
+      Spawn({Script("fail.sh", "echo \"daemon says: bad flag $1\" >&2; exit 3"), "--x"});
+  std::optional<std::string> how;
+  for (int i = 0; i < 100 && !how; ++i) {
+    how = ReapIfExited(record.pid);
+    if (!how) absl::SleepFor(absl::Milliseconds(20));
+  }
+  ASSERT_TRUE(how.has_value());
+  EXPECT_EQ(*how, "exited with status 3");
+  EXPECT_NE(ReadLog().find("daemon says: bad flag --x"), std::string::npos);
+  EXPECT_NE(TailFile(dir_ + "/test.log", 1).find("daemon says"), std::string::npos);
+}
+
+TEST_F(ProcessTest, ExecFailureIsAnError) {
+  auto record = SpawnDetached({dir_ + "/no-such-binary"}, dir_ + "/test.log");
+  ASSERT_FALSE(record.ok());
+  EXPECT_NE(record.status().message().find("no-such-binary"), std::string::npos);
+}
+
+TEST_F(ProcessTest, StopsWithSigtermAndKillsStragglers) {
+  const ProcessRecord polite = Spawn({"/bin/sleep", "30"});
+  const ProcessRecord stubborn =
+      Spawn({Script("stubborn.sh", "trap '' TERM; while :; do sleep 0.1; done")});
+  absl::SleepFor(absl::Milliseconds(100));  // let the trap be installed
+  std::vector<StopOutcome> outcomes =
+      StopProcesses({polite, stubborn}, absl::Milliseconds(500));
+  ASSERT_EQ(outcomes.size(), 2u);
+  EXPECT_EQ(outcomes[0], StopOutcome::kTerminated);
+  EXPECT_EQ(outcomes[1], StopOutcome::kKilled);
+  EXPECT_FALSE(IsRunning(polite));
+  EXPECT_FALSE(IsRunning(stubborn));
+  // Stopping again finds nothing to do.
+  outcomes = StopProcesses({polite}, absl::Milliseconds(100));
+  EXPECT_EQ(outcomes[0], StopOutcome::kNotRunning);
+}
+
+TEST_F(ProcessTest, NeverSignalsAProcessThatIsNotTheRecordedOne) {
+  const ProcessRecord record = Spawn({"/bin/sleep", "30"});
+  ProcessRecord recycled = record;
+  recycled.start_time += 1;  // same pid, different process
+  ProcessRecord other_exe = record;
+  other_exe.exe = "/usr/bin/ckptfs-meta";
+  EXPECT_FALSE(IsRunning(recycled));
+  EXPECT_FALSE(IsRunning(other_exe));
+  std::vector<StopOutcome> outcomes =
+      StopProcesses({recycled, other_exe}, absl::Milliseconds(100));
+  EXPECT_EQ(outcomes[0], StopOutcome::kNotRunning);
+  EXPECT_EQ(outcomes[1], StopOutcome::kNotRunning);
+  EXPECT_TRUE(IsRunning(record));  // untouched
+}
+
+TEST_F(ProcessTest, ZombieCountsAsExited) {
+  const ProcessRecord record = Spawn({"/bin/sh", "-c", "exit 0"});
+  // Not reaped yet: wait until it is a zombie.
+  for (int i = 0; i < 100 && IsRunning(record); ++i) absl::SleepFor(absl::Milliseconds(20));
+  EXPECT_FALSE(IsRunning(record));
+}
+
+TEST(RunCommandTest, CapturesOutputAndStatus) {
+  auto result = RunCommand({"/bin/sh", "-c", "echo out; echo err >&2; exit 4"});
+  ASSERT_TRUE(result.ok());
+  EXPECT_EQ(result->exit_status, 4);
+  EXPECT_NE(result->output.find("out"), std::string::npos);
+  EXPECT_NE(result->output.find("err"), std::string::npos);
+  EXPECT_FALSE(RunCommand({"/nonexistent/binary"}).ok());
+}
+
+}  // namespace
+}  // namespace ckptfs::tools
