@@ -1,0 +1,139 @@
+// See filesystem.h.
+#include "fuse/filesystem.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "common/log.h"
+#include "fuse/ops.h"
+
+namespace ckptfs::fuse {
+namespace {
+
+// Background requests (readahead, async direct I/O pieces) the kernel may
+// have in flight at once. The kernel default, 12, starves a striped
+// filesystem whose chunk requests go to many servers in parallel.
+constexpr unsigned kMaxBackground = 64;
+
+void InitOp(void* userdata, struct fuse_conn_info* conn) {
+  static_cast<Filesystem*>(userdata)->Init(conn);
+}
+
+}  // namespace
+
+Filesystem::Filesystem(std::unique_ptr<client::Client> client, FilesystemOptions options)
+    : client_(std::move(client)),
+      attr_timeout_s_(absl::ToDoubleSeconds(options.attr_timeout)),
+      entry_timeout_s_(absl::ToDoubleSeconds(options.entry_timeout)) {}
+
+Filesystem::~Filesystem() {
+  absl::flat_hash_map<uint64_t, std::unique_ptr<client::File>> files;
+  absl::flat_hash_map<uint64_t, std::unique_ptr<DirHandle>> dirs;
+  {
+    absl::MutexLock lock(&handles_mu_);
+    files.swap(files_);
+    dirs.swap(dirs_);
+  }
+  for (auto& [fh, file] : files) {
+    absl::Status status = file->Close();
+    if (!status.ok()) {
+      CKPTFS_LOG(kError) << "closing unreleased file ino " << file->ino()
+                         << " at shutdown: " << status;
+    }
+  }
+  files.clear();  // every File goes before the Client (Client's contract)
+  client_.reset();
+}
+
+const fuse_lowlevel_ops& Filesystem::Ops() {
+  static const fuse_lowlevel_ops ops = [] {
+    fuse_lowlevel_ops o{};
+    o.init = InitOp;
+    AddNamespaceOps(&o);
+    AddFileOps(&o);
+    AddDirOps(&o);
+    AddXattrOps(&o);
+    return o;
+  }();
+  return ops;
+}
+
+void Filesystem::Init(struct fuse_conn_info* conn) {
+  // libfuse has already lowered max_write to what its receive buffer holds;
+  // never raise it past that, or the kernel would send requests libfuse
+  // cannot read.
+  const uint32_t ceiling = conn->max_write;
+  conn->max_write = std::min(ceiling, kMaxWrite);
+  if (conn->max_write < kMaxWrite) {
+    CKPTFS_LOG(kWarning) << "libfuse caps max_write at " << ceiling << " bytes, below the "
+                         << kMaxWrite << " ckptfs asks for";
+  }
+
+  auto want_if_offered = [conn](unsigned cap) {
+    if (conn->capable & cap) conn->want |= cap;
+  };
+  want_if_offered(FUSE_CAP_ASYNC_READ);
+  // O_TRUNC arrives with open, so the client trims storage and records the
+  // size in one step instead of a separate setattr.
+  want_if_offered(FUSE_CAP_ATOMIC_O_TRUNC);
+  // Many ranks create files in one checkpoint directory at once.
+  want_if_offered(FUSE_CAP_PARALLEL_DIROPS);
+  // A large direct write is sent as several max_write requests in parallel.
+  want_if_offered(FUSE_CAP_ASYNC_DIO);
+  // Another mount's writes change size/mtime; drop stale cached pages then.
+  want_if_offered(FUSE_CAP_AUTO_INVAL_DATA);
+  // A symlink's target never changes once created.
+  want_if_offered(FUSE_CAP_CACHE_SYMLINKS);
+  // No writeback cache for now: writes go straight to the client, whose
+  // close() is the commit point. No splice: payload moves once, from the
+  // kernel's buffer to the client's chunk buffer. No readdirplus: ReadDir
+  // carries no attributes. Locks stay local to the kernel.
+  conn->want &= ~(FUSE_CAP_WRITEBACK_CACHE | FUSE_CAP_SPLICE_READ | FUSE_CAP_SPLICE_WRITE |
+                  FUSE_CAP_SPLICE_MOVE | FUSE_CAP_READDIRPLUS | FUSE_CAP_READDIRPLUS_AUTO |
+                  FUSE_CAP_POSIX_LOCKS | FUSE_CAP_FLOCK_LOCKS);
+  conn->max_background = kMaxBackground;
+  conn->congestion_threshold = kMaxBackground * 3 / 4;
+  conn->time_gran = 1;
+
+  max_write_.store(conn->max_write);
+  CKPTFS_LOG(kInfo) << "FUSE protocol " << conn->proto_major << "." << conn->proto_minor
+                    << ": max_write=" << conn->max_write
+                    << " max_read=" << conn->max_read
+                    << " max_readahead=" << conn->max_readahead
+                    << " max_background=" << conn->max_background << " want=0x" << std::hex
+                    << conn->want << " capable=0x" << conn->capable;
+}
+
+uint64_t Filesystem::AddFile(std::unique_ptr<client::File> file) {
+  const uint64_t fh = reinterpret_cast<uint64_t>(file.get());
+  absl::MutexLock lock(&handles_mu_);
+  files_.emplace(fh, std::move(file));
+  return fh;
+}
+
+std::unique_ptr<client::File> Filesystem::TakeFile(uint64_t fh) {
+  absl::MutexLock lock(&handles_mu_);
+  auto it = files_.find(fh);
+  if (it == files_.end()) return nullptr;
+  std::unique_ptr<client::File> file = std::move(it->second);
+  files_.erase(it);
+  return file;
+}
+
+uint64_t Filesystem::AddDir(std::unique_ptr<DirHandle> dir) {
+  const uint64_t fh = reinterpret_cast<uint64_t>(dir.get());
+  absl::MutexLock lock(&handles_mu_);
+  dirs_.emplace(fh, std::move(dir));
+  return fh;
+}
+
+std::unique_ptr<DirHandle> Filesystem::TakeDir(uint64_t fh) {
+  absl::MutexLock lock(&handles_mu_);
+  auto it = dirs_.find(fh);
+  if (it == dirs_.end()) return nullptr;
+  std::unique_ptr<DirHandle> dir = std::move(it->second);
+  dirs_.erase(it);
+  return dir;
+}
+
+}  // namespace ckptfs::fuse

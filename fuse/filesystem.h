@@ -1,0 +1,98 @@
+// Filesystem: the state every FUSE operation of a ckptfs mount works on.
+//
+// It owns the libckptfs Client and the mount's options, and it is the
+// session's userdata: each operation finds it with FsOf(req) (reply.h), so
+// nothing lives in globals. It also keeps the open file and directory
+// handles handed to the kernel (fi->fh), so that whatever the kernel never
+// released (an exit on a signal) is closed before the Client goes away.
+//
+// FUSE inode numbers are ckptfs inode numbers (allocated by the metadata
+// service, never reused, root = 1), so there is no inode table and forget
+// has nothing to do.
+//
+// Thread-safety: every method may be called from any FUSE worker thread
+// concurrently, except the constructor and destructor.
+#ifndef CKPTFS_FUSE_FILESYSTEM_H_
+#define CKPTFS_FUSE_FILESYSTEM_H_
+
+#include <fuse_lowlevel.h>  // FUSE_USE_VERSION comes from fuse/CMakeLists.txt
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "client/client.h"
+#include "client/file.h"
+#include "fuse/dir_handle.h"
+
+namespace ckptfs::fuse {
+
+// The largest write the kernel is asked to send in one request (and the
+// largest read). libfuse 3.14's receive buffer holds 256 pages plus a
+// header, so 1 MiB is its ceiling.
+inline constexpr uint32_t kMaxWrite = 1u << 20;
+
+struct FilesystemOptions {
+  // How long the kernel may cache attributes and name lookups. Both default
+  // to 0: another mount's close() must be visible at the next open() here
+  // (close-to-open across nodes), and a size or an entry cached by the
+  // kernel would hide it. Raise them only for read-mostly mounts.
+  absl::Duration attr_timeout = absl::ZeroDuration();
+  absl::Duration entry_timeout = absl::ZeroDuration();
+};
+
+class Filesystem {
+ public:
+  // REQUIRES: client != nullptr.
+  Filesystem(std::unique_ptr<client::Client> client, FilesystemOptions options);
+  Filesystem(const Filesystem&) = delete;
+  Filesystem& operator=(const Filesystem&) = delete;
+  // Closes every file handle the kernel did not release, then the Client.
+  ~Filesystem();
+
+  // The operation table; the session's userdata must be this Filesystem.
+  static const fuse_lowlevel_ops& Ops();
+
+  client::Client& client() { return *client_; }
+  double attr_timeout_s() const { return attr_timeout_s_; }
+  double entry_timeout_s() const { return entry_timeout_s_; }
+
+  // FUSE_INIT: chooses the features this mount uses among those the kernel
+  // offers, sets max_write, and logs what was negotiated.
+  void Init(struct fuse_conn_info* conn);
+  // max_write agreed with the kernel (0 before Init).
+  uint32_t max_write() const { return max_write_.load(); }
+
+  // --- Handles: fi->fh values ---------------------------------------------
+  // Takes ownership of an open file; returns the fh for the kernel.
+  uint64_t AddFile(std::unique_ptr<client::File> file);
+  // The file behind `fh`. REQUIRES: fh came from AddFile and is not released.
+  static client::File& FileOf(uint64_t fh) { return *reinterpret_cast<client::File*>(fh); }
+  // Gives back ownership of the file behind `fh` (release).
+  std::unique_ptr<client::File> TakeFile(uint64_t fh);
+
+  uint64_t AddDir(std::unique_ptr<DirHandle> dir);
+  static DirHandle& DirOf(uint64_t fh) { return *reinterpret_cast<DirHandle*>(fh); }
+  std::unique_ptr<DirHandle> TakeDir(uint64_t fh);
+
+ private:
+  std::unique_ptr<client::Client> client_;
+  const double attr_timeout_s_;
+  const double entry_timeout_s_;
+  std::atomic<uint32_t> max_write_{0};
+
+  // Lock order: leaf (never held across a client call or a fuse_reply_*).
+  absl::Mutex handles_mu_;
+  absl::flat_hash_map<uint64_t, std::unique_ptr<client::File>> files_
+      ABSL_GUARDED_BY(handles_mu_);
+  absl::flat_hash_map<uint64_t, std::unique_ptr<DirHandle>> dirs_
+      ABSL_GUARDED_BY(handles_mu_);
+};
+
+}  // namespace ckptfs::fuse
+
+#endif  // CKPTFS_FUSE_FILESYSTEM_H_

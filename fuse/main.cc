@@ -1,0 +1,209 @@
+// ckptfs-fuse: mounts a ckptfs cluster with FUSE.
+//
+//   ckptfs-fuse --meta=127.0.0.1:7000 --mountpoint=/checkpoints [--foreground]
+//               [--threads=16] [--attr_timeout_s=0] [--entry_timeout_s=0]
+//               [--fuse_options=allow_other,...] [--log_level=info]
+//
+// Order of start-up: connect the Client (exit 1 with a clear message if the
+// metadata service is unreachable), then mount (exit 1 if the mountpoint is
+// missing or already mounted), then serve. Without --foreground the process
+// forks first, before any thread exists (the Client's threads would not
+// survive a fork), and the parent exits 0 only once the child reports the
+// mount live: when `ckptfs-fuse` returns 0, the mountpoint works. The
+// daemon keeps logging to stderr when that is a regular file (a log file of
+// `ckptfs up`); otherwise its stdio goes to /dev/null, so a caller reading
+// its output to EOF is not kept waiting.
+//
+// SIGTERM, SIGINT, SIGHUP: unmount and exit 0. `fusermount3 -u DIR`: exit 0.
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "client/client.h"
+#include "common/log.h"
+#include "common/net.h"
+#include "common/unique_fd.h"
+#include "fuse/filesystem.h"
+#include "fuse/mount.h"
+
+ABSL_FLAG(std::string, meta, "127.0.0.1:7000", "address (host:port) of the metadata service");
+ABSL_FLAG(std::string, mountpoint, "", "directory to mount ckptfs on (must exist)");
+ABSL_FLAG(bool, foreground, false,
+          "stay in the foreground; otherwise daemonize once the mount is live");
+ABSL_FLAG(int32_t, threads, 16, "FUSE worker threads (requests served at once)");
+ABSL_FLAG(double, attr_timeout_s, 0,
+          "seconds the kernel may cache attributes; 0 keeps close-to-open across mounts");
+ABSL_FLAG(double, entry_timeout_s, 0,
+          "seconds the kernel may cache name lookups; 0 shows other mounts' renames at once");
+ABSL_FLAG(std::string, fuse_options, "",
+          "extra mount options, comma-separated (e.g. allow_other)");
+ABSL_FLAG(std::string, log_level, "info", "minimum log severity: debug, info, warning, error");
+ABSL_FLAG(bool, fuse_debug, false, "print libfuse's trace of every request on stderr");
+
+namespace ckptfs::fuse {
+namespace {
+
+constexpr int kExitFailure = 1;
+
+bool ParseLogLevel(const std::string& text, LogSeverity* severity) {
+  if (text == "debug") *severity = LogSeverity::kDebug;
+  else if (text == "info") *severity = LogSeverity::kInfo;
+  else if (text == "warning") *severity = LogSeverity::kWarning;
+  else if (text == "error") *severity = LogSeverity::kError;
+  else return false;
+  return true;
+}
+
+// Forks. The parent waits for the child's verdict on its start-up and exits
+// with it (EOF, a child that died, reads as failure). The child returns the
+// pipe to report on, in a new session.
+UniqueFd ForkDaemon() {
+  int fds[2];
+  if (pipe2(fds, O_CLOEXEC) != 0) {
+    std::perror("ckptfs-fuse: pipe");
+    std::exit(kExitFailure);
+  }
+  const pid_t pid = fork();
+  if (pid < 0) {
+    std::perror("ckptfs-fuse: fork");
+    std::exit(kExitFailure);
+  }
+  if (pid > 0) {
+    close(fds[1]);
+    char code = kExitFailure;
+    ssize_t n;
+    do {
+      n = read(fds[0], &code, 1);
+    } while (n < 0 && errno == EINTR);
+    _exit(n == 1 ? code : kExitFailure);
+  }
+  close(fds[0]);
+  setsid();
+  return UniqueFd(fds[1]);
+}
+
+void ReportStartup(UniqueFd& report, char code) {
+  if (!report.valid()) return;
+  ssize_t n;
+  do {
+    n = write(report.get(), &code, 1);
+  } while (n < 0 && errno == EINTR);
+  report.Reset();
+}
+
+// Detaches a daemon from the terminal and from its caller's pipes.
+void DetachStdio() {
+  if (chdir("/") != 0) {
+    CKPTFS_LOG(kWarning) << "chdir / failed";
+  }
+  const int null_fd = open("/dev/null", O_RDWR);
+  if (null_fd < 0) return;
+  dup2(null_fd, STDIN_FILENO);
+  dup2(null_fd, STDOUT_FILENO);
+  struct stat st;
+  if (fstat(STDERR_FILENO, &st) != 0 || !S_ISREG(st.st_mode)) dup2(null_fd, STDERR_FILENO);
+  if (null_fd > STDERR_FILENO) close(null_fd);
+}
+
+int Main(int argc, char** argv) {
+  absl::SetProgramUsageMessage(
+      "mounts a ckptfs cluster: ckptfs-fuse --meta=HOST:PORT --mountpoint=DIR [--foreground]");
+  std::vector<char*> positional = absl::ParseCommandLine(argc, argv);
+  SetLogComponent("fuse");
+  if (positional.size() > 1) {
+    CKPTFS_LOG(kError) << "unexpected argument \"" << positional[1]
+                       << "\"; options are --flag=value (see --help)";
+    return kExitFailure;
+  }
+  LogSeverity severity;
+  if (!ParseLogLevel(absl::GetFlag(FLAGS_log_level), &severity)) {
+    CKPTFS_LOG(kError) << "--log_level must be debug, info, warning or error";
+    return kExitFailure;
+  }
+  SetMinLogSeverity(severity);
+
+  const std::string meta = absl::GetFlag(FLAGS_meta);
+  const std::string mountpoint = absl::GetFlag(FLAGS_mountpoint);
+  if (absl::StatusOr<HostPort> addr = ParseHostPort(meta); !addr.ok()) {
+    CKPTFS_LOG(kError) << "--meta: " << addr.status().message();
+    return kExitFailure;
+  }
+  const double attr_timeout_s = absl::GetFlag(FLAGS_attr_timeout_s);
+  const double entry_timeout_s = absl::GetFlag(FLAGS_entry_timeout_s);
+  const int threads = absl::GetFlag(FLAGS_threads);
+  if (attr_timeout_s < 0 || entry_timeout_s < 0 || threads < 1) {
+    CKPTFS_LOG(kError) << "--attr_timeout_s and --entry_timeout_s must be >= 0, --threads >= 1";
+    return kExitFailure;
+  }
+  // Checked again by Mount::Create; here it fails before any fork or RPC.
+  if (absl::Status checked = CheckMountpoint(mountpoint); !checked.ok()) {
+    CKPTFS_LOG(kError) << checked.message();
+    return kExitFailure;
+  }
+
+  UniqueFd report;
+  if (!absl::GetFlag(FLAGS_foreground)) report = ForkDaemon();
+  BlockTerminationSignals();  // before the Client starts its threads
+
+  client::ClientOptions client_options;
+  client_options.meta_address = meta;
+  absl::StatusOr<std::unique_ptr<client::Client>> client = client::Client::Connect(client_options);
+  if (!client.ok()) {
+    CKPTFS_LOG(kError) << "cannot reach the metadata service at " << meta << ": "
+                       << client.status().message();
+    ReportStartup(report, kExitFailure);
+    return kExitFailure;
+  }
+
+  FilesystemOptions fs_options;
+  fs_options.attr_timeout = absl::Seconds(attr_timeout_s);
+  fs_options.entry_timeout = absl::Seconds(entry_timeout_s);
+  MountOptions mount_options;
+  mount_options.mountpoint = mountpoint;
+  mount_options.threads = threads;
+  mount_options.extra_options = absl::GetFlag(FLAGS_fuse_options);
+  mount_options.fuse_debug = absl::GetFlag(FLAGS_fuse_debug);
+  absl::StatusOr<std::unique_ptr<Mount>> mount = Mount::Create(
+      std::make_unique<Filesystem>(std::move(*client), fs_options), mount_options);
+  if (!mount.ok()) {
+    CKPTFS_LOG(kError) << mount.status().message();
+    ReportStartup(report, kExitFailure);
+    return kExitFailure;
+  }
+  CKPTFS_LOG(kInfo) << "ckptfs-fuse: mounted ckptfs of " << meta << " at " << mountpoint
+                    << " (" << threads << " threads, attr_timeout " << attr_timeout_s
+                    << "s, entry_timeout " << entry_timeout_s << "s)";
+  if (report.valid()) {
+    DetachStdio();
+    ReportStartup(report, 0);
+  }
+
+  absl::Status served = (*mount)->Run();
+  mount->reset();  // unmounts if still mounted, closes leftover files
+  if (!served.ok()) {
+    CKPTFS_LOG(kError) << "serving " << mountpoint << ": " << served;
+    return kExitFailure;
+  }
+  CKPTFS_LOG(kInfo) << "ckptfs-fuse: unmounted " << mountpoint;
+  return 0;
+}
+
+}  // namespace
+}  // namespace ckptfs::fuse
+
+int main(int argc, char** argv) { return ckptfs::fuse::Main(argc, argv); }

@@ -1,0 +1,180 @@
+// See mount.h.
+#include "fuse/mount.h"
+
+#include <limits.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <fstream>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "common/errno_status.h"
+#include "common/log.h"
+
+namespace ckptfs::fuse {
+namespace {
+
+// The fixed mount options of every ckptfs mount. default_permissions: the
+// kernel checks permission bits against the attributes we return, as in any
+// POSIX filesystem (access(2) included).
+constexpr char kFixedOptions[] = "default_permissions,fsname=ckptfs,subtype=ckptfs";
+
+sigset_t TerminationSignals() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGHUP);
+  sigaddset(&set, SIGQUIT);
+  return set;
+}
+
+// /proc/self/mountinfo escapes space, tab, newline and backslash as \ooo.
+std::string UnescapeMountPath(absl::string_view escaped) {
+  std::string out;
+  for (size_t i = 0; i < escaped.size(); ++i) {
+    if (escaped[i] == '\\' && i + 3 < escaped.size()) {
+      const char a = escaped[i + 1], b = escaped[i + 2], c = escaped[i + 3];
+      if (a >= '0' && a <= '7' && b >= '0' && b <= '7' && c >= '0' && c <= '7') {
+        out.push_back(static_cast<char>((a - '0') * 64 + (b - '0') * 8 + (c - '0')));
+        i += 3;
+        continue;
+      }
+    }
+    out.push_back(escaped[i]);
+  }
+  return out;
+}
+
+// The filesystem type mounted at `path` (a canonical path), or "" if none.
+std::string MountedFsType(const std::string& path) {
+  std::ifstream mountinfo("/proc/self/mountinfo");
+  std::string line;
+  while (std::getline(mountinfo, line)) {
+    // id parent major:minor root mount_point options [optional...] - fstype source super
+    std::vector<absl::string_view> fields = absl::StrSplit(line, ' ');
+    if (fields.size() < 5 || UnescapeMountPath(fields[4]) != path) continue;
+    for (size_t i = 5; i + 1 < fields.size(); ++i) {
+      if (fields[i] == "-") return std::string(fields[i + 1]);
+    }
+    return "unknown";
+  }
+  return "";
+}
+
+}  // namespace
+
+absl::Status CheckMountpoint(absl::string_view path) {
+  const std::string p(path);
+  if (p.empty()) return ErrnoStatus(EINVAL, "no mountpoint given (--mountpoint=DIR)");
+  struct stat st;
+  if (stat(p.c_str(), &st) != 0) {
+    const int err = errno;
+    if (err == ENOENT) return ErrnoStatus(ENOENT, absl::StrCat("mountpoint ", p, " does not exist"));
+    if (err == ENOTCONN) {
+      return ErrnoStatus(ENOTCONN, absl::StrCat("mountpoint ", p,
+                                                " is a dead FUSE mount (transport endpoint is not "
+                                                "connected); clear it with: fusermount3 -u ",
+                                                p));
+    }
+    return SyscallError(err, absl::StrCat("mountpoint ", p));
+  }
+  if (!S_ISDIR(st.st_mode)) {
+    return ErrnoStatus(ENOTDIR, absl::StrCat("mountpoint ", p, " is not a directory"));
+  }
+  char resolved[PATH_MAX];
+  if (realpath(p.c_str(), resolved) == nullptr) {
+    return SyscallError(errno, absl::StrCat("resolving mountpoint ", p));
+  }
+  const std::string fstype = MountedFsType(resolved);
+  if (!fstype.empty() && std::string(resolved) != "/") {
+    return ErrnoStatus(EBUSY, absl::StrCat("mountpoint ", p, " is already mounted (", fstype,
+                                           "); unmount it first: fusermount3 -u ", p));
+  }
+  return absl::OkStatus();
+}
+
+void BlockTerminationSignals() {
+  sigset_t set = TerminationSignals();
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+}
+
+Mount::Mount(std::unique_ptr<Filesystem> fs, const MountOptions& options)
+    : fs_(std::move(fs)), options_(options) {}
+
+absl::StatusOr<std::unique_ptr<Mount>> Mount::Create(std::unique_ptr<Filesystem> fs,
+                                                     const MountOptions& options) {
+  if (absl::Status checked = CheckMountpoint(options.mountpoint); !checked.ok()) return checked;
+  if (options.threads < 1) return ErrnoStatus(EINVAL, "--threads must be at least 1");
+
+  std::unique_ptr<Mount> mount(new Mount(std::move(fs), options));
+  std::string mount_options = kFixedOptions;
+  if (!options.extra_options.empty()) absl::StrAppend(&mount_options, ",", options.extra_options);
+  std::vector<std::string> argv_strings = {"ckptfs-fuse", "-o", mount_options};
+  if (options.fuse_debug) argv_strings.push_back("-d");
+  std::vector<char*> argv;
+  for (std::string& s : argv_strings) argv.push_back(s.data());
+  struct fuse_args args = FUSE_ARGS_INIT(static_cast<int>(argv.size()), argv.data());
+
+  const fuse_lowlevel_ops& ops = Filesystem::Ops();
+  mount->session_ = fuse_session_new(&args, &ops, sizeof(ops), mount->fs_.get());
+  fuse_opt_free_args(&args);
+  if (mount->session_ == nullptr) {
+    return ErrnoStatus(EINVAL, absl::StrCat("libfuse rejected the mount options \"",
+                                            mount_options, "\" (see its message above)"));
+  }
+  if (fuse_set_signal_handlers(mount->session_) != 0) {
+    return ErrnoStatus(EIO, "installing the FUSE signal handlers failed");
+  }
+  mount->signal_handlers_ = true;
+  if (fuse_session_mount(mount->session_, options.mountpoint.c_str()) != 0) {
+    return ErrnoStatus(EIO, absl::StrCat("mounting ckptfs at ", options.mountpoint,
+                                         " failed (see libfuse's message above)"));
+  }
+  mount->mounted_ = true;
+  return mount;
+}
+
+Mount::~Mount() {
+  if (session_ != nullptr) {
+    // Unmounting an already unmounted session (fusermount3 -u) is a no-op.
+    if (mounted_) fuse_session_unmount(session_);
+    if (signal_handlers_) fuse_remove_signal_handlers(session_);
+    fuse_session_destroy(session_);
+  }
+  fs_.reset();  // closes leftover files, then the Client
+}
+
+absl::Status Mount::Run() {
+  struct fuse_loop_config* config = fuse_loop_cfg_create();
+  if (config == nullptr) return ErrnoStatus(ENOMEM, "fuse_loop_cfg_create");
+  // clone_fd: each worker reads from its own /dev/fuse descriptor, so
+  // requests don't queue behind one shared read.
+  fuse_loop_cfg_set_clone_fd(config, 1);
+  // libfuse 3.12+ caps the pool at max_threads (default 10): raise the cap to
+  // --threads and keep that many alive, so a storm of ranks never waits for
+  // a thread to be created.
+  fuse_loop_cfg_set_max_threads(config, static_cast<unsigned>(options_.threads));
+  fuse_loop_cfg_set_idle_threads(config, static_cast<unsigned>(options_.threads));
+
+  sigset_t set = TerminationSignals();
+  pthread_sigmask(SIG_UNBLOCK, &set, nullptr);
+  const int rc = fuse_session_loop_mt(session_, config);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  fuse_loop_cfg_destroy(config);
+  // rc > 0 is the signal that ended the loop: a requested, clean end.
+  if (rc < 0) return SyscallError(-rc, "FUSE session loop");
+  if (rc > 0) {
+    CKPTFS_LOG(kInfo) << "signal " << rc << ": unmounting " << options_.mountpoint;
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace ckptfs::fuse

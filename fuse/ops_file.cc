@@ -1,0 +1,145 @@
+// File operations: create, open, read, write, flush, release, fsync.
+//
+// An open file is a libckptfs File (client/file.h) owned by the Filesystem
+// and named to the kernel by fi->fh. Write-only opens get direct_io, so
+// checkpoint payload goes from the writer's buffer to the client's chunk
+// buffers without filling the page cache; opens that can read stay cached,
+// so mmap works, with keep_cache off so each open sees the newest data
+// (close-to-open). close(2) sends FUSE_FLUSH, which waits for every chunk
+// and commits the size: that is where close(2) gets a write's error.
+#include <fcntl.h>
+
+#include <cerrno>
+#include <memory>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "common/log.h"
+#include "fuse/filesystem.h"
+#include "fuse/ops.h"
+#include "fuse/reply.h"
+
+namespace ckptfs::fuse {
+namespace {
+
+bool IsReadOnly(int flags) { return (flags & O_ACCMODE) == O_RDONLY; }
+
+void SetCacheMode(struct fuse_file_info* fi) {
+  fi->direct_io = (fi->flags & O_ACCMODE) == O_WRONLY;
+  fi->keep_cache = 0;
+}
+
+// Hands `file` to the kernel with `send`; when the reply cannot be
+// delivered (the opener was interrupted), the kernel will never release the
+// handle, so it is closed here.
+template <typename SendReply>
+void HandOver(Filesystem& fs, std::unique_ptr<client::File> file, struct fuse_file_info* fi,
+              SendReply send) {
+  fi->fh = fs.AddFile(std::move(file));
+  if (send() != 0) {
+    std::unique_ptr<client::File> orphan = fs.TakeFile(fi->fh);
+    if (orphan != nullptr) orphan->Close().IgnoreError();
+  }
+}
+
+// --- create / open -----------------------------------------------------------
+
+void Create(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode,
+            struct fuse_file_info* fi) {
+  Filesystem& fs = FsOf(req);
+  const fuse_ctx* ctx = fuse_req_ctx(req);
+  absl::StatusOr<client::Client::Created> created =
+      fs.client().Create(parent, name, mode & 07777, ctx->uid, ctx->gid, fi->flags);
+  if (!created.ok()) return ReplyError(req, created.status(), "create", parent);
+  fuse_entry_param entry = MakeEntry(fs, created->attr);
+  SetCacheMode(fi);
+  HandOver(fs, std::move(created->file), fi, [&] { return fuse_reply_create(req, &entry, fi); });
+}
+
+void Open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info* fi) {
+  Filesystem& fs = FsOf(req);
+  absl::StatusOr<std::unique_ptr<client::File>> file = fs.client().Open(ino, fi->flags);
+  if (!file.ok()) return ReplyError(req, file.status(), "open", ino);
+  SetCacheMode(fi);
+  HandOver(fs, std::move(*file), fi, [&] { return fuse_reply_open(req, fi); });
+}
+
+// --- read / write ------------------------------------------------------------
+
+// One read buffer per worker thread, grown to the largest read seen (at most
+// max_write-sized pages) and reused: fuse_reply_buf copies it out before the
+// thread takes its next request.
+char* ReadBuffer(size_t size) {
+  thread_local std::vector<char> buffer;
+  if (buffer.size() < size) buffer.resize(size);
+  return buffer.data();
+}
+
+void Read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t offset, struct fuse_file_info* fi) {
+  char* buf = ReadBuffer(size);
+  absl::StatusOr<size_t> n =
+      Filesystem::FileOf(fi->fh).Read(static_cast<uint64_t>(offset), buf, size);
+  if (!n.ok()) return ReplyError(req, n.status(), "read", ino);
+  fuse_reply_buf(req, buf, *n);
+}
+
+void Write(fuse_req_t req, fuse_ino_t ino, const char* buf, size_t size, off_t offset,
+           struct fuse_file_info* fi) {
+  absl::StatusOr<size_t> n =
+      Filesystem::FileOf(fi->fh).Write(static_cast<uint64_t>(offset), buf, size);
+  if (!n.ok()) return ReplyError(req, n.status(), "write", ino);
+  fuse_reply_write(req, *n);
+}
+
+// --- flush / release / fsync -------------------------------------------------
+
+absl::Status DoFlush(struct fuse_file_info* fi) {
+  client::File& file = Filesystem::FileOf(fi->fh);
+  // A reader's close has nothing to publish; don't make it wait for the
+  // chunks some writer of the same inode has in flight.
+  if (IsReadOnly(file.flags())) return absl::OkStatus();
+  return file.Flush();
+}
+
+void Flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info* fi) {
+  absl::Status status = DoFlush(fi);
+  if (!status.ok()) return ReplyError(req, status, "flush", ino);
+  fuse_reply_err(req, 0);
+}
+
+void Release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info* fi) {
+  std::unique_ptr<client::File> file = FsOf(req).TakeFile(fi->fh);
+  if (file != nullptr) {
+    // close(2) has returned already (its error came from flush); the kernel
+    // ignores release's reply, so an error here can only be logged.
+    absl::Status status = file->Close();
+    if (!status.ok()) {
+      CKPTFS_LOG(kWarning) << "release of ino " << ino << ": " << status;
+    }
+  }
+  fuse_reply_err(req, 0);
+}
+
+// fdatasync and fsync are the same here: ckptfs has no metadata that fsync
+// would make durable beyond what CommitWrite already does.
+void Fsync(fuse_req_t req, fuse_ino_t ino, int /*datasync*/, struct fuse_file_info* fi) {
+  absl::Status status = Filesystem::FileOf(fi->fh).Fsync();
+  if (!status.ok()) return ReplyError(req, status, "fsync", ino);
+  fuse_reply_err(req, 0);
+}
+
+}  // namespace
+
+void AddFileOps(fuse_lowlevel_ops* ops) {
+  ops->create = Create;
+  ops->open = Open;
+  ops->read = Read;
+  ops->write = Write;
+  ops->flush = Flush;
+  ops->release = Release;
+  ops->fsync = Fsync;
+}
+
+}  // namespace ckptfs::fuse

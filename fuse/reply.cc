@@ -1,0 +1,73 @@
+// See reply.h.
+#include "fuse/reply.h"
+
+#include <cerrno>
+#include <cstring>
+
+#include "common/errno_status.h"
+#include "common/log.h"
+#include "fuse/attr.h"
+
+namespace ckptfs::fuse {
+namespace {
+
+// Errnos that answer a caller's own mistake or a race it lost; they are part
+// of normal operation and not worth a warning.
+bool IsExpected(int err) {
+  switch (err) {
+    case ENOENT:
+    case EEXIST:
+    case ENOTEMPTY:
+    case ENOTDIR:
+    case EISDIR:
+    case EINVAL:
+    case ENAMETOOLONG:
+    case EACCES:
+    case EPERM:
+    case ENODATA:
+    case ERANGE:
+    case EBADF:
+    case EXDEV:
+    case EOPNOTSUPP:
+    case ENOSPC:
+    case EFBIG:
+      return true;
+    default:
+      return false;
+  }
+}
+
+}  // namespace
+
+int ReplyErrnoFor(const absl::Status& status) {
+  int err = ErrnoFromStatus(status);
+  if (err <= 0 || err == ENOSYS) err = EIO;
+  return err;
+}
+
+void ReplyError(fuse_req_t req, const absl::Status& status, absl::string_view op,
+                uint64_t ino) {
+  const int err = ReplyErrnoFor(status);
+  if (IsExpected(err)) {
+    CKPTFS_LOG(kDebug) << op << " ino " << ino << ": " << std::strerror(err) << " (" << status
+                       << ")";
+  } else {
+    CKPTFS_LOG(kWarning) << op << " ino " << ino << " failed with " << std::strerror(err)
+                         << ": " << status;
+  }
+  fuse_reply_err(req, err);
+}
+
+fuse_entry_param MakeEntry(const Filesystem& fs, const meta::Attr& attr) {
+  fuse_entry_param entry;
+  std::memset(&entry, 0, sizeof(entry));
+  entry.ino = attr.ino();
+  // Inode numbers are never reused, so one generation serves them all.
+  entry.generation = 1;
+  entry.attr = AttrToStat(attr);
+  entry.attr_timeout = fs.attr_timeout_s();
+  entry.entry_timeout = fs.entry_timeout_s();
+  return entry;
+}
+
+}  // namespace ckptfs::fuse

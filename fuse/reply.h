@@ -1,0 +1,39 @@
+// Helpers shared by the FUSE operations: finding the Filesystem of a
+// request, turning a Status into the errno of a reply (the one place where
+// that happens), and building entry replies. Thread-safe.
+#ifndef CKPTFS_FUSE_REPLY_H_
+#define CKPTFS_FUSE_REPLY_H_
+
+#include <fuse_lowlevel.h>
+
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+#include "fuse/filesystem.h"
+#include "proto/meta.pb.h"
+
+namespace ckptfs::fuse {
+
+// The Filesystem serving `req` (the session's userdata).
+inline Filesystem& FsOf(fuse_req_t req) {
+  return *static_cast<Filesystem*>(fuse_req_userdata(req));
+}
+
+// The errno a FUSE reply carries for `status` (not OK). ENOSYS is never
+// returned for an operation ckptfs implements: the kernel would take it as
+// "operation unsupported" and stop calling it for the life of the mount
+// (a flush or fsync would then silently succeed), so it becomes EIO.
+int ReplyErrnoFor(const absl::Status& status);
+
+// Replies with the errno of `status` (REQUIRES: !status.ok()). Errors a
+// caller provokes (ENOENT, EEXIST, ENOTEMPTY, ...) are logged at debug
+// level; EIO and other unexpected ones at warning level, with `op`, the
+// inode it was about and the status' own context.
+void ReplyError(fuse_req_t req, const absl::Status& status, absl::string_view op,
+                uint64_t ino);
+
+// The entry reply for `attr`, with this mount's timeouts.
+fuse_entry_param MakeEntry(const Filesystem& fs, const meta::Attr& attr);
+
+}  // namespace ckptfs::fuse
+
+#endif  // CKPTFS_FUSE_REPLY_H_
