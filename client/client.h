@@ -49,12 +49,20 @@ struct ClientOptions {
 };
 
 class ClientImpl;
+class MetaClient;
+class ChunkTransport;
 
 class Client {
  public:
   // Connects to the metadata service and learns the storage servers.
   // Fails with a message naming the address when the service is unreachable.
   static absl::StatusOr<std::unique_ptr<Client>> Connect(const ClientOptions& options);
+
+  // A Client over the given metadata client and chunk transport (tests use
+  // the fakes of client/testing/). options.meta_address is not used.
+  static std::unique_ptr<Client> CreateWithServices(const ClientOptions& options,
+                                                    std::unique_ptr<MetaClient> meta,
+                                                    std::unique_ptr<ChunkTransport> transport);
 
   Client(const Client&) = delete;
   Client& operator=(const Client&) = delete;
@@ -88,6 +96,8 @@ class Client {
   absl::StatusOr<std::vector<std::string>> ListXattr(uint64_t ino);
   absl::Status RemoveXattr(uint64_t ino, absl::string_view name);
   absl::StatusOr<meta::StatFsReply> StatFs();
+  // The storage servers the metadata service knows, for tools.
+  absl::StatusOr<meta::ListServersReply> ListServers();
 
   // --- Files ---------------------------------------------------------------
   struct Created {

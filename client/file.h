@@ -15,12 +15,14 @@
 #ifndef CKPTFS_CLIENT_FILE_H_
 #define CKPTFS_CLIENT_FILE_H_
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "proto/meta.pb.h"
 
 namespace ckptfs::client {
@@ -62,10 +64,19 @@ class File {
   absl::Status Close();
 
  private:
-  std::shared_ptr<OpenFileState> state_;
+  // Whether a read at `offset` continues this handle's sequential stream
+  // (then the file reads ahead); remembers where this read ends.
+  bool NoteRead(uint64_t offset, size_t len);
+
+  // Kept until destruction so ino() and size() work after Close.
+  const std::shared_ptr<OpenFileState> state_;
   const int flags_;
-  bool closed_ = false;
-  absl::Status close_status_;
+  std::atomic<bool> closed_{false};
+  // Where the next sequential read of this handle would start.
+  std::atomic<uint64_t> next_read_offset_{0};
+  absl::Mutex close_mu_;
+  bool close_done_ ABSL_GUARDED_BY(close_mu_) = false;
+  absl::Status close_status_ ABSL_GUARDED_BY(close_mu_);
 };
 
 }  // namespace ckptfs::client

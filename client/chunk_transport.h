@@ -1,0 +1,51 @@
+// ChunkTransport: the client's view of the storage servers — write, read,
+// trim and sync the chunks of one inode on one server, named by its id.
+//
+// The real implementation (data_chunk_transport.h) speaks the framed data
+// protocol over pooled TCP connections; the fake
+// (client/testing/fake_chunk_transport.h) keeps chunks in memory and can
+// inject failures. Each call blocks until the server answers; callers run
+// several at once on the IoExecutor.
+//
+// Thread-safety: implementations must allow concurrent calls from any thread.
+#ifndef CKPTFS_CLIENT_CHUNK_TRANSPORT_H_
+#define CKPTFS_CLIENT_CHUNK_TRANSPORT_H_
+
+#include <cstddef>
+#include <cstdint>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+
+namespace ckptfs::client {
+
+class ChunkTransport {
+ public:
+  virtual ~ChunkTransport() = default;
+
+  // Stores data[0, length) at `offset` within the chunk. With `replace` the
+  // chunk becomes exactly those bytes (REQUIRES offset == 0); without, they
+  // are merged into the chunk's existing bytes (a gap reads as zeros).
+  virtual absl::Status WriteChunk(uint32_t server_id, uint64_t ino, uint64_t chunk_index,
+                                  uint32_t offset, const void* data, size_t length,
+                                  bool replace) = 0;
+
+  // Reads up to `length` bytes at `offset` within the chunk into buf.
+  // Returns the bytes received: fewer than `length` when the chunk's stored
+  // length ends earlier. A chunk never written fails with ENOENT.
+  virtual absl::StatusOr<size_t> ReadChunk(uint32_t server_id, uint64_t ino,
+                                           uint64_t chunk_index, uint32_t offset, void* buf,
+                                           size_t length) = 0;
+
+  // Cuts the inode's chunks on the server to a file of `trim_size` bytes:
+  // chunks wholly at or past it are deleted, the one straddling it is cut.
+  virtual absl::Status TrimChunks(uint32_t server_id, uint64_t ino, uint64_t trim_size,
+                                  uint32_t chunk_size) = 0;
+
+  // Makes every chunk of the inode on the server durable.
+  virtual absl::Status SyncChunks(uint32_t server_id, uint64_t ino) = 0;
+};
+
+}  // namespace ckptfs::client
+
+#endif  // CKPTFS_CLIENT_CHUNK_TRANSPORT_H_

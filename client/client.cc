@@ -1,0 +1,222 @@
+// See client.h. Construction and the namespace calls: each validates names
+// before any RPC, forwards to the metadata service and reports the size of
+// files open here including unflushed bytes. Files: client_files.cc; paths:
+// client_paths.cc.
+#include "client/client.h"
+
+#include <sys/xattr.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "client/client_impl.h"
+#include "client/data_chunk_transport.h"
+#include "client/grpc_meta_client.h"
+#include "common/errno_status.h"
+#include "common/names.h"
+
+namespace ckptfs::client {
+
+ClientImpl::ClientImpl(const ClientOptions& options, std::unique_ptr<MetaClient> meta,
+                       std::unique_ptr<ChunkTransport> transport)
+    : meta_(std::move(meta)), transport_(std::move(transport)) {
+  executor_ = std::make_unique<IoExecutor>(std::max(1, options.io_threads));
+  services_.meta = meta_.get();
+  services_.transport = transport_.get();
+  services_.executor = executor_.get();
+  services_.registry = &registry_;
+  services_.options = options;
+}
+
+meta::Attr ClientImpl::WithLocalSize(meta::Attr attr) {
+  if (attr.type() != meta::REGULAR) return attr;
+  if (std::shared_ptr<OpenFileState> state = registry_.Find(attr.ino())) {
+    attr.set_size(std::max(attr.size(), state->size()));
+  }
+  return attr;
+}
+
+Client::Client(std::unique_ptr<ClientImpl> impl) : impl_(std::move(impl)) {}
+
+Client::~Client() = default;
+
+absl::StatusOr<std::unique_ptr<Client>> Client::Connect(const ClientOptions& options) {
+  auto meta = std::make_unique<GrpcMetaClient>(options.meta_address, options.rpc_timeout);
+  auto transport = std::make_unique<DataChunkTransport>(meta.get(), options.data_timeout);
+  if (absl::Status status = transport->RefreshServers(); !status.ok()) {
+    return ErrnoStatusWithCode(status.code(), ErrnoFromStatus(status),
+                               absl::StrCat("cannot reach the metadata service at ",
+                                            options.meta_address, ": ", status.message()));
+  }
+  return CreateWithServices(options, std::move(meta), std::move(transport));
+}
+
+std::unique_ptr<Client> Client::CreateWithServices(const ClientOptions& options,
+                                                   std::unique_ptr<MetaClient> meta,
+                                                   std::unique_ptr<ChunkTransport> transport) {
+  return std::unique_ptr<Client>(new Client(
+      std::make_unique<ClientImpl>(options, std::move(meta), std::move(transport))));
+}
+
+absl::StatusOr<meta::Attr> Client::Lookup(uint64_t parent, absl::string_view name) {
+  if (absl::Status status = ValidateName(name); !status.ok()) return status;
+  meta::LookupRequest request;
+  request.set_parent(parent);
+  request.set_name(std::string(name));
+  auto reply = impl_->meta().Lookup(request);
+  if (!reply.ok()) return reply.status();
+  return impl_->WithLocalSize(reply->attr());
+}
+
+absl::StatusOr<meta::Attr> Client::GetAttr(uint64_t ino) {
+  meta::InodeRequest request;
+  request.set_ino(ino);
+  auto reply = impl_->meta().GetAttr(request);
+  if (!reply.ok()) return reply.status();
+  return impl_->WithLocalSize(reply->attr());
+}
+
+absl::StatusOr<meta::Attr> Client::SetAttr(const meta::SetAttrRequest& request) {
+  const bool set_size = (request.valid() & meta::SET_SIZE) != 0;
+  if (set_size) {
+    // Storage first, so that a later extension reads zeros.
+    auto attr = GetAttr(request.ino());
+    if (!attr.ok()) return attr.status();
+    if (absl::Status status = impl_->TruncateStorage(*attr, request.size()); !status.ok()) {
+      return status;
+    }
+  }
+  auto reply = impl_->meta().SetAttr(request);
+  if (!reply.ok()) return reply.status();
+  if (set_size) {
+    if (std::shared_ptr<OpenFileState> state = impl_->registry().Find(request.ino())) {
+      state->SetSize(reply->attr().size());
+    }
+    return reply->attr();
+  }
+  return impl_->WithLocalSize(reply->attr());
+}
+
+absl::StatusOr<meta::Attr> Client::Mkdir(uint64_t parent, absl::string_view name, uint32_t mode,
+                                         uint32_t uid, uint32_t gid) {
+  if (absl::Status status = ValidateName(name); !status.ok()) return status;
+  meta::MkdirRequest request;
+  request.set_parent(parent);
+  request.set_name(std::string(name));
+  request.set_mode(mode);
+  request.set_uid(uid);
+  request.set_gid(gid);
+  auto reply = impl_->meta().Mkdir(request);
+  if (!reply.ok()) return reply.status();
+  return reply->attr();
+}
+
+absl::StatusOr<meta::Attr> Client::Symlink(uint64_t parent, absl::string_view name,
+                                           absl::string_view target, uint32_t uid,
+                                           uint32_t gid) {
+  if (absl::Status status = ValidateName(name); !status.ok()) return status;
+  meta::SymlinkRequest request;
+  request.set_parent(parent);
+  request.set_name(std::string(name));
+  request.set_target(std::string(target));
+  request.set_uid(uid);
+  request.set_gid(gid);
+  auto reply = impl_->meta().Symlink(request);
+  if (!reply.ok()) return reply.status();
+  return reply->attr();
+}
+
+absl::StatusOr<std::string> Client::ReadLink(uint64_t ino) {
+  meta::InodeRequest request;
+  request.set_ino(ino);
+  auto reply = impl_->meta().ReadLink(request);
+  if (!reply.ok()) return reply.status();
+  return reply->target();
+}
+
+absl::Status Client::Unlink(uint64_t parent, absl::string_view name) {
+  if (absl::Status status = ValidateName(name); !status.ok()) return status;
+  meta::LookupRequest request;
+  request.set_parent(parent);
+  request.set_name(std::string(name));
+  return impl_->meta().Unlink(request).status();
+}
+
+absl::Status Client::Rmdir(uint64_t parent, absl::string_view name) {
+  if (absl::Status status = ValidateName(name); !status.ok()) return status;
+  meta::LookupRequest request;
+  request.set_parent(parent);
+  request.set_name(std::string(name));
+  return impl_->meta().Rmdir(request).status();
+}
+
+absl::Status Client::Rename(uint64_t parent, absl::string_view name, uint64_t new_parent,
+                            absl::string_view new_name, bool no_replace) {
+  if (absl::Status status = ValidateName(name); !status.ok()) return status;
+  if (absl::Status status = ValidateName(new_name); !status.ok()) return status;
+  meta::RenameRequest request;
+  request.set_parent(parent);
+  request.set_name(std::string(name));
+  request.set_new_parent(new_parent);
+  request.set_new_name(std::string(new_name));
+  request.set_no_replace(no_replace);
+  return impl_->meta().Rename(request).status();
+}
+
+absl::StatusOr<meta::ReadDirReply> Client::ReadDir(uint64_t ino, absl::string_view start_after,
+                                                   uint32_t limit) {
+  meta::ReadDirRequest request;
+  request.set_ino(ino);
+  request.set_start_after(std::string(start_after));
+  request.set_limit(limit);
+  return impl_->meta().ReadDir(request);
+}
+
+absl::Status Client::SetXattr(uint64_t ino, absl::string_view name, absl::string_view value,
+                              int flags) {
+  if ((flags & ~(XATTR_CREATE | XATTR_REPLACE)) != 0 ||
+      flags == (XATTR_CREATE | XATTR_REPLACE)) {
+    return ErrnoStatus(EINVAL, absl::StrCat("setxattr flags ", flags));
+  }
+  meta::SetXattrRequest request;
+  request.set_ino(ino);
+  request.set_name(std::string(name));
+  request.set_value(std::string(value));
+  request.set_create_only((flags & XATTR_CREATE) != 0);
+  request.set_replace_only((flags & XATTR_REPLACE) != 0);
+  return impl_->meta().SetXattr(request).status();
+}
+
+absl::StatusOr<std::string> Client::GetXattr(uint64_t ino, absl::string_view name) {
+  meta::XattrRequest request;
+  request.set_ino(ino);
+  request.set_name(std::string(name));
+  auto reply = impl_->meta().GetXattr(request);
+  if (!reply.ok()) return reply.status();
+  return reply->value();
+}
+
+absl::StatusOr<std::vector<std::string>> Client::ListXattr(uint64_t ino) {
+  meta::InodeRequest request;
+  request.set_ino(ino);
+  auto reply = impl_->meta().ListXattr(request);
+  if (!reply.ok()) return reply.status();
+  return std::vector<std::string>(reply->names().begin(), reply->names().end());
+}
+
+absl::Status Client::RemoveXattr(uint64_t ino, absl::string_view name) {
+  meta::XattrRequest request;
+  request.set_ino(ino);
+  request.set_name(std::string(name));
+  return impl_->meta().RemoveXattr(request).status();
+}
+
+absl::StatusOr<meta::StatFsReply> Client::StatFs() { return impl_->meta().StatFs(meta::Empty()); }
+
+absl::StatusOr<meta::ListServersReply> Client::ListServers() {
+  return impl_->meta().ListServers(meta::Empty());
+}
+
+}  // namespace ckptfs::client

@@ -1,0 +1,64 @@
+// ClientImpl: what a Client owns — the metadata client, the chunk
+// transport, the I/O threads and the registry of open files — and the
+// helpers its methods share. Private to client/*.cc.
+//
+// Member order is destruction order in reverse: the executor goes first,
+// running every submitted chunk request (which may still use the transport,
+// the metadata client and the registry) before those are destroyed.
+//
+// Thread-safety: everything here is thread-safe.
+#ifndef CKPTFS_CLIENT_CLIENT_IMPL_H_
+#define CKPTFS_CLIENT_CLIENT_IMPL_H_
+
+#include <memory>
+
+#include "absl/status/statusor.h"
+#include "client/chunk_transport.h"
+#include "client/client.h"
+#include "client/client_services.h"
+#include "client/io_executor.h"
+#include "client/meta_client.h"
+#include "client/open_file_registry.h"
+#include "client/open_file_state.h"
+#include "proto/meta.pb.h"
+
+namespace ckptfs::client {
+
+class ClientImpl {
+ public:
+  ClientImpl(const ClientOptions& options, std::unique_ptr<MetaClient> meta,
+             std::unique_ptr<ChunkTransport> transport);
+
+  MetaClient& meta() { return *meta_; }
+  ChunkTransport& transport() { return *transport_; }
+  IoExecutor& executor() { return *executor_; }
+  OpenFileRegistry& registry() { return registry_; }
+  const ClientServices& services() const { return services_; }
+
+  // `attr` with the size of a file open here (unflushed bytes included).
+  meta::Attr WithLocalSize(meta::Attr attr);
+
+  // The storage half of truncating `attr`'s file to `new_size`: through its
+  // open state if open here, else TRIM at min(old, new) on its stripe.
+  // EISDIR / EINVAL for a directory / non-regular file.
+  absl::Status TruncateStorage(const meta::Attr& attr, uint64_t new_size);
+
+  // A File for `attr` (a regular file, fresh from the service), sharing the
+  // open state of its inode. `truncated`: the service just set its size.
+  absl::StatusOr<std::unique_ptr<File>> MakeFile(const meta::Attr& attr, int flags,
+                                                 bool truncated);
+
+ private:
+  std::unique_ptr<MetaClient> meta_;
+  std::unique_ptr<ChunkTransport> transport_;
+  OpenFileRegistry registry_;
+  ClientServices services_;
+  std::unique_ptr<IoExecutor> executor_;
+};
+
+// EISDIR for a directory, EINVAL for anything else but a regular file.
+absl::Status RequireRegular(const meta::Attr& attr);
+
+}  // namespace ckptfs::client
+
+#endif  // CKPTFS_CLIENT_CLIENT_IMPL_H_

@@ -1,0 +1,28 @@
+// ClientServices: what a Client's parts borrow from it — the metadata
+// client, the chunk transport, the I/O threads, the options and the open
+// file registry. The Client (client_impl.h) owns them all and outlives
+// every user of this struct.
+//
+// Thread-safety: the pointees are thread-safe; the struct is immutable.
+#ifndef CKPTFS_CLIENT_CLIENT_SERVICES_H_
+#define CKPTFS_CLIENT_CLIENT_SERVICES_H_
+
+#include "client/chunk_transport.h"
+#include "client/client.h"
+#include "client/io_executor.h"
+#include "client/meta_client.h"
+#include "client/open_file_registry.h"
+
+namespace ckptfs::client {
+
+struct ClientServices {
+  MetaClient* meta = nullptr;
+  ChunkTransport* transport = nullptr;
+  IoExecutor* executor = nullptr;
+  OpenFileRegistry* registry = nullptr;
+  ClientOptions options;
+};
+
+}  // namespace ckptfs::client
+
+#endif  // CKPTFS_CLIENT_CLIENT_SERVICES_H_

@@ -1,0 +1,81 @@
+// DataChunkTransport: ChunkTransport over the framed data protocol
+// (common/data_connection.h), with a pool of idle connections per storage
+// server.
+//
+// Server ids map to addresses through the metadata service's ListServers;
+// the map is refreshed when an unknown id shows up or a connection to a
+// server fails (it may have restarted elsewhere). A request that fails on
+// the transport (reset, timeout, garbage) drops its connection and is sent
+// once more on a fresh one; every request is safe to repeat (WRITE at a
+// fixed offset, READ, TRIM to a size, SYNC). An error the server reports
+// (ENOSPC, ENOENT, ...) is returned as is and keeps the connection.
+//
+// Thread-safety: thread-safe. Connections are used by one thread at a time
+// (taken from the pool for one request); the lock is never held across
+// network I/O.
+#ifndef CKPTFS_CLIENT_DATA_CHUNK_TRANSPORT_H_
+#define CKPTFS_CLIENT_DATA_CHUNK_TRANSPORT_H_
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "client/chunk_transport.h"
+#include "client/meta_client.h"
+#include "common/data_connection.h"
+#include "common/net.h"
+
+namespace ckptfs::client {
+
+class DataChunkTransport : public ChunkTransport {
+ public:
+  // `meta` (borrowed, must outlive this) answers ListServers; `timeout`
+  // bounds each connect and each request.
+  DataChunkTransport(MetaClient* meta, absl::Duration timeout);
+
+  // Loads the server map now (Client::Connect calls it so that an
+  // unreachable service fails the connect, not the first write).
+  absl::Status RefreshServers();
+
+  absl::Status WriteChunk(uint32_t server_id, uint64_t ino, uint64_t chunk_index,
+                          uint32_t offset, const void* data, size_t length,
+                          bool replace) override;
+  absl::StatusOr<size_t> ReadChunk(uint32_t server_id, uint64_t ino, uint64_t chunk_index,
+                                   uint32_t offset, void* buf, size_t length) override;
+  absl::Status TrimChunks(uint32_t server_id, uint64_t ino, uint64_t trim_size,
+                          uint32_t chunk_size) override;
+  absl::Status SyncChunks(uint32_t server_id, uint64_t ino) override;
+
+ private:
+  // Idle connections kept per server beyond which finished ones are closed.
+  static constexpr size_t kMaxIdlePerServer = 64;
+
+  struct Server {
+    HostPort address;
+    std::vector<std::unique_ptr<DataConnection>> idle;
+  };
+
+  // Sends one request to `server_id` and returns the response; see the
+  // class comment for the retry rule.
+  absl::StatusOr<DataConnection::Response> Call(uint32_t server_id,
+                                                const data::RequestHeader& request,
+                                                const void* payload, size_t payload_len,
+                                                void* out, size_t out_capacity);
+  // An idle connection to the server, or a new one.
+  absl::StatusOr<std::unique_ptr<DataConnection>> Take(uint32_t server_id);
+  void Return(uint32_t server_id, std::unique_ptr<DataConnection> conn);
+  absl::StatusOr<HostPort> AddressOf(uint32_t server_id);
+
+  MetaClient* const meta_;
+  const absl::Duration timeout_;
+  absl::Mutex mu_;
+  absl::flat_hash_map<uint32_t, Server> servers_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace ckptfs::client
+
+#endif  // CKPTFS_CLIENT_DATA_CHUNK_TRANSPORT_H_

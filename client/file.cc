@@ -1,0 +1,80 @@
+// See file.h. A File is a thin handle over the OpenFileState of its inode:
+// it checks the access mode, tracks its own sequential-read stream and
+// counts itself in the state's handles.
+#include "client/file.h"
+
+#include <fcntl.h>
+
+#include <cerrno>
+
+#include "client/open_file_state.h"
+#include "common/errno_status.h"
+#include "common/log.h"
+
+namespace ckptfs::client {
+namespace {
+
+// Reads starting this close to where the last one ended still count as
+// sequential: the kernel issues read-ahead requests slightly out of order.
+constexpr uint64_t kSequentialSlack = 1 << 20;
+
+}  // namespace
+
+File::File(std::shared_ptr<OpenFileState> state, int flags)
+    : state_(std::move(state)), flags_(flags) {
+  state_->AddHandle();
+}
+
+File::~File() {
+  absl::Status status = Close();
+  if (!status.ok()) {
+    CKPTFS_LOG(kWarning) << "closing inode " << ino() << " on destruction: " << status.message();
+  }
+}
+
+uint64_t File::ino() const { return state_->ino(); }
+
+uint64_t File::size() const { return state_->size(); }
+
+absl::StatusOr<size_t> File::Write(uint64_t offset, const void* data, size_t len) {
+  if (closed_.load()) return ErrnoStatus(EBADF, "write on a closed file");
+  if ((flags_ & O_ACCMODE) == O_RDONLY) {
+    return ErrnoStatus(EBADF, "write on a file opened read-only");
+  }
+  return state_->Write(offset, data, len, (flags_ & O_APPEND) != 0);
+}
+
+bool File::NoteRead(uint64_t offset, size_t len) {
+  const uint64_t expected = next_read_offset_.exchange(offset + len);
+  const uint64_t distance = offset > expected ? offset - expected : expected - offset;
+  return distance <= kSequentialSlack;
+}
+
+absl::StatusOr<size_t> File::Read(uint64_t offset, void* buf, size_t len) {
+  if (closed_.load()) return ErrnoStatus(EBADF, "read on a closed file");
+  // Reads through a write-only handle are allowed: the kernel's page cache
+  // reads through whatever handle it has.
+  return state_->Read(offset, buf, len, NoteRead(offset, len));
+}
+
+absl::Status File::Flush() {
+  if (closed_.load()) return ErrnoStatus(EBADF, "flush of a closed file");
+  return state_->Flush();
+}
+
+absl::Status File::Fsync() {
+  if (closed_.load()) return ErrnoStatus(EBADF, "fsync of a closed file");
+  return state_->Fsync();
+}
+
+absl::Status File::Close() {
+  absl::MutexLock lock(&close_mu_);
+  if (close_done_) return close_status_;
+  close_status_ = state_->Flush();
+  closed_.store(true);
+  close_done_ = true;
+  state_->ReleaseHandle();
+  return close_status_;
+}
+
+}  // namespace ckptfs::client

@@ -1,0 +1,138 @@
+// See grpc_meta_client.h.
+//
+// Which calls are retried on UNAVAILABLE: UNAVAILABLE may also come back
+// after the service applied a request (the reply was lost), so only calls
+// whose repetition leaves the same outcome are retried:
+//   - every read (Lookup, GetAttr, ReadLink, ReadDir, GetXattr, ListXattr,
+//     StatFs, ListServers);
+//   - Open (truncate to 0 twice is truncate once; the caller trimmed storage
+//     first), CommitWrite (size = max(current, size) is idempotent), SetAttr
+//     (sets absolute values) and Heartbeat.
+// Not retried, because a repeat after a lost reply reports a wrong error or
+// does something twice: Create (EEXIST for the file we created, with
+// O_EXCL), Mkdir and Symlink (EEXIST), Unlink and Rmdir (ENOENT after
+// success), Rename (ENOENT, or a second rename), SetXattr and RemoveXattr
+// (EEXIST / ENODATA with the create/replace flags), RegisterServer (could
+// hand out a second id).
+#include "client/grpc_meta_client.h"
+
+#include <grpcpp/grpcpp.h>
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "common/grpc_status.h"
+
+namespace ckptfs::client {
+namespace {
+
+std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address) {
+  grpc::ChannelArguments args;
+  // Notice a dead service within seconds instead of waiting on TCP.
+  args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, 10000);
+  args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 5000);
+  // Reconnect quickly after a restart of the service.
+  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
+  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
+  return grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
+}
+
+}  // namespace
+
+GrpcMetaClient::GrpcMetaClient(std::string address, absl::Duration rpc_timeout)
+    : address_(std::move(address)),
+      rpc_timeout_(rpc_timeout),
+      stub_(meta::MetaService::NewStub(MakeChannel(address_))) {}
+
+template <typename Request, typename Reply>
+absl::StatusOr<Reply> GrpcMetaClient::Call(const char* rpc, Retry retry,
+                                           Method<Request, Reply> method,
+                                           const Request& request) {
+  const absl::Time deadline = absl::Now() + rpc_timeout_;
+  absl::Duration backoff = absl::Milliseconds(50);
+  while (true) {
+    grpc::ClientContext context;
+    context.set_deadline(absl::ToChronoTime(deadline));
+    Reply reply;
+    grpc::Status status = ((*stub_).*method)(&context, request, &reply);
+    if (status.ok()) return reply;
+    const absl::Duration left = deadline - absl::Now();
+    if (retry == Retry::kOnUnavailable && status.error_code() == grpc::StatusCode::UNAVAILABLE &&
+        status.error_details().empty() && left > absl::ZeroDuration()) {
+      absl::SleepFor(std::min(backoff, left));
+      backoff = std::min(backoff * 2, absl::Seconds(1));
+      continue;
+    }
+    return FromGrpcStatus(status, absl::StrCat(rpc, " at ", address_));
+  }
+}
+
+absl::StatusOr<meta::AttrReply> GrpcMetaClient::Lookup(const meta::LookupRequest& request) {
+  return Call("Lookup", Retry::kOnUnavailable, &Stub::Lookup, request);
+}
+absl::StatusOr<meta::AttrReply> GrpcMetaClient::GetAttr(const meta::InodeRequest& request) {
+  return Call("GetAttr", Retry::kOnUnavailable, &Stub::GetAttr, request);
+}
+absl::StatusOr<meta::AttrReply> GrpcMetaClient::SetAttr(const meta::SetAttrRequest& request) {
+  return Call("SetAttr", Retry::kOnUnavailable, &Stub::SetAttr, request);
+}
+absl::StatusOr<meta::CreateReply> GrpcMetaClient::Create(const meta::CreateRequest& request) {
+  return Call("Create", Retry::kNo, &Stub::Create, request);
+}
+absl::StatusOr<meta::AttrReply> GrpcMetaClient::Mkdir(const meta::MkdirRequest& request) {
+  return Call("Mkdir", Retry::kNo, &Stub::Mkdir, request);
+}
+absl::StatusOr<meta::AttrReply> GrpcMetaClient::Symlink(const meta::SymlinkRequest& request) {
+  return Call("Symlink", Retry::kNo, &Stub::Symlink, request);
+}
+absl::StatusOr<meta::ReadLinkReply> GrpcMetaClient::ReadLink(const meta::InodeRequest& request) {
+  return Call("ReadLink", Retry::kOnUnavailable, &Stub::ReadLink, request);
+}
+absl::StatusOr<meta::Empty> GrpcMetaClient::Unlink(const meta::LookupRequest& request) {
+  return Call("Unlink", Retry::kNo, &Stub::Unlink, request);
+}
+absl::StatusOr<meta::Empty> GrpcMetaClient::Rmdir(const meta::LookupRequest& request) {
+  return Call("Rmdir", Retry::kNo, &Stub::Rmdir, request);
+}
+absl::StatusOr<meta::Empty> GrpcMetaClient::Rename(const meta::RenameRequest& request) {
+  return Call("Rename", Retry::kNo, &Stub::Rename, request);
+}
+absl::StatusOr<meta::ReadDirReply> GrpcMetaClient::ReadDir(const meta::ReadDirRequest& request) {
+  return Call("ReadDir", Retry::kOnUnavailable, &Stub::ReadDir, request);
+}
+absl::StatusOr<meta::AttrReply> GrpcMetaClient::Open(const meta::OpenRequest& request) {
+  return Call("Open", Retry::kOnUnavailable, &Stub::Open, request);
+}
+absl::StatusOr<meta::AttrReply> GrpcMetaClient::CommitWrite(
+    const meta::CommitWriteRequest& request) {
+  return Call("CommitWrite", Retry::kOnUnavailable, &Stub::CommitWrite, request);
+}
+absl::StatusOr<meta::Empty> GrpcMetaClient::SetXattr(const meta::SetXattrRequest& request) {
+  return Call("SetXattr", Retry::kNo, &Stub::SetXattr, request);
+}
+absl::StatusOr<meta::XattrValue> GrpcMetaClient::GetXattr(const meta::XattrRequest& request) {
+  return Call("GetXattr", Retry::kOnUnavailable, &Stub::GetXattr, request);
+}
+absl::StatusOr<meta::XattrNames> GrpcMetaClient::ListXattr(const meta::InodeRequest& request) {
+  return Call("ListXattr", Retry::kOnUnavailable, &Stub::ListXattr, request);
+}
+absl::StatusOr<meta::Empty> GrpcMetaClient::RemoveXattr(const meta::XattrRequest& request) {
+  return Call("RemoveXattr", Retry::kNo, &Stub::RemoveXattr, request);
+}
+absl::StatusOr<meta::StatFsReply> GrpcMetaClient::StatFs(const meta::Empty& request) {
+  return Call("StatFs", Retry::kOnUnavailable, &Stub::StatFs, request);
+}
+absl::StatusOr<meta::RegisterServerReply> GrpcMetaClient::RegisterServer(
+    const meta::RegisterServerRequest& request) {
+  return Call("RegisterServer", Retry::kNo, &Stub::RegisterServer, request);
+}
+absl::StatusOr<meta::Empty> GrpcMetaClient::Heartbeat(const meta::HeartbeatRequest& request) {
+  return Call("Heartbeat", Retry::kOnUnavailable, &Stub::Heartbeat, request);
+}
+absl::StatusOr<meta::ListServersReply> GrpcMetaClient::ListServers(const meta::Empty& request) {
+  return Call("ListServers", Retry::kOnUnavailable, &Stub::ListServers, request);
+}
+
+}  // namespace ckptfs::client

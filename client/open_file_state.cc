@@ -1,0 +1,384 @@
+// See open_file_state.h.
+#include "client/open_file_state.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "client/layout.h"
+#include "client/stripe_ops.h"
+#include "common/errno_status.h"
+#include "common/log.h"
+
+namespace ckptfs::client {
+namespace {
+
+// Chunk indexes travel as u32 on the data path.
+constexpr uint64_t kMaxChunkIndex = UINT32_MAX;
+
+size_t CacheCapacity(const ClientOptions& options) {
+  return static_cast<size_t>(std::max(0, options.readahead_chunks)) + 4;
+}
+
+}  // namespace
+
+OpenFileState::OpenFileState(const ClientServices& services, const meta::Attr& attr)
+    : services_(services),
+      ino_(attr.ino()),
+      layout_(attr.layout()),
+      chunk_size_(attr.layout().chunk_size()),
+      max_inflight_(std::max(1, services.options.max_inflight_chunks_per_file)),
+      size_(attr.size()),
+      seen_size_(attr.size()),
+      seen_mtime_ns_(attr.mtime_ns()),
+      cache_(CacheCapacity(services.options), attr.layout().chunk_size()) {}
+
+OpenFileState::~OpenFileState() { services_.registry->RemoveExpired(ino_); }
+
+uint64_t OpenFileState::size() const {
+  absl::MutexLock lock(&mu_);
+  return size_;
+}
+
+void OpenFileState::AddHandle() {
+  absl::MutexLock lock(&mu_);
+  ++handles_;
+}
+
+void OpenFileState::ReleaseHandle() {
+  absl::MutexLock lock(&mu_);
+  if (--handles_ > 0) return;
+  // Nobody reads or writes through this state any more; a later open may
+  // still find it while chunk requests hold it, so keep it consistent.
+  cache_.ReleaseMemory();
+  buffers_allocated_ -= static_cast<int>(free_buffers_.size());
+  free_buffers_.clear();
+}
+
+void OpenFileState::Refresh(const meta::Attr& attr) {
+  absl::MutexLock lock(&mu_);
+  if (attr.size() != seen_size_ || attr.mtime_ns() != seen_mtime_ns_) cache_.Clear();
+  seen_size_ = attr.size();
+  seen_mtime_ns_ = attr.mtime_ns();
+  const bool local_changes =
+      written_since_commit_ || dirty_.has_value() || inflight_ > 0 || commits_running_ > 0;
+  size_ = local_changes ? std::max(size_, attr.size()) : attr.size();
+}
+
+std::unique_ptr<char[]> OpenFileState::TakeBufferLocked() {
+  // One buffer per write in flight plus the one being filled is all the
+  // pipeline needs; a writer wanting more waits for a write to finish.
+  while (free_buffers_.empty() && buffers_allocated_ >= max_inflight_ + 1) {
+    changed_.Wait(&mu_);
+  }
+  if (!free_buffers_.empty()) {
+    std::unique_ptr<char[]> buffer = std::move(free_buffers_.back());
+    free_buffers_.pop_back();
+    return buffer;
+  }
+  ++buffers_allocated_;
+  return std::unique_ptr<char[]>(new char[chunk_size_]);
+}
+
+absl::StatusOr<size_t> OpenFileState::Write(uint64_t offset, const void* data, size_t len,
+                                            bool append) {
+  absl::MutexLock lock(&mu_);
+  if (!error_.ok()) return error_;
+  if (append) offset = size_;
+  if (len == 0) return 0;
+  if (offset + len < offset || ChunkIndexOf(offset + len - 1, chunk_size_) > kMaxChunkIndex) {
+    return ErrnoStatus(EFBIG, absl::StrCat("write past the largest file of inode ", ino_));
+  }
+  const char* src = static_cast<const char*>(data);
+  uint64_t done = 0;
+  while (done < len) {
+    const uint64_t at = offset + done;
+    const uint64_t index = ChunkIndexOf(at, chunk_size_);
+    const uint32_t in_chunk = OffsetInChunk(at, chunk_size_);
+    const uint32_t n =
+        static_cast<uint32_t>(std::min<uint64_t>(chunk_size_ - in_chunk, len - done));
+    // A write elsewhere sends the current dirty range first: one buffer
+    // holds one contiguous range.
+    if (dirty_.has_value() &&
+        (dirty_->index != index || in_chunk > dirty_->hi || in_chunk + n < dirty_->lo)) {
+      DispatchLocked();
+    }
+    if (!error_.ok()) return error_;
+    if (!dirty_.has_value()) {
+      std::unique_ptr<char[]> buffer = TakeBufferLocked();
+      if (dirty_.has_value()) {  // another writer started one while we waited
+        free_buffers_.push_back(std::move(buffer));
+        continue;
+      }
+      dirty_ = DirtyChunk{index, in_chunk, in_chunk, std::move(buffer)};
+    }
+    std::memcpy(dirty_->buffer.get() + in_chunk, src + done, n);
+    dirty_->lo = std::min(dirty_->lo, in_chunk);
+    dirty_->hi = std::max(dirty_->hi, in_chunk + n);
+    cache_.Invalidate(index);
+    size_ = std::max(size_, at + n);
+    written_since_commit_ = true;
+    last_write_ns_ = absl::GetCurrentTimeNanos();
+    done += n;
+    if (dirty_->hi == chunk_size_) DispatchLocked();
+  }
+  return len;
+}
+
+void OpenFileState::DispatchLocked() {
+  if (!dirty_.has_value()) return;
+  DirtyChunk chunk = std::move(*dirty_);
+  dirty_.reset();
+  if (!error_.ok()) {
+    // The file has failed; its later data goes nowhere.
+    free_buffers_.push_back(std::move(chunk.buffer));
+    changed_.SignalAll();
+    return;
+  }
+  const uint64_t ticket = next_ticket_++;
+  while (serving_ticket_ != ticket || inflight_ >= max_inflight_ ||
+         inflight_chunks_.contains(chunk.index)) {
+    changed_.Wait(&mu_);
+  }
+  ++serving_ticket_;
+  ++inflight_;
+  inflight_chunks_.insert(chunk.index);
+  const uint32_t server = ServerForChunk(layout_, chunk.index);
+  unsynced_servers_.insert(server);
+  // Replace only when the dirty bytes cover everything the chunk can hold
+  // at the current size: then no old byte of it may survive.
+  const bool replace =
+      chunk.lo == 0 && chunk.hi >= ChunkLengthInFile(chunk.index, chunk_size_, size_);
+  changed_.SignalAll();  // the next ticket may leave
+  services_.executor->Submit(
+      [self = shared_from_this(), chunk = std::move(chunk), server, replace]() mutable {
+        absl::Status status = self->services_.transport->WriteChunk(
+            server, self->ino_, chunk.index, chunk.lo, chunk.buffer.get() + chunk.lo,
+            chunk.hi - chunk.lo, replace);
+        self->WriteDone(chunk.index, std::move(chunk.buffer), std::move(status));
+      });
+}
+
+void OpenFileState::WriteDone(uint64_t index, std::unique_ptr<char[]> buffer,
+                              absl::Status status) {
+  absl::MutexLock lock(&mu_);
+  --inflight_;
+  inflight_chunks_.erase(index);
+  free_buffers_.push_back(std::move(buffer));
+  if (!status.ok() && error_.ok()) {
+    error_ = ErrnoStatusWithCode(
+        status.code(), ErrnoFromStatus(status),
+        absl::StrCat("write of chunk ", index, " of inode ", ino_, ": ", status.message()));
+    CKPTFS_LOG(kWarning) << error_.message();
+  }
+  changed_.SignalAll();
+}
+
+void OpenFileState::DrainLocked() {
+  while (serving_ticket_ != next_ticket_ || inflight_ > 0) changed_.Wait(&mu_);
+}
+
+void OpenFileState::SettleChunksLocked(uint64_t first, uint64_t last) {
+  if (dirty_.has_value() && dirty_->index >= first && dirty_->index <= last) DispatchLocked();
+  auto busy = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (serving_ticket_ != next_ticket_) return true;
+    for (uint64_t index : inflight_chunks_) {
+      if (index >= first && index <= last) return true;
+    }
+    return false;
+  };
+  while (busy()) changed_.Wait(&mu_);
+}
+
+absl::StatusOr<size_t> OpenFileState::Read(uint64_t offset, void* buf, size_t len,
+                                           bool sequential) {
+  absl::MutexLock lock(&mu_);
+  if (!error_.ok()) return error_;
+  if (len == 0 || offset >= size_) return 0;
+  len = static_cast<size_t>(std::min<uint64_t>(len, size_ - offset));
+  SettleChunksLocked(ChunkIndexOf(offset, chunk_size_),
+                     ChunkIndexOf(offset + len - 1, chunk_size_));
+  if (!error_.ok()) return error_;
+  if (offset >= size_) return 0;  // truncated meanwhile
+  len = static_cast<size_t>(std::min<uint64_t>(len, size_ - offset));
+  const bool use_cache = sequential || handles_ > 1;
+  char* out = static_cast<char*>(buf);
+  uint64_t last_index = 0;
+  for (const ChunkPiece& piece : SplitRange(offset, len, chunk_size_)) {
+    absl::Status status = ReadPieceLocked(piece.chunk_index, piece.offset_in_chunk,
+                                          piece.length, out + piece.range_offset, use_cache);
+    if (!status.ok()) return status;
+    last_index = piece.chunk_index;
+  }
+  if (sequential) ReadAheadLocked(last_index);
+  return len;
+}
+
+absl::Status OpenFileState::ReadPieceLocked(uint64_t index, uint32_t offset, uint32_t length,
+                                            char* out, bool use_cache) {
+  const uint32_t needed = offset + length;
+  while (true) {
+    switch (cache_.Find(index, needed)) {
+      case ReadCache::Lookup::kReady:
+        cache_.Copy(index, offset, length, out);
+        return absl::OkStatus();
+      case ReadCache::Lookup::kFetching:
+        // Another reader or the read-ahead is fetching it: wait, don't fetch
+        // it again.
+        changed_.Wait(&mu_);
+        continue;
+      case ReadCache::Lookup::kMiss:
+        break;
+    }
+    if (!use_cache) break;
+    const uint32_t cover =
+        std::max(needed, ChunkLengthInFile(index, chunk_size_, size_));
+    ReadCache::Fetch fetch = cache_.StartFetch(index, cover);
+    if (fetch.buffer == nullptr) break;  // cache full of fetches: read directly
+    mu_.Unlock();
+    absl::StatusOr<uint32_t> stored = FetchChunk(index, 0, cover, fetch.buffer);
+    mu_.Lock();
+    cache_.FinishFetch(index, fetch.id, stored.ok(), stored.ok() ? *stored : 0);
+    changed_.SignalAll();
+    if (!stored.ok()) return stored.status();
+    // Loop: copy from the cache (or fetch again if a write invalidated it).
+  }
+  mu_.Unlock();
+  absl::StatusOr<uint32_t> stored = FetchChunk(index, offset, length, out);
+  mu_.Lock();
+  return stored.status();
+}
+
+absl::StatusOr<uint32_t> OpenFileState::FetchChunk(uint64_t index, uint32_t offset,
+                                                   uint32_t length, char* out) {
+  const uint32_t server = ServerForChunk(layout_, index);
+  absl::StatusOr<size_t> got =
+      services_.transport->ReadChunk(server, ino_, index, offset, out, length);
+  uint32_t stored = 0;
+  if (got.ok()) {
+    stored = static_cast<uint32_t>(std::min<size_t>(*got, length));
+  } else if (ErrnoFromStatus(got.status()) != ENOENT) {  // ENOENT: a hole
+    return ErrnoStatusWithCode(got.status().code(), ErrnoFromStatus(got.status()),
+                               absl::StrCat("read of chunk ", index, " of inode ", ino_, ": ",
+                                            got.status().message()));
+  }
+  if (stored < length) std::memset(out + stored, 0, length - stored);
+  return stored;
+}
+
+void OpenFileState::ReadAheadLocked(uint64_t after_index) {
+  const int window = services_.options.readahead_chunks;
+  for (int i = 1; i <= window; ++i) {
+    const uint64_t index = after_index + static_cast<uint64_t>(i);
+    const uint32_t cover = ChunkLengthInFile(index, chunk_size_, size_);
+    if (cover == 0) break;
+    if (cache_.Find(index, cover) != ReadCache::Lookup::kMiss) continue;
+    // Chunks with writes pending are read after those writes land.
+    if (inflight_chunks_.contains(index) || (dirty_.has_value() && dirty_->index == index)) {
+      continue;
+    }
+    ReadCache::Fetch fetch = cache_.StartFetch(index, cover);
+    if (fetch.buffer == nullptr) break;
+    services_.executor->Submit([self = shared_from_this(), index, cover, fetch] {
+      absl::StatusOr<uint32_t> stored = self->FetchChunk(index, 0, cover, fetch.buffer);
+      absl::MutexLock lock(&self->mu_);
+      self->cache_.FinishFetch(index, fetch.id, stored.ok(), stored.ok() ? *stored : 0);
+      self->changed_.SignalAll();
+    });
+  }
+}
+
+absl::Status OpenFileState::Flush() {
+  uint64_t size = 0;
+  int64_t mtime_ns = 0;
+  {
+    absl::MutexLock lock(&mu_);
+    while (true) {
+      DispatchLocked();
+      DrainLocked();
+      if (!error_.ok()) return error_;
+      if (written_since_commit_) break;
+      // Nothing new; but a commit another handle started may cover our
+      // writes, and close-to-open needs it finished before we return.
+      if (commits_running_ == 0) return absl::OkStatus();
+      changed_.Wait(&mu_);
+    }
+    written_since_commit_ = false;
+    ++commits_running_;
+    size = size_;
+    mtime_ns = last_write_ns_;
+  }
+  meta::CommitWriteRequest request;
+  request.set_ino(ino_);
+  request.set_size(size);
+  request.set_mtime_ns(mtime_ns);
+  absl::StatusOr<meta::AttrReply> reply = services_.meta->CommitWrite(request);
+  absl::MutexLock lock(&mu_);
+  --commits_running_;
+  changed_.SignalAll();
+  if (!reply.ok()) {
+    written_since_commit_ = true;  // the next Flush tries again
+    return reply.status();
+  }
+  seen_size_ = reply->attr().size();
+  seen_mtime_ns_ = reply->attr().mtime_ns();
+  return absl::OkStatus();
+}
+
+absl::Status OpenFileState::Fsync() {
+  if (absl::Status status = Flush(); !status.ok()) return status;
+  std::vector<uint32_t> servers;
+  {
+    absl::MutexLock lock(&mu_);
+    // As in Flush: a sync another handle started must end before ours.
+    while (unsynced_servers_.empty() && syncs_running_ > 0) changed_.Wait(&mu_);
+    servers.assign(unsynced_servers_.begin(), unsynced_servers_.end());
+    unsynced_servers_.clear();
+    if (servers.empty()) return absl::OkStatus();
+    ++syncs_running_;
+  }
+  absl::Status status = ForEachServer(*services_.executor, servers, [this](uint32_t id) {
+    return services_.transport->SyncChunks(id, ino_);
+  });
+  absl::MutexLock lock(&mu_);
+  --syncs_running_;
+  changed_.SignalAll();
+  if (!status.ok()) {
+    unsynced_servers_.insert(servers.begin(), servers.end());
+    return status;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status OpenFileState::TruncateStorage(uint64_t new_size) {
+  uint64_t trim_at = 0;
+  {
+    absl::MutexLock lock(&mu_);
+    if (dirty_.has_value()) {
+      const uint64_t start = ChunkStart(dirty_->index, chunk_size_);
+      if (new_size <= start + dirty_->lo) {
+        free_buffers_.push_back(std::move(dirty_->buffer));
+        dirty_.reset();
+        changed_.SignalAll();
+      } else if (new_size < start + dirty_->hi) {
+        dirty_->hi = static_cast<uint32_t>(new_size - start);
+      }
+    }
+    DrainLocked();
+    trim_at = std::min(size_, new_size);
+    cache_.InvalidateFrom(ChunkIndexOf(trim_at, chunk_size_));
+  }
+  return TrimStripe(*services_.transport, *services_.executor, ino_, layout_, trim_at);
+}
+
+void OpenFileState::SetSize(uint64_t size) {
+  absl::MutexLock lock(&mu_);
+  size_ = size;
+  seen_size_ = size;
+  cache_.InvalidateFrom(ChunkIndexOf(size, chunk_size_));
+}
+
+}  // namespace ckptfs::client

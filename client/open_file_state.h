@@ -1,0 +1,165 @@
+// OpenFileState: everything one Client knows about one open inode, shared
+// by all its File handles — the layout, the size including unflushed
+// writes, the write-behind chunk buffers, the chunk writes in flight, the
+// sticky first error, and the read-ahead cache.
+//
+// Write path: a write is copied into the current dirty chunk buffer; a full
+// buffer, or one that a write elsewhere displaces, is dispatched to the
+// IoExecutor as one WRITE to the chunk's server. At most
+// options.max_inflight_chunks_per_file are in flight; a writer that would
+// exceed it waits (backpressure). Dispatches leave in FIFO order, and two
+// writes of the same chunk are never in flight together, so the server
+// applies them in the order they were made. Buffers are recycled.
+//
+// Read path: dirty or in-flight data of the chunks read is written first,
+// so a handle sees its own writes. Sequential readers (and any reader while
+// several handles are open) go through the shared ReadCache, which fetches
+// whole chunks once and reads ahead options.readahead_chunks; other reads
+// go straight from the server into the caller's buffer. Never-written
+// chunks and bytes past a chunk's stored length read as zeros, and nothing
+// past the file size is returned.
+//
+// Thread-safety: every public method may be called from any thread. mu_
+// guards all mutable state and is never held across network I/O (lock
+// order: mu_ before OpenFileRegistry's). Chunk requests in flight hold a
+// shared_ptr to the state, so it outlives its last handle until they end.
+#ifndef CKPTFS_CLIENT_OPEN_FILE_STATE_H_
+#define CKPTFS_CLIENT_OPEN_FILE_STATE_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "client/client_services.h"
+#include "client/read_cache.h"
+#include "proto/meta.pb.h"
+
+namespace ckptfs::client {
+
+class OpenFileState : public std::enable_shared_from_this<OpenFileState> {
+ public:
+  // `attr` is a regular file's, fresh from the service.
+  // REQUIRES: ValidateLayout(attr.layout()).ok(); `services` outlives this.
+  OpenFileState(const ClientServices& services, const meta::Attr& attr);
+  OpenFileState(const OpenFileState&) = delete;
+  OpenFileState& operator=(const OpenFileState&) = delete;
+  ~OpenFileState();
+
+  uint64_t ino() const { return ino_; }
+  const meta::Layout& layout() const { return layout_; }
+  // The size including bytes not yet flushed.
+  uint64_t size() const ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Handles: every File counts itself in and out. When the last goes, the
+  // read cache's memory is released.
+  void AddHandle() ABSL_LOCKS_EXCLUDED(mu_);
+  void ReleaseHandle() ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Takes in attributes the service returned at an open (close-to-open): a
+  // changed size or mtime drops cached chunks; the size is adopted unless
+  // this client has unflushed writes (then the larger one wins).
+  void Refresh(const meta::Attr& attr) ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Writes data[0, len) at `offset`, or at the current size if `append`.
+  // Returns len, or the file's first write error.
+  absl::StatusOr<size_t> Write(uint64_t offset, const void* data, size_t len, bool append)
+      ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Reads up to len bytes at offset (short only at end of file).
+  // `sequential`: the handle reads sequentially, so read ahead.
+  absl::StatusOr<size_t> Read(uint64_t offset, void* buf, size_t len, bool sequential)
+      ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Waits for every chunk write, then commits the size in the metadata
+  // service if anything was written since the last commit.
+  absl::Status Flush() ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Flush, then SYNC on every server that received chunks since the last
+  // sync.
+  absl::Status Fsync() ABSL_LOCKS_EXCLUDED(mu_);
+
+  // The storage half of a truncate: drops buffered bytes at or past
+  // `new_size`, waits for writes in flight, then TRIMs every server of the
+  // stripe set (at the smaller of the old and new size, so an extension
+  // reads zeros). The caller then records the size in the metadata service
+  // and calls Refresh or SetSize.
+  absl::Status TruncateStorage(uint64_t new_size) ABSL_LOCKS_EXCLUDED(mu_);
+
+  // After the service recorded `size` for a truncate.
+  void SetSize(uint64_t size) ABSL_LOCKS_EXCLUDED(mu_);
+
+ private:
+  // The chunk buffer being filled.
+  struct DirtyChunk {
+    uint64_t index = 0;
+    uint32_t lo = 0;  // dirty bytes [lo, hi) of the chunk
+    uint32_t hi = 0;
+    std::unique_ptr<char[]> buffer;
+  };
+
+  // Sends the dirty chunk, if any, waiting for its turn (FIFO), for a free
+  // in-flight slot and for an earlier write of the same chunk to finish.
+  void DispatchLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Completion of a chunk write, on an IoExecutor thread.
+  void WriteDone(uint64_t index, std::unique_ptr<char[]> buffer, absl::Status status)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  std::unique_ptr<char[]> TakeBufferLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Waits until no chunk write is queued or in flight.
+  void DrainLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Makes the chunks [first, last] readable from the servers: dispatches
+  // the dirty one and waits for queued and in-flight writes among them.
+  void SettleChunksLocked(uint64_t first, uint64_t last) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  // Reads one piece of chunk `index`, through the cache or directly.
+  absl::Status ReadPieceLocked(uint64_t index, uint32_t offset, uint32_t length, char* out,
+                               bool use_cache) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Fetches chunk bytes [offset, offset + length) into out, zero-filling
+  // holes; returns the bytes the server had. No lock held.
+  absl::StatusOr<uint32_t> FetchChunk(uint64_t index, uint32_t offset, uint32_t length,
+                                      char* out) ABSL_LOCKS_EXCLUDED(mu_);
+  void ReadAheadLocked(uint64_t after_index) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  const ClientServices& services_;
+  const uint64_t ino_;
+  const meta::Layout layout_;
+  const uint32_t chunk_size_;
+  const int max_inflight_;
+
+  mutable absl::Mutex mu_;
+  // Signalled on every change waiters care about: a write done, a fetch
+  // done, a dispatch leaving the queue.
+  absl::CondVar changed_;
+  int handles_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t size_ ABSL_GUARDED_BY(mu_) = 0;
+  // The service's size and mtime as last seen, to notice others' writes.
+  uint64_t seen_size_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t seen_mtime_ns_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t last_write_ns_ ABSL_GUARDED_BY(mu_) = 0;
+  bool written_since_commit_ ABSL_GUARDED_BY(mu_) = false;
+  int commits_running_ ABSL_GUARDED_BY(mu_) = 0;
+  int syncs_running_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::Status error_ ABSL_GUARDED_BY(mu_);  // first chunk write error, sticky
+
+  std::optional<DirtyChunk> dirty_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::unique_ptr<char[]>> free_buffers_ ABSL_GUARDED_BY(mu_);
+  int buffers_allocated_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t next_ticket_ ABSL_GUARDED_BY(mu_) = 0;     // dispatches queued so far
+  uint64_t serving_ticket_ ABSL_GUARDED_BY(mu_) = 0;  // next dispatch to leave
+  int inflight_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::flat_hash_set<uint64_t> inflight_chunks_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_set<uint32_t> unsynced_servers_ ABSL_GUARDED_BY(mu_);
+
+  ReadCache cache_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace ckptfs::client
+
+#endif  // CKPTFS_CLIENT_OPEN_FILE_STATE_H_
+

@@ -1,0 +1,44 @@
+// See stripe_ops.h.
+#include "client/stripe_ops.h"
+
+#include <algorithm>
+#include <memory>
+
+#include "absl/synchronization/blocking_counter.h"
+#include "absl/synchronization/mutex.h"
+
+namespace ckptfs::client {
+
+absl::Status ForEachServer(IoExecutor& executor, std::vector<uint32_t> server_ids,
+                           const std::function<absl::Status(uint32_t)>& op) {
+  std::sort(server_ids.begin(), server_ids.end());
+  server_ids.erase(std::unique(server_ids.begin(), server_ids.end()), server_ids.end());
+  if (server_ids.empty()) return absl::OkStatus();
+  absl::BlockingCounter done(static_cast<int>(server_ids.size()));
+  absl::Mutex mu;
+  absl::Status first_error;
+  for (uint32_t id : server_ids) {
+    executor.Submit([&, id] {
+      absl::Status status = op(id);
+      if (!status.ok()) {
+        absl::MutexLock lock(&mu);
+        if (first_error.ok()) first_error = std::move(status);
+      }
+      done.DecrementCount();
+    });
+  }
+  done.Wait();
+  absl::MutexLock lock(&mu);
+  return first_error;
+}
+
+absl::Status TrimStripe(ChunkTransport& transport, IoExecutor& executor, uint64_t ino,
+                        const meta::Layout& layout, uint64_t trim_size) {
+  std::vector<uint32_t> ids(layout.stripe().begin(), layout.stripe().end());
+  const uint32_t chunk_size = layout.chunk_size();
+  return ForEachServer(executor, std::move(ids), [&](uint32_t id) {
+    return transport.TrimChunks(id, ino, trim_size, chunk_size);
+  });
+}
+
+}  // namespace ckptfs::client

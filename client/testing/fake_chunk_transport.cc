@@ -1,0 +1,164 @@
+// See fake_chunk_transport.h.
+#include "client/testing/fake_chunk_transport.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "common/errno_status.h"
+
+namespace ckptfs::client::testing {
+
+void FakeChunkTransport::Delay() const {
+  absl::Duration delay;
+  {
+    absl::MutexLock lock(&mu_);
+    delay = delay_;
+  }
+  if (delay > absl::ZeroDuration()) absl::SleepFor(delay);
+}
+
+absl::Status FakeChunkTransport::WriteChunk(uint32_t server_id, uint64_t ino,
+                                            uint64_t chunk_index, uint32_t offset,
+                                            const void* data, size_t length, bool replace) {
+  {
+    absl::MutexLock lock(&mu_);
+    ++counts_.writes;
+    if (replace) ++counts_.replace_writes;
+    ++inflight_writes_;
+    counts_.max_inflight_writes = std::max(counts_.max_inflight_writes, inflight_writes_);
+  }
+  Delay();
+  absl::MutexLock lock(&mu_);
+  --inflight_writes_;
+  if (write_err_ != 0) {
+    if (writes_before_failing_ > 0) {
+      --writes_before_failing_;
+    } else {
+      return ErrnoStatus(write_err_, absl::StrCat("fake storage server ", server_id,
+                                                  ": injected write failure"));
+    }
+  }
+  if (replace && offset != 0) return ErrnoStatus(EINVAL, "replace write at offset != 0");
+  std::string& chunk = chunks_[Key(server_id, ino, chunk_index)];
+  const char* bytes = static_cast<const char*>(data);
+  if (replace) {
+    chunk.assign(bytes, length);
+  } else {
+    if (chunk.size() < offset + length) chunk.resize(offset + length, '\0');
+    std::memcpy(chunk.data() + offset, bytes, length);
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<size_t> FakeChunkTransport::ReadChunk(uint32_t server_id, uint64_t ino,
+                                                     uint64_t chunk_index, uint32_t offset,
+                                                     void* buf, size_t length) {
+  Delay();
+  absl::MutexLock lock(&mu_);
+  ++counts_.reads;
+  ++reads_of_[{ino, chunk_index}];
+  if (read_err_ != 0) return ErrnoStatus(read_err_, "fake storage server: injected read failure");
+  auto it = chunks_.find(Key(server_id, ino, chunk_index));
+  if (it == chunks_.end()) {
+    return ErrnoStatus(ENOENT, absl::StrCat("fake storage server ", server_id, ": no chunk ",
+                                            chunk_index, " of inode ", ino));
+  }
+  const std::string& chunk = it->second;
+  if (offset >= chunk.size()) return 0;
+  const size_t n = std::min<size_t>(length, chunk.size() - offset);
+  std::memcpy(buf, chunk.data() + offset, n);
+  return n;
+}
+
+absl::Status FakeChunkTransport::TrimChunks(uint32_t server_id, uint64_t ino, uint64_t trim_size,
+                                            uint32_t chunk_size) {
+  Delay();
+  absl::MutexLock lock(&mu_);
+  ++counts_.trims;
+  if (trim_err_ != 0) return ErrnoStatus(trim_err_, "fake storage server: injected trim failure");
+  if (chunk_size == 0) return ErrnoStatus(EINVAL, "trim with chunk size 0");
+  for (auto it = chunks_.lower_bound(Key(server_id, ino, 0));
+       it != chunks_.end() && std::get<0>(it->first) == server_id &&
+       std::get<1>(it->first) == ino;) {
+    const uint64_t start = std::get<2>(it->first) * chunk_size;
+    if (start >= trim_size) {
+      it = chunks_.erase(it);
+      continue;
+    }
+    if (start + it->second.size() > trim_size) it->second.resize(trim_size - start);
+    ++it;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status FakeChunkTransport::SyncChunks(uint32_t server_id, uint64_t ino) {
+  Delay();
+  absl::MutexLock lock(&mu_);
+  ++counts_.syncs;
+  ++syncs_of_[{server_id, ino}];
+  if (sync_err_ != 0) return ErrnoStatus(sync_err_, "fake storage server: injected sync failure");
+  return absl::OkStatus();
+}
+
+void FakeChunkTransport::FailWrites(int err, int after) {
+  absl::MutexLock lock(&mu_);
+  write_err_ = err;
+  writes_before_failing_ = after;
+}
+
+void FakeChunkTransport::FailReads(int err) {
+  absl::MutexLock lock(&mu_);
+  read_err_ = err;
+}
+
+void FakeChunkTransport::FailTrims(int err) {
+  absl::MutexLock lock(&mu_);
+  trim_err_ = err;
+}
+
+void FakeChunkTransport::FailSyncs(int err) {
+  absl::MutexLock lock(&mu_);
+  sync_err_ = err;
+}
+
+void FakeChunkTransport::SetDelay(absl::Duration delay) {
+  absl::MutexLock lock(&mu_);
+  delay_ = delay;
+}
+
+FakeChunkTransport::Counts FakeChunkTransport::counts() const {
+  absl::MutexLock lock(&mu_);
+  return counts_;
+}
+
+int FakeChunkTransport::ReadsOf(uint64_t ino, uint64_t chunk_index) const {
+  absl::MutexLock lock(&mu_);
+  auto it = reads_of_.find({ino, chunk_index});
+  return it == reads_of_.end() ? 0 : it->second;
+}
+
+std::optional<std::string> FakeChunkTransport::ChunkBytes(uint32_t server_id, uint64_t ino,
+                                                          uint64_t chunk_index) const {
+  absl::MutexLock lock(&mu_);
+  auto it = chunks_.find(Key(server_id, ino, chunk_index));
+  if (it == chunks_.end()) return std::nullopt;
+  return it->second;
+}
+
+int FakeChunkTransport::ChunkCount(uint64_t ino) const {
+  absl::MutexLock lock(&mu_);
+  int n = 0;
+  for (const auto& [key, bytes] : chunks_) n += std::get<1>(key) == ino ? 1 : 0;
+  return n;
+}
+
+int FakeChunkTransport::SyncsOf(uint32_t server_id, uint64_t ino) const {
+  absl::MutexLock lock(&mu_);
+  auto it = syncs_of_.find({server_id, ino});
+  return it == syncs_of_.end() ? 0 : it->second;
+}
+
+}  // namespace ckptfs::client::testing
