@@ -1,0 +1,127 @@
+// ckptfs-meta: the metadata service daemon.
+//
+//   ckptfs-meta --listen=127.0.0.1:7000 --data_dir=DIR [--orphan_grace_s=3600]
+//               [--server_timeout_s=10] [--default_chunk_size=4194304]
+//               [--log_level=info]
+//
+// Logs "ckptfs-meta: serving on ADDR" once it accepts calls. Exit status: 0
+// after SIGTERM/SIGINT (clean shutdown); 2 when the port or the data dir is
+// already in use; 1 for any other startup failure (bad flags included).
+#include <signal.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+#include <system_error>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/strings/ascii.h"
+#include "common/errno_status.h"
+#include "common/log.h"
+#include "server/meta/meta_server.h"
+
+ABSL_FLAG(std::string, listen, "127.0.0.1:7000", "host:port to serve the metadata gRPC API on");
+ABSL_FLAG(std::string, data_dir, "", "directory of the metadata store (created if missing)");
+ABSL_FLAG(int64_t, orphan_grace_s, 3600,
+          "seconds an unlinked file's chunks are kept for handles still open on it");
+ABSL_FLAG(int64_t, server_timeout_s, 10,
+          "a storage server without a heartbeat for this long is considered down");
+ABSL_FLAG(uint32_t, default_chunk_size, 4u << 20,
+          "chunk size of files in directories without user.ckptfs.chunk_size "
+          "(power of two, 64 KiB .. 64 MiB)");
+ABSL_FLAG(int64_t, reclaim_interval_s, 5, "seconds between orphan reclaimer passes");
+ABSL_FLAG(bool, sync_commits, false,
+          "fsync the metadata WAL on every commit (survives power loss, not only kill -9)");
+ABSL_FLAG(std::string, log_level, "info", "debug, info, warning or error");
+
+namespace ckptfs::meta {
+namespace {
+
+constexpr int kExitFailure = 1;
+constexpr int kExitInUse = 2;
+
+bool ParseLogLevel(std::string level) {
+  level = absl::AsciiStrToLower(level);
+  if (level == "debug") SetMinLogSeverity(LogSeverity::kDebug);
+  else if (level == "info") SetMinLogSeverity(LogSeverity::kInfo);
+  else if (level == "warning") SetMinLogSeverity(LogSeverity::kWarning);
+  else if (level == "error") SetMinLogSeverity(LogSeverity::kError);
+  else return false;
+  return true;
+}
+
+int Main() {
+  SetLogComponent("ckptfs-meta");
+  if (!ParseLogLevel(absl::GetFlag(FLAGS_log_level))) {
+    CKPTFS_LOG(kError) << "--log_level must be debug, info, warning or error";
+    return kExitFailure;
+  }
+  MetaServer::Options options;
+  options.listen = absl::GetFlag(FLAGS_listen);
+  options.data_dir = absl::GetFlag(FLAGS_data_dir);
+  if (options.data_dir.empty()) {
+    CKPTFS_LOG(kError) << "--data_dir is required";
+    return kExitFailure;
+  }
+  if (absl::Status valid = ValidateChunkSize(absl::GetFlag(FLAGS_default_chunk_size));
+      !valid.ok()) {
+    CKPTFS_LOG(kError) << "--default_chunk_size: " << valid.message();
+    return kExitFailure;
+  }
+  options.default_chunk_size = absl::GetFlag(FLAGS_default_chunk_size);
+  const int64_t grace_s = absl::GetFlag(FLAGS_orphan_grace_s);
+  const int64_t timeout_s = absl::GetFlag(FLAGS_server_timeout_s);
+  const int64_t reclaim_s = absl::GetFlag(FLAGS_reclaim_interval_s);
+  if (grace_s < 0 || timeout_s <= 0 || reclaim_s <= 0) {
+    CKPTFS_LOG(kError) << "--orphan_grace_s must be >= 0; --server_timeout_s and "
+                          "--reclaim_interval_s must be > 0";
+    return kExitFailure;
+  }
+  options.orphan_grace = absl::Seconds(grace_s);
+  options.server_timeout = absl::Seconds(timeout_s);
+  options.reclaim_interval = absl::Seconds(reclaim_s);
+  options.sync_commits = absl::GetFlag(FLAGS_sync_commits);
+
+  std::error_code error;
+  std::filesystem::create_directories(options.data_dir, error);
+  if (error) {
+    CKPTFS_LOG(kError) << "cannot create --data_dir " << options.data_dir << ": "
+                       << error.message();
+    return kExitFailure;
+  }
+
+  // Block the stop signals before any thread starts so that every thread
+  // inherits the mask and only sigwait below receives them.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGTERM);
+  sigaddset(&stop_signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+
+  absl::StatusOr<std::unique_ptr<MetaServer>> server = MetaServer::Start(options);
+  if (!server.ok()) {
+    CKPTFS_LOG(kError) << server.status().message();
+    const int err = ErrnoFromStatus(server.status());
+    return err == EADDRINUSE || err == EBUSY ? kExitInUse : kExitFailure;
+  }
+  CKPTFS_LOG(kInfo) << "serving on " << (*server)->address();
+
+  int signal_number = 0;
+  sigwait(&stop_signals, &signal_number);
+  CKPTFS_LOG(kInfo) << "received " << strsignal(signal_number) << ", shutting down";
+  (*server)->Shutdown();
+  server->reset();
+  CKPTFS_LOG(kInfo) << "stopped";
+  return 0;
+}
+
+}  // namespace
+}  // namespace ckptfs::meta
+
+int main(int argc, char** argv) {
+  absl::ParseCommandLine(argc, argv);
+  return ckptfs::meta::Main();
+}

@@ -1,0 +1,72 @@
+// See meta_server.h.
+#include "server/meta/meta_server.h"
+
+#include <cerrno>
+
+#include "absl/strings/str_cat.h"
+#include "common/errno_status.h"
+#include "common/net.h"
+
+namespace ckptfs::meta {
+
+absl::StatusOr<std::unique_ptr<MetaServer>> MetaServer::Start(const Options& options) {
+  absl::StatusOr<HostPort> listen = ParseHostPort(options.listen);
+  if (!listen.ok()) {
+    return ErrnoStatus(EINVAL, absl::StrCat("--listen: ", listen.status().message()));
+  }
+  if (listen->port != 0) {
+    // gRPC binds with SO_REUSEPORT, which would let two services share a
+    // port silently; a plain bind first gives a clear "address in use".
+    absl::StatusOr<UniqueFd> probe = ListenTcp(*listen, 1);
+    if (!probe.ok()) return probe.status();
+  }
+
+  std::unique_ptr<MetaServer> server(new MetaServer());
+  absl::StatusOr<std::unique_ptr<RocksDbKvStore>> store =
+      RocksDbKvStore::Open(options.data_dir, RocksDbKvStore::Options{options.sync_commits});
+  if (!store.ok()) return store.status();
+  server->store_ = *std::move(store);
+  server->membership_ = std::make_unique<Membership>(
+      server->store_.get(), options.clock, Membership::Options{options.server_timeout});
+  Namespace::Options ns_options;
+  ns_options.default_chunk_size = options.default_chunk_size;
+  ns_options.orphan_grace = options.orphan_grace;
+  server->ns_ = std::make_unique<Namespace>(server->store_.get(), server->membership_.get(),
+                                            options.clock, ns_options);
+  if (absl::Status init = server->ns_->Init(); !init.ok()) return init;
+
+  OrphanReclaimer::Options reclaim_options;
+  reclaim_options.interval = options.reclaim_interval;
+  server->reclaimer_ = std::make_unique<OrphanReclaimer>(server->ns_.get(),
+                                                         server->membership_.get(),
+                                                         reclaim_options);
+  server->service_ =
+      std::make_unique<MetaServiceImpl>(server->ns_.get(), server->membership_.get());
+
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort(options.listen, grpc::InsecureServerCredentials(), &server->port_);
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+  builder.RegisterService(server->service_.get());
+  server->server_ = builder.BuildAndStart();
+  if (server->server_ == nullptr || server->port_ == 0) {
+    server->server_.reset();
+    return ErrnoStatus(EADDRINUSE, absl::StrCat("cannot listen on ", options.listen,
+                                                ": address in use or not available"));
+  }
+  server->address_ = absl::StrCat(HostPort{listen->host, static_cast<uint16_t>(server->port_)}
+                                      .ToString());
+  server->reclaimer_->Start();
+  return server;
+}
+
+void MetaServer::Shutdown() {
+  if (shut_down_) return;
+  shut_down_ = true;
+  if (server_ != nullptr) {
+    server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+    server_->Wait();
+  }
+  if (reclaimer_ != nullptr) reclaimer_->Stop();
+}
+
+}  // namespace ckptfs::meta

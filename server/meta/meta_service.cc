@@ -1,0 +1,148 @@
+// See meta_service.h.
+#include "server/meta/meta_service.h"
+
+#include <utility>
+
+#include "common/grpc_status.h"
+#include "common/log.h"
+
+namespace ckptfs::meta {
+namespace {
+
+using Context = MetaServiceImpl::Context;
+using Reactor = MetaServiceImpl::Reactor;
+
+Reactor* Finish(Context* ctx, const char* rpc, const absl::Status& status) {
+  if (!status.ok()) {
+    CKPTFS_LOG(kDebug) << rpc << " from " << ctx->peer() << ": " << status.ToString();
+  }
+  Reactor* reactor = ctx->DefaultReactor();
+  reactor->Finish(ToGrpcStatus(status));
+  return reactor;
+}
+
+// Finishes with `result`'s status, storing its value through `store` on
+// success.
+template <typename T, typename Store>
+Reactor* FinishWith(Context* ctx, const char* rpc, absl::StatusOr<T> result, Store store) {
+  if (result.ok()) store(*std::move(result));
+  return Finish(ctx, rpc, result.status());
+}
+
+}  // namespace
+
+Reactor* MetaServiceImpl::Lookup(Context* ctx, const LookupRequest* request, AttrReply* reply) {
+  return FinishWith(ctx, "Lookup", ns_->Lookup(request->parent(), request->name()),
+                    [&](Attr attr) { *reply->mutable_attr() = std::move(attr); });
+}
+
+Reactor* MetaServiceImpl::GetAttr(Context* ctx, const InodeRequest* request, AttrReply* reply) {
+  return FinishWith(ctx, "GetAttr", ns_->GetAttr(request->ino()),
+                    [&](Attr attr) { *reply->mutable_attr() = std::move(attr); });
+}
+
+Reactor* MetaServiceImpl::SetAttr(Context* ctx, const SetAttrRequest* request, AttrReply* reply) {
+  return FinishWith(ctx, "SetAttr", ns_->SetAttr(*request),
+                    [&](Attr attr) { *reply->mutable_attr() = std::move(attr); });
+}
+
+Reactor* MetaServiceImpl::Create(Context* ctx, const CreateRequest* request, CreateReply* reply) {
+  return FinishWith(ctx, "Create", ns_->Create(*request),
+                    [&](CreateReply created) { *reply = std::move(created); });
+}
+
+Reactor* MetaServiceImpl::Mkdir(Context* ctx, const MkdirRequest* request, AttrReply* reply) {
+  return FinishWith(ctx, "Mkdir", ns_->Mkdir(*request),
+                    [&](Attr attr) { *reply->mutable_attr() = std::move(attr); });
+}
+
+Reactor* MetaServiceImpl::Symlink(Context* ctx, const SymlinkRequest* request, AttrReply* reply) {
+  return FinishWith(ctx, "Symlink", ns_->Symlink(*request),
+                    [&](Attr attr) { *reply->mutable_attr() = std::move(attr); });
+}
+
+Reactor* MetaServiceImpl::ReadLink(Context* ctx, const InodeRequest* request,
+                                   ReadLinkReply* reply) {
+  return FinishWith(ctx, "ReadLink", ns_->ReadLink(request->ino()),
+                    [&](std::string target) { reply->set_target(std::move(target)); });
+}
+
+Reactor* MetaServiceImpl::Unlink(Context* ctx, const LookupRequest* request, Empty*) {
+  return Finish(ctx, "Unlink", ns_->Unlink(request->parent(), request->name()));
+}
+
+Reactor* MetaServiceImpl::Rmdir(Context* ctx, const LookupRequest* request, Empty*) {
+  return Finish(ctx, "Rmdir", ns_->Rmdir(request->parent(), request->name()));
+}
+
+Reactor* MetaServiceImpl::Rename(Context* ctx, const RenameRequest* request, Empty*) {
+  return Finish(ctx, "Rename", ns_->Rename(*request));
+}
+
+Reactor* MetaServiceImpl::ReadDir(Context* ctx, const ReadDirRequest* request,
+                                  ReadDirReply* reply) {
+  return FinishWith(ctx, "ReadDir",
+                    ns_->ReadDir(request->ino(), request->start_after(), request->limit()),
+                    [&](ReadDirReply page) { *reply = std::move(page); });
+}
+
+Reactor* MetaServiceImpl::Open(Context* ctx, const OpenRequest* request, AttrReply* reply) {
+  return FinishWith(ctx, "Open", ns_->Open(request->ino(), request->truncate()),
+                    [&](Attr attr) { *reply->mutable_attr() = std::move(attr); });
+}
+
+Reactor* MetaServiceImpl::CommitWrite(Context* ctx, const CommitWriteRequest* request,
+                                      AttrReply* reply) {
+  return FinishWith(ctx, "CommitWrite",
+                    ns_->CommitWrite(request->ino(), request->size(), request->mtime_ns()),
+                    [&](Attr attr) { *reply->mutable_attr() = std::move(attr); });
+}
+
+Reactor* MetaServiceImpl::SetXattr(Context* ctx, const SetXattrRequest* request, Empty*) {
+  return Finish(ctx, "SetXattr", ns_->SetXattr(*request));
+}
+
+Reactor* MetaServiceImpl::GetXattr(Context* ctx, const XattrRequest* request, XattrValue* reply) {
+  return FinishWith(ctx, "GetXattr", ns_->GetXattr(request->ino(), request->name()),
+                    [&](std::string value) { reply->set_value(std::move(value)); });
+}
+
+Reactor* MetaServiceImpl::ListXattr(Context* ctx, const InodeRequest* request,
+                                    XattrNames* reply) {
+  return FinishWith(ctx, "ListXattr", ns_->ListXattr(request->ino()),
+                    [&](std::vector<std::string> names) {
+                      for (std::string& name : names) reply->add_names(std::move(name));
+                    });
+}
+
+Reactor* MetaServiceImpl::RemoveXattr(Context* ctx, const XattrRequest* request, Empty*) {
+  return Finish(ctx, "RemoveXattr", ns_->RemoveXattr(request->ino(), request->name()));
+}
+
+Reactor* MetaServiceImpl::StatFs(Context* ctx, const Empty*, StatFsReply* reply) {
+  return FinishWith(ctx, "StatFs", ns_->StatFs(),
+                    [&](StatFsReply stats) { *reply = std::move(stats); });
+}
+
+Reactor* MetaServiceImpl::RegisterServer(Context* ctx, const RegisterServerRequest* request,
+                                         RegisterServerReply* reply) {
+  absl::StatusOr<uint32_t> id = membership_->Register(*request);
+  if (id.ok()) {
+    CKPTFS_LOG(kInfo) << "storage server " << *id << " registered at " << request->address();
+  }
+  return FinishWith(ctx, "RegisterServer", std::move(id),
+                    [&](uint32_t server_id) { reply->set_server_id(server_id); });
+}
+
+Reactor* MetaServiceImpl::Heartbeat(Context* ctx, const HeartbeatRequest* request, Empty*) {
+  return Finish(ctx, "Heartbeat", membership_->Heartbeat(*request));
+}
+
+Reactor* MetaServiceImpl::ListServers(Context* ctx, const Empty*, ListServersReply* reply) {
+  return FinishWith(ctx, "ListServers", membership_->ListServers(),
+                    [&](std::vector<ServerInfo> servers) {
+                      for (ServerInfo& server : servers) *reply->add_servers() = std::move(server);
+                    });
+}
+
+}  // namespace ckptfs::meta

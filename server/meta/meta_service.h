@@ -1,0 +1,61 @@
+// MetaServiceImpl: the gRPC face of the metadata service. A thin adapter:
+// each RPC calls the matching Namespace or Membership operation and finishes
+// its reactor with ToGrpcStatus(status), so the errno travels in
+// error_details (common/grpc_status.h).
+//
+// Uses the callback API: every handler runs to completion on the gRPC thread
+// that received the call, blocking on nothing but the local KV store, and
+// finishes the call's default reactor before returning.
+//
+// Thread-safety: thread-safe (handlers run concurrently). Namespace and
+// Membership are borrowed and must outlive the service.
+#ifndef CKPTFS_SERVER_META_META_SERVICE_H_
+#define CKPTFS_SERVER_META_META_SERVICE_H_
+
+#include <grpcpp/grpcpp.h>
+
+#include "proto/meta.grpc.pb.h"
+#include "server/meta/membership.h"
+#include "server/meta/namespace.h"
+
+namespace ckptfs::meta {
+
+class MetaServiceImpl final : public MetaService::CallbackService {
+ public:
+  MetaServiceImpl(Namespace* ns, Membership* membership) : ns_(ns), membership_(membership) {}
+
+  using Context = grpc::CallbackServerContext;
+  using Reactor = grpc::ServerUnaryReactor;
+
+  Reactor* Lookup(Context* ctx, const LookupRequest* request, AttrReply* reply) override;
+  Reactor* GetAttr(Context* ctx, const InodeRequest* request, AttrReply* reply) override;
+  Reactor* SetAttr(Context* ctx, const SetAttrRequest* request, AttrReply* reply) override;
+  Reactor* Create(Context* ctx, const CreateRequest* request, CreateReply* reply) override;
+  Reactor* Mkdir(Context* ctx, const MkdirRequest* request, AttrReply* reply) override;
+  Reactor* Symlink(Context* ctx, const SymlinkRequest* request, AttrReply* reply) override;
+  Reactor* ReadLink(Context* ctx, const InodeRequest* request, ReadLinkReply* reply) override;
+  Reactor* Unlink(Context* ctx, const LookupRequest* request, Empty* reply) override;
+  Reactor* Rmdir(Context* ctx, const LookupRequest* request, Empty* reply) override;
+  Reactor* Rename(Context* ctx, const RenameRequest* request, Empty* reply) override;
+  Reactor* ReadDir(Context* ctx, const ReadDirRequest* request, ReadDirReply* reply) override;
+  Reactor* Open(Context* ctx, const OpenRequest* request, AttrReply* reply) override;
+  Reactor* CommitWrite(Context* ctx, const CommitWriteRequest* request,
+                       AttrReply* reply) override;
+  Reactor* SetXattr(Context* ctx, const SetXattrRequest* request, Empty* reply) override;
+  Reactor* GetXattr(Context* ctx, const XattrRequest* request, XattrValue* reply) override;
+  Reactor* ListXattr(Context* ctx, const InodeRequest* request, XattrNames* reply) override;
+  Reactor* RemoveXattr(Context* ctx, const XattrRequest* request, Empty* reply) override;
+  Reactor* StatFs(Context* ctx, const Empty* request, StatFsReply* reply) override;
+  Reactor* RegisterServer(Context* ctx, const RegisterServerRequest* request,
+                          RegisterServerReply* reply) override;
+  Reactor* Heartbeat(Context* ctx, const HeartbeatRequest* request, Empty* reply) override;
+  Reactor* ListServers(Context* ctx, const Empty* request, ListServersReply* reply) override;
+
+ private:
+  Namespace* const ns_;
+  Membership* const membership_;
+};
+
+}  // namespace ckptfs::meta
+
+#endif  // CKPTFS_SERVER_META_META_SERVICE_H_

@@ -1,0 +1,111 @@
+// MetaTxn and RunTxn: optimistic read-modify-write transactions over a
+// KvStore, the way every mutating metadata operation runs.
+//
+// An operation body reads through a MetaTxn (each key read, present or
+// absent, becomes a compare on the version it had), stages its writes in the
+// same MetaTxn, and RunTxn commits them in one KvStore::Commit. If another
+// commit changed anything the body read, the commit aborts and RunTxn runs the
+// body again on fresh reads, a bounded number of times with a short
+// randomized backoff. The body must therefore be a pure function of what it
+// reads (no side effects outside the MetaTxn).
+//
+// Scans are not compared (a prefix has no version): an operation that
+// depends on a directory's entries also reads the directory's inode, whose
+// version changes with every entry added or removed (those operations update
+// the directory's mtime).
+//
+// Thread-safety: a MetaTxn belongs to one thread; RunTxn is thread-safe.
+#ifndef CKPTFS_SERVER_META_META_TXN_H_
+#define CKPTFS_SERVER_META_META_TXN_H_
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+
+#include "absl/functional/function_ref.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "google/protobuf/message_lite.h"
+#include "proto/meta_store.pb.h"
+#include "server/meta/kv_store.h"
+
+namespace ckptfs::meta {
+
+class MetaTxn {
+ public:
+  explicit MetaTxn(KvStore* kv) : kv_(kv) {}
+  MetaTxn(const MetaTxn&) = delete;
+  MetaTxn& operator=(const MetaTxn&) = delete;
+
+  // The value of `key` (nullopt if absent); the version read becomes a
+  // compare. Repeated reads of a key return the first read's value.
+  absl::StatusOr<std::optional<std::string>> Get(absl::string_view key);
+
+  // Get + parse into `Record`; EIO if the stored bytes do not parse.
+  template <typename Record>
+  absl::StatusOr<std::optional<Record>> GetRecord(absl::string_view key) {
+    absl::StatusOr<std::optional<std::string>> bytes = Get(key);
+    if (!bytes.ok()) return bytes.status();
+    if (!bytes->has_value()) return std::optional<Record>();
+    Record record;
+    if (!record.ParseFromString(**bytes)) return CorruptRecord(key);
+    return std::optional<Record>(std::move(record));
+  }
+
+  // The inode `ino`; ENOENT when there is none (including ino 0).
+  absl::StatusOr<InodeRecord> GetInode(uint64_t ino);
+  // The entry `name` of directory `parent`, nullopt if absent.
+  absl::StatusOr<std::optional<DentryRecord>> GetDentry(uint64_t parent, absl::string_view name);
+  // Whether directory `dir` has any entry. Not compared (see file comment):
+  // REQUIRES: the caller has read `dir`'s inode through this MetaTxn.
+  absl::StatusOr<bool> DirHasEntries(uint64_t dir);
+
+  void Put(absl::string_view key, const google::protobuf::MessageLite& record);
+  void PutRaw(absl::string_view key, absl::string_view value) { txn_.Put(key, value); }
+  void Delete(absl::string_view key) { txn_.Delete(key); }
+  void PutInode(const InodeRecord& inode);
+
+  // Adds `delta` to the count of inodes in use (one shard of the counter).
+  absl::Status AddInodeCount(int64_t delta);
+
+  const Txn& txn() const { return txn_; }
+  KvStore* kv() const { return kv_; }
+
+ private:
+  static absl::Status CorruptRecord(absl::string_view key);
+
+  KvStore* const kv_;
+  Txn txn_;
+  std::map<std::string, std::optional<std::string>> reads_;
+};
+
+// Runs `body` and commits what it staged, retrying on conflicts (at most
+// kMaxTxnAttempts times, then EAGAIN naming `what`). A body error is
+// returned as is and nothing is committed.
+absl::Status RunTxn(KvStore* kv, absl::string_view what,
+                    absl::FunctionRef<absl::Status(MetaTxn&)> body);
+
+template <typename T>
+absl::StatusOr<T> RunTxn(KvStore* kv, absl::string_view what,
+                         absl::FunctionRef<absl::StatusOr<T>(MetaTxn&)> body) {
+  std::optional<T> result;
+  absl::Status status = RunTxn(kv, what, [&](MetaTxn& txn) -> absl::Status {
+    absl::StatusOr<T> value = body(txn);
+    if (!value.ok()) return value.status();
+    result = *std::move(value);
+    return absl::OkStatus();
+  });
+  if (!status.ok()) return status;
+  return *std::move(result);
+}
+
+inline constexpr int kMaxTxnAttempts = 200;
+
+// The sum of the inode-count shards: inodes in use.
+absl::StatusOr<uint64_t> CountInodes(KvStore* kv);
+
+}  // namespace ckptfs::meta
+
+#endif  // CKPTFS_SERVER_META_META_TXN_H_

@@ -1,0 +1,69 @@
+// Namespace construction, root bootstrap and layout choice. The operations
+// themselves live in server/meta/ops/, one file per operation group.
+#include "server/meta/namespace.h"
+
+#include <cerrno>
+
+#include "absl/numeric/bits.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "common/errno_status.h"
+#include "common/log.h"
+#include "server/meta/keys.h"
+#include "server/meta/meta_txn.h"
+#include "server/meta/ops/ops_util.h"
+
+namespace ckptfs::meta {
+
+absl::Status ValidateChunkSize(uint64_t chunk_size) {
+  if (chunk_size < kMinChunkSize || chunk_size > kMaxChunkSize ||
+      !absl::has_single_bit(chunk_size)) {
+    return ErrnoStatus(EINVAL, absl::StrCat("chunk size ", chunk_size,
+                                            " is not a power of two between ", kMinChunkSize,
+                                            " and ", kMaxChunkSize));
+  }
+  return absl::OkStatus();
+}
+
+Namespace::Namespace(KvStore* kv, Membership* membership, Clock* clock, const Options& options)
+    : kv_(kv), membership_(membership), clock_(clock), options_(options), inodes_(kv) {}
+
+absl::Status Namespace::Init() {
+  return RunTxn(kv_, "create root directory", [&](MetaTxn& txn) -> absl::Status {
+    absl::StatusOr<std::optional<std::string>> root = txn.Get(InodeKey(kRootIno));
+    if (!root.ok()) return root.status();
+    if (root->has_value()) return absl::OkStatus();  // commits only the compare
+    InodeRecord inode = NewInode(kRootIno, DIRECTORY, 0755, 0, 0, clock_->NowNs());
+    inode.set_parent(kRootIno);
+    txn.PutInode(inode);
+    CKPTFS_LOG(kInfo) << "created the root directory of a new namespace";
+    return txn.AddInodeCount(1);
+  });
+}
+
+absl::StatusOr<Layout> Namespace::NewLayout(const InodeRecord& parent, uint64_t ino) {
+  Layout layout;
+  layout.set_chunk_size(options_.default_chunk_size);
+  auto xattr = parent.xattrs().find(std::string(kChunkSizeXattr));
+  if (xattr != parent.xattrs().end()) {
+    uint64_t chunk_size = 0;
+    // SetXattr validated it; a bad value can only come from an older
+    // version, and then the default is the safe choice.
+    if (absl::SimpleAtoi(xattr->second, &chunk_size) && ValidateChunkSize(chunk_size).ok()) {
+      layout.set_chunk_size(static_cast<uint32_t>(chunk_size));
+    }
+  }
+  absl::StatusOr<std::vector<ServerInfo>> alive = membership_->AliveServers();
+  if (!alive.ok()) return alive.status();
+  if (alive->empty()) {
+    return ErrnoStatus(EIO, "cannot place a new file: no storage servers are alive");
+  }
+  // Rotating by the inode number (a counter) spreads first chunks, and so
+  // load, evenly over the servers.
+  const size_t n = alive->size();
+  const size_t first = static_cast<size_t>(ino % n);
+  for (size_t i = 0; i < n; ++i) layout.add_stripe((*alive)[(first + i) % n].id());
+  return layout;
+}
+
+}  // namespace ckptfs::meta

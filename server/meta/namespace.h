@@ -1,0 +1,176 @@
+// Namespace: the filesystem tree of ckptfs — inodes, directory entries,
+// attributes, xattrs and file layouts — as operations over the KvStore,
+// independent of gRPC so that tests call it directly.
+//
+// Every mutating operation is one KV transaction with compares on what it
+// read, retried on conflicts (server/meta/meta_txn.h); reads are single Gets
+// or Scans. Each operation is defined in its own file under server/meta/ops/.
+// Errors carry a POSIX errno (common/errno_status.h): an unknown inode or
+// name is ENOENT, an invalid name ENAMETOOLONG/EINVAL, and so on as POSIX
+// says for the system call the operation serves.
+//
+// Invariants kept by every operation: a directory's nlink is 2 + its
+// subdirectories; a regular file's or symlink's nlink is its number of names
+// (at most 1: there are no hard links); adding or removing an entry sets the
+// directory's mtime and ctime; a regular file whose last name goes becomes an
+// orphan (o/<ino>, its inode kept with nlink 0 so open handles still stat it)
+// until the orphan reclaimer trims its chunks and deletes it.
+//
+// Thread-safety: thread-safe; all methods may be called concurrently. The
+// KvStore, Membership and Clock are borrowed and must outlive the Namespace.
+#ifndef CKPTFS_SERVER_META_NAMESPACE_H_
+#define CKPTFS_SERVER_META_NAMESPACE_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "proto/meta.pb.h"
+#include "proto/meta_store.pb.h"
+#include "server/meta/clock.h"
+#include "server/meta/inode_allocator.h"
+#include "server/meta/kv_store.h"
+#include "server/meta/membership.h"
+
+namespace ckptfs::meta {
+
+// The directory xattr that sets the chunk size of files created in it; new
+// subdirectories copy it from their parent.
+inline constexpr absl::string_view kChunkSizeXattr = "user.ckptfs.chunk_size";
+inline constexpr uint32_t kMinChunkSize = 64u << 10;
+inline constexpr uint32_t kMaxChunkSize = 64u << 20;
+inline constexpr size_t kMaxXattrNameLength = 255;   // XATTR_NAME_MAX
+inline constexpr size_t kMaxXattrValueSize = 65536;  // XATTR_SIZE_MAX
+inline constexpr size_t kMaxSymlinkTarget = 4095;    // PATH_MAX - 1
+
+// OK if `chunk_size` is a power of two in [kMinChunkSize, kMaxChunkSize].
+absl::Status ValidateChunkSize(uint64_t chunk_size);
+
+class Namespace {
+ public:
+  struct Options {
+    uint32_t default_chunk_size = 4u << 20;
+    // How long an unlinked file's chunks outlive its last name.
+    absl::Duration orphan_grace = absl::Hours(1);
+    uint32_t readdir_default_limit = 1024;
+    uint32_t readdir_max_limit = 16384;
+  };
+
+  Namespace(KvStore* kv, Membership* membership, Clock* clock, const Options& options);
+  Namespace(const Namespace&) = delete;
+  Namespace& operator=(const Namespace&) = delete;
+
+  // Creates the root directory (inode 1, 0755, uid/gid 0) if the store has
+  // none. Call once before serving; harmless on an existing store.
+  absl::Status Init();
+
+  // --- Reads (server/meta/ops/lookup.cc) ---
+  // The attributes of entry `name` of directory `parent`. ENOTDIR if `parent`
+  // is not a directory.
+  absl::StatusOr<Attr> Lookup(uint64_t parent, absl::string_view name);
+  absl::StatusOr<Attr> GetAttr(uint64_t ino);
+  // A symlink's target; EINVAL for anything else.
+  absl::StatusOr<std::string> ReadLink(uint64_t ino);
+
+  // --- Attributes (ops/setattr.cc) ---
+  // Applies the fields named by request.valid (SetAttrField bits). Mode keeps
+  // the type bits. SET_SIZE on a directory is EISDIR, on a symlink EINVAL
+  // (the caller has already trimmed storage). ctime always advances; a size
+  // change also sets mtime.
+  absl::StatusOr<Attr> SetAttr(const SetAttrRequest& request);
+
+  // --- Creation (ops/create.cc) ---
+  // Creates regular file `name` in `parent`, or opens the existing one
+  // (reply.created false): EEXIST if it exists and request.exclusive; EISDIR
+  // if it is a directory; with request.truncate an existing file's size
+  // becomes 0. A new file gets a layout: the parent's user.ckptfs.chunk_size
+  // or the default chunk size, and a stripe of every alive storage server
+  // rotated by the inode number; EIO if no storage server is alive.
+  absl::StatusOr<CreateReply> Create(const CreateRequest& request);
+  // EEXIST if the name exists. The new directory copies the parent's
+  // user.ckptfs.chunk_size xattr.
+  absl::StatusOr<Attr> Mkdir(const MkdirRequest& request);
+  // A symlink (mode S_IFLNK|0777) to request.target (1..4095 bytes, no NUL).
+  absl::StatusOr<Attr> Symlink(const SymlinkRequest& request);
+
+  // --- Removal (ops/remove.cc) ---
+  // Removes a non-directory name; EISDIR for a directory. A regular file's
+  // last name going makes it an orphan.
+  absl::Status Unlink(uint64_t parent, absl::string_view name);
+  // Removes an empty directory; ENOTDIR if `name` is not one, ENOTEMPTY if it
+  // has entries.
+  absl::Status Rmdir(uint64_t parent, absl::string_view name);
+
+  // --- Rename (ops/rename.cc) ---
+  // Atomically moves parent/name to new_parent/new_name, replacing a
+  // non-directory target (which, a regular file, becomes an orphan) or an
+  // empty directory target. POSIX errors: EISDIR (file over directory),
+  // ENOTDIR (directory over file), ENOTEMPTY (non-empty target directory),
+  // EINVAL (a directory into its own subtree), EEXIST (target exists and
+  // request.no_replace). Renaming a name onto itself is a no-op.
+  absl::Status Rename(const RenameRequest& request);
+
+  // --- Listing (ops/readdir.cc) ---
+  // Up to `limit` entries (0: the default page; larger than the maximum page:
+  // clamped) whose names sort bytewise after `start_after`; `more` says
+  // whether entries follow. "." and ".." are not listed (the mount adds
+  // them). ENOTDIR for a non-directory.
+  absl::StatusOr<ReadDirReply> ReadDir(uint64_t ino, absl::string_view start_after,
+                                       uint32_t limit);
+
+  // --- File data (ops/write.cc) ---
+  // The attributes to open `ino` with; with `truncate` (regular files only,
+  // EISDIR for a directory) the size becomes 0 (storage already trimmed).
+  absl::StatusOr<Attr> Open(uint64_t ino, bool truncate);
+  // Close-to-open publication of a writer's data: size becomes
+  // max(stored size, size); mtime becomes mtime_ns (0: the service's clock).
+  // EISDIR / EINVAL for a directory / symlink.
+  absl::StatusOr<Attr> CommitWrite(uint64_t ino, uint64_t size, int64_t mtime_ns);
+
+  // --- Extended attributes (ops/xattr.cc) ---
+  // Names: 1..255 bytes (ERANGE otherwise, as Linux), no NUL (EINVAL); values at
+  // most 64 KiB (E2BIG). create_only: EEXIST if present; replace_only:
+  // ENODATA if absent. user.ckptfs.chunk_size must be a decimal power of two
+  // in [64 KiB, 64 MiB] (EINVAL).
+  absl::Status SetXattr(const SetXattrRequest& request);
+  // ENODATA if `name` is not set.
+  absl::StatusOr<std::string> GetXattr(uint64_t ino, absl::string_view name);
+  absl::StatusOr<std::vector<std::string>> ListXattr(uint64_t ino);
+  // ENODATA if `name` is not set.
+  absl::Status RemoveXattr(uint64_t ino, absl::string_view name);
+
+  // --- Capacity (ops/statfs.cc) ---
+  // Capacity and free bytes summed over alive servers; inodes in use.
+  absl::StatusOr<StatFsReply> StatFs();
+
+  // --- Orphans (ops/orphan.cc), for the reclaimer ---
+  // Orphans due for reclamation (reclaim_after_ms <= now), up to `limit`,
+  // with inode numbers after `start_after_ino`.
+  struct DueOrphan {
+    uint64_t ino = 0;
+    OrphanRecord record;
+  };
+  absl::StatusOr<std::vector<DueOrphan>> DueOrphans(uint64_t start_after_ino, size_t limit);
+  // Forgets orphan `ino` and its inode once its chunks are trimmed.
+  absl::Status DropOrphan(uint64_t ino);
+
+  const Options& options() const { return options_; }
+
+ private:
+  // The layout for a new regular file `ino` created in directory `parent`.
+  absl::StatusOr<Layout> NewLayout(const InodeRecord& parent, uint64_t ino);
+
+  KvStore* const kv_;
+  Membership* const membership_;
+  Clock* const clock_;
+  const Options options_;
+  InodeAllocator inodes_;
+};
+
+}  // namespace ckptfs::meta
+
+#endif  // CKPTFS_SERVER_META_NAMESPACE_H_

@@ -1,0 +1,150 @@
+// Namespace::Create, Mkdir and Symlink: the operations that add a name and a
+// new inode. Each is one transaction: the new inode, its dentry, the parent's
+// times (and nlink for a directory) and the inode count.
+#include <cerrno>
+#include <optional>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "common/errno_status.h"
+#include "common/names.h"
+#include "server/meta/keys.h"
+#include "server/meta/meta_txn.h"
+#include "server/meta/namespace.h"
+#include "server/meta/ops/ops_util.h"
+
+namespace ckptfs::meta {
+namespace {
+
+absl::Status ExistsError(absl::string_view name, uint64_t parent) {
+  return ErrnoStatus(EEXIST, absl::StrCat("\"", name, "\" already exists in directory ", parent));
+}
+
+}  // namespace
+
+absl::StatusOr<CreateReply> Namespace::Create(const CreateRequest& request) {
+  if (absl::Status valid = ValidateName(request.name()); !valid.ok()) return valid;
+  std::optional<uint64_t> new_ino;  // allocated once, kept across retries
+  return RunTxn<CreateReply>(kv_, "create", [&](MetaTxn& txn) -> absl::StatusOr<CreateReply> {
+    absl::StatusOr<InodeRecord> parent = GetDir(txn, request.parent());
+    if (!parent.ok()) return parent.status();
+    absl::StatusOr<std::optional<DentryRecord>> dentry =
+        txn.GetDentry(request.parent(), request.name());
+    if (!dentry.ok()) return dentry.status();
+    const int64_t now = clock_->NowNs();
+    CreateReply reply;
+
+    if (dentry->has_value()) {
+      if (request.exclusive()) return ExistsError(request.name(), request.parent());
+      absl::StatusOr<InodeRecord> existing = txn.GetInode((*dentry)->ino());
+      if (!existing.ok()) return existing.status();
+      if (existing->attr().type() == DIRECTORY) {
+        return ErrnoStatus(EISDIR, absl::StrCat("create: \"", request.name(),
+                                                "\" is a directory"));
+      }
+      if (existing->attr().type() != REGULAR) {
+        return ExistsError(request.name(), request.parent());
+      }
+      if (request.truncate()) {
+        existing->mutable_attr()->set_size(0);
+        existing->mutable_attr()->set_mtime_ns(now);
+        existing->mutable_attr()->set_ctime_ns(now);
+        txn.PutInode(*existing);
+      }
+      *reply.mutable_attr() = existing->attr();
+      reply.set_created(false);
+      return reply;
+    }
+
+    if (!new_ino.has_value()) {
+      absl::StatusOr<uint64_t> ino = inodes_.Allocate();
+      if (!ino.ok()) return ino.status();
+      new_ino = *ino;
+    }
+    absl::StatusOr<Layout> layout = NewLayout(*parent, *new_ino);
+    if (!layout.ok()) return layout.status();
+    InodeRecord inode =
+        NewInode(*new_ino, REGULAR, request.mode(), request.uid(), request.gid(), now);
+    *inode.mutable_attr()->mutable_layout() = *std::move(layout);
+    txn.PutInode(inode);
+    txn.Put(DentryKey(request.parent(), request.name()), MakeDentry(inode));
+    TouchDir(*parent, now);
+    txn.PutInode(*parent);
+    if (absl::Status counted = txn.AddInodeCount(1); !counted.ok()) return counted;
+    *reply.mutable_attr() = inode.attr();
+    reply.set_created(true);
+    return reply;
+  });
+}
+
+absl::StatusOr<Attr> Namespace::Mkdir(const MkdirRequest& request) {
+  if (absl::Status valid = ValidateName(request.name()); !valid.ok()) return valid;
+  std::optional<uint64_t> new_ino;
+  return RunTxn<Attr>(kv_, "mkdir", [&](MetaTxn& txn) -> absl::StatusOr<Attr> {
+    absl::StatusOr<InodeRecord> parent = GetDir(txn, request.parent());
+    if (!parent.ok()) return parent.status();
+    absl::StatusOr<std::optional<DentryRecord>> dentry =
+        txn.GetDentry(request.parent(), request.name());
+    if (!dentry.ok()) return dentry.status();
+    if (dentry->has_value()) return ExistsError(request.name(), request.parent());
+    if (!new_ino.has_value()) {
+      absl::StatusOr<uint64_t> ino = inodes_.Allocate();
+      if (!ino.ok()) return ino.status();
+      new_ino = *ino;
+    }
+    const int64_t now = clock_->NowNs();
+    InodeRecord dir =
+        NewInode(*new_ino, DIRECTORY, request.mode(), request.uid(), request.gid(), now);
+    dir.set_parent(request.parent());
+    // Chunk-size inheritance: a new directory copies its parent's setting.
+    auto chunk_size = parent->xattrs().find(std::string(kChunkSizeXattr));
+    if (chunk_size != parent->xattrs().end()) {
+      (*dir.mutable_xattrs())[chunk_size->first] = chunk_size->second;
+    }
+    txn.PutInode(dir);
+    txn.Put(DentryKey(request.parent(), request.name()), MakeDentry(dir));
+    parent->mutable_attr()->set_nlink(parent->attr().nlink() + 1);
+    TouchDir(*parent, now);
+    txn.PutInode(*parent);
+    if (absl::Status counted = txn.AddInodeCount(1); !counted.ok()) return counted;
+    return dir.attr();
+  });
+}
+
+absl::StatusOr<Attr> Namespace::Symlink(const SymlinkRequest& request) {
+  if (absl::Status valid = ValidateName(request.name()); !valid.ok()) return valid;
+  if (request.target().empty()) return ErrnoStatus(ENOENT, "symlink: empty target");
+  if (request.target().size() > kMaxSymlinkTarget) {
+    return ErrnoStatus(ENAMETOOLONG, absl::StrCat("symlink: target of ", request.target().size(),
+                                                  " bytes is longer than ", kMaxSymlinkTarget));
+  }
+  if (absl::StrContains(request.target(), absl::string_view("\0", 1))) {
+    return ErrnoStatus(EINVAL, "symlink: target contains NUL");
+  }
+  std::optional<uint64_t> new_ino;
+  return RunTxn<Attr>(kv_, "symlink", [&](MetaTxn& txn) -> absl::StatusOr<Attr> {
+    absl::StatusOr<InodeRecord> parent = GetDir(txn, request.parent());
+    if (!parent.ok()) return parent.status();
+    absl::StatusOr<std::optional<DentryRecord>> dentry =
+        txn.GetDentry(request.parent(), request.name());
+    if (!dentry.ok()) return dentry.status();
+    if (dentry->has_value()) return ExistsError(request.name(), request.parent());
+    if (!new_ino.has_value()) {
+      absl::StatusOr<uint64_t> ino = inodes_.Allocate();
+      if (!ino.ok()) return ino.status();
+      new_ino = *ino;
+    }
+    const int64_t now = clock_->NowNs();
+    InodeRecord link = NewInode(*new_ino, SYMLINK, 0777, request.uid(), request.gid(), now);
+    link.set_symlink_target(request.target());
+    link.mutable_attr()->set_size(request.target().size());
+    txn.PutInode(link);
+    txn.Put(DentryKey(request.parent(), request.name()), MakeDentry(link));
+    TouchDir(*parent, now);
+    txn.PutInode(*parent);
+    if (absl::Status counted = txn.AddInodeCount(1); !counted.ok()) return counted;
+    return link.attr();
+  });
+}
+
+}  // namespace ckptfs::meta

@@ -1,0 +1,69 @@
+// See ops_util.h.
+#include "server/meta/ops/ops_util.h"
+
+#include <cerrno>
+
+#include "absl/strings/str_cat.h"
+#include "common/errno_status.h"
+#include "server/meta/keys.h"
+
+namespace ckptfs::meta {
+
+InodeRecord NewInode(uint64_t ino, FileType type, uint32_t perm, uint32_t uid, uint32_t gid,
+                     int64_t now_ns) {
+  InodeRecord inode;
+  Attr* attr = inode.mutable_attr();
+  attr->set_ino(ino);
+  attr->set_type(type);
+  uint32_t type_bits = S_IFREG;
+  if (type == DIRECTORY) type_bits = S_IFDIR;
+  if (type == SYMLINK) type_bits = S_IFLNK;
+  attr->set_mode(type_bits | (perm & kPermissionBits));
+  attr->set_uid(uid);
+  attr->set_gid(gid);
+  attr->set_nlink(type == DIRECTORY ? 2 : 1);
+  attr->set_atime_ns(now_ns);
+  attr->set_mtime_ns(now_ns);
+  attr->set_ctime_ns(now_ns);
+  return inode;
+}
+
+absl::StatusOr<InodeRecord> GetDir(MetaTxn& txn, uint64_t ino) {
+  absl::StatusOr<InodeRecord> dir = txn.GetInode(ino);
+  if (!dir.ok()) return dir.status();
+  if (!IsDir(*dir)) return ErrnoStatus(ENOTDIR, absl::StrCat("inode ", ino, " is not a directory"));
+  return dir;
+}
+
+void TouchDir(InodeRecord& dir, int64_t now_ns) {
+  dir.mutable_attr()->set_mtime_ns(now_ns);
+  dir.mutable_attr()->set_ctime_ns(now_ns);
+}
+
+DentryRecord MakeDentry(const InodeRecord& inode) {
+  DentryRecord dentry;
+  dentry.set_ino(inode.attr().ino());
+  dentry.set_type(inode.attr().type());
+  return dentry;
+}
+
+absl::Status ReleaseInode(MetaTxn& txn, InodeRecord inode, int64_t now_ns, absl::Duration grace) {
+  const uint64_t ino = inode.attr().ino();
+  if (inode.attr().type() != REGULAR) {
+    txn.Delete(InodeKey(ino));
+    return txn.AddInodeCount(-1);
+  }
+  // Keep the inode (nlink 0) so handles still open on it can stat it; the
+  // reclaimer deletes it with its chunks after the grace period.
+  inode.mutable_attr()->set_nlink(0);
+  inode.mutable_attr()->set_ctime_ns(now_ns);
+  txn.PutInode(inode);
+  OrphanRecord orphan;
+  *orphan.mutable_layout() = inode.attr().layout();
+  orphan.set_size(inode.attr().size());
+  orphan.set_reclaim_after_ms(now_ns / 1'000'000 + absl::ToInt64Milliseconds(grace));
+  txn.Put(OrphanKey(ino), orphan);
+  return absl::OkStatus();
+}
+
+}  // namespace ckptfs::meta

@@ -1,0 +1,47 @@
+// Helpers shared by the namespace operations in server/meta/ops/: building
+// inode and dentry records, type checks, and the orphaning of a file whose
+// last name goes. Internal to the metadata service.
+//
+// Thread-safety: pure functions, or functions on a caller-owned MetaTxn.
+#ifndef CKPTFS_SERVER_META_OPS_OPS_UTIL_H_
+#define CKPTFS_SERVER_META_OPS_OPS_UTIL_H_
+
+#include <sys/stat.h>
+
+#include <cstdint>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "proto/meta_store.pb.h"
+#include "server/meta/meta_txn.h"
+
+namespace ckptfs::meta {
+
+inline constexpr uint32_t kPermissionBits = 07777;
+
+// A fresh inode record. `perm` is masked to permission bits; the type bits
+// come from `type`. nlink: 2 for a directory, 1 otherwise.
+InodeRecord NewInode(uint64_t ino, FileType type, uint32_t perm, uint32_t uid, uint32_t gid,
+                     int64_t now_ns);
+
+inline bool IsDir(const InodeRecord& inode) { return inode.attr().type() == DIRECTORY; }
+
+// The directory `ino`, read through `txn`: ENOENT if missing, ENOTDIR if it
+// is not a directory.
+absl::StatusOr<InodeRecord> GetDir(MetaTxn& txn, uint64_t ino);
+
+// Sets mtime and ctime: an entry was added or removed.
+void TouchDir(InodeRecord& dir, int64_t now_ns);
+
+DentryRecord MakeDentry(const InodeRecord& inode);
+
+// Stages the removal of `inode`'s last name (the dentry itself is the
+// caller's): a regular file becomes an orphan reclaimed after `grace`; a
+// symlink or directory inode is deleted and the inode count decremented.
+absl::Status ReleaseInode(MetaTxn& txn, InodeRecord inode, int64_t now_ns, absl::Duration grace);
+
+}  // namespace ckptfs::meta
+
+#endif  // CKPTFS_SERVER_META_OPS_OPS_UTIL_H_

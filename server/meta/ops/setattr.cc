@@ -1,0 +1,46 @@
+// Namespace::SetAttr: chmod, chown, truncate and utimens in one transaction.
+#include <cerrno>
+
+#include "absl/strings/str_cat.h"
+#include "common/errno_status.h"
+#include "server/meta/meta_txn.h"
+#include "server/meta/namespace.h"
+#include "server/meta/ops/ops_util.h"
+
+namespace ckptfs::meta {
+
+absl::StatusOr<Attr> Namespace::SetAttr(const SetAttrRequest& request) {
+  const uint32_t valid = request.valid();
+  return RunTxn<Attr>(kv_, "setattr", [&](MetaTxn& txn) -> absl::StatusOr<Attr> {
+    absl::StatusOr<InodeRecord> inode = txn.GetInode(request.ino());
+    if (!inode.ok()) return inode.status();
+    Attr* attr = inode->mutable_attr();
+    const int64_t now = clock_->NowNs();
+    if (valid & SET_SIZE) {
+      if (attr->type() == DIRECTORY) {
+        return ErrnoStatus(EISDIR, absl::StrCat("truncate: inode ", request.ino(),
+                                                " is a directory"));
+      }
+      if (attr->type() != REGULAR) {
+        return ErrnoStatus(EINVAL, absl::StrCat("truncate: inode ", request.ino(),
+                                                " is not a regular file"));
+      }
+      attr->set_size(request.size());
+      attr->set_mtime_ns(now);
+    }
+    if (valid & SET_MODE) {
+      attr->set_mode((attr->mode() & ~kPermissionBits) | (request.mode() & kPermissionBits));
+    }
+    if (valid & SET_UID) attr->set_uid(request.uid());
+    if (valid & SET_GID) attr->set_gid(request.gid());
+    if (valid & SET_ATIME) attr->set_atime_ns(request.atime_ns());
+    if (valid & SET_ATIME_NOW) attr->set_atime_ns(now);
+    if (valid & SET_MTIME) attr->set_mtime_ns(request.mtime_ns());
+    if (valid & SET_MTIME_NOW) attr->set_mtime_ns(now);
+    attr->set_ctime_ns(now);
+    txn.PutInode(*inode);
+    return *attr;
+  });
+}
+
+}  // namespace ckptfs::meta
