@@ -1,11 +1,14 @@
 // See uring.h.
 #include "common/uring.h"
 
+#include <algorithm>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
 #include "common/errno_status.h"
+#include "common/log.h"
 
 namespace ckptfs {
 
@@ -33,7 +36,8 @@ absl::Status Ring::Run(std::vector<Op>& ops) {
     if (sqe == nullptr) return false;
     Op& op = ops[i];
     char* base = static_cast<char*>(op.buf) + done[i];
-    const unsigned len = static_cast<unsigned>(op.len - done[i]);
+    // At most 1 GiB per submission; the rest follows as a short transfer.
+    const unsigned len = static_cast<unsigned>(std::min<size_t>(op.len - done[i], size_t{1} << 30));
     switch (op.kind) {
       case OpKind::kRead:
         io_uring_prep_read(sqe, op.fd, base, len, op.offset + done[i]);
@@ -53,7 +57,16 @@ absl::Status Ring::Run(std::vector<Op>& ops) {
     while (!requeue.empty() && in_flight < entries_ && prep(requeue.back())) requeue.pop_back();
     while (next < ops.size() && in_flight < entries_ && prep(next)) ++next;
     const int submitted = io_uring_submit_and_wait(&ring_, 1);
-    if (submitted < 0 && submitted != -EINTR) {
+    // EINTR, EAGAIN and EBUSY (completion queue backlog) are transient: reap
+    // what completed and submit again.
+    if (submitted < 0 && submitted != -EINTR && submitted != -EAGAIN && submitted != -EBUSY) {
+      if (in_flight > 0) {
+        // Ops in flight still point at the caller's buffers and their
+        // completions would land in the next batch: returning is unsafe.
+        CKPTFS_LOG(kError) << "io_uring_submit_and_wait failed with " << in_flight
+                           << " ops in flight: " << std::strerror(-submitted);
+        std::abort();
+      }
       return SyscallError(-submitted, "io_uring_submit_and_wait");
     }
     io_uring_cqe* cqe = nullptr;

@@ -29,8 +29,15 @@ std::unique_ptr<Registration> Registration::Start(Options options, const ChunkSt
 
 Registration::Registration(Options options, const ChunkStore& store)
     : options_(std::move(options)), store_(store) {
-  stub_ = meta::MetaService::NewStub(
-      grpc::CreateChannel(options_.meta_address, grpc::InsecureChannelCredentials()));
+  // gRPC's own reconnect backoff grows to minutes by default; a metadata
+  // service that starts late or restarts must be found within max_backoff.
+  grpc::ChannelArguments args;
+  const int max_backoff_ms = static_cast<int>(absl::ToInt64Milliseconds(options_.max_backoff));
+  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, std::min(100, max_backoff_ms));
+  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, std::min(100, max_backoff_ms));
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, max_backoff_ms);
+  stub_ = meta::MetaService::NewStub(grpc::CreateCustomChannel(
+      options_.meta_address, grpc::InsecureChannelCredentials(), args));
 }
 
 void Registration::Stop() {

@@ -1,0 +1,213 @@
+// The ckptfs-storage executable as a process: serves and exits 0 on SIGTERM,
+// keeps written chunks across kill -9, refuses a busy port and a data
+// directory already in use (exit 2, clear message), and logs its server id
+// once registered. Every process started is killed in teardown.
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "common/crc32c.h"
+#include "common/data_connection.h"
+#include "common/errno_status.h"
+#include "common/net.h"
+#include "gtest/gtest.h"
+#include "proto/data.pb.h"
+#include "tests/storage/fake_meta.h"
+#include "tests/storage/temp_dir.h"
+
+#ifndef CKPTFS_STORAGE_BIN
+#error "CKPTFS_STORAGE_BIN must name the ckptfs-storage executable"
+#endif
+
+namespace ckptfs::storage {
+namespace {
+
+class StorageProcessTest : public ::testing::Test {
+ protected:
+  void TearDown() override {
+    for (pid_t pid : pids_) {
+      if (pid > 0 && ::kill(pid, SIGKILL) == 0) ::waitpid(pid, nullptr, 0);
+    }
+  }
+
+  // Starts ckptfs-storage with `args`; stderr and stdout go to `log`.
+  pid_t Spawn(const std::vector<std::string>& args, const std::string& log) {
+    // Everything the child needs is built before fork(): between fork and
+    // exec a multi-threaded process may only make async-signal-safe calls.
+    std::string bin = CKPTFS_STORAGE_BIN;
+    std::vector<std::string> copy = args;
+    std::vector<char*> argv;
+    argv.push_back(bin.data());
+    for (std::string& arg : copy) argv.push_back(arg.data());
+    argv.push_back(nullptr);
+    const pid_t pid = ::fork();
+    if (pid == 0) {
+      const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+      if (fd >= 0) {
+        ::dup2(fd, STDOUT_FILENO);
+        ::dup2(fd, STDERR_FILENO);
+      }
+      ::execv(bin.c_str(), argv.data());
+      ::_exit(127);
+    }
+    pids_.push_back(pid);
+    return pid;
+  }
+
+  // The exit status of `pid`, or -1 if it is still running after `timeout`.
+  int WaitExit(pid_t pid, absl::Duration timeout) {
+    const absl::Time deadline = absl::Now() + timeout;
+    for (;;) {
+      int status = 0;
+      if (::waitpid(pid, &status, WNOHANG) == pid) {
+        for (pid_t& p : pids_) {
+          if (p == pid) p = -1;
+        }
+        return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+      }
+      if (absl::Now() > deadline) return -1;
+      absl::SleepFor(absl::Milliseconds(20));
+    }
+  }
+
+  static std::string ReadFile(const std::string& path) {
+    std::ifstream in(path);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+  }
+
+  // A connection to a server that is starting, once it accepts.
+  static std::unique_ptr<DataConnection> ConnectWhenUp(uint16_t port) {
+    std::unique_ptr<DataConnection> connection;
+    WaitFor(
+        [&] {
+          auto c = DataConnection::Connect({"127.0.0.1", port}, absl::Seconds(5));
+          if (c.ok()) connection = *std::move(c);
+          return connection != nullptr;
+        },
+        absl::Seconds(20));
+    return connection;
+  }
+
+  static absl::Status WriteChunk(DataConnection& c, uint64_t ino, const std::string& data) {
+    data::RequestHeader request;
+    request.set_op(data::WRITE);
+    request.set_ino(ino);
+    request.set_replace(true);
+    request.set_payload_crc32c(Crc32c(data.data(), data.size()));
+    return c.Call(request, data.data(), data.size(), nullptr, 0).status();
+  }
+
+  static absl::StatusOr<std::string> ReadChunk(DataConnection& c, uint64_t ino) {
+    data::RequestHeader request;
+    request.set_op(data::READ);
+    request.set_ino(ino);
+    request.set_length(1 << 20);
+    std::string out(1 << 20, '\0');
+    auto response = c.Call(request, nullptr, 0, out.data(), out.size());
+    if (!response.ok()) return response.status();
+    out.resize(response->payload_len);
+    return out;
+  }
+
+  std::vector<std::string> Args(uint16_t port, const std::string& data_dir) {
+    return {absl::StrCat("--listen=127.0.0.1:", port), "--data_dir=" + data_dir};
+  }
+
+  TempDir dir_;
+  std::vector<pid_t> pids_;
+};
+
+TEST_F(StorageProcessTest, ServesAndExitsZeroOnSigterm) {
+  const uint16_t port = UnusedPort();
+  const std::string data = dir_.path() + "/data/nested";  // created if missing
+  const pid_t pid = Spawn(Args(port, data), dir_.path() + "/log");
+  auto c = ConnectWhenUp(port);
+  ASSERT_NE(c, nullptr) << ReadFile(dir_.path() + "/log");
+  ASSERT_TRUE(WriteChunk(*c, 1, "chunk").ok());
+  auto back = ReadChunk(*c, 1);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(*back, "chunk");
+  struct stat st {};
+  EXPECT_EQ(::stat((data + "/server.uuid").c_str(), &st), 0);
+  ASSERT_EQ(::kill(pid, SIGTERM), 0);
+  EXPECT_EQ(WaitExit(pid, absl::Seconds(10)), 0) << ReadFile(dir_.path() + "/log");
+}
+
+TEST_F(StorageProcessTest, KillNineKeepsWrittenChunksAndIdentity) {
+  const uint16_t port = UnusedPort();
+  const std::string data = dir_.path() + "/data";
+  pid_t pid = Spawn(Args(port, data), dir_.path() + "/log1");
+  auto c = ConnectWhenUp(port);
+  ASSERT_NE(c, nullptr);
+  const std::string chunk(300000, 'k');
+  ASSERT_TRUE(WriteChunk(*c, 9, chunk).ok());
+  const std::string uuid = ReadFile(data + "/server.uuid");
+  ASSERT_EQ(::kill(pid, SIGKILL), 0);
+  EXPECT_EQ(WaitExit(pid, absl::Seconds(10)), 128 + SIGKILL);
+  c.reset();
+  pid = Spawn(Args(port, data), dir_.path() + "/log2");
+  c = ConnectWhenUp(port);
+  ASSERT_NE(c, nullptr) << ReadFile(dir_.path() + "/log2");
+  auto back = ReadChunk(*c, 9);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_TRUE(*back == chunk);
+  EXPECT_EQ(ReadFile(data + "/server.uuid"), uuid);
+}
+
+TEST_F(StorageProcessTest, BusyPortExitsTwoNamingTheAddress) {
+  auto taken = ListenTcp({"127.0.0.1", 0});
+  ASSERT_TRUE(taken.ok());
+  const uint16_t port = *LocalPort(taken->get());
+  const pid_t pid = Spawn(Args(port, dir_.path() + "/data"), dir_.path() + "/log");
+  EXPECT_EQ(WaitExit(pid, absl::Seconds(20)), 2);
+  const std::string log = ReadFile(dir_.path() + "/log");
+  EXPECT_NE(log.find(absl::StrCat("127.0.0.1:", port)), std::string::npos) << log;
+  EXPECT_NE(log.find("in use"), std::string::npos) << log;
+}
+
+TEST_F(StorageProcessTest, SecondServerOnTheSameDataDirIsRefused) {
+  const std::string data = dir_.path() + "/data";
+  const uint16_t port1 = UnusedPort();
+  const pid_t first = Spawn(Args(port1, data), dir_.path() + "/log1");
+  ASSERT_NE(ConnectWhenUp(port1), nullptr);
+  const pid_t second = Spawn(Args(UnusedPort(), data), dir_.path() + "/log2");
+  EXPECT_EQ(WaitExit(second, absl::Seconds(20)), 2);
+  const std::string log = ReadFile(dir_.path() + "/log2");
+  EXPECT_NE(log.find("in use by another ckptfs-storage"), std::string::npos) << log;
+  EXPECT_NE(log.find(data), std::string::npos) << log;
+  ASSERT_EQ(::kill(first, SIGTERM), 0);
+  EXPECT_EQ(WaitExit(first, absl::Seconds(10)), 0);
+}
+
+TEST_F(StorageProcessTest, LogsItsServerIdOnceRegistered) {
+  auto meta = FakeMeta::Start(0, /*server_id=*/5);
+  ASSERT_NE(meta, nullptr);
+  const uint16_t port = UnusedPort();
+  std::vector<std::string> args = Args(port, dir_.path() + "/data");
+  args.push_back("--meta=" + meta->address());
+  args.push_back("--heartbeat_interval_s=1");
+  const std::string log = dir_.path() + "/log";
+  const pid_t pid = Spawn(args, log);
+  const std::string want = absl::StrCat("ckptfs-storage: serving on 127.0.0.1:", port,
+                                        " as server 5");
+  EXPECT_TRUE(WaitFor([&] { return ReadFile(log).find(want) != std::string::npos; },
+                      absl::Seconds(20)))
+      << ReadFile(log);
+  EXPECT_TRUE(WaitFor([&] { return meta->heartbeats() >= 1; }, absl::Seconds(10)));
+  EXPECT_EQ(meta->last_register().address(), absl::StrCat("127.0.0.1:", port));
+  EXPECT_EQ(meta->last_register().uuid() + "\n", ReadFile(dir_.path() + "/data/server.uuid"));
+  ASSERT_EQ(::kill(pid, SIGINT), 0);
+  EXPECT_EQ(WaitExit(pid, absl::Seconds(10)), 0);
+}
+
+}  // namespace
+}  // namespace ckptfs::storage
