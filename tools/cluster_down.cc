@@ -112,7 +112,7 @@ int RunDown(const ParsedFlags& flags) {
       }
       rows.push_back({group[i]->role, group[i]->address,
                       absl::StrCat(group[i]->process.pid), result});
-      if (outcomes[i] == StopOutcome::kStuck) {
+      if (outcomes[i] == StopOutcome::kStuck || outcomes[i] == StopOutcome::kNotPermitted) {
         failed = true;
         remaining.push_back(*group[i]);
       }

@@ -231,7 +231,7 @@ class ClusterStarter {
       const DaemonRecord& d = state_.daemons[state_.daemons.size() - 1 - i];
       std::cerr << "  " << d.role << " (pid " << d.process.pid << "): "
                 << StopOutcomeName(outcomes[i]) << "\n";
-      stuck |= outcomes[i] == StopOutcome::kStuck;
+      stuck |= outcomes[i] == StopOutcome::kStuck || outcomes[i] == StopOutcome::kNotPermitted;
     }
     if (!stuck) (void)dir_.Remove();
     return 1;
@@ -289,6 +289,27 @@ absl::Status ClearPreviousCluster(const StateDir& dir) {
     }
   }
   return dir.Remove();
+}
+
+// Storage data directories beyond --servers hold chunks no server will
+// serve this time; say so rather than let reads fail mysteriously later.
+void WarnAboutUnusedStorageDirs(const StateDir& dir, int servers) {
+  std::vector<std::string> unused;
+  int needed = servers;
+  for (int i = servers; i < kMaxServers; ++i) {
+    std::error_code ec;
+    if (!std::filesystem::is_directory(dir.StorageDir(i), ec) ||
+        std::filesystem::is_empty(dir.StorageDir(i), ec)) {
+      continue;
+    }
+    unused.push_back(dir.StorageDir(i));
+    needed = i + 1;
+  }
+  if (unused.empty()) return;
+  std::cerr << "ckptfs up: warning: " << absl::StrJoin(unused, ", ")
+            << " hold data of an earlier cluster with more storage servers, but --servers "
+            << servers << " does not start them; files with chunks there will not be "
+            << "readable (pass --servers " << needed << ")" << std::endl;
 }
 
 }  // namespace
@@ -357,6 +378,7 @@ int RunUp(const ParsedFlags& flags) {
   if (absl::Status s = ClearPreviousCluster(*dir); !s.ok()) {
     return Failure(spec, std::string(s.message()));
   }
+  WarnAboutUnusedStorageDirs(*dir, config.servers);
   if (absl::Status s = CheckPorts(config); !s.ok()) {
     return Failure(spec, std::string(s.message()));
   }

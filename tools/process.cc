@@ -187,6 +187,7 @@ const char* StopOutcomeName(StopOutcome outcome) {
     case StopOutcome::kTerminated: return "stopped";
     case StopOutcome::kKilled: return "killed (did not stop on SIGTERM)";
     case StopOutcome::kStuck: return "STILL RUNNING after SIGKILL";
+    case StopOutcome::kNotPermitted: return "NOT STOPPED: not permitted to signal it";
   }
   return "?";
 }
@@ -201,6 +202,8 @@ std::vector<StopOutcome> StopProcesses(const std::vector<ProcessRecord>& records
     if (::kill(records[i].pid, SIGTERM) == 0) {
       outcomes[i] = StopOutcome::kTerminated;
       pending.push_back(i);
+    } else if (errno == EPERM) {
+      outcomes[i] = StopOutcome::kNotPermitted;
     }
   }
   auto wait_for = [&](absl::Duration limit) {

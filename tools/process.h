@@ -54,6 +54,7 @@ enum class StopOutcome {
   kTerminated,  // exited after SIGTERM
   kKilled,      // needed SIGKILL
   kStuck,       // still there after SIGKILL
+  kNotPermitted,  // running, but we may not signal it (another user's)
 };
 const char* StopOutcomeName(StopOutcome outcome);
 
