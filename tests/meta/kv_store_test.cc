@@ -1,0 +1,270 @@
+// Tests of the KvStore contract on the RocksDB backend: versions and
+// revisions, compare semantics, atomicity, scan paging and prefix bounds,
+// persistence across close/reopen, exclusive opening, and RunTxn retries
+// under contention. Also the key encodings of keys.h.
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "server/meta/keys.h"
+#include "server/meta/meta_txn.h"
+#include "server/meta/rocksdb_kv_store.h"
+#include "tests/meta/meta_test_util.h"
+
+namespace ckptfs::meta {
+namespace {
+
+class KvStoreTest : public ::testing::Test {
+ protected:
+  void SetUp() override { Open(); }
+  void Open() {
+    auto store = RocksDbKvStore::Open(dir_.path(), RocksDbKvStore::Options{});
+    ASSERT_TRUE(store.ok()) << store.status();
+    kv_ = *std::move(store);
+  }
+
+  int64_t Put(const std::string& key, const std::string& value) {
+    Txn txn;
+    txn.Put(key, value);
+    auto revision = kv_->Commit(txn);
+    EXPECT_TRUE(revision.ok()) << revision.status();
+    return revision.ok() ? *revision : -1;
+  }
+
+  int64_t VersionOf(const std::string& key) {
+    auto value = kv_->Get(key);
+    EXPECT_TRUE(value.ok());
+    return value.ok() && value->has_value() ? (*value)->version : 0;
+  }
+
+  std::vector<std::string> ScanKeys(const std::string& prefix, const std::string& start_after,
+                                    size_t limit) {
+    auto entries = kv_->Scan(prefix, start_after, limit);
+    EXPECT_TRUE(entries.ok()) << entries.status();
+    std::vector<std::string> keys;
+    if (entries.ok()) {
+      for (const KeyValue& kv : *entries) keys.push_back(kv.key);
+    }
+    return keys;
+  }
+
+  TempDir dir_;
+  std::unique_ptr<RocksDbKvStore> kv_;
+};
+
+TEST_F(KvStoreTest, GetOfMissingKeyIsEmpty) {
+  auto value = kv_->Get("nothing");
+  ASSERT_TRUE(value.ok());
+  EXPECT_FALSE(value->has_value());
+}
+
+TEST_F(KvStoreTest, EachCommitAdvancesTheRevisionAndVersionsFollowIt) {
+  const int64_t r1 = Put("a", "1");
+  const int64_t r2 = Put("b", "2");
+  EXPECT_GT(r1, 0);
+  EXPECT_EQ(r2, r1 + 1);
+  auto a = kv_->Get("a");
+  ASSERT_TRUE(a.ok() && a->has_value());
+  EXPECT_EQ((*a)->value, "1");
+  EXPECT_EQ((*a)->version, r1);
+  EXPECT_EQ(VersionOf("b"), r2);
+  // Rewriting a key gives it the new revision.
+  EXPECT_EQ(VersionOf("a"), r1);
+  const int64_t r3 = Put("a", "3");
+  EXPECT_EQ(VersionOf("a"), r3);
+}
+
+TEST_F(KvStoreTest, CompareOnAbsentKeyWithVersionZero) {
+  Txn create;
+  create.ExpectVersion("k", 0);
+  create.Put("k", "v");
+  ASSERT_TRUE(kv_->Commit(create).ok());
+  // The same "must be absent" compare now fails.
+  auto again = kv_->Commit(create);
+  EXPECT_TRUE(IsTxnConflict(again.status())) << again.status();
+}
+
+TEST_F(KvStoreTest, StaleVersionAbortsAndWritesNothing) {
+  const int64_t v1 = Put("x", "old");
+  Put("x", "newer");
+  Txn txn;
+  txn.ExpectVersion("x", v1);  // stale
+  txn.Put("x", "lost");
+  txn.Put("y", "also lost");
+  txn.Delete("z");
+  Put("z", "kept");
+  auto result = kv_->Commit(txn);
+  ASSERT_FALSE(result.ok());
+  EXPECT_EQ(result.status().code(), absl::StatusCode::kAborted);
+  EXPECT_TRUE(IsTxnConflict(result.status()));
+  auto x = kv_->Get("x");
+  ASSERT_TRUE(x.ok() && x->has_value());
+  EXPECT_EQ((*x)->value, "newer");
+  EXPECT_FALSE(kv_->Get("y")->has_value());
+  EXPECT_TRUE(kv_->Get("z")->has_value());
+}
+
+TEST_F(KvStoreTest, MatchingVersionsCommitPutsAndDeletesTogether) {
+  const int64_t va = Put("a", "1");
+  const int64_t vb = Put("b", "2");
+  Txn txn;
+  txn.ExpectVersion("a", va);
+  txn.ExpectVersion("b", vb);
+  txn.ExpectVersion("c", 0);
+  txn.Delete("a");
+  txn.Put("b", "22");
+  txn.Put("c", "3");
+  auto revision = kv_->Commit(txn);
+  ASSERT_TRUE(revision.ok()) << revision.status();
+  EXPECT_FALSE(kv_->Get("a")->has_value());
+  EXPECT_EQ((*kv_->Get("b"))->value, "22");
+  EXPECT_EQ((*kv_->Get("b"))->version, *revision);
+  EXPECT_EQ((*kv_->Get("c"))->version, *revision);
+}
+
+TEST_F(KvStoreTest, LaterWriteOfTheSameKeyInOneTxnWins) {
+  Txn txn;
+  txn.Put("k", "first");
+  txn.Delete("k");
+  txn.Put("k", "last");
+  ASSERT_TRUE(kv_->Commit(txn).ok());
+  EXPECT_EQ((*kv_->Get("k"))->value, "last");
+  Txn remove;
+  remove.Put("k", "ignored");
+  remove.Delete("k");
+  ASSERT_TRUE(kv_->Commit(remove).ok());
+  EXPECT_FALSE(kv_->Get("k")->has_value());
+}
+
+TEST_F(KvStoreTest, CompareOnlyTxnWritesNothing) {
+  const int64_t v = Put("k", "v");
+  Txn check;
+  check.ExpectVersion("k", v);
+  auto revision = kv_->Commit(check);
+  ASSERT_TRUE(revision.ok());
+  EXPECT_EQ(*revision, v);  // no new revision
+  check.ExpectVersion("other", 5);
+  EXPECT_TRUE(IsTxnConflict(kv_->Commit(check).status()));
+}
+
+TEST_F(KvStoreTest, ScanStaysWithinItsPrefixInKeyOrder) {
+  for (const char* key : {"a", "a/", "a/1", "a/2", "a/3", "a0", "b/1", "`/z"}) Put(key, key);
+  EXPECT_EQ(ScanKeys("a/", "", 100), (std::vector<std::string>{"a/", "a/1", "a/2", "a/3"}));
+  EXPECT_EQ(ScanKeys("a/", "1", 100), (std::vector<std::string>{"a/2", "a/3"}));
+  EXPECT_EQ(ScanKeys("a/", "3", 100), std::vector<std::string>{});
+  EXPECT_EQ(ScanKeys("a/", "", 2), (std::vector<std::string>{"a/", "a/1"}));
+  EXPECT_EQ(ScanKeys("b/", "", 100), std::vector<std::string>{"b/1"});
+  EXPECT_EQ(ScanKeys("c/", "", 100), std::vector<std::string>{});
+  EXPECT_EQ(ScanKeys("", "", 100).size(), 8u);
+}
+
+TEST_F(KvStoreTest, ScanHandlesPrefixesEndingInFF) {
+  const std::string ff("\xff", 1);
+  Put("p" + ff + "1", "a");
+  Put("p" + ff + ff, "b");
+  Put("q", "c");
+  EXPECT_EQ(ScanKeys("p" + ff, "", 10).size(), 2u);
+  EXPECT_EQ(ScanKeys(ff, "", 10).size(), 0u);
+}
+
+TEST_F(KvStoreTest, ScanPagesThroughManyKeys) {
+  Txn txn;
+  for (int i = 0; i < 2500; ++i) txn.Put(DentryKey(7, absl::StrCat("f", 10000 + i)), "x");
+  txn.Put(DentryKey(8, "other"), "x");
+  txn.Put(DentryKey(6, "other"), "x");
+  ASSERT_TRUE(kv_->Commit(txn).ok());
+  const std::string prefix = DentryPrefix(7);
+  std::string start_after;
+  int seen = 0;
+  while (true) {
+    auto page = kv_->Scan(prefix, start_after, 1000);
+    ASSERT_TRUE(page.ok());
+    for (const KeyValue& kv : *page) {
+      EXPECT_EQ(kv.key.substr(prefix.size()), absl::StrCat("f", 10000 + seen));
+      ++seen;
+    }
+    if (page->size() < 1000) break;
+    start_after = page->back().key.substr(prefix.size());
+  }
+  EXPECT_EQ(seen, 2500);
+}
+
+TEST_F(KvStoreTest, StatePersistsAcrossCloseAndReopen) {
+  const int64_t va = Put("a", "alpha");
+  Put("gone", "x");
+  Txn remove;
+  remove.Delete("gone");
+  const int64_t last = *kv_->Commit(remove);
+  kv_.reset();
+  Open();
+  auto a = kv_->Get("a");
+  ASSERT_TRUE(a.ok() && a->has_value());
+  EXPECT_EQ((*a)->value, "alpha");
+  EXPECT_EQ((*a)->version, va);
+  EXPECT_FALSE(kv_->Get("gone")->has_value());
+  // The revision continues rather than restarting (no version is reused).
+  EXPECT_GT(Put("b", "beta"), last);
+}
+
+TEST_F(KvStoreTest, SecondOpenOfTheSameDirectorySaysInUse) {
+  auto second = RocksDbKvStore::Open(dir_.path(), RocksDbKvStore::Options{});
+  ASSERT_FALSE(second.ok());
+  EXPECT_EQ(ErrnoFromStatus(second.status()), EBUSY);
+  EXPECT_NE(second.status().message().find("in use"), std::string::npos)
+      << second.status().message();
+}
+
+TEST_F(KvStoreTest, RunTxnRetriesConflictsSoNoIncrementIsLost) {
+  constexpr int kThreads = 4;
+  constexpr int kIncrements = 150;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&] {
+      for (int i = 0; i < kIncrements; ++i) {
+        absl::Status status = RunTxn(kv_.get(), "increment", [](MetaTxn& txn) -> absl::Status {
+          auto current = txn.Get("counter");
+          if (!current.ok()) return current.status();
+          uint64_t value = current->has_value() ? *DecodeU64(**current) : 0;
+          txn.PutRaw("counter", EncodeU64(value + 1));
+          return absl::OkStatus();
+        });
+        EXPECT_TRUE(status.ok()) << status;
+      }
+    });
+  }
+  for (auto& thread : threads) thread.join();
+  EXPECT_EQ(DecodeU64((*kv_->Get("counter"))->value), uint64_t{kThreads * kIncrements});
+}
+
+TEST_F(KvStoreTest, RunTxnReturnsBodyErrorsWithoutCommitting) {
+  absl::Status status = RunTxn(kv_.get(), "failing", [](MetaTxn& txn) -> absl::Status {
+    txn.PutRaw("k", "v");
+    return ErrnoStatus(ENOSPC, "no");
+  });
+  EXPECT_EQ(ErrnoFromStatus(status), ENOSPC);
+  EXPECT_FALSE(kv_->Get("k")->has_value());
+}
+
+TEST(KeysTest, InodeKeysSortNumerically) {
+  EXPECT_LT(InodeKey(2), InodeKey(10));
+  EXPECT_LT(InodeKey(255), InodeKey(256));
+  EXPECT_LT(InodeKey(0xffffffff), InodeKey(0x100000000ull));
+  EXPECT_EQ(InoFromKey(InodeKey(12345)), 12345u);
+  EXPECT_EQ(InoFromKey(OrphanKey(77)), 77u);
+  EXPECT_EQ(InoFromKey("x/12345678"), std::nullopt);
+}
+
+TEST(KeysTest, DentriesOfOneDirectoryShareAPrefixAndSortByName) {
+  const std::string prefix = DentryPrefix(300);
+  EXPECT_EQ(DentryKey(300, "b").rfind(prefix, 0), 0u);
+  EXPECT_LT(DentryKey(300, "a"), DentryKey(300, "b"));
+  // A directory's entries never interleave with another directory's.
+  EXPECT_LT(DentryKey(300, "\xff\xff"), DentryKey(301, ""));
+  EXPECT_LT(ServerKey(2), ServerKey(10));
+  EXPECT_EQ(DecodeU32(EncodeU32(0xdeadbeef)), 0xdeadbeefu);
+  EXPECT_EQ(DecodeU64("short"), std::nullopt);
+}
+
+}  // namespace
+}  // namespace ckptfs::meta
