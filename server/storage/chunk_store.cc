@@ -234,11 +234,15 @@ absl::StatusOr<ChunkSlice> ChunkStore::Read(Ring& ring, AlignedBuffer& buffer, C
   ChunkSlice slice;
   slice.data = absl::string_view(buffer.data() + kChunkHeaderSize + begin, end - begin);
   slice.chunk_length = header->data_length;
+  // The whole chunk's CRC is already known; a part needs its own.
+  slice.data_crc32c = slice.data.size() == stored ? header->data_crc32c
+                                                  : Crc32c(slice.data.data(), slice.data.size());
   return slice;
 }
 
 absl::Status ChunkStore::Write(Ring& ring, ChunkKey key, uint32_t offset,
-                               AlignedBuffer& payload, bool replace) {
+                               AlignedBuffer& payload, bool replace,
+                               std::optional<uint32_t> payload_crc32c) {
   const size_t len = payload.size();
   if (replace && offset != 0) {
     return ErrnoStatus(EINVAL, absl::StrCat("replacing write of ", ChunkName(key),
@@ -270,8 +274,8 @@ absl::Status ChunkStore::Write(Ring& ring, ChunkKey key, uint32_t offset,
   if (padded > len) std::memset(payload.data() + len, 0, padded - len);
   AlignedBuffer header_block;
   if (absl::Status s = header_block.Reserve(kChunkHeaderSize); !s.ok()) return s;
-  EncodeChunkHeader({key, static_cast<uint32_t>(len), Crc32c(payload.data(), len)},
-                    header_block.data());
+  const uint32_t crc = payload_crc32c.has_value() ? *payload_crc32c : Crc32c(payload.data(), len);
+  EncodeChunkHeader({key, static_cast<uint32_t>(len), crc}, header_block.data());
   return Publish(ring, key, header_block.data(), payload.data(), padded);
 }
 

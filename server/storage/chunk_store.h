@@ -41,6 +41,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "absl/base/thread_annotations.h"
@@ -62,6 +63,7 @@ inline constexpr uint32_t kMaxChunkLength = kMaxFramePayload;
 // until that buffer is next used.
 struct ChunkSlice {
   absl::string_view data;
+  uint32_t data_crc32c = 0;   // CRC32C of `data`
   uint32_t chunk_length = 0;  // the chunk's stored length
 };
 
@@ -86,10 +88,12 @@ class ChunkStore {
   // or a gap before `offset` reads as zeros) and the chunk grows to
   // max(old length, offset + size). EINVAL when offset + size exceeds
   // kMaxChunkLength; EIO if a chunk to merge into fails its CRC.
+  // `payload_crc32c`, when given, is the payload's CRC32C the caller already
+  // computed (and verified); it saves a pass over the data.
   // REQUIRES: payload.capacity() >= RoundUpToBlock(payload.size()); the
   // bytes between size() and that are overwritten (zero padding).
   absl::Status Write(Ring& ring, ChunkKey key, uint32_t offset, AlignedBuffer& payload,
-                     bool replace);
+                     bool replace, std::optional<uint32_t> payload_crc32c = std::nullopt);
   // The same for bytes in ordinary memory (one extra copy; tests, tools).
   absl::Status Write(Ring& ring, ChunkKey key, uint32_t offset, absl::string_view data,
                      bool replace);

@@ -22,8 +22,6 @@ namespace {
 // A peer that stalls inside a frame (or does not read its replies) for this
 // long loses its connection. Idle time between frames is unlimited.
 constexpr absl::Duration kStallTimeout = absl::Seconds(60);
-// Buffers larger than this are freed after the request that needed them.
-constexpr size_t kMaxKeptBuffer = 16u << 20;
 constexpr unsigned kRingEntries = 64;
 
 // Waits until the socket has bytes (or EOF/error) to read.
@@ -65,9 +63,6 @@ absl::Status Connection::Serve() {
     SendError(0, ring.status()).IgnoreError();
     return ring.status();
   }
-  AlignedBuffer payload;
-  AlignedBuffer read_buffer;
-  if (absl::Status s = payload.Reserve(kBlockSize); !s.ok()) return s;
   std::string header_bytes;
   data::RequestHeader request;
   for (;;) {
@@ -92,23 +87,30 @@ absl::Status Connection::Serve() {
       SendError(0, bad).IgnoreError();
       return bad;
     }
-    if (absl::Status s = payload.Reserve(std::max<size_t>(prefix->payload_len, kBlockSize));
-        !s.ok()) {
-      SendError(request.request_id(), s).IgnoreError();
-      return s;
+    AlignedBuffer payload;
+    if (prefix->payload_len > 0) {
+      auto taken = buffers_.Take(prefix->payload_len);
+      if (!taken.ok()) {
+        // Out of memory: skip the payload, refuse this request, go on.
+        if (absl::Status s = DiscardPayload(fd, prefix->payload_len); !s.ok()) return s;
+        if (absl::Status s = SendError(request.request_id(), taken.status()); !s.ok()) {
+          return s;
+        }
+        continue;
+      }
+      payload = *std::move(taken);
+      if (absl::Status s = RecvAll(fd, payload.data(), prefix->payload_len); !s.ok()) {
+        return IsEndOfStream(s) ? ErrnoStatus(ECONNRESET, "connection closed inside a frame")
+                                : s;
+      }
+      payload.set_size(prefix->payload_len);
     }
-    if (absl::Status s = RecvAll(fd, payload.data(), prefix->payload_len); !s.ok()) {
-      return IsEndOfStream(s) ? ErrnoStatus(ECONNRESET, "connection closed inside a frame")
-                              : s;
-    }
-    payload.set_size(prefix->payload_len);
-    Reply reply = handler_.Handle(**ring, request, payload, read_buffer);
-    if (absl::Status s = WriteFrame(fd, reply.header, reply.payload.data(), reply.payload.size());
-        !s.ok()) {
-      return s;
-    }
-    payload.ShrinkTo(kMaxKeptBuffer);
-    read_buffer.ShrinkTo(kMaxKeptBuffer);
+    Reply reply = handler_.Handle(**ring, request, payload);
+    buffers_.Give(std::move(payload));
+    absl::Status sent =
+        WriteFrame(fd, reply.header, reply.payload.data(), reply.payload.size());
+    buffers_.Give(std::move(reply.buffer));
+    if (!sent.ok()) return sent;
   }
 }
 

@@ -11,7 +11,8 @@
 // unknown. Errors of a well-formed request are replied and the connection
 // goes on. Nothing a peer sends affects other connections.
 //
-// Ownership: owns the socket, its io_uring Ring and its buffers.
+// Ownership: owns the socket and its io_uring Ring; payload buffers come
+// from the server's BufferPool for the duration of one request.
 // Thread-safety: Run() on one thread; Shutdown() and finished() from any.
 #ifndef CKPTFS_SERVER_STORAGE_CONNECTION_H_
 #define CKPTFS_SERVER_STORAGE_CONNECTION_H_
@@ -21,14 +22,18 @@
 
 #include "absl/status/status.h"
 #include "common/unique_fd.h"
+#include "server/storage/buffer_pool.h"
 #include "server/storage/request_handler.h"
 
 namespace ckptfs::storage {
 
 class Connection {
  public:
-  Connection(UniqueFd socket, std::string peer, RequestHandler& handler)
-      : socket_(std::move(socket)), peer_(std::move(peer)), handler_(handler) {}
+  // `handler` and `buffers` are shared with the other connections and must
+  // outlive this one.
+  Connection(UniqueFd socket, std::string peer, RequestHandler& handler, BufferPool& buffers)
+      : socket_(std::move(socket)), peer_(std::move(peer)), handler_(handler),
+        buffers_(buffers) {}
   Connection(const Connection&) = delete;
   Connection& operator=(const Connection&) = delete;
 
@@ -52,6 +57,7 @@ class Connection {
   UniqueFd socket_;
   const std::string peer_;
   RequestHandler& handler_;
+  BufferPool& buffers_;
   std::atomic<bool> finished_{false};
 };
 

@@ -1,6 +1,7 @@
 // See request_handler.h.
 #include "server/storage/request_handler.h"
 
+#include <algorithm>
 #include <cerrno>
 
 #include "absl/strings/str_cat.h"
@@ -30,7 +31,7 @@ absl::Status CheckRange(const data::RequestHeader& request, uint64_t length,
 }  // namespace
 
 Reply RequestHandler::Handle(Ring& ring, const data::RequestHeader& request,
-                             AlignedBuffer& payload, AlignedBuffer& read_buffer) {
+                             AlignedBuffer& payload) {
   Reply reply;
   reply.header.set_request_id(request.request_id());
   const ChunkKey key{request.ino(), request.chunk_index()};
@@ -48,20 +49,32 @@ Reply RequestHandler::Handle(Ring& ring, const data::RequestHeader& request,
         break;
       }
       status = CheckRange(request, payload.size(), "write");
-      if (status.ok()) status = store_.Write(ring, key, request.offset(), payload, request.replace());
+      if (status.ok()) {
+        status = store_.Write(ring, key, request.offset(), payload, request.replace(), crc);
+      }
       break;
     }
     case data::READ: {
       status = CheckRange(request, request.length(), "read");
       if (!status.ok()) break;
-      auto slice = store_.Read(ring, read_buffer, key, request.offset(), request.length());
+      // Room for the whole chunk file when the chunk ends within the range
+      // asked for (the usual case); Read grows the buffer otherwise.
+      auto buffer = buffers_.Take(
+          ChunkFileSize(std::min<uint64_t>(uint64_t{request.offset()} + request.length(),
+                                           kMaxChunkLength)));
+      if (!buffer.ok()) {
+        status = buffer.status();
+        break;
+      }
+      reply.buffer = *std::move(buffer);
+      auto slice = store_.Read(ring, reply.buffer, key, request.offset(), request.length());
       if (!slice.ok()) {
         status = slice.status();
         break;
       }
       reply.payload = slice->data;
       reply.header.set_chunk_length(slice->chunk_length);
-      reply.header.set_payload_crc32c(Crc32c(slice->data.data(), slice->data.size()));
+      reply.header.set_payload_crc32c(slice->data_crc32c);
       break;
     }
     case data::TRIM:

@@ -9,7 +9,8 @@
 // here; framing errors are the caller's.
 //
 // Thread-safety: Handle() may run concurrently on many threads, each with its
-// own Ring and buffers. The ChunkStore must outlive the handler.
+// own Ring and buffers. The ChunkStore and BufferPool must outlive the
+// handler.
 #ifndef CKPTFS_SERVER_STORAGE_REQUEST_HANDLER_H_
 #define CKPTFS_SERVER_STORAGE_REQUEST_HANDLER_H_
 
@@ -17,30 +18,33 @@
 #include "common/uring.h"
 #include "proto/data.pb.h"
 #include "server/storage/aligned_buffer.h"
+#include "server/storage/buffer_pool.h"
 #include "server/storage/chunk_store.h"
 
 namespace ckptfs::storage {
 
 struct Reply {
   data::ResponseHeader header;
-  // READ: the bytes to send after the header; points into the caller's
-  // read buffer. Empty otherwise.
+  // READ: the bytes to send after the header; points into `buffer`. Empty
+  // otherwise.
   absl::string_view payload;
+  // READ: owns the payload's memory, taken from the pool; the caller gives
+  // it back once the reply is sent.
+  AlignedBuffer buffer;
 };
 
 class RequestHandler {
  public:
-  explicit RequestHandler(ChunkStore& store) : store_(store) {}
+  RequestHandler(ChunkStore& store, BufferPool& buffers) : store_(store), buffers_(buffers) {}
 
   // Executes `request` whose payload is payload.view(). Never fails as a
   // call: every error is an errno and message in the reply header, with the
-  // request's id echoed. `payload`'s padding may be overwritten; READ data
-  // lands in `read_buffer`.
-  Reply Handle(Ring& ring, const data::RequestHeader& request, AlignedBuffer& payload,
-               AlignedBuffer& read_buffer);
+  // request's id echoed. `payload`'s padding may be overwritten.
+  Reply Handle(Ring& ring, const data::RequestHeader& request, AlignedBuffer& payload);
 
  private:
   ChunkStore& store_;
+  BufferPool& buffers_;
 };
 
 }  // namespace ckptfs::storage

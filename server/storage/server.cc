@@ -35,13 +35,15 @@ std::string PeerName(const sockaddr_storage& addr) {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Server>> Server::Start(ChunkStore& store,
-                                                      const HostPort& listen) {
+                                                      const HostPort& listen,
+                                                      size_t max_pooled_buffer_bytes) {
   auto fd = ListenTcp(listen);
   if (!fd.ok()) return fd.status();
   auto port = LocalPort(fd->get());
   if (!port.ok()) return port.status();
   HostPort address{listen.host, *port};
-  std::unique_ptr<Server> server(new Server(store, *std::move(fd), std::move(address)));
+  std::unique_ptr<Server> server(
+      new Server(store, *std::move(fd), std::move(address), max_pooled_buffer_bytes));
   server->accept_thread_ = std::thread([s = server.get()] { s->AcceptLoop(); });
   return server;
 }
@@ -72,7 +74,7 @@ void Server::AcceptLoop() {
     int one = 1;
     ::setsockopt(socket.get(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
     auto connection =
-        std::make_unique<Connection>(std::move(socket), PeerName(peer), handler_);
+        std::make_unique<Connection>(std::move(socket), PeerName(peer), handler_, buffers_);
     Connection* raw = connection.get();
     connections_.push_back({std::move(connection), std::thread([raw] { raw->Run(); })});
   }

@@ -22,6 +22,7 @@
 #include "absl/synchronization/mutex.h"
 #include "common/net.h"
 #include "common/unique_fd.h"
+#include "server/storage/buffer_pool.h"
 #include "server/storage/chunk_store.h"
 #include "server/storage/connection.h"
 #include "server/storage/request_handler.h"
@@ -32,8 +33,12 @@ class Server {
  public:
   // Listens on `listen` (port 0 picks a free port) and starts accepting.
   // A busy port fails with EADDRINUSE and a message naming the address.
-  static absl::StatusOr<std::unique_ptr<Server>> Start(ChunkStore& store,
-                                                       const HostPort& listen);
+  // At most `max_pooled_buffer_bytes` of idle I/O buffers are kept for reuse.
+  static absl::StatusOr<std::unique_ptr<Server>> Start(
+      ChunkStore& store, const HostPort& listen,
+      size_t max_pooled_buffer_bytes = kDefaultPooledBufferBytes);
+
+  static constexpr size_t kDefaultPooledBufferBytes = 256u << 20;
 
   Server(const Server&) = delete;
   Server& operator=(const Server&) = delete;
@@ -56,12 +61,16 @@ class Server {
     std::thread thread;
   };
 
-  Server(ChunkStore& store, UniqueFd listen_fd, HostPort address)
-      : handler_(store), listen_fd_(std::move(listen_fd)), address_(std::move(address)) {}
+  Server(ChunkStore& store, UniqueFd listen_fd, HostPort address, size_t max_pooled)
+      : buffers_(max_pooled),
+        handler_(store, buffers_),
+        listen_fd_(std::move(listen_fd)),
+        address_(std::move(address)) {}
   void AcceptLoop();
   // Joins and drops connections whose Run() returned.
   void ReapFinished() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
+  BufferPool buffers_;
   RequestHandler handler_;
   UniqueFd listen_fd_;
   const HostPort address_;

@@ -14,6 +14,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/crc32c.h"
 #include "common/errno_status.h"
 #include "gtest/gtest.h"
 #include "tests/storage/temp_dir.h"
@@ -106,6 +107,10 @@ TEST_F(ChunkStoreTest, ReadsASubrangeCutAtTheStoredLength) {
   ASSERT_TRUE(mid.ok());
   EXPECT_EQ(std::string(mid->data), data.substr(4000, 100));
   EXPECT_EQ(mid->chunk_length, 10000u);
+  EXPECT_EQ(mid->data_crc32c, Crc32c(mid->data.data(), mid->data.size()));
+  auto whole = store_->Read(*ring_, buffer_, {5, 0}, 0, 20000);
+  ASSERT_TRUE(whole.ok());
+  EXPECT_EQ(whole->data_crc32c, Crc32c(data.data(), data.size()));
   auto tail = store_->Read(*ring_, buffer_, {5, 0}, 9990, 100);
   ASSERT_TRUE(tail.ok());
   EXPECT_EQ(std::string(tail->data), data.substr(9990));
