@@ -12,7 +12,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/errno_status.h"
+#include "common/frame.h"
 #include "common/log.h"
+#include "proto/data.pb.h"
 
 namespace ckptfs::storage {
 namespace {
@@ -36,14 +38,14 @@ std::string PeerName(const sockaddr_storage& addr) {
 
 absl::StatusOr<std::unique_ptr<Server>> Server::Start(ChunkStore& store,
                                                       const HostPort& listen,
-                                                      size_t max_pooled_buffer_bytes) {
+                                                      Options options) {
   auto fd = ListenTcp(listen);
   if (!fd.ok()) return fd.status();
   auto port = LocalPort(fd->get());
   if (!port.ok()) return port.status();
   HostPort address{listen.host, *port};
   std::unique_ptr<Server> server(
-      new Server(store, *std::move(fd), std::move(address), max_pooled_buffer_bytes));
+      new Server(store, *std::move(fd), std::move(address), options));
   server->accept_thread_ = std::thread([s = server.get()] { s->AcceptLoop(); });
   return server;
 }
@@ -73,11 +75,28 @@ void Server::AcceptLoop() {
     }
     int one = 1;
     ::setsockopt(socket.get(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    if (connections_.size() >= options_.max_connections) {
+      Refuse(std::move(socket));
+      continue;
+    }
     auto connection =
         std::make_unique<Connection>(std::move(socket), PeerName(peer), handler_, buffers_);
     Connection* raw = connection.get();
     connections_.push_back({std::move(connection), std::thread([raw] { raw->Run(); })});
   }
+}
+
+void Server::Refuse(UniqueFd socket) {
+  CKPTFS_LOG(kWarning) << "refusing a connection: already serving " << connections_.size()
+                       << " (the limit)";
+  data::ResponseHeader reply;
+  reply.set_error(EAGAIN);
+  reply.set_message(absl::StrCat("storage server ", address_.ToString(), " serves ",
+                                 options_.max_connections,
+                                 " connections already; try again later"));
+  // A fresh socket's send buffer takes this small frame without blocking.
+  SetSocketTimeouts(socket.get(), absl::Seconds(1)).IgnoreError();
+  WriteFrame(socket.get(), reply, nullptr, 0).IgnoreError();
 }
 
 void Server::ReapFinished() {

@@ -33,12 +33,20 @@ class Server {
  public:
   // Listens on `listen` (port 0 picks a free port) and starts accepting.
   // A busy port fails with EADDRINUSE and a message naming the address.
-  // At most `max_pooled_buffer_bytes` of idle I/O buffers are kept for reuse.
-  static absl::StatusOr<std::unique_ptr<Server>> Start(
-      ChunkStore& store, const HostPort& listen,
-      size_t max_pooled_buffer_bytes = kDefaultPooledBufferBytes);
+  struct Options {
+    // Idle I/O buffers kept for reuse, at most.
+    size_t max_pooled_buffer_bytes = 256u << 20;
+    // Connections served at once; more are told EAGAIN and closed.
+    size_t max_connections = 4096;
+  };
 
-  static constexpr size_t kDefaultPooledBufferBytes = 256u << 20;
+  static absl::StatusOr<std::unique_ptr<Server>> Start(ChunkStore& store,
+                                                       const HostPort& listen,
+                                                       Options options);
+  static absl::StatusOr<std::unique_ptr<Server>> Start(ChunkStore& store,
+                                                       const HostPort& listen) {
+    return Start(store, listen, Options());
+  }
 
   Server(const Server&) = delete;
   Server& operator=(const Server&) = delete;
@@ -61,15 +69,19 @@ class Server {
     std::thread thread;
   };
 
-  Server(ChunkStore& store, UniqueFd listen_fd, HostPort address, size_t max_pooled)
-      : buffers_(max_pooled),
+  Server(ChunkStore& store, UniqueFd listen_fd, HostPort address, Options options)
+      : options_(options),
+        buffers_(options.max_pooled_buffer_bytes),
         handler_(store, buffers_),
         listen_fd_(std::move(listen_fd)),
         address_(std::move(address)) {}
   void AcceptLoop();
+  // Tells a connection over the limit why it is closed.
+  void Refuse(UniqueFd socket);
   // Joins and drops connections whose Run() returned.
   void ReapFinished() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
+  const Options options_;
   BufferPool buffers_;
   RequestHandler handler_;
   UniqueFd listen_fd_;

@@ -326,3 +326,45 @@ TEST_F(ServerTest, StopClosesOpenConnectionsAndReapsFinishedOnes) {
 
 }  // namespace
 }  // namespace ckptfs::storage
+
+namespace ckptfs::storage {
+namespace {
+
+TEST(ServerLimitTest, ConnectionsOverTheLimitAreToldEagain) {
+  TempDir dir;
+  auto store = ChunkStore::Open(dir.path());
+  ASSERT_TRUE(store.ok());
+  Server::Options options;
+  options.max_connections = 2;
+  auto server = Server::Start(**store, {"127.0.0.1", 0}, options);
+  ASSERT_TRUE(server.ok());
+  std::vector<std::unique_ptr<DataConnection>> held;
+  data::RequestHeader ping;
+  ping.set_op(data::PING);
+  for (int i = 0; i < 2; ++i) {
+    auto c = DataConnection::Connect((*server)->address(), absl::Seconds(5));
+    ASSERT_TRUE(c.ok());
+    ASSERT_TRUE((*c)->Call(ping, nullptr, 0, nullptr, 0).ok());
+    held.push_back(*std::move(c));
+  }
+  auto extra = ConnectTcp((*server)->address(), absl::Seconds(5));
+  ASSERT_TRUE(extra.ok());
+  ASSERT_TRUE(SetSocketTimeouts(extra->get(), absl::Seconds(10)).ok());
+  data::ResponseHeader reply;
+  auto prefix = ReadFrameHead(extra->get(), reply);
+  ASSERT_TRUE(prefix.ok()) << prefix.status();
+  EXPECT_EQ(reply.error(), EAGAIN);
+  // Once one goes, a new connection is served again.
+  held.pop_back();
+  bool served = false;
+  for (int attempt = 0; attempt < 100 && !served; ++attempt) {
+    auto c = DataConnection::Connect((*server)->address(), absl::Seconds(5));
+    ASSERT_TRUE(c.ok());
+    served = (*c)->Call(ping, nullptr, 0, nullptr, 0).ok();
+    if (!served) absl::SleepFor(absl::Milliseconds(20));
+  }
+  EXPECT_TRUE(served);
+}
+
+}  // namespace
+}  // namespace ckptfs::storage
