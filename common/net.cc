@@ -9,11 +9,13 @@
 #include <poll.h>
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "common/errno_status.h"
 
 namespace ckptfs {
@@ -112,18 +114,25 @@ absl::StatusOr<uint16_t> LocalPort(int fd) {
   return ntohs(reinterpret_cast<sockaddr_in6*>(&storage)->sin6_port);
 }
 
-absl::StatusOr<UniqueFd> ConnectTcp(const HostPort& addr, absl::Duration timeout) {
-  socklen_t len = 0;
-  auto storage = Resolve(addr, &len);
-  if (!storage.ok()) return storage.status();
-  UniqueFd fd(::socket(storage->ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+namespace {
+
+// One connect attempt to one resolved address.
+absl::StatusOr<UniqueFd> ConnectOne(const sockaddr* address, socklen_t len,
+                                    const HostPort& addr, absl::Duration timeout) {
+  UniqueFd fd(::socket(address->sa_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
   if (!fd.valid()) return SyscallError(errno, "socket");
-  if (::connect(fd.get(), reinterpret_cast<sockaddr*>(&*storage), len) != 0) {
+  if (::connect(fd.get(), address, len) != 0) {
     if (errno != EINPROGRESS) {
       return SyscallError(errno, absl::StrCat("connect to ", addr.ToString()));
     }
     pollfd pfd{fd.get(), POLLOUT, 0};
-    const int rc = ::poll(&pfd, 1, static_cast<int>(absl::ToInt64Milliseconds(timeout)));
+    const absl::Time deadline = absl::Now() + timeout;
+    int rc = 0;
+    for (;;) {
+      const int64_t left_ms = std::max<int64_t>(0, absl::ToInt64Milliseconds(deadline - absl::Now()));
+      rc = ::poll(&pfd, 1, static_cast<int>(std::min<int64_t>(left_ms, 1 << 30)));
+      if (rc >= 0 || errno != EINTR) break;
+    }
     if (rc == 0) {
       return ErrnoStatus(ETIMEDOUT, absl::StrCat("connect to ", addr.ToString(),
                                                  ": timed out"));
@@ -138,6 +147,30 @@ absl::StatusOr<UniqueFd> ConnectTcp(const HostPort& addr, absl::Duration timeout
   ::fcntl(fd.get(), F_SETFL, flags & ~O_NONBLOCK);
   int one = 1;
   ::setsockopt(fd.get(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+  return fd;
+}
+
+}  // namespace
+
+absl::StatusOr<UniqueFd> ConnectTcp(const HostPort& addr, absl::Duration timeout) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* result = nullptr;
+  const std::string port = absl::StrCat(addr.port);
+  const int rc = ::getaddrinfo(addr.host.c_str(), port.c_str(), &hints, &result);
+  if (rc != 0 || result == nullptr) {
+    return ErrnoStatus(EHOSTUNREACH, absl::StrCat("cannot resolve ", addr.ToString(), ": ",
+                                                  gai_strerror(rc)));
+  }
+  // A name may resolve to several addresses (e.g. "localhost" to ::1 and
+  // 127.0.0.1) of which only one has a listener: try each in turn.
+  absl::StatusOr<UniqueFd> fd = ErrnoStatus(EHOSTUNREACH, "no address");
+  for (addrinfo* ai = result; ai != nullptr; ai = ai->ai_next) {
+    fd = ConnectOne(ai->ai_addr, ai->ai_addrlen, addr, timeout);
+    if (fd.ok()) break;
+  }
+  ::freeaddrinfo(result);
   return fd;
 }
 

@@ -124,3 +124,23 @@ TEST_F(ConnectedPairTest, ReceiveTimeoutIsEtimedout) {
 
 }  // namespace
 }  // namespace ckptfs
+
+namespace ckptfs {
+namespace {
+
+TEST(ConnectTcpTest, LocalhostReachesAnIpv4Listener) {
+  auto listener = ListenTcp({"127.0.0.1", 0});
+  ASSERT_TRUE(listener.ok());
+  const uint16_t port = *LocalPort(listener->get());
+  auto fd = ConnectTcp({"localhost", port}, absl::Seconds(5));
+  EXPECT_TRUE(fd.ok()) << fd.status();
+}
+
+TEST(ConnectTcpTest, UnresolvableHostIsHostUnreachable) {
+  auto fd = ConnectTcp({"bad host name!", 80}, absl::Seconds(2));
+  ASSERT_FALSE(fd.ok());
+  EXPECT_EQ(ErrnoFromStatus(fd.status()), EHOSTUNREACH);
+}
+
+}  // namespace
+}  // namespace ckptfs
