@@ -3,14 +3,31 @@
 
 #include <cerrno>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/errno_status.h"
 #include "common/net.h"
 
 namespace ckptfs::meta {
 
+namespace {
+
+// ParseHostPort, but also accepting port 0 ("pick a free port"), which
+// common/net.h refuses because no peer can be dialed there.
+absl::StatusOr<HostPort> ParseListenAddress(absl::string_view text) {
+  if (absl::EndsWith(text, ":0")) {
+    absl::StatusOr<HostPort> parsed =
+        ParseHostPort(absl::StrCat(text.substr(0, text.size() - 2), ":1"));
+    if (parsed.ok()) parsed->port = 0;
+    return parsed;
+  }
+  return ParseHostPort(text);
+}
+
+}  // namespace
+
 absl::StatusOr<std::unique_ptr<MetaServer>> MetaServer::Start(const Options& options) {
-  absl::StatusOr<HostPort> listen = ParseHostPort(options.listen);
+  absl::StatusOr<HostPort> listen = ParseListenAddress(options.listen);
   if (!listen.ok()) {
     return ErrnoStatus(EINVAL, absl::StrCat("--listen: ", listen.status().message()));
   }

@@ -2,6 +2,7 @@
 // real stub. Checks that errnos come back in error_details, that garbage and
 // out-of-range requests get errors (and the server keeps serving), and that
 // the whole namespace path works over the wire.
+#include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/grpcpp.h>
 
 #include <memory>
