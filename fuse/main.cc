@@ -54,6 +54,8 @@ ABSL_FLAG(std::string, fuse_options, "",
           "extra mount options, comma-separated (e.g. allow_other)");
 ABSL_FLAG(std::string, log_level, "info", "minimum log severity: debug, info, warning, error");
 ABSL_FLAG(bool, fuse_debug, false, "print libfuse's trace of every request on stderr");
+ABSL_FLAG(int32_t, read_ahead_kb, 4096,
+          "kernel readahead of the mount in KiB (needs root; 0 keeps the kernel default)");
 
 namespace ckptfs::fuse {
 namespace {
@@ -164,8 +166,8 @@ int Main(int argc, char** argv) {
   client_options.meta_address = meta;
   absl::StatusOr<std::unique_ptr<client::Client>> client = client::Client::Connect(client_options);
   if (!client.ok()) {
-    CKPTFS_LOG(kError) << "cannot reach the metadata service at " << meta << ": "
-                       << client.status().message();
+    // The Client's message names the address and what failed.
+    CKPTFS_LOG(kError) << client.status().message();
     ReportStartup(report, kExitFailure);
     return kExitFailure;
   }
@@ -178,6 +180,7 @@ int Main(int argc, char** argv) {
   mount_options.threads = threads;
   mount_options.extra_options = absl::GetFlag(FLAGS_fuse_options);
   mount_options.fuse_debug = absl::GetFlag(FLAGS_fuse_debug);
+  mount_options.read_ahead_kb = absl::GetFlag(FLAGS_read_ahead_kb);
   absl::StatusOr<std::unique_ptr<Mount>> mount = Mount::Create(
       std::make_unique<Filesystem>(std::move(*client), fs_options), mount_options);
   if (!mount.ok()) {

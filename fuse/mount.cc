@@ -5,11 +5,16 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
 
 #include <cerrno>
+#include <cstring>
 #include <fstream>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -17,6 +22,7 @@
 #include "absl/strings/str_split.h"
 #include "common/errno_status.h"
 #include "common/log.h"
+#include "common/unique_fd.h"
 
 namespace ckptfs::fuse {
 namespace {
@@ -67,6 +73,25 @@ std::string MountedFsType(const std::string& path) {
     return "unknown";
   }
   return "";
+}
+
+// Sets read_ahead_kb of the bdi behind `mountpoint`. The stat blocks until
+// the session has answered INIT (which would reset the value), so this runs
+// on its own thread once the session loop serves requests.
+void SetReadAhead(const std::string& mountpoint, int read_ahead_kb) {
+  struct stat st;
+  if (stat(mountpoint.c_str(), &st) != 0) return;  // unmounted meanwhile
+  const std::string path = absl::StrCat("/sys/class/bdi/", major(st.st_dev), ":",
+                                        minor(st.st_dev), "/read_ahead_kb");
+  UniqueFd fd(open(path.c_str(), O_WRONLY | O_CLOEXEC));
+  const std::string value = absl::StrCat(read_ahead_kb);
+  if (!fd.valid() || write(fd.get(), value.data(), value.size()) < 0) {
+    const int err = errno;
+    CKPTFS_LOG(kInfo) << "kernel readahead stays at its default: writing " << path << ": "
+                      << std::strerror(err);
+    return;
+  }
+  CKPTFS_LOG(kInfo) << "kernel readahead " << read_ahead_kb << " KiB (" << path << ")";
 }
 
 }  // namespace
@@ -163,6 +188,12 @@ absl::Status Mount::Run() {
   // a thread to be created.
   fuse_loop_cfg_set_max_threads(config, static_cast<unsigned>(options_.threads));
   fuse_loop_cfg_set_idle_threads(config, static_cast<unsigned>(options_.threads));
+
+  if (options_.read_ahead_kb > 0) {
+    // Detached: if the session ends before INIT, the stat never returns
+    // until the unmount, and nothing must wait for it.
+    std::thread(SetReadAhead, options_.mountpoint, options_.read_ahead_kb).detach();
+  }
 
   sigset_t set = TerminationSignals();
   pthread_sigmask(SIG_UNBLOCK, &set, nullptr);

@@ -32,6 +32,11 @@ struct MountOptions {
   std::string extra_options;
   // libfuse's own trace of every request, on stderr.
   bool fuse_debug = false;
+  // Kernel readahead for this mount, in KiB (0 keeps the kernel's 128).
+  // The FUSE protocol cannot raise it past the default at INIT; the mount's
+  // bdi can (/sys/class/bdi/MAJ:MIN/read_ahead_kb, root only), and larger
+  // windows mean fewer, max_write-sized reads for sequential loads and mmap.
+  int read_ahead_kb = 4096;
 };
 
 // OK when `path` exists, is a directory and is not a mount point already.
