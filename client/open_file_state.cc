@@ -19,8 +19,12 @@ namespace {
 // Chunk indexes travel as u32 on the data path.
 constexpr uint64_t kMaxChunkIndex = UINT32_MAX;
 
-size_t CacheCapacity(const ClientOptions& options) {
-  return static_cast<size_t>(std::max(0, options.readahead_chunks)) + 4;
+// Chunks cached per file: the read-ahead window and a few behind it, plus
+// two per open handle (up to 16) so that readers of one file at slightly
+// different positions still share what was fetched.
+size_t CacheCapacity(const ClientOptions& options, int handles) {
+  return static_cast<size_t>(std::max(0, options.readahead_chunks)) + 4 +
+         2 * static_cast<size_t>(std::clamp(handles - 1, 0, 16));
 }
 
 }  // namespace
@@ -34,7 +38,7 @@ OpenFileState::OpenFileState(const ClientServices& services, const meta::Attr& a
       size_(attr.size()),
       seen_size_(attr.size()),
       seen_mtime_ns_(attr.mtime_ns()),
-      cache_(CacheCapacity(services.options), attr.layout().chunk_size()) {}
+      cache_(CacheCapacity(services.options, 1), attr.layout().chunk_size()) {}
 
 OpenFileState::~OpenFileState() { services_.registry->RemoveExpired(ino_); }
 
@@ -46,10 +50,12 @@ uint64_t OpenFileState::size() const {
 void OpenFileState::AddHandle() {
   absl::MutexLock lock(&mu_);
   ++handles_;
+  cache_.set_capacity(CacheCapacity(services_.options, handles_));
 }
 
 void OpenFileState::ReleaseHandle() {
   absl::MutexLock lock(&mu_);
+  cache_.set_capacity(CacheCapacity(services_.options, std::max(1, handles_ - 1)));
   if (--handles_ > 0) return;
   // Nobody reads or writes through this state any more; a later open may
   // still find it while chunk requests hold it, so keep it consistent.
@@ -63,9 +69,14 @@ void OpenFileState::Refresh(const meta::Attr& attr) {
   if (attr.size() != seen_size_ || attr.mtime_ns() != seen_mtime_ns_) cache_.Clear();
   seen_size_ = attr.size();
   seen_mtime_ns_ = attr.mtime_ns();
-  const bool local_changes =
-      written_since_commit_ || dirty_.has_value() || inflight_ > 0 || commits_running_ > 0;
-  size_ = local_changes ? std::max(size_, attr.size()) : attr.size();
+  // While handles are open here, the local size only grows: `attr` may have
+  // been read before a commit of this very client landed, and adopting its
+  // smaller size would make a later partial chunk write a replace that
+  // wipes bytes written here. A state without handles or pending work
+  // takes the service's word (another client may have truncated).
+  const bool idle = handles_ == 0 && !written_since_commit_ && !dirty_.has_value() &&
+                    inflight_ == 0 && commits_running_ == 0;
+  size_ = idle ? attr.size() : std::max(size_, attr.size());
 }
 
 std::unique_ptr<char[]> OpenFileState::TakeBufferLocked() {
@@ -105,6 +116,9 @@ absl::StatusOr<size_t> OpenFileState::Write(uint64_t offset, const void* data, s
     if (dirty_.has_value() &&
         (dirty_->index != index || in_chunk > dirty_->hi || in_chunk + n < dirty_->lo)) {
       DispatchLocked();
+      // Dispatching may have waited (lock released): look again, another
+      // writer may have started a dirty chunk meanwhile.
+      continue;
     }
     if (!error_.ok()) return error_;
     if (!dirty_.has_value()) {

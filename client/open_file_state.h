@@ -63,8 +63,8 @@ class OpenFileState : public std::enable_shared_from_this<OpenFileState> {
   void ReleaseHandle() ABSL_LOCKS_EXCLUDED(mu_);
 
   // Takes in attributes the service returned at an open (close-to-open): a
-  // changed size or mtime drops cached chunks; the size is adopted unless
-  // this client has unflushed writes (then the larger one wins).
+  // changed size or mtime drops cached chunks; the size is adopted when no
+  // handle is open and nothing is pending, else the larger one wins.
   void Refresh(const meta::Attr& attr) ABSL_LOCKS_EXCLUDED(mu_);
 
   // Writes data[0, len) at `offset`, or at the current size if `append`.

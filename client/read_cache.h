@@ -27,6 +27,9 @@ class ReadCache {
   // Holds at most `capacity` chunks of `chunk_size` bytes. REQUIRES: both > 0.
   ReadCache(size_t capacity, uint32_t chunk_size);
 
+  // Changes the bound; entries over it are evicted by later fetches.
+  void set_capacity(size_t capacity) { capacity_ = capacity; }
+
   enum class Lookup { kMiss, kFetching, kReady };
   // Whether chunk `index` is cached with at least `needed` bytes of the
   // chunk covered (a chunk fetched when the file was shorter covers less).
@@ -74,7 +77,7 @@ class ReadCache {
   // Removes an entry; the buffer of one being fetched moves to stale_.
   void Drop(absl::flat_hash_map<uint64_t, Entry>::iterator it);
 
-  const size_t capacity_;
+  size_t capacity_;
   const uint32_t chunk_size_;
   uint64_t clock_ = 0;
   uint64_t next_fetch_id_ = 1;

@@ -1,0 +1,128 @@
+// Threads over the fakes: concurrent writers of different files, concurrent
+// readers of one file (which share fetched chunks), and concurrent writers
+// of disjoint ranges of one file.
+#include <fcntl.h>
+
+#include <atomic>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/synchronization/barrier.h"
+#include "absl/time/time.h"
+#include "client/file.h"
+#include "gtest/gtest.h"
+#include "tests/client/client_fixture.h"
+
+namespace ckptfs::client {
+namespace {
+
+class ConcurrencyTest : public ClientFixture {};
+
+TEST_F(ConcurrencyTest, SixteenWritersOfDifferentFiles) {
+  constexpr int kWriters = 16;
+  std::vector<std::string> data(kWriters);
+  std::vector<uint64_t> inos(kWriters, 0);
+  for (int i = 0; i < kWriters; ++i) data[i] = RandomBytes(5ull * kTestChunk + 123 * i, 1000 + i);
+  std::atomic<int> failures{0};
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kWriters; ++i) {
+    threads.emplace_back([&, i] {
+      auto created = client_->Create(kRootIno, "w" + std::to_string(i), 0644, 0, 0,
+                                     O_WRONLY | O_CREAT | O_TRUNC);
+      if (!created.ok()) {
+        ++failures;
+        return;
+      }
+      inos[i] = created->file->ino();
+      for (size_t done = 0; done < data[i].size();) {
+        const size_t n = std::min<size_t>(30000, data[i].size() - done);
+        if (!created->file->Write(done, data[i].data() + done, n).ok()) ++failures;
+        done += n;
+      }
+      if (!created->file->Close().ok()) ++failures;
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  ASSERT_EQ(failures.load(), 0);
+  for (int i = 0; i < kWriters; ++i) {
+    EXPECT_EQ(meta_->RecordedSize(inos[i]), data[i].size());
+    EXPECT_TRUE(SameBytes(ReadAll(inos[i]), data[i])) << "file " << i;
+  }
+}
+
+TEST_F(ConcurrencyTest, SixteenReadersOfOneFileShareChunks) {
+  constexpr int kReaders = 16;
+  constexpr uint64_t kChunks = 24;
+  auto file = CreateFile("shared");
+  const uint64_t ino = file->ino();
+  const std::string data = RandomBytes(kChunks * kTestChunk - 9, 77);
+  ASSERT_TRUE(file->Write(0, data.data(), data.size()).ok());
+  ASSERT_TRUE(file->Close().ok());
+  transport_->SetDelay(absl::Milliseconds(3));
+  const int reads_before = transport_->counts().reads;
+
+  std::vector<std::unique_ptr<File>> handles;
+  for (int i = 0; i < kReaders; ++i) {
+    auto opened = client_->Open(ino, O_RDONLY);
+    ASSERT_TRUE(opened.ok());
+    handles.push_back(*std::move(opened));
+  }
+  absl::Barrier* start = new absl::Barrier(kReaders);
+  std::atomic<int> mismatches{0};
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kReaders; ++i) {
+    threads.emplace_back([&, i] {
+      if (start->Block()) delete start;
+      std::string got(data.size(), '\0');
+      size_t done = 0;
+      while (done < got.size()) {
+        auto n = handles[i]->Read(done, got.data() + done, 131072);
+        if (!n.ok() || *n == 0) break;
+        done += *n;
+      }
+      if (done != data.size() || got != data) ++mismatches;
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  EXPECT_EQ(mismatches.load(), 0);
+  const int fetched = transport_->counts().reads - reads_before;
+  RecordProperty("chunk_reads", fetched);
+  // Each reader fetching everything would be kReaders * kChunks.
+  EXPECT_LE(fetched, static_cast<int>(2 * kChunks)) << fetched << " chunk reads";
+  for (auto& handle : handles) ASSERT_TRUE(handle->Close().ok());
+}
+
+TEST_F(ConcurrencyTest, WritersOfDisjointRangesOfOneFile) {
+  constexpr int kWriters = 8;
+  constexpr size_t kSlice = kTestChunk + 4321;  // slices straddle chunk boundaries
+  auto file = CreateFile("slices");
+  const uint64_t ino = file->ino();
+  const std::string data = RandomBytes(kWriters * kSlice, 99);
+  std::atomic<int> failures{0};
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kWriters; ++i) {
+    threads.emplace_back([&, i] {
+      auto handle = client_->Open(ino, O_WRONLY);
+      if (!handle.ok()) {
+        ++failures;
+        return;
+      }
+      for (size_t done = 0; done < kSlice;) {
+        const size_t n = std::min<size_t>(5000, kSlice - done);
+        const size_t at = i * kSlice + done;
+        if (!(*handle)->Write(at, data.data() + at, n).ok()) ++failures;
+        done += n;
+      }
+      if (!(*handle)->Close().ok()) ++failures;
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  ASSERT_EQ(failures.load(), 0);
+  ASSERT_TRUE(file->Close().ok());
+  EXPECT_EQ(meta_->RecordedSize(ino), data.size());
+  EXPECT_TRUE(SameBytes(ReadAll(ino), data));
+}
+
+}  // namespace
+}  // namespace ckptfs::client

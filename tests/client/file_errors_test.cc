@@ -1,0 +1,207 @@
+// Failure and flow-control behaviour of the file path over the fakes:
+// storage failures surface in Write/Flush/Close (never silently), the
+// in-flight cap holds, read-ahead fetches each chunk once, fsync syncs each
+// server that got chunks, commits happen only when something was written,
+// and bad names fail before any RPC.
+#include <fcntl.h>
+
+#include <cerrno>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "client/file.h"
+#include "common/errno_status.h"
+#include "gtest/gtest.h"
+#include "tests/client/client_fixture.h"
+
+namespace ckptfs::client {
+namespace {
+
+class FileErrorsTest : public ClientFixture {};
+
+TEST_F(FileErrorsTest, WriteFailureSurfacesInFlushWriteAndClose) {
+  auto file = CreateFile("fails");
+  const uint64_t ino = file->ino();
+  transport_->FailWrites(EIO);
+  const std::string data = RandomBytes(3ull * kTestChunk + 5, 1);
+  // The writes are accepted into buffers; the failure arrives asynchronously.
+  (void)file->Write(0, data.data(), data.size());
+  absl::Status flushed = file->Flush();
+  ASSERT_FALSE(flushed.ok());
+  EXPECT_EQ(ErrnoFromStatus(flushed), EIO);
+  // Sticky: the next write and the close report it too.
+  auto written = file->Write(data.size(), "x", 1);
+  ASSERT_FALSE(written.ok());
+  EXPECT_EQ(ErrnoFromStatus(written.status()), EIO);
+  absl::Status closed = file->Close();
+  ASSERT_FALSE(closed.ok());
+  EXPECT_EQ(ErrnoFromStatus(closed), EIO);
+  EXPECT_EQ(file->Close().code(), closed.code());  // idempotent
+  // Nothing was committed as if it had worked.
+  EXPECT_EQ(meta_->RecordedSize(ino), 0u);
+  EXPECT_EQ(meta_->Calls("CommitWrite"), 0);
+}
+
+TEST_F(FileErrorsTest, LateFailureSurfacesInCloseWithItsErrno) {
+  auto file = CreateFile("enospc");
+  transport_->FailWrites(ENOSPC, /*after=*/3);
+  const std::string data = RandomBytes(8ull * kTestChunk, 2);
+  for (size_t done = 0; done < data.size(); done += kTestChunk) {
+    auto written = file->Write(done, data.data() + done, kTestChunk);
+    if (!written.ok()) {
+      EXPECT_EQ(ErrnoFromStatus(written.status()), ENOSPC);
+      break;
+    }
+  }
+  absl::Status closed = file->Close();
+  ASSERT_FALSE(closed.ok());
+  EXPECT_EQ(ErrnoFromStatus(closed), ENOSPC);
+}
+
+TEST_F(FileErrorsTest, CommitFailureIsReportedAndRetried) {
+  auto file = CreateFile("commit");
+  const uint64_t ino = file->ino();
+  ASSERT_TRUE(file->Write(0, "abc", 3).ok());
+  meta_->FailNext("CommitWrite", ErrnoStatus(EIO, "injected"));
+  absl::Status flushed = file->Flush();
+  ASSERT_FALSE(flushed.ok());
+  EXPECT_EQ(ErrnoFromStatus(flushed), EIO);
+  EXPECT_EQ(meta_->RecordedSize(ino), 0u);
+  ASSERT_TRUE(file->Close().ok());  // commits again
+  EXPECT_EQ(meta_->RecordedSize(ino), 3u);
+}
+
+TEST_F(FileErrorsTest, FlushCommitsOnlyAfterWrites) {
+  auto file = CreateFile("commits");
+  ASSERT_TRUE(file->Flush().ok());
+  EXPECT_EQ(meta_->Calls("CommitWrite"), 0);
+  ASSERT_TRUE(file->Write(0, "a", 1).ok());
+  ASSERT_TRUE(file->Flush().ok());
+  ASSERT_TRUE(file->Flush().ok());
+  EXPECT_EQ(meta_->Calls("CommitWrite"), 1);
+  ASSERT_TRUE(file->Write(1, "b", 1).ok());
+  ASSERT_TRUE(file->Close().ok());
+  EXPECT_EQ(meta_->Calls("CommitWrite"), 2);
+}
+
+TEST_F(FileErrorsTest, InflightCapIsRespected) {
+  ClientOptions options = DefaultOptions();
+  options.max_inflight_chunks_per_file = 3;
+  options.io_threads = 12;
+  MakeClient(options);
+  transport_->SetDelay(absl::Milliseconds(15));
+  auto file = CreateFile("cap");
+  const std::string data = RandomBytes(16ull * kTestChunk, 3);
+  for (size_t done = 0; done < data.size(); done += 8192) {
+    ASSERT_TRUE(file->Write(done, data.data() + done, 8192).ok());
+  }
+  ASSERT_TRUE(file->Close().ok());
+  const auto counts = transport_->counts();
+  EXPECT_EQ(counts.writes, 16);
+  EXPECT_LE(counts.max_inflight_writes, 3);
+  EXPECT_GE(counts.max_inflight_writes, 2);  // and they do overlap
+  transport_->SetDelay(absl::ZeroDuration());
+  EXPECT_TRUE(SameBytes(ReadAll(file->ino()), data));
+}
+
+TEST_F(FileErrorsTest, SequentialReaderFetchesEachChunkOnce) {
+  auto file = CreateFile("readahead");
+  const uint64_t ino = file->ino();
+  const std::string data = RandomBytes(12ull * kTestChunk + 700, 4);
+  ASSERT_TRUE(file->Write(0, data.data(), data.size()).ok());
+  ASSERT_TRUE(file->Close().ok());
+  transport_->SetDelay(absl::Milliseconds(2));
+  const int reads_before = transport_->counts().reads;
+  auto reader = client_->Open(ino, O_RDONLY);
+  ASSERT_TRUE(reader.ok());
+  std::string got(data.size(), '\0');
+  for (size_t done = 0; done < got.size();) {
+    auto n = (*reader)->Read(done, got.data() + done, 16384);
+    ASSERT_TRUE(n.ok()) << n.status();
+    ASSERT_GT(*n, 0u);
+    done += *n;
+  }
+  EXPECT_TRUE(SameBytes(got, data));
+  for (uint64_t c = 0; c < 13; ++c) EXPECT_EQ(transport_->ReadsOf(ino, c), 1) << "chunk " << c;
+  EXPECT_EQ(transport_->counts().reads - reads_before, 13);
+  ASSERT_TRUE((*reader)->Close().ok());
+}
+
+TEST_F(FileErrorsTest, ReadFailureIsReturned) {
+  auto file = CreateFile("readfail");
+  ASSERT_TRUE(file->Write(0, "data", 4).ok());
+  ASSERT_TRUE(file->Close().ok());
+  transport_->FailReads(EIO);
+  auto reader = client_->Open(file->ino(), O_RDONLY);
+  ASSERT_TRUE(reader.ok());
+  char buf[4];
+  auto n = (*reader)->Read(0, buf, 4);
+  ASSERT_FALSE(n.ok());
+  EXPECT_EQ(ErrnoFromStatus(n.status()), EIO);
+}
+
+TEST_F(FileErrorsTest, FsyncSyncsEveryServerThatGotChunks) {
+  auto file = CreateFile("fsync");
+  const uint64_t ino = file->ino();
+  const std::string data = RandomBytes(2ull * kTestChunk, 6);  // chunks 0 and 1
+  ASSERT_TRUE(file->Write(0, data.data(), data.size()).ok());
+  ASSERT_TRUE(file->Fsync().ok());
+  EXPECT_EQ(meta_->RecordedSize(ino), data.size());
+  auto attr = client_->GetAttr(ino);
+  ASSERT_TRUE(attr.ok());
+  const auto& stripe = attr->layout().stripe();
+  EXPECT_EQ(transport_->SyncsOf(stripe[0], ino), 1);
+  EXPECT_EQ(transport_->SyncsOf(stripe[1], ino), 1);
+  EXPECT_EQ(transport_->SyncsOf(stripe[2], ino), 0);  // got no chunk
+  // Nothing new: no more syncs.
+  ASSERT_TRUE(file->Fsync().ok());
+  EXPECT_EQ(transport_->counts().syncs, 2);
+  // A failing sync is reported.
+  ASSERT_TRUE(file->Write(0, "z", 1).ok());
+  transport_->FailSyncs(EIO);
+  absl::Status synced = file->Fsync();
+  ASSERT_FALSE(synced.ok());
+  EXPECT_EQ(ErrnoFromStatus(synced), EIO);
+  transport_->FailSyncs(0);
+  EXPECT_TRUE(file->Fsync().ok());  // and retried
+}
+
+TEST_F(FileErrorsTest, WriteOnReadOnlyHandleIsEbadf) {
+  auto file = CreateFile("ro");
+  ASSERT_TRUE(file->Close().ok());
+  auto reader = client_->Open(file->ino(), O_RDONLY);
+  ASSERT_TRUE(reader.ok());
+  auto written = (*reader)->Write(0, "x", 1);
+  ASSERT_FALSE(written.ok());
+  EXPECT_EQ(ErrnoFromStatus(written.status()), EBADF);
+  ASSERT_TRUE((*reader)->Close().ok());
+  auto after_close = (*reader)->Read(0, nullptr, 0);
+  EXPECT_EQ(ErrnoFromStatus(after_close.status()), EBADF);
+}
+
+TEST_F(FileErrorsTest, BadNamesFailBeforeAnyRpc) {
+  const std::string long_name(256, 'a');
+  auto looked = client_->Lookup(kRootIno, long_name);
+  EXPECT_EQ(ErrnoFromStatus(looked.status()), ENAMETOOLONG);
+  auto created = client_->Create(kRootIno, long_name, 0644, 0, 0, O_CREAT | O_RDWR);
+  EXPECT_EQ(ErrnoFromStatus(created.status()), ENAMETOOLONG);
+  auto made = client_->Mkdir(kRootIno, "a/b", 0755, 0, 0);
+  EXPECT_EQ(ErrnoFromStatus(made.status()), EINVAL);
+  EXPECT_EQ(ErrnoFromStatus(client_->Unlink(kRootIno, "..")), EINVAL);
+  EXPECT_EQ(ErrnoFromStatus(client_->Rename(kRootIno, "x", kRootIno, "", false)), EINVAL);
+  EXPECT_EQ(meta_->Calls("Lookup") + meta_->Calls("Create") + meta_->Calls("Mkdir") +
+                meta_->Calls("Unlink") + meta_->Calls("Rename"),
+            0);
+}
+
+TEST_F(FileErrorsTest, OpenOfDirectoryIsEisdir) {
+  auto dir = client_->Mkdir(kRootIno, "d", 0755, 0, 0);
+  ASSERT_TRUE(dir.ok());
+  auto opened = client_->Open(dir->ino(), O_RDONLY);
+  ASSERT_FALSE(opened.ok());
+  EXPECT_EQ(ErrnoFromStatus(opened.status()), EISDIR);
+}
+
+}  // namespace
+}  // namespace ckptfs::client
