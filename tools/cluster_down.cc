@@ -71,14 +71,16 @@ int RunDown(const ParsedFlags& flags) {
   if (!state.mountpoint.empty()) {
     std::optional<MountEntry> mount = FindMount(state.mountpoint);
     if (mount.has_value() && mount->is_fuse()) {
-      absl::Status s = UnmountWithRetries(
+      absl::StatusOr<UnmountResult> result = UnmountWithRetries(
           state.mountpoint, /*attempts=*/5, /*lazy=*/true,
           [](const std::string& line) { std::cout << line << std::endl; });
-      if (s.ok()) {
-        std::cout << "unmounted " << state.mountpoint << std::endl;
-      } else {
-        std::cerr << "ckptfs down: " << s.message() << std::endl;
+      if (!result.ok()) {
+        std::cerr << "ckptfs down: " << result.status().message() << std::endl;
         failed = true;
+      } else if (*result == UnmountResult::kDetachedLazily) {
+        std::cout << "detached " << state.mountpoint << " (lazily)" << std::endl;
+      } else {
+        std::cout << "unmounted " << state.mountpoint << std::endl;
       }
     }
   }

@@ -49,15 +49,32 @@ struct UpConfig {
 // Every port must be free before anything starts; a busy one is reported
 // with a free alternative to pass instead.
 absl::Status CheckPorts(const UpConfig& config) {
-  std::vector<uint16_t> storage_ports;
-  for (int i = 0; i < config.servers; ++i) storage_ports.push_back(config.StoragePort(i));
-  std::vector<std::string> problems;
   absl::Status meta = CheckPortFree(config.host, config.meta_port);
   if (!meta.ok() && ErrnoFromStatus(meta) != EADDRINUSE) {
     return absl::FailedPreconditionError(
         absl::StrCat("cannot listen on ", config.MetaAddress(), ": ", meta.message(),
                      " (is --host ", config.host, " an address of this machine?)"));
   }
+  std::vector<uint16_t> busy;
+  for (int i = 0; i < config.servers; ++i) {
+    if (!CheckPortFree(config.host, config.StoragePort(i)).ok()) {
+      busy.push_back(config.StoragePort(i));
+    }
+  }
+  if (meta.ok() && busy.empty()) return absl::OkStatus();
+
+  // Suggest a storage range first, then a meta port outside it, so that
+  // passing both suggestions works.
+  std::optional<uint16_t> storage_alt = config.storage_port;
+  if (!busy.empty()) {
+    storage_alt = FindFreePortRange(config.host, config.storage_port, config.servers,
+                                    {config.meta_port});
+  }
+  std::vector<uint16_t> storage_ports;
+  for (int i = 0; storage_alt && i < config.servers; ++i) {
+    storage_ports.push_back(static_cast<uint16_t>(*storage_alt + i));
+  }
+  std::vector<std::string> problems;
   if (!meta.ok()) {
     std::optional<uint16_t> alt =
         FindFreePortRange(config.host, config.meta_port, 1, storage_ports);
@@ -65,21 +82,14 @@ absl::Status CheckPorts(const UpConfig& config) {
         "port ", config.meta_port, " (metadata service) on ", config.host,
         " is already in use", alt ? absl::StrCat("; pass --meta-port ", *alt) : ""));
   }
-  std::vector<uint16_t> busy;
-  for (uint16_t port : storage_ports) {
-    if (!CheckPortFree(config.host, port).ok()) busy.push_back(port);
-  }
   if (!busy.empty()) {
-    std::optional<uint16_t> alt = FindFreePortRange(
-        config.host, config.storage_port, config.servers, {config.meta_port});
     problems.push_back(absl::StrCat(
         busy.size() == 1 ? "port " : "ports ", absl::StrJoin(busy, ", "),
         " (storage servers use ", config.storage_port, "..",
         config.StoragePort(config.servers - 1), ") on ", config.host,
         busy.size() == 1 ? " is" : " are", " already in use",
-        alt ? absl::StrCat("; pass --storage-port ", *alt) : ""));
+        storage_alt ? absl::StrCat("; pass --storage-port ", *storage_alt) : ""));
   }
-  if (problems.empty()) return absl::OkStatus();
   return absl::FailedPreconditionError(absl::StrCat(
       absl::StrJoin(problems, "\n  "),
       "\n  (another ckptfs cluster or another program listens there; `ss -ltnp` "
@@ -216,10 +226,10 @@ class ClusterStarter {
     if (state_.daemons.empty()) return 1;
     std::cerr << "stopping what was started ...\n";
     if (!state_.mountpoint.empty()) {
-      absl::Status s = UnmountWithRetries(
+      absl::StatusOr<UnmountResult> result = UnmountWithRetries(
           state_.mountpoint, 1, /*lazy=*/true,
           [](const std::string& line) { std::cerr << "  " << line << "\n"; });
-      if (!s.ok()) std::cerr << "  " << s.message() << "\n";
+      if (!result.ok()) std::cerr << "  " << result.status().message() << "\n";
     }
     std::vector<ProcessRecord> records;
     for (auto it = state_.daemons.rbegin(); it != state_.daemons.rend(); ++it) {

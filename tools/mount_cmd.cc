@@ -120,13 +120,17 @@ int RunUmount(const ParsedFlags& flags) {
     return Failure(spec, absl::StrCat(mountpoint, " is a ", mount->fs_type,
                                       " mount, not a ckptfs (FUSE) mount"));
   }
-  absl::Status s = UnmountWithRetries(
-      mountpoint, /*attempts=*/5, flags.GetBool("lazy"),
+  const bool lazy = flags.GetBool("lazy");
+  absl::StatusOr<UnmountResult> result = UnmountWithRetries(
+      mountpoint, /*attempts=*/5, lazy,
       [](const std::string& line) { std::cerr << line << std::endl; });
-  if (!s.ok()) {
-    return Failure(spec, absl::StrCat(s.message(), flags.GetBool("lazy")
-                                                       ? ""
-                                                       : "\n  (--lazy detaches it anyway)"));
+  if (!result.ok()) {
+    return Failure(spec, absl::StrCat(result.status().message(),
+                                      lazy ? "" : "\n  (--lazy detaches it anyway)"));
+  }
+  if (*result == UnmountResult::kDetachedLazily) {
+    std::cout << "detached " << mountpoint << " (lazily)" << std::endl;
+    return 0;
   }
   std::cout << "unmounted " << mountpoint << std::endl;
   return 0;

@@ -151,16 +151,18 @@ std::vector<MountHolder> FindMountHolders(const std::string& mount_point) {
   return holders;
 }
 
-absl::Status UnmountWithRetries(
+absl::StatusOr<UnmountResult> UnmountWithRetries(
     const std::string& mount_point, int attempts, bool lazy,
     const std::function<void(const std::string&)>& report) {
   absl::Status last;
   for (int attempt = 0; attempt < attempts; ++attempt) {
     if (attempt > 0) absl::SleepFor(absl::Seconds(1));
     std::optional<MountEntry> mount = FindMount(mount_point);
-    if (!mount.has_value() || !mount->is_fuse()) return absl::OkStatus();
+    if (!mount.has_value() || !mount->is_fuse()) {
+      return attempt == 0 ? UnmountResult::kNotMounted : UnmountResult::kUnmounted;
+    }
     last = FuseUnmount(mount_point, /*lazy=*/false);
-    if (last.ok()) return absl::OkStatus();
+    if (last.ok()) return UnmountResult::kUnmounted;
     if (ErrnoFromStatus(last) != EBUSY) return last;
     if (attempt == 0) report(absl::StrCat(mount_point, " is busy; retrying"));
   }
@@ -177,7 +179,8 @@ absl::Status UnmountWithRetries(
   report(absl::StrCat("WARNING: detaching ", mount_point,
                       " lazily (fusermount3 -u -z); the processes above keep "
                       "their open files until they close them"));
-  return FuseUnmount(mount_point, /*lazy=*/true);
+  if (absl::Status s = FuseUnmount(mount_point, /*lazy=*/true); !s.ok()) return s;
+  return UnmountResult::kDetachedLazily;
 }
 
 }  // namespace ckptfs::tools

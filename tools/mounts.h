@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 
 namespace ckptfs::tools {
@@ -49,12 +50,15 @@ struct MountHolder {
 // skipped).
 std::vector<MountHolder> FindMountHolders(const std::string& mount_point);
 
+// How UnmountWithRetries ended.
+enum class UnmountResult { kNotMounted, kUnmounted, kDetachedLazily };
+
 // Unmounts a FUSE mount: retries `fusermount3 -u` for `attempts` tries,
-// one second apart, while it is busy. If it is still busy then, and `lazy`
-// is set, detaches it with `fusermount3 -u -z`. `report` receives one line
-// per notable event (busy, holders, lazy detach). OK once nothing is mounted
-// at `mount_point` (or a lazy detach succeeded).
-absl::Status UnmountWithRetries(
+// one second apart, while it is busy. If it is still busy then, reports the
+// processes holding it and, if `lazy` is set, detaches it with
+// `fusermount3 -u -z`. `report` receives one line per notable event (busy,
+// holders, lazy detach). An error when it stays mounted.
+absl::StatusOr<UnmountResult> UnmountWithRetries(
     const std::string& mount_point, int attempts, bool lazy,
     const std::function<void(const std::string&)>& report);
 
