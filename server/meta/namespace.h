@@ -46,6 +46,9 @@ inline constexpr uint32_t kMaxChunkSize = 64u << 20;
 inline constexpr size_t kMaxXattrNameLength = 255;   // XATTR_NAME_MAX
 inline constexpr size_t kMaxXattrValueSize = 65536;  // XATTR_SIZE_MAX
 inline constexpr size_t kMaxSymlinkTarget = 4095;    // PATH_MAX - 1
+// All xattr names and values of one inode together (they live in the inode
+// record, which every stat reads).
+inline constexpr size_t kMaxXattrBytesPerInode = 1u << 20;
 
 // OK if `chunk_size` is a power of two in [kMinChunkSize, kMaxChunkSize].
 absl::Status ValidateChunkSize(uint64_t chunk_size);
@@ -116,9 +119,10 @@ class Namespace {
 
   // --- Listing (ops/readdir.cc) ---
   // Up to `limit` entries (0: the default page; larger than the maximum page:
-  // clamped) whose names sort bytewise after `start_after`; `more` says
-  // whether entries follow. "." and ".." are not listed (the mount adds
-  // them). ENOTDIR for a non-directory.
+  // clamped; a page also ends at about 1 MiB of names) whose names sort
+  // bytewise after `start_after`; `more` says whether entries follow. "."
+  // and ".." are not listed (the mount adds them). ENOTDIR for a
+  // non-directory.
   absl::StatusOr<ReadDirReply> ReadDir(uint64_t ino, absl::string_view start_after,
                                        uint32_t limit);
 
@@ -133,7 +137,8 @@ class Namespace {
 
   // --- Extended attributes (ops/xattr.cc) ---
   // Names: 1..255 bytes (ERANGE otherwise, as Linux), no NUL (EINVAL); values at
-  // most 64 KiB (E2BIG). create_only: EEXIST if present; replace_only:
+  // most 64 KiB (E2BIG); at most 1 MiB of xattrs per inode (ENOSPC).
+  // create_only: EEXIST if present; replace_only:
   // ENODATA if absent. user.ckptfs.chunk_size must be a decimal power of two
   // in [64 KiB, 64 MiB] (EINVAL).
   absl::Status SetXattr(const SetXattrRequest& request);

@@ -315,6 +315,23 @@ TEST_F(NamespaceTest, XattrsFollowLinuxSemantics) {
   EXPECT_ERRNO(ns_->SetXattr(set), ENOENT);
 }
 
+TEST_F(NamespaceTest, XattrsOfOneInodeAreBounded) {
+  auto file = CreateFile(kRootIno, "f");
+  ASSERT_TRUE(file.ok());
+  SetXattrRequest set;
+  set.set_ino(file->ino());
+  set.set_value(std::string(65536, 'v'));
+  for (int i = 0; i < 15; ++i) {
+    set.set_name(absl::StrCat("user.x", i));
+    ASSERT_OK(ns_->SetXattr(set));
+  }
+  set.set_name("user.x15");
+  EXPECT_ERRNO(ns_->SetXattr(set), ENOSPC);
+  set.set_name("user.x3");  // replacing one in place still fits
+  EXPECT_OK(ns_->SetXattr(set));
+  EXPECT_EQ(ns_->ListXattr(file->ino())->size(), 15u);
+}
+
 TEST_F(NamespaceTest, StatFsSumsAliveServersAndCountsInodes) {
   AddServer("uuid-b", 5000, 1000);
   auto stats = ns_->StatFs();

@@ -285,5 +285,18 @@ TEST_F(NamespaceTreeTest, ReadDirClampsToTheMaximumPage) {
   EXPECT_FALSE(empty->more());
 }
 
+TEST_F(NamespaceTreeTest, ReadDirPagesStayUnderTheMessageLimitWithLongNames) {
+  constexpr int kEntries = 5000;
+  for (int i = 0; i < kEntries; ++i) {
+    ASSERT_TRUE(CreateFile(kRootIno, absl::StrFormat("%05d", i) + std::string(250, 'x')).ok());
+  }
+  auto first = ns_->ReadDir(kRootIno, "", 0xffffffffu);
+  ASSERT_TRUE(first.ok());
+  EXPECT_TRUE(first->more());
+  EXPECT_LT(first->entries_size(), kEntries);
+  EXPECT_LT(first->ByteSizeLong(), size_t{2} << 20);
+  EXPECT_EQ(ListNames(kRootIno).size(), size_t{kEntries});  // paging still sees all
+}
+
 }  // namespace
 }  // namespace ckptfs::meta

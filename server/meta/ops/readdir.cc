@@ -10,6 +10,10 @@
 #include "server/meta/ops/ops_util.h"
 
 namespace ckptfs::meta {
+namespace {
+constexpr size_t kMaxReadDirReplyBytes = 1u << 20;
+constexpr size_t kDirEntryOverhead = 16;  // ino, type and protobuf framing
+}  // namespace
 
 absl::StatusOr<ReadDirReply> Namespace::ReadDir(uint64_t ino, absl::string_view start_after,
                                                 uint32_t limit) {
@@ -26,7 +30,15 @@ absl::StatusOr<ReadDirReply> Namespace::ReadDir(uint64_t ino, absl::string_view 
   ReadDirReply reply;
   reply.set_more(entries->size() > page);
   if (entries->size() > page) entries->resize(page);
+  size_t reply_bytes = 0;
   for (const KeyValue& kv : *entries) {
+    // Long names could push a full page past gRPC's 4 MiB message limit:
+    // end the page early instead (the caller follows `more`).
+    reply_bytes += kv.key.size() - prefix.size() + kDirEntryOverhead;
+    if (reply_bytes > kMaxReadDirReplyBytes && reply.entries_size() > 0) {
+      reply.set_more(true);
+      break;
+    }
     DentryRecord dentry;
     if (!dentry.ParseFromString(kv.value)) {
       return ErrnoStatus(EIO, "corrupt directory entry record");

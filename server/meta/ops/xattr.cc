@@ -54,6 +54,14 @@ absl::Status Namespace::SetXattr(const SetXattrRequest& request) {
                                               request.name(), "\""));
     }
     if (request.replace_only() && !exists) return NoData(request.ino(), request.name());
+    size_t total = request.name().size() + request.value().size();
+    for (const auto& [name, value] : xattrs) {
+      if (name != request.name()) total += name.size() + value.size();
+    }
+    if (total > kMaxXattrBytesPerInode) {
+      return ErrnoStatus(ENOSPC, absl::StrCat("inode ", request.ino(), ": xattrs would take ",
+                                              total, " bytes, over ", kMaxXattrBytesPerInode));
+    }
     xattrs[request.name()] = request.value();
     inode->mutable_attr()->set_ctime_ns(clock_->NowNs());
     txn.PutInode(*inode);
