@@ -1,6 +1,8 @@
 // The `ckptfs` command line: dispatches to a subcommand (commands.h).
 //   ckptfs help [COMMAND]      ckptfs COMMAND --help      ckptfs COMMAND [flags]
 // Exit status: 0 success, 1 failure, 2 usage error.
+#include <signal.h>
+
 #include <cstring>
 #include <iostream>
 #include <string>
@@ -34,6 +36,9 @@ const Command* FindCommand(const std::string& name) {
 }
 
 int Main(int argc, char** argv) {
+  // A closed stdout (`ckptfs up | head -1`) must not kill `up` halfway;
+  // daemons get the default disposition back (process.cc).
+  ::signal(SIGPIPE, SIG_IGN);
   if (argc < 2) {
     std::cerr << GeneralUsage();
     return 2;
