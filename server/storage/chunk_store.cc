@@ -154,17 +154,18 @@ absl::Status ChunkStore::Publish(Ring& ring, ChunkKey key, const char* header_bl
   if (status.ok()) {
     const std::string dir = InodeDir(key.ino);
     const std::string path = ChunkPath(key);
-    // A concurrent Trim may remove the (empty) inode directory between our
-    // mkdir and rename; try again then.
+    // The inode directory usually exists already; make it when the rename
+    // says it does not. A concurrent Trim may remove it again (when empty)
+    // between our mkdir and rename: try again then.
     for (int attempt = 0;; ++attempt) {
-      status = MakeDir(dir);
-      if (!status.ok()) break;
       if (::rename(tmp.c_str(), path.c_str()) == 0) break;
       const int err = errno;
-      if (err != ENOENT || attempt >= 3) {
+      if (err != ENOENT || attempt >= 4) {
         status = SyscallError(err, absl::StrCat("rename ", tmp, " to ", path));
         break;
       }
+      status = MakeDir(dir);
+      if (!status.ok()) break;
     }
   }
   if (!status.ok()) ::unlink(tmp.c_str());
