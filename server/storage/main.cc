@@ -77,6 +77,9 @@ int Main() {
   sigaddset(&signals, SIGTERM);
   sigaddset(&signals, SIGINT);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  // A peer or a log reader that goes away must not kill the server; sockets
+  // already use MSG_NOSIGNAL, this covers stderr and everything else.
+  ::signal(SIGPIPE, SIG_IGN);
 
   if (absl::Status s = CreateDirectories(data_dir); !s.ok()) {
     return Fail(kExitConfig, absl::StrCat("data directory: ", s.message()));
