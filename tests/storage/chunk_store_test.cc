@@ -4,6 +4,8 @@
 #include "server/storage/chunk_store.h"
 
 #include <fcntl.h>
+#include <signal.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -325,6 +327,28 @@ TEST_F(ChunkStoreTest, WritesSurviveConcurrentTrimsOfTheInode) {
   }
   done = true;
   trimmer.join();
+}
+
+TEST_F(ChunkStoreTest, FailedWriteReportsTheErrorAndKeepsTheOldChunk) {
+  // A file size limit stands in for a full disk: the data write fails.
+  ASSERT_TRUE(Write({90, 0}, 0, "old version", true).ok());
+  struct sigaction ignore {};
+  ignore.sa_handler = SIG_IGN;
+  struct sigaction old_action {};
+  ASSERT_EQ(::sigaction(SIGXFSZ, &ignore, &old_action), 0);
+  rlimit old_limit{};
+  ASSERT_EQ(::getrlimit(RLIMIT_FSIZE, &old_limit), 0);
+  rlimit small = old_limit;
+  small.rlim_cur = 64 * 1024;
+  ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &small), 0);
+  absl::Status failed = Write({90, 0}, 0, Pattern(1 << 20, 9), true);
+  ::setrlimit(RLIMIT_FSIZE, &old_limit);
+  ::sigaction(SIGXFSZ, &old_action, nullptr);
+  ASSERT_FALSE(failed.ok());
+  EXPECT_EQ(ErrnoFromStatus(failed), EFBIG) << failed;
+  EXPECT_NE(failed.message().find("chunk 0 of inode 90"), absl::string_view::npos) << failed;
+  EXPECT_EQ(*ReadAll({90, 0}), "old version");
+  EXPECT_TRUE(std::filesystem::is_empty(dir_.path() + "/tmp"));
 }
 
 TEST_F(ChunkStoreTest, ReportsSpace) {
