@@ -80,7 +80,10 @@ void MetaServer::Shutdown() {
   if (shut_down_) return;
   shut_down_ = true;
   if (server_ != nullptr) {
-    server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+    // Handlers only touch the local store and finish within milliseconds, so
+    // a short grace suffices; gRPC otherwise tends to sit out the whole
+    // deadline while clients (mounts, storage servers) stay connected.
+    server_->Shutdown(std::chrono::system_clock::now() + std::chrono::milliseconds(500));
     server_->Wait();
   }
   if (reclaimer_ != nullptr) reclaimer_->Stop();

@@ -13,9 +13,8 @@ using Context = MetaServiceImpl::Context;
 using Reactor = MetaServiceImpl::Reactor;
 
 Reactor* Finish(Context* ctx, const char* rpc, const absl::Status& status) {
-  if (!status.ok()) {
-    CKPTFS_LOG(kDebug) << rpc << " from " << ctx->peer() << ": " << status.ToString();
-  }
+  CKPTFS_LOG(kDebug) << rpc << " from " << ctx->peer() << ": "
+                     << (status.ok() ? "OK" : status.ToString());
   Reactor* reactor = ctx->DefaultReactor();
   reactor->Finish(ToGrpcStatus(status));
   return reactor;
