@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <iostream>
+#include <memory>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -100,7 +101,7 @@ class ClusterStarter {
  public:
   ClusterStarter(UpConfig config, StateDir dir)
       : config_(std::move(config)), dir_(std::move(dir)),
-        probe_(config_.MetaAddress()) {
+        probe_(nullptr) {
     state_.meta_address = config_.MetaAddress();
   }
 
@@ -148,7 +149,13 @@ class ClusterStarter {
                        return absl::UnavailableError(
                            absl::StrCat("ckptfs-meta (pid ", pid, ") ", *how));
                      }
-                     return probe_.ListServers(absl::Seconds(1)).ok();
+                     if (probe_ == nullptr) {
+                       if (!PortAcceptsConnections(config_.host, config_.meta_port)) {
+                         return false;
+                       }
+                       probe_ = std::make_unique<MetaProbe>(config_.MetaAddress());
+                     }
+                     return probe_->ListServers(absl::Seconds(1)).ok();
                    });
   }
 
@@ -180,7 +187,7 @@ class ClusterStarter {
             }
           }
           absl::StatusOr<std::vector<meta::ServerInfo>> servers =
-              probe_.ListServers(absl::Seconds(1));
+              probe_->ListServers(absl::Seconds(1));
           if (!servers.ok()) return false;
           for (int i = 0; i < config_.servers; ++i) {
             const uint16_t port = config_.StoragePort(i);
@@ -263,7 +270,9 @@ class ClusterStarter {
 
   UpConfig config_;
   StateDir dir_;
-  MetaProbe probe_;
+  // Created once the service accepts connections: a channel that met a
+  // refused connection may sit in gRPC's reconnect backoff for seconds.
+  std::unique_ptr<MetaProbe> probe_;
   ClusterState state_;
   std::string failing_log_;  // the log to show if the current step fails
 };
