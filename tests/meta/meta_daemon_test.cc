@@ -122,11 +122,26 @@ class MetaDaemonTest : public ::testing::Test {
   TempDir dir_;
 };
 
-TEST_F(MetaDaemonTest, ServesAndExitsCleanlyOnSigterm) {
-  MetaProcess meta(Flags(FreePort(), dir_.path() + "/data"), LogPath("meta"));
+TEST_F(MetaDaemonTest, ServesAndExitsCleanlyAndPromptlyOnSigterm) {
+  const uint16_t port = FreePort();
+  MetaProcess meta(Flags(port, dir_.path() + "/data"), LogPath("meta"));
   ASSERT_TRUE(meta.WaitServing(absl::Seconds(20))) << meta.Log();
+  EXPECT_TRUE(absl::StrContains(meta.Log(), absl::StrCat("serving on 127.0.0.1:", port)));
+  // A connected client (as mounts and storage servers are) must not hold up
+  // the shutdown.
+  auto stub = MetaService::NewStub(grpc::CreateChannel(absl::StrCat("127.0.0.1:", port),
+                                                       grpc::InsecureChannelCredentials()));
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  InodeRequest root;
+  root.set_ino(kRootIno);
+  AttrReply attr;
+  ASSERT_TRUE(stub->GetAttr(&context, root, &attr).ok());
+  EXPECT_EQ(attr.attr().type(), DIRECTORY);
+  const absl::Time start = absl::Now();
   meta.Signal(SIGTERM);
   EXPECT_EQ(meta.Wait(absl::Seconds(15)), 0) << meta.Log();
+  EXPECT_LT(absl::Now() - start, absl::Seconds(3));
 }
 
 TEST_F(MetaDaemonTest, BusyPortAndBusyDataDirExitWithStatusTwo) {
