@@ -15,8 +15,9 @@ namespace ckptfs::client {
 namespace {
 
 // Reads starting this close to where the last one ended still count as
-// sequential: the kernel issues read-ahead requests slightly out of order.
-constexpr uint64_t kSequentialSlack = 1 << 20;
+// sequential: the kernel issues its read-ahead requests (a window of a few
+// MiB) concurrently, so they arrive slightly out of order.
+constexpr uint64_t kSequentialSlack = 8 << 20;
 
 }  // namespace
 

@@ -20,11 +20,11 @@ namespace {
 constexpr uint64_t kMaxChunkIndex = UINT32_MAX;
 
 // Chunks cached per file: the read-ahead window and a few behind it, plus
-// two per open handle (up to 16) so that readers of one file at slightly
-// different positions still share what was fetched.
+// one per further open handle (up to 16) so that readers of one file at
+// slightly different positions still share what was fetched.
 size_t CacheCapacity(const ClientOptions& options, int handles) {
   return static_cast<size_t>(std::max(0, options.readahead_chunks)) + 4 +
-         2 * static_cast<size_t>(std::clamp(handles - 1, 0, 16));
+         static_cast<size_t>(std::clamp(handles - 1, 0, 16));
 }
 
 }  // namespace

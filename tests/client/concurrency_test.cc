@@ -88,8 +88,10 @@ TEST_F(ConcurrencyTest, SixteenReadersOfOneFileShareChunks) {
   EXPECT_EQ(mismatches.load(), 0);
   const int fetched = transport_->counts().reads - reads_before;
   RecordProperty("chunk_reads", fetched);
-  // Each reader fetching everything would be kReaders * kChunks.
-  EXPECT_LE(fetched, static_cast<int>(2 * kChunks)) << fetched << " chunk reads";
+  // Each reader fetching everything would be kReaders * kChunks; readers in
+  // step share every fetch (kChunks), and a straggler the cache has moved
+  // past may fetch again.
+  EXPECT_LT(fetched, static_cast<int>(kReaders * kChunks / 4)) << fetched << " chunk reads";
   for (auto& handle : handles) ASSERT_TRUE(handle->Close().ok());
 }
 
