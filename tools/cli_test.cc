@@ -194,6 +194,47 @@ TEST_F(CliTest, DaemonThatNeverAnswersIsStopped) {
   EXPECT_FALSE(StateFileExists());
 }
 
+TEST_F(CliTest, BadMountpointIsRefusedBeforeAnythingStarts) {
+  StandIns("touch " + root_ + "/meta-started; exit 1");
+  std::ofstream(root_ + "/a-file") << "x";
+  CommandResult r = Run({"up", "--state-dir", state_, "--mountpoint", root_ + "/a-file",
+                         "--meta-port", absl::StrCat(base_), "--storage-port",
+                         absl::StrCat(base_ + 1)});
+  EXPECT_EQ(r.exit_status, 1);
+  EXPECT_NE(r.output.find(root_ + "/a-file"), std::string::npos) << r.output;
+  EXPECT_FALSE(std::filesystem::exists(root_ + "/meta-started"));
+}
+
+TEST_F(CliTest, InterruptedUpStopsWhatItStarted) {
+  StandIns("echo $$ > " + root_ + "/meta.pid\n"
+           "trap 'exit 0' TERM\nwhile :; do sleep 0.1; done");
+  std::vector<std::string> args = Up();
+  args.insert(args.begin(), CKPTFS_CLI_PATH);
+  auto up = SpawnDetached(args, root_ + "/up.out");
+  ASSERT_TRUE(up.ok());
+  spawned_.push_back(up->pid);
+  for (int i = 0; i < 100 && !std::filesystem::exists(root_ + "/meta.pid"); ++i) {
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  absl::SleepFor(absl::Milliseconds(100));
+  ASSERT_EQ(::kill(up->pid, SIGINT), 0);
+  std::optional<std::string> how;
+  for (int i = 0; i < 200 && !how; ++i) {
+    how = ReapIfExited(up->pid);
+    if (!how) absl::SleepFor(absl::Milliseconds(50));
+  }
+  ASSERT_TRUE(how.has_value());
+  EXPECT_EQ(*how, "exited with status 1");
+  std::ifstream out_file(root_ + "/up.out");
+  const std::string out(std::istreambuf_iterator<char>(out_file), {});
+  EXPECT_NE(out.find("interrupted"), std::string::npos) << out;
+  std::ifstream in(root_ + "/meta.pid");
+  pid_t pid = 0;
+  ASSERT_TRUE(in >> pid);
+  EXPECT_FALSE(Alive(pid));
+  EXPECT_FALSE(StateFileExists());
+}
+
 TEST_F(CliTest, RunningClusterIsRefusedAndDownStopsOnlyRecordedProcesses) {
   auto dir = StateDir::Open(state_, /*create=*/true);
   ASSERT_TRUE(dir.ok());

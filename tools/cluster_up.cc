@@ -401,11 +401,9 @@ int RunUp(const ParsedFlags& flags) {
   if (absl::Status s = CheckPorts(config); !s.ok()) {
     return Failure(spec, std::string(s.message()));
   }
-  if (std::optional<MountEntry> mount = FindMount(config.mountpoint);
-      mount.has_value() && mount->is_fuse()) {
-    return Failure(spec, absl::StrCat(config.mountpoint, " is already a FUSE mount (",
-                                      mount->fs_type, "); unmount it first: ckptfs umount "
-                                      "--mountpoint ", config.mountpoint));
+  // Before anything starts: the mountpoint must be a free directory.
+  if (absl::Status s = PrepareMountpoint(config.mountpoint); !s.ok()) {
+    return Failure(spec, std::string(s.message()));
   }
   InstallInterruptHandler();
   ClusterStarter starter(std::move(config), std::move(*dir));
