@@ -1,32 +1,42 @@
 // See keys.h.
 #include "server/meta/keys.h"
 
-#include "absl/base/internal/endian.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 
 namespace ckptfs::meta {
 
-std::string EncodeU64(uint64_t value) {
-  char buf[8];
-  absl::big_endian::Store64(buf, value);
-  return std::string(buf, sizeof(buf));
+namespace {
+
+// Fixed-width big-endian encoding, by hand: absl's endian helpers are
+// internal to absl.
+template <typename T>
+std::string EncodeBigEndian(T value) {
+  std::string out(sizeof(T), '\0');
+  for (size_t i = 0; i < sizeof(T); ++i) {
+    out[sizeof(T) - 1 - i] = static_cast<char>(value & 0xff);
+    value >>= 8;
+  }
+  return out;
 }
 
+template <typename T>
+std::optional<T> DecodeBigEndian(absl::string_view bytes) {
+  if (bytes.size() != sizeof(T)) return std::nullopt;
+  T value = 0;
+  for (char byte : bytes) value = static_cast<T>((value << 8) | static_cast<unsigned char>(byte));
+  return value;
+}
+
+}  // namespace
+
+std::string EncodeU64(uint64_t value) { return EncodeBigEndian(value); }
 std::optional<uint64_t> DecodeU64(absl::string_view bytes) {
-  if (bytes.size() != 8) return std::nullopt;
-  return absl::big_endian::Load64(bytes.data());
+  return DecodeBigEndian<uint64_t>(bytes);
 }
-
-std::string EncodeU32(uint32_t value) {
-  char buf[4];
-  absl::big_endian::Store32(buf, value);
-  return std::string(buf, sizeof(buf));
-}
-
+std::string EncodeU32(uint32_t value) { return EncodeBigEndian(value); }
 std::optional<uint32_t> DecodeU32(absl::string_view bytes) {
-  if (bytes.size() != 4) return std::nullopt;
-  return absl::big_endian::Load32(bytes.data());
+  return DecodeBigEndian<uint32_t>(bytes);
 }
 
 std::string InodeKey(uint64_t ino) { return absl::StrCat(kInodePrefix, EncodeU64(ino)); }

@@ -6,10 +6,10 @@
 #include <utility>
 #include <vector>
 
-#include "absl/base/internal/endian.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/errno_status.h"
+#include "server/meta/keys.h"
 #include "rocksdb/db.h"
 #include "rocksdb/options.h"
 #include "rocksdb/write_batch.h"
@@ -22,13 +22,12 @@ constexpr char kRevisionKey[] = "revision";
 constexpr size_t kVersionBytes = 8;
 
 std::string EncodeVersion(int64_t version) {
-  char buf[kVersionBytes];
-  absl::big_endian::Store64(buf, static_cast<uint64_t>(version));
-  return std::string(buf, kVersionBytes);
+  return EncodeU64(static_cast<uint64_t>(version));
 }
 
+// REQUIRES: bytes.size() >= kVersionBytes.
 int64_t DecodeVersion(absl::string_view bytes) {
-  return static_cast<int64_t>(absl::big_endian::Load64(bytes.data()));
+  return static_cast<int64_t>(*DecodeU64(bytes.substr(0, kVersionBytes)));
 }
 
 absl::Status FromRocks(const rocksdb::Status& status, absl::string_view what) {
