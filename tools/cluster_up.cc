@@ -11,6 +11,7 @@
 #include <iostream>
 #include <memory>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/errno_status.h"
@@ -264,7 +265,12 @@ class ClusterStarter {
     std::cout << "\nckptfs cluster is up (state: " << dir_.StateFile() << ")\n\n"
               << FormatTable(rows) << "\nmounted at " << config_.mountpoint << "\n"
               << "other nodes:  ckptfs mount --meta " << config_.MetaAddress()
-              << " --mountpoint DIR\n"
+              << " --mountpoint DIR"
+              << (absl::StartsWith(config_.host, "127.") || config_.host == "localhost"
+                      ? "  (only this machine reaches " + config_.host +
+                            "; start with --host ADDR to serve other nodes)"
+                      : "")
+              << "\n"
               << "stop it:      ckptfs down --state-dir " << dir_.path() << std::endl;
   }
 

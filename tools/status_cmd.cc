@@ -1,6 +1,7 @@
 // `ckptfs status`: the storage servers a metadata service knows, from
 // ListServers: id, address, alive, capacity, used, last heartbeat.
 // Runs on main's thread only.
+#include <algorithm>
 #include <iostream>
 
 #include "absl/strings/str_cat.h"
@@ -45,6 +46,8 @@ int RunStatus(const ParsedFlags& flags) {
     return Failure(spec, absl::StrCat("cannot reach the metadata service at ", address, ": ",
                                       servers.status().message()));
   }
+  std::sort(servers->begin(), servers->end(),
+            [](const meta::ServerInfo& a, const meta::ServerInfo& b) { return a.id() < b.id(); });
   const int64_t now_ms = absl::ToUnixMillis(absl::Now());
   std::vector<std::vector<std::string>> rows = {
       {"ID", "ADDRESS", "ALIVE", "CAPACITY", "USED", "LAST HEARTBEAT"}};
