@@ -1,13 +1,16 @@
-// Tests of the KvStore contract on the RocksDB backend: versions and
-// revisions, compare semantics, atomicity, scan paging and prefix bounds,
-// persistence across close/reopen, exclusive opening, and RunTxn retries
-// under contention. Also the key encodings of keys.h.
+// Tests of the KvStore contract, run on every backend (RocksDB, memory; etcd
+// joins here): versions and revisions, compare semantics, atomicity, scan
+// paging and prefix bounds, RunTxn retries under contention; for persistent
+// backends also persistence across close/reopen and exclusive opening. Also
+// the key encodings of keys.h.
+#include <functional>
 #include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "server/meta/keys.h"
+#include "server/meta/memory_kv_store.h"
 #include "server/meta/meta_txn.h"
 #include "server/meta/rocksdb_kv_store.h"
 #include "tests/meta/meta_test_util.h"
@@ -15,11 +18,38 @@
 namespace ckptfs::meta {
 namespace {
 
-class KvStoreTest : public ::testing::Test {
+// A backend under test: how to open it on a directory, and whether its
+// contents survive closing it.
+struct Backend {
+  std::string name;
+  std::function<absl::StatusOr<std::unique_ptr<KvStore>>(const std::string& dir)> open;
+  bool persistent = false;
+};
+
+Backend RocksDbBackend() {
+  return Backend{"RocksDb",
+                 [](const std::string& dir) -> absl::StatusOr<std::unique_ptr<KvStore>> {
+                   auto store = RocksDbKvStore::Open(dir, RocksDbKvStore::Options{});
+                   if (!store.ok()) return store.status();
+                   return std::unique_ptr<KvStore>(*std::move(store));
+                 },
+                 true};
+}
+
+Backend MemoryBackend() {
+  return Backend{"Memory",
+                 [](const std::string&) -> absl::StatusOr<std::unique_ptr<KvStore>> {
+                   return std::unique_ptr<KvStore>(std::make_unique<MemoryKvStore>());
+                 },
+                 false};
+}
+
+// The KvStore contract, run against every backend.
+class KvStoreTest : public ::testing::TestWithParam<Backend> {
  protected:
   void SetUp() override { Open(); }
   void Open() {
-    auto store = RocksDbKvStore::Open(dir_.path(), RocksDbKvStore::Options{});
+    auto store = GetParam().open(dir_.path());
     ASSERT_TRUE(store.ok()) << store.status();
     kv_ = *std::move(store);
   }
@@ -50,16 +80,16 @@ class KvStoreTest : public ::testing::Test {
   }
 
   TempDir dir_;
-  std::unique_ptr<RocksDbKvStore> kv_;
+  std::unique_ptr<KvStore> kv_;
 };
 
-TEST_F(KvStoreTest, GetOfMissingKeyIsEmpty) {
+TEST_P(KvStoreTest, GetOfMissingKeyIsEmpty) {
   auto value = kv_->Get("nothing");
   ASSERT_TRUE(value.ok());
   EXPECT_FALSE(value->has_value());
 }
 
-TEST_F(KvStoreTest, EachCommitAdvancesTheRevisionAndVersionsFollowIt) {
+TEST_P(KvStoreTest, EachCommitAdvancesTheRevisionAndVersionsFollowIt) {
   const int64_t r1 = Put("a", "1");
   const int64_t r2 = Put("b", "2");
   EXPECT_GT(r1, 0);
@@ -75,7 +105,7 @@ TEST_F(KvStoreTest, EachCommitAdvancesTheRevisionAndVersionsFollowIt) {
   EXPECT_EQ(VersionOf("a"), r3);
 }
 
-TEST_F(KvStoreTest, CompareOnAbsentKeyWithVersionZero) {
+TEST_P(KvStoreTest, CompareOnAbsentKeyWithVersionZero) {
   Txn create;
   create.ExpectVersion("k", 0);
   create.Put("k", "v");
@@ -85,7 +115,7 @@ TEST_F(KvStoreTest, CompareOnAbsentKeyWithVersionZero) {
   EXPECT_TRUE(IsTxnConflict(again.status())) << again.status();
 }
 
-TEST_F(KvStoreTest, StaleVersionAbortsAndWritesNothing) {
+TEST_P(KvStoreTest, StaleVersionAbortsAndWritesNothing) {
   const int64_t v1 = Put("x", "old");
   Put("x", "newer");
   Txn txn;
@@ -105,7 +135,7 @@ TEST_F(KvStoreTest, StaleVersionAbortsAndWritesNothing) {
   EXPECT_TRUE(kv_->Get("z")->has_value());
 }
 
-TEST_F(KvStoreTest, MatchingVersionsCommitPutsAndDeletesTogether) {
+TEST_P(KvStoreTest, MatchingVersionsCommitPutsAndDeletesTogether) {
   const int64_t va = Put("a", "1");
   const int64_t vb = Put("b", "2");
   Txn txn;
@@ -123,7 +153,7 @@ TEST_F(KvStoreTest, MatchingVersionsCommitPutsAndDeletesTogether) {
   EXPECT_EQ((*kv_->Get("c"))->version, *revision);
 }
 
-TEST_F(KvStoreTest, LaterWriteOfTheSameKeyInOneTxnWins) {
+TEST_P(KvStoreTest, LaterWriteOfTheSameKeyInOneTxnWins) {
   Txn txn;
   txn.Put("k", "first");
   txn.Delete("k");
@@ -137,7 +167,7 @@ TEST_F(KvStoreTest, LaterWriteOfTheSameKeyInOneTxnWins) {
   EXPECT_FALSE(kv_->Get("k")->has_value());
 }
 
-TEST_F(KvStoreTest, CompareOnlyTxnWritesNothing) {
+TEST_P(KvStoreTest, CompareOnlyTxnWritesNothing) {
   const int64_t v = Put("k", "v");
   Txn check;
   check.ExpectVersion("k", v);
@@ -148,7 +178,7 @@ TEST_F(KvStoreTest, CompareOnlyTxnWritesNothing) {
   EXPECT_TRUE(IsTxnConflict(kv_->Commit(check).status()));
 }
 
-TEST_F(KvStoreTest, ScanStaysWithinItsPrefixInKeyOrder) {
+TEST_P(KvStoreTest, ScanStaysWithinItsPrefixInKeyOrder) {
   for (const char* key : {"a", "a/", "a/1", "a/2", "a/3", "a0", "b/1", "`/z"}) Put(key, key);
   EXPECT_EQ(ScanKeys("a/", "", 100), (std::vector<std::string>{"a/", "a/1", "a/2", "a/3"}));
   EXPECT_EQ(ScanKeys("a/", "1", 100), (std::vector<std::string>{"a/2", "a/3"}));
@@ -159,7 +189,7 @@ TEST_F(KvStoreTest, ScanStaysWithinItsPrefixInKeyOrder) {
   EXPECT_EQ(ScanKeys("", "", 100).size(), 8u);
 }
 
-TEST_F(KvStoreTest, ScanHandlesPrefixesEndingInFF) {
+TEST_P(KvStoreTest, ScanHandlesPrefixesEndingInFF) {
   const std::string ff("\xff", 1);
   Put("p" + ff + "1", "a");
   Put("p" + ff + ff, "b");
@@ -168,7 +198,7 @@ TEST_F(KvStoreTest, ScanHandlesPrefixesEndingInFF) {
   EXPECT_EQ(ScanKeys(ff, "", 10).size(), 0u);
 }
 
-TEST_F(KvStoreTest, ScanPagesThroughManyKeys) {
+TEST_P(KvStoreTest, ScanPagesThroughManyKeys) {
   Txn txn;
   for (int i = 0; i < 2500; ++i) txn.Put(DentryKey(7, absl::StrCat("f", 10000 + i)), "x");
   txn.Put(DentryKey(8, "other"), "x");
@@ -190,7 +220,8 @@ TEST_F(KvStoreTest, ScanPagesThroughManyKeys) {
   EXPECT_EQ(seen, 2500);
 }
 
-TEST_F(KvStoreTest, StatePersistsAcrossCloseAndReopen) {
+TEST_P(KvStoreTest, StatePersistsAcrossCloseAndReopen) {
+  if (!GetParam().persistent) GTEST_SKIP() << "not a persistent backend";
   const int64_t va = Put("a", "alpha");
   Put("gone", "x");
   Txn remove;
@@ -207,15 +238,16 @@ TEST_F(KvStoreTest, StatePersistsAcrossCloseAndReopen) {
   EXPECT_GT(Put("b", "beta"), last);
 }
 
-TEST_F(KvStoreTest, SecondOpenOfTheSameDirectorySaysInUse) {
-  auto second = RocksDbKvStore::Open(dir_.path(), RocksDbKvStore::Options{});
+TEST_P(KvStoreTest, SecondOpenOfTheSameDirectorySaysInUse) {
+  if (!GetParam().persistent) GTEST_SKIP() << "not a persistent backend";
+  auto second = GetParam().open(dir_.path());
   ASSERT_FALSE(second.ok());
   EXPECT_EQ(ErrnoFromStatus(second.status()), EBUSY);
   EXPECT_NE(second.status().message().find("in use"), std::string::npos)
       << second.status().message();
 }
 
-TEST_F(KvStoreTest, RunTxnRetriesConflictsSoNoIncrementIsLost) {
+TEST_P(KvStoreTest, RunTxnRetriesConflictsSoNoIncrementIsLost) {
   constexpr int kThreads = 4;
   constexpr int kIncrements = 150;
   std::vector<std::thread> threads;
@@ -237,7 +269,7 @@ TEST_F(KvStoreTest, RunTxnRetriesConflictsSoNoIncrementIsLost) {
   EXPECT_EQ(DecodeU64((*kv_->Get("counter"))->value), uint64_t{kThreads * kIncrements});
 }
 
-TEST_F(KvStoreTest, RunTxnReturnsBodyErrorsWithoutCommitting) {
+TEST_P(KvStoreTest, RunTxnReturnsBodyErrorsWithoutCommitting) {
   absl::Status status = RunTxn(kv_.get(), "failing", [](MetaTxn& txn) -> absl::Status {
     txn.PutRaw("k", "v");
     return ErrnoStatus(ENOSPC, "no");
@@ -245,6 +277,12 @@ TEST_F(KvStoreTest, RunTxnReturnsBodyErrorsWithoutCommitting) {
   EXPECT_EQ(ErrnoFromStatus(status), ENOSPC);
   EXPECT_FALSE(kv_->Get("k")->has_value());
 }
+
+INSTANTIATE_TEST_SUITE_P(Backends, KvStoreTest,
+                         ::testing::Values(RocksDbBackend(), MemoryBackend()),
+                         [](const ::testing::TestParamInfo<Backend>& info) {
+                           return info.param.name;
+                         });
 
 TEST(KeysTest, InodeKeysSortNumerically) {
   EXPECT_LT(InodeKey(2), InodeKey(10));
