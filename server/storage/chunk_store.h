@@ -129,9 +129,11 @@ class ChunkStore {
   ChunkStore(std::string data_dir, bool direct_io);
 
   absl::Mutex& LockFor(ChunkKey key);
-  // Writes the chunk file image in `file` (header block + padded data, or
-  // a separate `data` buffer when non-null) under tmp/ and renames it into
-  // place. REQUIRES: the chunk's stripe lock is held.
+  // Writes a new chunk file under tmp/ in one io_uring batch and renames it
+  // into place. The image is `header_block` followed by `padded_data_len`
+  // data bytes: contiguous in `header_block` when `data` is null, else in
+  // `data`. Both are 4096-aligned. REQUIRES: the chunk's stripe lock is
+  // held.
   absl::Status Publish(Ring& ring, ChunkKey key, const char* header_block, const char* data,
                        size_t padded_data_len);
   // Reads and verifies the whole chunk file into `buffer` (header at 0, data
@@ -139,8 +141,11 @@ class ChunkStore {
   // header.
   absl::StatusOr<ChunkHeader> Load(Ring& ring, ChunkKey key, AlignedBuffer& buffer,
                                    size_t min_capacity);
-  // Rewrites a stored chunk of `old_length` bytes at `new_length` bytes.
+  // Shortens a stored chunk to `new_length` bytes (nothing to do when it is
+  // not longer, or missing). REQUIRES: the chunk's stripe lock is held.
   absl::Status Cut(Ring& ring, ChunkKey key, uint32_t new_length);
+  // Write() without `replace` when the old bytes matter. REQUIRES: the
+  // chunk's stripe lock is held.
   absl::Status MergeLocked(Ring& ring, ChunkKey key, uint32_t offset, absl::string_view data);
   absl::StatusOr<int> OpenChunkFile(const std::string& path, int flags) const;
 

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "common/errno_status.h"
 #include "common/frame.h"
 #include "common/log.h"
@@ -23,6 +24,10 @@ namespace {
 // long loses its connection. Idle time between frames is unlimited.
 constexpr absl::Duration kStallTimeout = absl::Seconds(60);
 constexpr unsigned kRingEntries = 64;
+// Lingering close after a protocol error: at most a frame's worth of input,
+// for at most this long.
+constexpr absl::Duration kLingerTimeout = absl::Seconds(2);
+constexpr size_t kLingerBytes = kFramePrefixSize + kMaxFrameHeader + kMaxFramePayload;
 
 // Waits until the socket has bytes (or EOF/error) to read.
 absl::Status WaitReadable(int fd) {
@@ -41,9 +46,28 @@ void Connection::Run() {
   absl::Status status = Serve();
   if (!status.ok() && !IsEndOfStream(status)) {
     CKPTFS_LOG(kInfo) << "connection from " << peer_ << " closed: " << status.message();
+    // Lingering close: say we are done (FIN), then read and drop what the
+    // peer is still sending, so that it can finish its send and read our
+    // error frame, and so that closing with unread input does not reset the
+    // connection under it. Bounded in bytes and time.
+    ::shutdown(socket_.get(), SHUT_WR);
+    DrainInput();
   }
   Shutdown();
   finished_.store(true, std::memory_order_release);
+}
+
+void Connection::DrainInput() {
+  if (!SetSocketTimeouts(socket_.get(), kLingerTimeout).ok()) return;
+  const absl::Time deadline = absl::Now() + kLingerTimeout;
+  char sink[64 * 1024];
+  size_t drained = 0;
+  while (drained < kLingerBytes && absl::Now() < deadline) {
+    const ssize_t n = ::recv(socket_.get(), sink, sizeof(sink), 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    drained += static_cast<size_t>(n);
+  }
 }
 
 absl::Status Connection::SendError(uint64_t request_id, const absl::Status& status) {

@@ -51,6 +51,9 @@ class Connection {
 
  private:
   absl::Status Serve();
+  // Reads and drops the peer's input until it closes, or a bounded amount
+  // or time has passed.
+  void DrainInput();
   // Sends an error frame; the status' errno (EIO if none) and message.
   absl::Status SendError(uint64_t request_id, const absl::Status& status);
 
