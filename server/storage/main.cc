@@ -97,7 +97,15 @@ int Main() {
                 absl::StrCat("cannot listen: ", server.status().message()));
   }
   std::string address = absl::GetFlag(FLAGS_advertise);
-  if (address.empty()) address = (*server)->address().ToString();
+  if (address.empty()) {
+    address = (*server)->address().ToString();
+    if (listen->host == "0.0.0.0" || listen->host == "::") {
+      CKPTFS_LOG(kWarning) << "listening on all interfaces but advertising " << address
+                           << ", which other machines cannot dial; set --advertise";
+    }
+  } else if (auto parsed = ParseHostPort(address); !parsed.ok()) {
+    return Fail(kExitConfig, absl::StrCat("--advertise: ", parsed.status().message()));
+  }
 
   std::unique_ptr<Registration> registration;
   if (meta.empty()) {
