@@ -6,6 +6,8 @@
 #include <memory>
 #include <set>
 
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "common/data_connection.h"
 #include "common/errno_status.h"
 #include "common/log.h"
@@ -40,63 +42,85 @@ void OrphanReclaimer::Loop() {
   }
 }
 
-absl::StatusOr<size_t> OrphanReclaimer::RunOnce() {
-  absl::StatusOr<std::vector<Namespace::DueOrphan>> due = ns_->DueOrphans(0, options_.batch);
-  if (!due.ok()) return due.status();
-  // Connections opened this pass, and servers that failed this pass (not
-  // retried until the next one).
-  std::map<uint32_t, std::unique_ptr<DataConnection>> connections;
-  std::set<uint32_t> failed;
-  size_t reclaimed = 0;
+bool OrphanReclaimer::Stopping() {
+  absl::MutexLock lock(&mu_);
+  return stop_;
+}
 
-  for (const Namespace::DueOrphan& orphan : *due) {
-    bool all_trimmed = true;
-    std::set<uint32_t> stripe(orphan.record.layout().stripe().begin(),
-                              orphan.record.layout().stripe().end());
-    for (uint32_t server_id : stripe) {
-      if (failed.count(server_id) > 0) {
-        all_trimmed = false;
-        break;
-      }
-      auto& connection = connections[server_id];
-      if (connection == nullptr || connection->broken()) {
-        connection.reset();
-        absl::StatusOr<std::optional<ServerInfo>> server = membership_->GetServer(server_id);
-        if (!server.ok()) return server.status();
-        if (!server->has_value()) continue;  // never registered: nothing stored there
-        absl::StatusOr<HostPort> address = ParseHostPort((*server)->address());
-        absl::StatusOr<std::unique_ptr<DataConnection>> dialed =
-            address.ok() ? DataConnection::Connect(*address, options_.io_timeout)
-                         : absl::StatusOr<std::unique_ptr<DataConnection>>(address.status());
-        if (!dialed.ok()) {
-          CKPTFS_LOG(kWarning) << "orphan reclaimer: storage server " << server_id
-                               << " unreachable, retrying later: " << dialed.status().message();
-          failed.insert(server_id);
-          all_trimmed = false;
-          break;
-        }
-        connection = *std::move(dialed);
-      }
-      data::RequestHeader trim;
-      trim.set_op(data::TRIM);
-      trim.set_ino(orphan.ino);
-      trim.set_trim_size(0);
-      trim.set_chunk_size(orphan.record.layout().chunk_size());
-      absl::StatusOr<DataConnection::Response> response =
-          connection->Call(trim, nullptr, 0, nullptr, 0);
-      if (!response.ok() && ErrnoFromStatus(response.status()) != ENOENT) {
-        CKPTFS_LOG(kWarning) << "orphan reclaimer: trim of inode " << orphan.ino
-                             << " on storage server " << server_id
-                             << " failed, retrying later: " << response.status().message();
-        failed.insert(server_id);
-        all_trimmed = false;
-        break;
-      }
+void OrphanReclaimer::WarnAboutServer(uint32_t server_id, const std::string& what) {
+  const absl::Time now = absl::Now();
+  auto [it, first] = last_warning_.emplace(server_id, now);
+  if (!first && now - it->second < options_.warn_interval) return;
+  it->second = now;
+  CKPTFS_LOG(kWarning) << "orphan reclaimer: " << what << "; retrying later";
+}
+
+absl::StatusOr<DataConnection*> OrphanReclaimer::ConnectionTo(uint32_t server_id, Pass& pass) {
+  std::unique_ptr<DataConnection>& connection = pass.connections[server_id];
+  if (connection != nullptr && !connection->broken()) return connection.get();
+  connection.reset();
+  absl::StatusOr<std::optional<ServerInfo>> server = membership_->GetServer(server_id);
+  if (!server.ok()) return server.status();
+  if (!server->has_value()) return nullptr;  // never registered: nothing stored there
+  absl::StatusOr<HostPort> address = ParseHostPort((*server)->address());
+  if (!address.ok()) return address.status();
+  absl::StatusOr<std::unique_ptr<DataConnection>> dialed =
+      DataConnection::Connect(*address, options_.io_timeout);
+  if (!dialed.ok()) return dialed.status();
+  connection = *std::move(dialed);
+  return connection.get();
+}
+
+bool OrphanReclaimer::TrimOnStripe(const Namespace::DueOrphan& orphan, Pass& pass) {
+  const Layout& layout = orphan.record.layout();
+  const std::set<uint32_t> servers(layout.stripe().begin(), layout.stripe().end());
+  for (uint32_t server_id : servers) {
+    if (pass.failed.count(server_id) > 0) return false;
+    absl::StatusOr<DataConnection*> connection = ConnectionTo(server_id, pass);
+    if (!connection.ok()) {
+      WarnAboutServer(server_id, absl::StrCat("cannot reach storage server ", server_id, ": ",
+                                              connection.status().message()));
+      pass.failed.insert(server_id);
+      return false;
     }
-    if (!all_trimmed) continue;
-    if (absl::Status dropped = ns_->DropOrphan(orphan.ino); !dropped.ok()) return dropped;
-    ++reclaimed;
-    CKPTFS_LOG(kDebug) << "reclaimed the chunks of unlinked inode " << orphan.ino;
+    if (*connection == nullptr) continue;
+    data::RequestHeader trim;
+    trim.set_op(data::TRIM);
+    trim.set_ino(orphan.ino);
+    trim.set_trim_size(0);
+    trim.set_chunk_size(layout.chunk_size());
+    absl::StatusOr<DataConnection::Response> response =
+        (*connection)->Call(trim, nullptr, 0, nullptr, 0);
+    // ENOENT: the server holds nothing of this inode, which is the goal.
+    if (!response.ok() && ErrnoFromStatus(response.status()) != ENOENT) {
+      WarnAboutServer(server_id, absl::StrCat("trim of inode ", orphan.ino, " on storage server ",
+                                              server_id, " failed: ",
+                                              response.status().message()));
+      pass.failed.insert(server_id);
+      return false;
+    }
+  }
+  return true;
+}
+
+absl::StatusOr<size_t> OrphanReclaimer::RunOnce() {
+  Pass pass;
+  size_t reclaimed = 0;
+  uint64_t start_after = 0;
+  while (!Stopping()) {
+    absl::StatusOr<std::vector<Namespace::DueOrphan>> due =
+        ns_->DueOrphans(start_after, options_.batch);
+    if (!due.ok()) return due.status();
+    if (due->empty()) break;
+    start_after = due->back().ino;
+    for (const Namespace::DueOrphan& orphan : *due) {
+      if (Stopping()) break;
+      if (!TrimOnStripe(orphan, pass)) continue;  // retried next pass
+      if (absl::Status dropped = ns_->DropOrphan(orphan.ino); !dropped.ok()) return dropped;
+      ++reclaimed;
+      CKPTFS_LOG(kDebug) << "reclaimed the chunks of unlinked inode " << orphan.ino;
+    }
+    if (due->size() < options_.batch) break;
   }
   return reclaimed;
 }

@@ -203,5 +203,29 @@ TEST_F(OrphanReclaimerTest, TheBackgroundThreadReclaims) {
   EXPECT_EQ(server.requests().size(), 2u);
 }
 
+TEST_F(OrphanReclaimerTest, OrphansOnADownServerDoNotStarveTheOthers) {
+  // Three orphans striped only over a dead server, then one over a live one,
+  // with pages of two: one pass must still reach the fourth.
+  AddServer("uuid-dead", 1000, 0, ClosedAddress());
+  std::vector<uint64_t> blocked;
+  for (int i = 0; i < 3; ++i) blocked.push_back(MakeOrphan(absl::StrCat("blocked", i)));
+  clock_.Advance(absl::Seconds(11));  // uuid-dead stops being alive
+  FakeStorageServer server;
+  AddServer("uuid-live", 1000, 0, server.address());
+  const uint64_t free_ino = MakeOrphan("free");
+  clock_.Advance(absl::Seconds(61));
+
+  OrphanReclaimer::Options options;
+  options.batch = 2;
+  options.io_timeout = absl::Seconds(2);
+  OrphanReclaimer small_pages(ns_.get(), membership_.get(), options);
+  auto reclaimed = small_pages.RunOnce();
+  ASSERT_TRUE(reclaimed.ok()) << reclaimed.status();
+  EXPECT_EQ(*reclaimed, 1u);
+  EXPECT_ERRNO(ns_->GetAttr(free_ino), ENOENT);
+  for (uint64_t ino : blocked) EXPECT_TRUE(ns_->GetAttr(ino).ok());
+  EXPECT_EQ(ns_->DueOrphans(0, 10)->size(), 3u);
+}
+
 }  // namespace
 }  // namespace ckptfs::meta
