@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "client/io_errors.h"
 #include "client/layout.h"
 #include "client/stripe_ops.h"
 #include "common/errno_status.h"
@@ -57,6 +58,13 @@ void OpenFileState::ReleaseHandle() {
   absl::MutexLock lock(&mu_);
   cache_.set_capacity(CacheCapacity(services_.options, std::max(1, handles_ - 1)));
   if (--handles_ > 0) return;
+  // The last Close has reported a write failure; the next open starts
+  // afresh from what the service holds.
+  if (!error_.ok()) {
+    error_ = absl::OkStatus();
+    written_since_commit_ = false;
+    size_ = seen_size_;
+  }
   // Nobody reads or writes through this state any more; a later open may
   // still find it while chunk requests hold it, so keep it consistent.
   cache_.ReleaseMemory();
@@ -183,9 +191,7 @@ void OpenFileState::WriteDone(uint64_t index, std::unique_ptr<char[]> buffer,
   inflight_chunks_.erase(index);
   free_buffers_.push_back(std::move(buffer));
   if (!status.ok() && error_.ok()) {
-    error_ = ErrnoStatusWithCode(
-        status.code(), ErrnoFromStatus(status),
-        absl::StrCat("write of chunk ", index, " of inode ", ino_, ": ", status.message()));
+    error_ = FileIoError(status, absl::StrCat("write of chunk ", index, " of inode ", ino_));
     CKPTFS_LOG(kWarning) << error_.message();
   }
   changed_.SignalAll();
@@ -275,9 +281,7 @@ absl::StatusOr<uint32_t> OpenFileState::FetchChunk(uint64_t index, uint32_t offs
   if (got.ok()) {
     stored = static_cast<uint32_t>(std::min<size_t>(*got, length));
   } else if (ErrnoFromStatus(got.status()) != ENOENT) {  // ENOENT: a hole
-    return ErrnoStatusWithCode(got.status().code(), ErrnoFromStatus(got.status()),
-                               absl::StrCat("read of chunk ", index, " of inode ", ino_, ": ",
-                                            got.status().message()));
+    return FileIoError(got.status(), absl::StrCat("read of chunk ", index, " of inode ", ino_));
   }
   if (stored < length) std::memset(out + stored, 0, length - stored);
   return stored;
@@ -362,7 +366,7 @@ absl::Status OpenFileState::Fsync() {
   changed_.SignalAll();
   if (!status.ok()) {
     unsynced_servers_.insert(servers.begin(), servers.end());
-    return status;
+    return FileIoError(status, absl::StrCat("fsync of inode ", ino_));
   }
   return absl::OkStatus();
 }

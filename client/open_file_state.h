@@ -58,7 +58,8 @@ class OpenFileState : public std::enable_shared_from_this<OpenFileState> {
   uint64_t size() const ABSL_LOCKS_EXCLUDED(mu_);
 
   // Handles: every File counts itself in and out. When the last goes, the
-  // read cache's memory is released.
+  // read cache's memory is released and a write error (reported by that
+  // last Close) is forgotten, with the size back at the service's.
   void AddHandle() ABSL_LOCKS_EXCLUDED(mu_);
   void ReleaseHandle() ABSL_LOCKS_EXCLUDED(mu_);
 

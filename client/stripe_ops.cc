@@ -4,8 +4,10 @@
 #include <algorithm>
 #include <memory>
 
+#include "absl/strings/str_cat.h"
 #include "absl/synchronization/blocking_counter.h"
 #include "absl/synchronization/mutex.h"
+#include "client/io_errors.h"
 
 namespace ckptfs::client {
 
@@ -36,9 +38,11 @@ absl::Status TrimStripe(ChunkTransport& transport, IoExecutor& executor, uint64_
                         const meta::Layout& layout, uint64_t trim_size) {
   std::vector<uint32_t> ids(layout.stripe().begin(), layout.stripe().end());
   const uint32_t chunk_size = layout.chunk_size();
-  return ForEachServer(executor, std::move(ids), [&](uint32_t id) {
+  absl::Status status = ForEachServer(executor, std::move(ids), [&](uint32_t id) {
     return transport.TrimChunks(id, ino, trim_size, chunk_size);
   });
+  if (status.ok()) return status;
+  return FileIoError(status, absl::StrCat("trim of inode ", ino, " to ", trim_size, " bytes"));
 }
 
 }  // namespace ckptfs::client

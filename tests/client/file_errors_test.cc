@@ -59,6 +59,37 @@ TEST_F(FileErrorsTest, LateFailureSurfacesInCloseWithItsErrno) {
   EXPECT_EQ(ErrnoFromStatus(closed), ENOSPC);
 }
 
+TEST_F(FileErrorsTest, TransportFailuresReadAsEio) {
+  auto file = CreateFile("refused");
+  transport_->FailWrites(ECONNREFUSED);
+  ASSERT_TRUE(file->Write(0, "abc", 3).ok());
+  absl::Status closed = file->Close();
+  ASSERT_FALSE(closed.ok());
+  EXPECT_EQ(ErrnoFromStatus(closed), EIO);
+  EXPECT_NE(closed.message().find("injected write failure"), absl::string_view::npos) << closed;
+  transport_->FailWrites(0);
+  // The failed close was the last: a new open starts afresh, from what the
+  // service holds (nothing).
+  auto rewriter = client_->Open(file->ino(), O_RDWR);
+  ASSERT_TRUE(rewriter.ok());
+  EXPECT_EQ((*rewriter)->size(), 0u);
+  ASSERT_TRUE((*rewriter)->Write(0, "xyz", 3).ok());
+  ASSERT_TRUE((*rewriter)->Close().ok());
+  transport_->FailReads(ECONNRESET);
+  auto reader = client_->Open(file->ino(), O_RDONLY);
+  ASSERT_TRUE(reader.ok());
+  char buf[3];
+  auto n = (*reader)->Read(0, buf, 3);
+  ASSERT_FALSE(n.ok());
+  EXPECT_EQ(ErrnoFromStatus(n.status()), EIO);
+  transport_->FailTrims(ETIMEDOUT);
+  meta::SetAttrRequest request;
+  request.set_ino(file->ino());
+  request.set_valid(meta::SET_SIZE);
+  request.set_size(0);
+  EXPECT_EQ(ErrnoFromStatus(client_->SetAttr(request).status()), EIO);
+}
+
 TEST_F(FileErrorsTest, CommitFailureIsReportedAndRetried) {
   auto file = CreateFile("commit");
   const uint64_t ino = file->ino();
