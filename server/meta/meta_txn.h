@@ -40,7 +40,8 @@ class MetaTxn {
   MetaTxn& operator=(const MetaTxn&) = delete;
 
   // The value of `key` (nullopt if absent); the version read becomes a
-  // compare. Repeated reads of a key return the first read's value.
+  // compare. Repeated reads of a key return the first read's value. Reads
+  // see the store, never this transaction's own staged writes.
   absl::StatusOr<std::optional<std::string>> Get(absl::string_view key);
 
   // Get + parse into `Record`; EIO if the stored bytes do not parse.

@@ -53,6 +53,8 @@ absl::StatusOr<Layout> Namespace::NewLayout(const InodeRecord& parent, uint64_t 
       layout.set_chunk_size(static_cast<uint32_t>(chunk_size));
     }
   }
+  // Read outside the caller's transaction on purpose: the stripe is a
+  // placement choice, and a heartbeat landing meanwhile must not abort it.
   absl::StatusOr<std::vector<ServerInfo>> alive = membership_->AliveServers();
   if (!alive.ok()) return alive.status();
   if (alive->empty()) {
