@@ -107,6 +107,11 @@ int Main() {
     const int err = ErrnoFromStatus(server.status());
     return err == EADDRINUSE || err == EBUSY ? kExitInUse : kExitFailure;
   }
+  CKPTFS_LOG(kInfo) << "metadata in " << options.data_dir << "; default chunk size "
+                    << options.default_chunk_size << " B, orphan grace "
+                    << absl::FormatDuration(options.orphan_grace) << ", server timeout "
+                    << absl::FormatDuration(options.server_timeout)
+                    << (options.sync_commits ? ", fsync per commit" : "");
   CKPTFS_LOG(kInfo) << "serving on " << (*server)->address();
 
   int signal_number = 0;
