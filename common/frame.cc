@@ -61,7 +61,12 @@ absl::Status WriteFrame(int fd, const google::protobuf::MessageLite& header,
                         const void* payload, size_t payload_len) {
   std::string head(kFramePrefixSize, '\0');
   const size_t header_len = header.ByteSizeLong();
-  if (header_len == 0 || header_len > kMaxFrameHeader || payload_len > kMaxFramePayload) {
+  if (header_len == 0) {
+    // An all-default message serializes to nothing, which no frame may carry.
+    return ErrnoStatus(EINVAL, "frame header is empty (every field at its default); set "
+                               "request_id");
+  }
+  if (header_len > kMaxFrameHeader || payload_len > kMaxFramePayload) {
     return ErrnoStatus(EMSGSIZE, absl::StrCat("frame too large to send: header ",
                                               header_len, ", payload ", payload_len));
   }

@@ -20,10 +20,10 @@ std::string ChunkName(const data::RequestHeader& request) {
 absl::Status CheckRange(const data::RequestHeader& request, uint64_t length,
                         absl::string_view what) {
   if (uint64_t{request.offset()} + length > kMaxChunkLength) {
-    return ErrnoStatus(EINVAL, absl::StrCat(what, " of ", length, " bytes at offset ",
-                                            request.offset(), " of ", ChunkName(request),
-                                            " reaches past the ", kMaxChunkLength,
-                                            "-byte chunk limit"));
+    return ErrnoStatus(
+        EINVAL, absl::StrCat(what, " of ", length, " bytes at offset ", request.offset(), " of ",
+                             ChunkName(request), " reaches past the ", kMaxChunkLength,
+                             "-byte chunk limit"));
   }
   return absl::OkStatus();
 }
@@ -32,51 +32,38 @@ absl::Status CheckRange(const data::RequestHeader& request, uint64_t length,
 
 Reply RequestHandler::Handle(Ring& ring, const data::RequestHeader& request,
                              AlignedBuffer& payload) {
-  Reply reply;
-  reply.header.set_request_id(request.request_id());
-  const ChunkKey key{request.ino(), request.chunk_index()};
+  // Id 0 marks connection-level error frames; a request carrying it could
+  // not be told apart from one (and a successful reply to it would be an
+  // all-default, zero-length header, which frames cannot carry).
+  absl::StatusOr<Reply> reply =
+      request.request_id() == 0
+          ? ErrnoStatus(EINVAL, "request_id 0 is reserved for connection errors; number "
+                                "requests from 1")
+          : Execute(ring, request, payload);
+  if (!reply.ok()) {
+    int err = ErrnoFromStatus(reply.status());
+    if (err == 0) err = EIO;
+    if (err != ENOENT) {  // ENOENT: a hole, part of normal reading
+      CKPTFS_LOG(kWarning) << "request failed: " << reply.status().message();
+    }
+    Reply error;
+    error.header.set_error(err);
+    error.header.set_message(std::string(reply.status().message()));
+    reply = std::move(error);
+  }
+  reply->header.set_request_id(request.request_id());
+  return *std::move(reply);
+}
+
+absl::StatusOr<Reply> RequestHandler::Execute(Ring& ring, const data::RequestHeader& request,
+                                              AlignedBuffer& payload) {
   absl::Status status;
   switch (request.op()) {
-    case data::WRITE: {
-      const uint32_t crc = Crc32c(payload.data(), payload.size());
-      if (crc != request.payload_crc32c()) {
-        status = ErrnoStatus(EBADMSG, absl::StrCat("payload of ", payload.size(),
-                                                   " bytes for ", ChunkName(request),
-                                                   " has CRC32C 0x", absl::Hex(crc),
-                                                   ", header says 0x",
-                                                   absl::Hex(request.payload_crc32c()),
-                                                   ": damaged in transit"));
-        break;
-      }
-      status = CheckRange(request, payload.size(), "write");
-      if (status.ok()) {
-        status = store_.Write(ring, key, request.offset(), payload, request.replace(), crc);
-      }
+    case data::WRITE:
+      status = DoWrite(ring, request, payload);
       break;
-    }
-    case data::READ: {
-      status = CheckRange(request, request.length(), "read");
-      if (!status.ok()) break;
-      // Room for the whole chunk file when the chunk ends within the range
-      // asked for (the usual case); Read grows the buffer otherwise.
-      auto buffer = buffers_.Take(
-          ChunkFileSize(std::min<uint64_t>(uint64_t{request.offset()} + request.length(),
-                                           kMaxChunkLength)));
-      if (!buffer.ok()) {
-        status = buffer.status();
-        break;
-      }
-      reply.buffer = *std::move(buffer);
-      auto slice = store_.Read(ring, reply.buffer, key, request.offset(), request.length());
-      if (!slice.ok()) {
-        status = slice.status();
-        break;
-      }
-      reply.payload = slice->data;
-      reply.header.set_chunk_length(slice->chunk_length);
-      reply.header.set_payload_crc32c(slice->data_crc32c);
-      break;
-    }
+    case data::READ:
+      return DoRead(ring, request);
     case data::TRIM:
       status = store_.Trim(ring, request.ino(), request.trim_size(), request.chunk_size());
       break;
@@ -90,16 +77,43 @@ Reply RequestHandler::Handle(Ring& ring, const data::RequestHeader& request,
                                                     " in request ", request.request_id()));
       break;
   }
-  if (!status.ok()) {
-    int err = ErrnoFromStatus(status);
-    if (err == 0) err = EIO;
-    reply.header.set_error(err);
-    reply.header.set_message(std::string(status.message()));
-    reply.payload = absl::string_view();
-    if (err != ENOENT) {
-      CKPTFS_LOG(kWarning) << "request failed: " << status.message();
-    }
+  if (!status.ok()) return status;
+  return Reply();
+}
+
+absl::Status RequestHandler::DoWrite(Ring& ring, const data::RequestHeader& request,
+                                     AlignedBuffer& payload) {
+  const uint32_t crc = Crc32c(payload.data(), payload.size());
+  if (crc != request.payload_crc32c()) {
+    return ErrnoStatus(EBADMSG, absl::StrCat("payload of ", payload.size(), " bytes for ",
+                                             ChunkName(request), " has CRC32C 0x",
+                                             absl::Hex(crc), ", header says 0x",
+                                             absl::Hex(request.payload_crc32c()),
+                                             ": damaged in transit"));
   }
+  if (absl::Status s = CheckRange(request, payload.size(), "write"); !s.ok()) return s;
+  return store_.Write(ring, {request.ino(), request.chunk_index()}, request.offset(), payload,
+                      request.replace(), crc);
+}
+
+absl::StatusOr<Reply> RequestHandler::DoRead(Ring& ring, const data::RequestHeader& request) {
+  if (absl::Status s = CheckRange(request, request.length(), "read"); !s.ok()) return s;
+  // Room for the whole chunk file when the chunk ends within the range asked
+  // for (the usual case); Read grows the buffer otherwise.
+  auto buffer = buffers_.Take(ChunkFileSize(
+      std::min<uint64_t>(uint64_t{request.offset()} + request.length(), kMaxChunkLength)));
+  if (!buffer.ok()) return buffer.status();
+  Reply reply;
+  reply.buffer = *std::move(buffer);
+  auto slice = store_.Read(ring, reply.buffer, {request.ino(), request.chunk_index()},
+                           request.offset(), request.length());
+  if (!slice.ok()) {
+    buffers_.Give(std::move(reply.buffer));
+    return slice.status();
+  }
+  reply.payload = slice->data;
+  reply.header.set_chunk_length(slice->chunk_length);
+  reply.header.set_payload_crc32c(slice->data_crc32c);
   return reply;
 }
 

@@ -14,6 +14,8 @@
 #ifndef CKPTFS_SERVER_STORAGE_REQUEST_HANDLER_H_
 #define CKPTFS_SERVER_STORAGE_REQUEST_HANDLER_H_
 
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "common/uring.h"
 #include "proto/data.pb.h"
@@ -43,6 +45,13 @@ class RequestHandler {
   Reply Handle(Ring& ring, const data::RequestHeader& request, AlignedBuffer& payload);
 
  private:
+  // The reply of a successful request (its id set by Handle), or why it
+  // failed.
+  absl::StatusOr<Reply> Execute(Ring& ring, const data::RequestHeader& request,
+                                AlignedBuffer& payload);
+  absl::Status DoWrite(Ring& ring, const data::RequestHeader& request, AlignedBuffer& payload);
+  absl::StatusOr<Reply> DoRead(Ring& ring, const data::RequestHeader& request);
+
   ChunkStore& store_;
   BufferPool& buffers_;
 };

@@ -183,3 +183,18 @@ TEST(WriteFrameTest, RefusesOversizedPayload) {
 
 }  // namespace
 }  // namespace ckptfs
+
+namespace ckptfs {
+namespace {
+
+TEST(WriteFrameTest, RefusesAnEmptyHeader) {
+  int fds[2];
+  ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds), 0);
+  UniqueFd a(fds[0]), b(fds[1]);
+  data::ResponseHeader empty;  // serializes to zero bytes
+  absl::Status s = WriteFrame(a.get(), empty, nullptr, 0);
+  EXPECT_EQ(ErrnoFromStatus(s), EINVAL) << s;
+}
+
+}  // namespace
+}  // namespace ckptfs

@@ -228,6 +228,22 @@ TEST_F(ServerTest, UnknownOpIsAnErrorAndTheConnectionGoesOn) {
   EXPECT_TRUE(Simple(*c, data::PING, 0).ok());
 }
 
+TEST_F(ServerTest, RequestIdZeroIsRefusedAndTheConnectionGoesOn) {
+  UniqueFd raw = RawSocket();
+  data::RequestHeader ping;
+  ping.set_op(data::PING);  // request_id 0
+  ASSERT_TRUE(WriteFrame(raw.get(), ping, nullptr, 0).ok());
+  auto reply = ReadReply(raw.get());
+  ASSERT_TRUE(reply.ok()) << reply.status();
+  EXPECT_EQ(reply->error(), EINVAL);
+  ping.set_request_id(5);
+  ASSERT_TRUE(WriteFrame(raw.get(), ping, nullptr, 0).ok());
+  reply = ReadReply(raw.get());
+  ASSERT_TRUE(reply.ok()) << reply.status();
+  EXPECT_EQ(reply->error(), 0);
+  EXPECT_EQ(reply->request_id(), 5u);
+}
+
 TEST_F(ServerTest, BadMagicGetsAnErrorFrameAndCloses) {
   auto good = Connect();
   ASSERT_NE(good, nullptr);
