@@ -21,11 +21,14 @@ namespace ckptfs::client {
 
 ClientImpl::ClientImpl(const ClientOptions& options, std::unique_ptr<MetaClient> meta,
                        std::unique_ptr<ChunkTransport> transport)
-    : meta_(std::move(meta)), transport_(std::move(transport)) {
+    : meta_(std::move(meta)),
+      transport_(std::move(transport)),
+      buffers_(static_cast<size_t>(std::max<int64_t>(0, options.idle_buffer_bytes))) {
   executor_ = std::make_unique<IoExecutor>(std::max(1, options.io_threads));
   services_.meta = meta_.get();
   services_.transport = transport_.get();
   services_.executor = executor_.get();
+  services_.buffers = &buffers_;
   services_.registry = &registry_;
   services_.options = options;
 }

@@ -46,6 +46,9 @@ struct ClientOptions {
   int readahead_chunks = 4;
   // Threads that carry chunk requests to storage servers.
   int io_threads = 16;
+  // Chunk buffers of closed files kept for reuse by later ones (touched
+  // memory is much faster to fill than fresh memory); beyond this, freed.
+  int64_t idle_buffer_bytes = int64_t{512} << 20;
 };
 
 class ClientImpl;

@@ -51,6 +51,7 @@ class ClientImpl {
  private:
   std::unique_ptr<MetaClient> meta_;
   std::unique_ptr<ChunkTransport> transport_;
+  BufferPool buffers_;
   OpenFileRegistry registry_;
   ClientServices services_;
   std::unique_ptr<IoExecutor> executor_;

@@ -1,12 +1,13 @@
 // ClientServices: what a Client's parts borrow from it — the metadata
-// client, the chunk transport, the I/O threads, the options and the open
-// file registry. The Client (client_impl.h) owns them all and outlives
+// client, the chunk transport, the I/O threads, the chunk buffer pool, the
+// options and the open file registry. The Client (client_impl.h) owns them all and outlives
 // every user of this struct.
 //
 // Thread-safety: the pointees are thread-safe; the struct is immutable.
 #ifndef CKPTFS_CLIENT_CLIENT_SERVICES_H_
 #define CKPTFS_CLIENT_CLIENT_SERVICES_H_
 
+#include "client/buffer_pool.h"
 #include "client/chunk_transport.h"
 #include "client/client.h"
 #include "client/io_executor.h"
@@ -19,6 +20,7 @@ struct ClientServices {
   MetaClient* meta = nullptr;
   ChunkTransport* transport = nullptr;
   IoExecutor* executor = nullptr;
+  BufferPool* buffers = nullptr;
   OpenFileRegistry* registry = nullptr;
   ClientOptions options;
 };

@@ -39,9 +39,16 @@ OpenFileState::OpenFileState(const ClientServices& services, const meta::Attr& a
       size_(attr.size()),
       seen_size_(attr.size()),
       seen_mtime_ns_(attr.mtime_ns()),
-      cache_(CacheCapacity(services.options, 1), attr.layout().chunk_size()) {}
+      cache_(CacheCapacity(services.options, 1), attr.layout().chunk_size(), services.buffers) {}
 
-OpenFileState::~OpenFileState() { services_.registry->RemoveExpired(ino_); }
+OpenFileState::~OpenFileState() {
+  // No request is in flight (each holds a reference): every buffer is here.
+  for (std::unique_ptr<char[]>& buffer : free_buffers_) {
+    services_.buffers->Release(chunk_size_, std::move(buffer));
+  }
+  if (dirty_.has_value()) services_.buffers->Release(chunk_size_, std::move(dirty_->buffer));
+  services_.registry->RemoveExpired(ino_);
+}
 
 uint64_t OpenFileState::size() const {
   absl::MutexLock lock(&mu_);
@@ -69,6 +76,9 @@ void OpenFileState::ReleaseHandle() {
   // still find it while chunk requests hold it, so keep it consistent.
   cache_.ReleaseMemory();
   buffers_allocated_ -= static_cast<int>(free_buffers_.size());
+  for (std::unique_ptr<char[]>& buffer : free_buffers_) {
+    services_.buffers->Release(chunk_size_, std::move(buffer));
+  }
   free_buffers_.clear();
 }
 
@@ -99,7 +109,7 @@ std::unique_ptr<char[]> OpenFileState::TakeBufferLocked() {
     return buffer;
   }
   ++buffers_allocated_;
-  return std::unique_ptr<char[]>(new char[chunk_size_]);
+  return services_.buffers->Acquire(chunk_size_);
 }
 
 absl::StatusOr<size_t> OpenFileState::Write(uint64_t offset, const void* data, size_t len,

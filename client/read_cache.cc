@@ -8,8 +8,10 @@
 
 namespace ckptfs::client {
 
-ReadCache::ReadCache(size_t capacity, uint32_t chunk_size)
-    : capacity_(capacity), chunk_size_(chunk_size) {}
+ReadCache::ReadCache(size_t capacity, uint32_t chunk_size, BufferPool* pool)
+    : capacity_(capacity), chunk_size_(chunk_size), pool_(pool) {}
+
+ReadCache::~ReadCache() { ReleaseMemory(); }
 
 ReadCache::Lookup ReadCache::Find(uint64_t index, uint32_t needed) const {
   auto it = entries_.find(index);
@@ -33,7 +35,7 @@ std::unique_ptr<char[]> ReadCache::TakeBuffer() {
     free_.pop_back();
     return buffer;
   }
-  return std::unique_ptr<char[]>(new char[chunk_size_]);
+  return pool_->Acquire(chunk_size_);
 }
 
 void ReadCache::Drop(absl::flat_hash_map<uint64_t, Entry>::iterator it) {
@@ -98,6 +100,7 @@ void ReadCache::Clear() { InvalidateFrom(0); }
 
 void ReadCache::ReleaseMemory() {
   Clear();
+  for (std::unique_ptr<char[]>& buffer : free_) pool_->Release(chunk_size_, std::move(buffer));
   free_.clear();
 }
 

@@ -19,13 +19,19 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "client/buffer_pool.h"
 
 namespace ckptfs::client {
 
 class ReadCache {
  public:
-  // Holds at most `capacity` chunks of `chunk_size` bytes. REQUIRES: both > 0.
-  ReadCache(size_t capacity, uint32_t chunk_size);
+  // Holds at most `capacity` chunks of `chunk_size` bytes, in buffers from
+  // `pool` (borrowed; outlives this). REQUIRES: capacity, chunk_size > 0.
+  ReadCache(size_t capacity, uint32_t chunk_size, BufferPool* pool);
+  ReadCache(const ReadCache&) = delete;
+  ReadCache& operator=(const ReadCache&) = delete;
+  // Gives every buffer back to the pool. REQUIRES: no fetch in progress.
+  ~ReadCache();
 
   // Changes the bound; entries over it are evicted by later fetches.
   void set_capacity(size_t capacity) { capacity_ = capacity; }
@@ -60,7 +66,7 @@ class ReadCache {
   void InvalidateFrom(uint64_t first_index);
   void Clear();
 
-  // Releases the memory of idle buffers (ready entries are dropped too).
+  // Drops every ready entry and gives idle buffers back to the pool.
   void ReleaseMemory();
 
  private:
@@ -79,6 +85,7 @@ class ReadCache {
 
   size_t capacity_;
   const uint32_t chunk_size_;
+  BufferPool* const pool_;
   uint64_t clock_ = 0;
   uint64_t next_fetch_id_ = 1;
   absl::flat_hash_map<uint64_t, Entry> entries_;

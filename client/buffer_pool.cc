@@ -1,0 +1,40 @@
+// See buffer_pool.h.
+#include "client/buffer_pool.h"
+
+#include <utility>
+
+namespace ckptfs::client {
+
+std::unique_ptr<char[]> BufferPool::Acquire(uint32_t size) {
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = idle_.find(size);
+    if (it != idle_.end() && !it->second.empty()) {
+      std::unique_ptr<char[]> buffer = std::move(it->second.back());
+      it->second.pop_back();
+      idle_bytes_ -= size;
+      return buffer;
+    }
+  }
+  return std::unique_ptr<char[]>(new char[size]);
+}
+
+void BufferPool::Release(uint32_t size, std::unique_ptr<char[]> buffer) {
+  if (buffer == nullptr) return;
+  {
+    absl::MutexLock lock(&mu_);
+    if (idle_bytes_ + size <= max_idle_bytes_) {
+      idle_[size].push_back(std::move(buffer));
+      idle_bytes_ += size;
+      return;
+    }
+  }
+  // Over the limit: `buffer` is freed here, outside the lock.
+}
+
+size_t BufferPool::idle_bytes() {
+  absl::MutexLock lock(&mu_);
+  return idle_bytes_;
+}
+
+}  // namespace ckptfs::client

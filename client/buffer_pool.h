@@ -1,0 +1,47 @@
+// BufferPool: chunk-sized buffers recycled across all files of a Client.
+//
+// Writing into fresh memory costs page faults (on the reference VMs it runs
+// at a fraction of the speed of rewriting touched memory), so the write
+// buffers and read-cache buffers of a file that closes go back here and
+// serve the next file instead of returning to the allocator. Idle buffers
+// beyond `max_idle_bytes` are freed.
+//
+// Thread-safety: thread-safe.
+#ifndef CKPTFS_CLIENT_BUFFER_POOL_H_
+#define CKPTFS_CLIENT_BUFFER_POOL_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/synchronization/mutex.h"
+
+namespace ckptfs::client {
+
+class BufferPool {
+ public:
+  explicit BufferPool(size_t max_idle_bytes) : max_idle_bytes_(max_idle_bytes) {}
+  BufferPool(const BufferPool&) = delete;
+  BufferPool& operator=(const BufferPool&) = delete;
+
+  // A buffer of `size` bytes, contents unspecified. REQUIRES: size > 0.
+  std::unique_ptr<char[]> Acquire(uint32_t size);
+
+  // Gives back a buffer Acquire(size) returned.
+  void Release(uint32_t size, std::unique_ptr<char[]> buffer);
+
+  size_t idle_bytes();
+
+ private:
+  const size_t max_idle_bytes_;
+  absl::Mutex mu_;
+  absl::flat_hash_map<uint32_t, std::vector<std::unique_ptr<char[]>>> idle_ ABSL_GUARDED_BY(mu_);
+  size_t idle_bytes_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+}  // namespace ckptfs::client
+
+#endif  // CKPTFS_CLIENT_BUFFER_POOL_H_
