@@ -4,6 +4,7 @@
 #include <poll.h>
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <string>
 
@@ -24,6 +25,9 @@ namespace {
 // long loses its connection. Idle time between frames is unlimited.
 constexpr absl::Duration kStallTimeout = absl::Seconds(60);
 constexpr unsigned kRingEntries = 64;
+// How long a request waits for the server's memory budget before it is
+// refused with EAGAIN.
+constexpr absl::Duration kBudgetWait = absl::Seconds(30);
 // Lingering close after a protocol error: at most a frame's worth of input,
 // for at most this long.
 constexpr absl::Duration kLingerTimeout = absl::Seconds(2);
@@ -110,6 +114,17 @@ absl::Status Connection::Serve() {
                                 " bytes is not a valid RequestHeader protobuf"));
       SendError(0, bad).IgnoreError();
       return bad;
+    }
+    // The bytes this request will hold: its payload, and a READ's reply.
+    size_t need = prefix->payload_len;
+    if (request.op() == data::READ) need += std::min(request.length(), kMaxFramePayload);
+    auto reservation = budget_.Reserve(need, kBudgetWait);
+    if (!reservation.ok()) {
+      if (absl::Status s = DiscardPayload(fd, prefix->payload_len); !s.ok()) return s;
+      if (absl::Status s = SendError(request.request_id(), reservation.status()); !s.ok()) {
+        return s;
+      }
+      continue;
     }
     AlignedBuffer payload;
     if (prefix->payload_len > 0) {

@@ -12,7 +12,8 @@
 // goes on. Nothing a peer sends affects other connections.
 //
 // Ownership: owns the socket and its io_uring Ring; payload buffers come
-// from the server's BufferPool for the duration of one request.
+// from the server's BufferPool, and their bytes from its MemoryBudget, for
+// the duration of one request.
 // Thread-safety: Run() on one thread; Shutdown() and finished() from any.
 #ifndef CKPTFS_SERVER_STORAGE_CONNECTION_H_
 #define CKPTFS_SERVER_STORAGE_CONNECTION_H_
@@ -23,17 +24,22 @@
 #include "absl/status/status.h"
 #include "common/unique_fd.h"
 #include "server/storage/buffer_pool.h"
+#include "server/storage/memory_budget.h"
 #include "server/storage/request_handler.h"
 
 namespace ckptfs::storage {
 
 class Connection {
  public:
-  // `handler` and `buffers` are shared with the other connections and must
+  // `handler`, `buffers` and `budget` are shared with the other connections and must
   // outlive this one.
-  Connection(UniqueFd socket, std::string peer, RequestHandler& handler, BufferPool& buffers)
-      : socket_(std::move(socket)), peer_(std::move(peer)), handler_(handler),
-        buffers_(buffers) {}
+  Connection(UniqueFd socket, std::string peer, RequestHandler& handler, BufferPool& buffers,
+             MemoryBudget& budget)
+      : socket_(std::move(socket)),
+        peer_(std::move(peer)),
+        handler_(handler),
+        buffers_(buffers),
+        budget_(budget) {}
   Connection(const Connection&) = delete;
   Connection& operator=(const Connection&) = delete;
 
@@ -61,6 +67,7 @@ class Connection {
   const std::string peer_;
   RequestHandler& handler_;
   BufferPool& buffers_;
+  MemoryBudget& budget_;
   std::atomic<bool> finished_{false};
 };
 

@@ -33,6 +33,8 @@ ABSL_FLAG(std::string, data_dir, "", "directory holding this server's chunks (cr
 ABSL_FLAG(std::string, meta, "", "host:port of the metadata service; empty: do not register");
 ABSL_FLAG(int, heartbeat_interval_s, 2, "seconds between heartbeats to the metadata service");
 ABSL_FLAG(std::string, log_level, "info", "debug, info, warning or error");
+ABSL_FLAG(int, memory_budget_mb, 1024,
+          "payload memory all requests in flight may hold together; more wait");
 
 namespace ckptfs::storage {
 namespace {
@@ -67,8 +69,15 @@ int Main() {
       return Fail(kExitConfig, absl::StrCat("--meta: ", parsed.status().message()));
     }
   }
+  if (const std::string advertise = absl::GetFlag(FLAGS_advertise); !advertise.empty()) {
+    if (auto parsed = ParseHostPort(advertise); !parsed.ok()) {
+      return Fail(kExitConfig, absl::StrCat("--advertise: ", parsed.status().message()));
+    }
+  }
   const int heartbeat_s = absl::GetFlag(FLAGS_heartbeat_interval_s);
   if (heartbeat_s <= 0) return Fail(kExitConfig, "--heartbeat_interval_s must be positive");
+  const int budget_mb = absl::GetFlag(FLAGS_memory_budget_mb);
+  if (budget_mb <= 0) return Fail(kExitConfig, "--memory_budget_mb must be positive");
 
   // SIGTERM/SIGINT are taken by sigwait below; block them before any thread
   // starts so that every thread inherits the mask.
@@ -90,7 +99,9 @@ int Main() {
   if (!uuid.ok()) return Fail(kExitFailure, uuid.status().message());
   auto store = ChunkStore::Open(data_dir);
   if (!store.ok()) return Fail(kExitFailure, store.status().message());
-  auto server = Server::Start(**store, *listen);
+  Server::Options server_options;
+  server_options.memory_budget_bytes = size_t(budget_mb) << 20;
+  auto server = Server::Start(**store, *listen, server_options);
   if (!server.ok()) {
     const bool busy = ErrnoFromStatus(server.status()) == EADDRINUSE;
     return Fail(busy ? kExitConfig : kExitFailure,
@@ -103,8 +114,6 @@ int Main() {
       CKPTFS_LOG(kWarning) << "listening on all interfaces but advertising " << address
                            << ", which other machines cannot dial; set --advertise";
     }
-  } else if (auto parsed = ParseHostPort(address); !parsed.ok()) {
-    return Fail(kExitConfig, absl::StrCat("--advertise: ", parsed.status().message()));
   }
 
   std::unique_ptr<Registration> registration;

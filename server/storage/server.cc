@@ -80,7 +80,8 @@ void Server::AcceptLoop() {
       continue;
     }
     auto connection =
-        std::make_unique<Connection>(std::move(socket), PeerName(peer), handler_, buffers_);
+        std::make_unique<Connection>(std::move(socket), PeerName(peer), handler_, buffers_,
+                                     budget_);
     Connection* raw = connection.get();
     connections_.push_back({std::move(connection), std::thread([raw] { raw->Run(); })});
   }

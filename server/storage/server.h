@@ -25,6 +25,7 @@
 #include "server/storage/buffer_pool.h"
 #include "server/storage/chunk_store.h"
 #include "server/storage/connection.h"
+#include "server/storage/memory_budget.h"
 #include "server/storage/request_handler.h"
 
 namespace ckptfs::storage {
@@ -38,6 +39,8 @@ class Server {
     size_t max_pooled_buffer_bytes = 256u << 20;
     // Connections served at once; more are told EAGAIN and closed.
     size_t max_connections = 4096;
+    // Payload bytes all requests in flight may hold together (MemoryBudget).
+    size_t memory_budget_bytes = size_t{1} << 30;
   };
 
   static absl::StatusOr<std::unique_ptr<Server>> Start(ChunkStore& store,
@@ -72,6 +75,7 @@ class Server {
   Server(ChunkStore& store, UniqueFd listen_fd, HostPort address, Options options)
       : options_(options),
         buffers_(options.max_pooled_buffer_bytes),
+        budget_(options.memory_budget_bytes),
         handler_(store, buffers_),
         listen_fd_(std::move(listen_fd)),
         address_(std::move(address)) {}
@@ -83,6 +87,7 @@ class Server {
 
   const Options options_;
   BufferPool buffers_;
+  MemoryBudget budget_;
   RequestHandler handler_;
   UniqueFd listen_fd_;
   const HostPort address_;
