@@ -19,9 +19,11 @@ absl::StatusOr<MemoryBudget::Reservation> MemoryBudget::Reserve(size_t bytes,
   if (bytes == 0) return Reservation();
   absl::MutexLock lock(&mu_);
   auto fits = [this, bytes]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    return reserved_ == 0 || reserved_ + bytes <= limit_;
+    return closed_ || reserved_ == 0 || reserved_ + bytes <= limit_;
   };
-  if (!mu_.AwaitWithTimeout(absl::Condition(&fits), timeout)) {
+  const bool woken = mu_.AwaitWithTimeout(absl::Condition(&fits), timeout);
+  if (closed_) return ErrnoStatus(ECANCELED, "storage server shutting down");
+  if (!woken) {
     return ErrnoStatus(EAGAIN, absl::StrCat("storage server busy: ", reserved_, " of ", limit_,
                                             " payload bytes in use; ", bytes,
                                             " more did not fit within ",
@@ -29,6 +31,11 @@ absl::StatusOr<MemoryBudget::Reservation> MemoryBudget::Reserve(size_t bytes,
   }
   reserved_ += bytes;
   return Reservation(this, bytes);
+}
+
+void MemoryBudget::Close() {
+  absl::MutexLock lock(&mu_);
+  closed_ = true;
 }
 
 void MemoryBudget::Return(size_t bytes) {

@@ -60,8 +60,11 @@ class MemoryBudget {
   };
 
   // Reserves `bytes`, waiting up to `timeout` for room. EAGAIN if there is
-  // still none then.
+  // still none then; ECANCELED once Close() was called.
   absl::StatusOr<Reservation> Reserve(size_t bytes, absl::Duration timeout);
+
+  // Wakes every waiter and refuses later reservations (server shutdown).
+  void Close();
 
   size_t reserved();
   size_t limit() const { return limit_; }
@@ -72,6 +75,7 @@ class MemoryBudget {
   const size_t limit_;
   absl::Mutex mu_;  // leaf lock
   size_t reserved_ ABSL_GUARDED_BY(mu_) = 0;
+  bool closed_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 }  // namespace ckptfs::storage

@@ -126,6 +126,7 @@ void Server::Stop() {
     // Wakes the accept thread: accept() fails with EINVAL on a shut socket.
     ::shutdown(listen_fd_.get(), SHUT_RDWR);
     for (Active& active : connections_) active.connection->Shutdown();
+    budget_.Close();  // a connection waiting for memory gives up now
     connections = std::move(connections_);
     connections_.clear();
   }

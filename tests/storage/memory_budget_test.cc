@@ -52,5 +52,22 @@ TEST(MemoryBudgetTest, AnOversizedRequestIsAdmittedAlone) {
   EXPECT_EQ(budget.reserved(), 0u);
 }
 
+TEST(MemoryBudgetTest, CloseWakesWaitersAndRefusesLaterReservations) {
+  MemoryBudget budget(10);
+  auto held = budget.Reserve(10, absl::ZeroDuration());
+  ASSERT_TRUE(held.ok());
+  std::thread closer([&] {
+    absl::SleepFor(absl::Milliseconds(50));
+    budget.Close();
+  });
+  const absl::Time start = absl::Now();
+  auto waiter = budget.Reserve(5, absl::Seconds(30));
+  closer.join();
+  ASSERT_FALSE(waiter.ok());
+  EXPECT_EQ(ErrnoFromStatus(waiter.status()), ECANCELED);
+  EXPECT_LT(absl::Now() - start, absl::Seconds(10));
+  EXPECT_FALSE(budget.Reserve(1, absl::ZeroDuration()).ok());
+}
+
 }  // namespace
 }  // namespace ckptfs::storage
