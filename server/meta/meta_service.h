@@ -4,8 +4,10 @@
 // error_details (common/grpc_status.h).
 //
 // Uses the callback API: every handler runs to completion on the gRPC thread
-// that received the call, blocking on nothing but the local KV store, and
-// finishes the call's default reactor before returning.
+// that received the call, blocking on nothing but the local KV store (a
+// transaction that keeps conflicting backs off for at most a few ms per
+// retry), and finishes the call's default reactor before returning. Every
+// call is logged at debug level.
 //
 // Thread-safety: thread-safe (handlers run concurrently). Namespace and
 // Membership are borrowed and must outlive the service.
