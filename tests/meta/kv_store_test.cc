@@ -1,7 +1,7 @@
 // Tests of the KvStore contract, run on every backend (RocksDB, memory; etcd
 // joins here): versions and revisions, compare semantics, atomicity, scan
-// paging and prefix bounds, RunTxn retries under contention; for persistent
-// backends also persistence across close/reopen and exclusive opening. Also
+// paging and prefix bounds, RunTxn retries under contention; for RocksDB
+// also persistence across close/reopen and exclusive opening. Also
 // the key encodings of keys.h.
 #include <functional>
 #include <thread>
@@ -18,13 +18,13 @@
 namespace ckptfs::meta {
 namespace {
 
-// A backend under test: how to open it on a directory, and whether its
-// contents survive closing it.
+// A backend under test and how to open it on a directory.
 struct Backend {
   std::string name;
   std::function<absl::StatusOr<std::unique_ptr<KvStore>>(const std::string& dir)> open;
-  bool persistent = false;
 };
+
+void PrintTo(const Backend& backend, std::ostream* os) { *os << backend.name; }
 
 Backend RocksDbBackend() {
   return Backend{"RocksDb",
@@ -32,16 +32,14 @@ Backend RocksDbBackend() {
                    auto store = RocksDbKvStore::Open(dir, RocksDbKvStore::Options{});
                    if (!store.ok()) return store.status();
                    return std::unique_ptr<KvStore>(*std::move(store));
-                 },
-                 true};
+                 }};
 }
 
 Backend MemoryBackend() {
   return Backend{"Memory",
                  [](const std::string&) -> absl::StatusOr<std::unique_ptr<KvStore>> {
                    return std::unique_ptr<KvStore>(std::make_unique<MemoryKvStore>());
-                 },
-                 false};
+                 }};
 }
 
 // The KvStore contract, run against every backend.
@@ -82,6 +80,9 @@ class KvStoreTest : public ::testing::TestWithParam<Backend> {
   TempDir dir_;
   std::unique_ptr<KvStore> kv_;
 };
+
+// Closing, reopening and exclusive opening: backends with a data dir.
+class RocksDbKvStoreTest : public KvStoreTest {};
 
 TEST_P(KvStoreTest, GetOfMissingKeyIsEmpty) {
   auto value = kv_->Get("nothing");
@@ -220,8 +221,7 @@ TEST_P(KvStoreTest, ScanPagesThroughManyKeys) {
   EXPECT_EQ(seen, 2500);
 }
 
-TEST_P(KvStoreTest, StatePersistsAcrossCloseAndReopen) {
-  if (!GetParam().persistent) GTEST_SKIP() << "not a persistent backend";
+TEST_P(RocksDbKvStoreTest, StatePersistsAcrossCloseAndReopen) {
   const int64_t va = Put("a", "alpha");
   Put("gone", "x");
   Txn remove;
@@ -238,8 +238,7 @@ TEST_P(KvStoreTest, StatePersistsAcrossCloseAndReopen) {
   EXPECT_GT(Put("b", "beta"), last);
 }
 
-TEST_P(KvStoreTest, SecondOpenOfTheSameDirectorySaysInUse) {
-  if (!GetParam().persistent) GTEST_SKIP() << "not a persistent backend";
+TEST_P(RocksDbKvStoreTest, SecondOpenOfTheSameDirectorySaysInUse) {
   auto second = GetParam().open(dir_.path());
   ASSERT_FALSE(second.ok());
   EXPECT_EQ(ErrnoFromStatus(second.status()), EBUSY);
@@ -278,11 +277,14 @@ TEST_P(KvStoreTest, RunTxnReturnsBodyErrorsWithoutCommitting) {
   EXPECT_FALSE(kv_->Get("k")->has_value());
 }
 
+std::string BackendName(const ::testing::TestParamInfo<Backend>& info) {
+  return info.param.name;
+}
+
 INSTANTIATE_TEST_SUITE_P(Backends, KvStoreTest,
-                         ::testing::Values(RocksDbBackend(), MemoryBackend()),
-                         [](const ::testing::TestParamInfo<Backend>& info) {
-                           return info.param.name;
-                         });
+                         ::testing::Values(RocksDbBackend(), MemoryBackend()), BackendName);
+INSTANTIATE_TEST_SUITE_P(Persistent, RocksDbKvStoreTest, ::testing::Values(RocksDbBackend()),
+                         BackendName);
 
 TEST(KeysTest, InodeKeysSortNumerically) {
   EXPECT_LT(InodeKey(2), InodeKey(10));
