@@ -1,0 +1,226 @@
+// Tests of the ckptfs-fuse executable's contract with its callers (ckptfs
+// up, ckptfs mount, scripts): exit codes and messages for bad mountpoints
+// and an unreachable metadata service, daemon mode returning 0 only with the
+// mount live, and a clean exit 0 with the mount gone after SIGTERM or
+// fusermount3 -u. A real ckptfs-meta (port 0) serves the namespace; no
+// storage server is needed for these.
+//
+// Needs root, /dev/fuse and fusermount3; skipped otherwise. TearDown kills
+// (by pid) and unmounts whatever a test left behind.
+#include <dirent.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <fstream>
+#include <functional>
+#include <iterator>
+#include <optional>
+#include <regex>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "gtest/gtest.h"
+
+namespace {
+
+const std::string kBinDir = CKPTFS_BIN_DIR;
+
+std::string ReadAll(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+bool IsMounted(const std::string& path) {
+  std::ifstream mountinfo("/proc/self/mountinfo");
+  std::string line;
+  while (std::getline(mountinfo, line)) {
+    std::istringstream fields(line);
+    std::string id, parent, dev, root, mountpoint;
+    fields >> id >> parent >> dev >> root >> mountpoint;
+    if (mountpoint == path) return true;
+  }
+  return false;
+}
+
+// Starts `argv` with stdout+stderr appended to `log`; returns its pid.
+pid_t Spawn(const std::vector<std::string>& argv, const std::string& log) {
+  const pid_t pid = fork();
+  if (pid == 0) {
+    const int fd = open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+    if (fd >= 0) {
+      dup2(fd, STDOUT_FILENO);
+      dup2(fd, STDERR_FILENO);
+    }
+    std::vector<char*> args;
+    for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+    args.push_back(nullptr);
+    execv(args[0], args.data());
+    _exit(127);
+  }
+  return pid;
+}
+
+// The exit status of child `pid`, or nullopt if it still runs after `timeout`.
+std::optional<int> WaitExit(pid_t pid, absl::Duration timeout) {
+  const absl::Time deadline = absl::Now() + timeout;
+  while (true) {
+    int status = 0;
+    const pid_t r = waitpid(pid, &status, WNOHANG);
+    if (r == pid) return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    if (r < 0 || absl::Now() > deadline) return std::nullopt;
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+}
+
+bool WaitFor(absl::Duration timeout, const std::function<bool()>& done) {
+  const absl::Time deadline = absl::Now() + timeout;
+  while (!done()) {
+    if (absl::Now() > deadline) return false;
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  return true;
+}
+
+// The pid of a process other than us whose command line contains `needle`.
+pid_t FindProcess(const std::string& needle) {
+  DIR* proc = opendir("/proc");
+  if (proc == nullptr) return -1;
+  pid_t found = -1;
+  while (struct dirent* e = readdir(proc)) {
+    const pid_t pid = static_cast<pid_t>(std::atoi(e->d_name));
+    if (pid <= 0 || pid == getpid()) continue;
+    std::ifstream cmdline(absl::StrCat("/proc/", pid, "/cmdline"));
+    std::string text((std::istreambuf_iterator<char>(cmdline)), {});
+    if (text.find(needle) != std::string::npos) {
+      found = pid;
+      break;
+    }
+  }
+  closedir(proc);
+  return found;
+}
+
+class FuseMainTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (geteuid() != 0 || access("/dev/fuse", R_OK | W_OK) != 0 ||
+        access("/usr/bin/fusermount3", X_OK) != 0) {
+      GTEST_SKIP() << "needs root, /dev/fuse and fusermount3";
+    }
+    char tmpl[] = "/tmp/ckptfs-fuse-main-XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    root_ = tmpl;
+    mnt_ = root_ + "/mnt";
+    ASSERT_EQ(mkdir(mnt_.c_str(), 0755), 0);
+    ASSERT_EQ(mkdir((root_ + "/meta").c_str(), 0755), 0);
+    meta_pid_ = Spawn({kBinDir + "/ckptfs-meta", "--listen=127.0.0.1:0",
+                       "--data_dir=" + root_ + "/meta"},
+                      root_ + "/meta.log");
+    std::smatch m;
+    const std::regex serving("serving on (127\\.0\\.0\\.1:[0-9]+)");
+    ASSERT_TRUE(WaitFor(absl::Seconds(20), [&] {
+      const std::string log = ReadAll(root_ + "/meta.log");
+      if (!std::regex_search(log, m, serving)) return false;
+      meta_ = m[1];
+      return true;
+    })) << ReadAll(root_ + "/meta.log");
+  }
+
+  void TearDown() override {
+    if (root_.empty()) return;
+    for (pid_t pid : {fuse_pid_, FindProcess("--mountpoint=" + mnt_)}) {
+      if (pid > 0) kill(pid, SIGKILL);
+    }
+    if (fuse_pid_ > 0) WaitExit(fuse_pid_, absl::Seconds(5));
+    if (IsMounted(mnt_)) umount2(mnt_.c_str(), MNT_DETACH);
+    if (meta_pid_ > 0) {
+      kill(meta_pid_, SIGKILL);
+      WaitExit(meta_pid_, absl::Seconds(5));
+    }
+    std::system(("rm -rf " + root_).c_str());
+  }
+
+  std::vector<std::string> FuseArgv(const std::string& mountpoint, bool foreground) {
+    std::vector<std::string> argv = {kBinDir + "/ckptfs-fuse", "--meta=" + meta_,
+                                     "--mountpoint=" + mountpoint};
+    if (foreground) argv.push_back("--foreground");
+    return argv;
+  }
+
+  std::string root_, mnt_, meta_;
+  pid_t meta_pid_ = -1;
+  pid_t fuse_pid_ = -1;
+};
+
+TEST_F(FuseMainTest, MissingMountpointFailsClearly) {
+  const std::string log = root_ + "/fuse.log";
+  fuse_pid_ = Spawn(FuseArgv(root_ + "/nope", false), log);
+  EXPECT_EQ(WaitExit(fuse_pid_, absl::Seconds(20)), 1);
+  fuse_pid_ = -1;
+  EXPECT_NE(ReadAll(log).find("does not exist"), std::string::npos) << ReadAll(log);
+}
+
+TEST_F(FuseMainTest, UnreachableMetadataServiceFailsClearly) {
+  const std::string log = root_ + "/fuse.log";
+  fuse_pid_ = Spawn({kBinDir + "/ckptfs-fuse", "--meta=127.0.0.1:1", "--mountpoint=" + mnt_},
+                    log);
+  // The Client gives up after its RPC deadline (30 s).
+  EXPECT_EQ(WaitExit(fuse_pid_, absl::Seconds(90)), 1);
+  fuse_pid_ = -1;
+  EXPECT_NE(ReadAll(log).find("127.0.0.1:1"), std::string::npos) << ReadAll(log);
+  EXPECT_FALSE(IsMounted(mnt_));
+}
+
+TEST_F(FuseMainTest, DaemonReturnsWithTheMountLiveAndExitsOnUnmount) {
+  const std::string log = root_ + "/fuse.log";
+  fuse_pid_ = Spawn(FuseArgv(mnt_, false), log);
+  ASSERT_EQ(WaitExit(fuse_pid_, absl::Seconds(30)), 0) << ReadAll(log);
+  fuse_pid_ = -1;
+  // The parent returned 0: the mount works now, without waiting.
+  ASSERT_TRUE(IsMounted(mnt_));
+  ASSERT_EQ(mkdir((mnt_ + "/d").c_str(), 0755), 0);
+  struct stat st;
+  ASSERT_EQ(stat((mnt_ + "/d").c_str(), &st), 0);
+  EXPECT_TRUE(S_ISDIR(st.st_mode));
+  // The daemon logs to the regular file it was given.
+  EXPECT_NE(ReadAll(log).find("max_write=1048576"), std::string::npos) << ReadAll(log);
+
+  // A second mount on the same directory is refused.
+  const std::string log2 = root_ + "/fuse2.log";
+  pid_t second = Spawn(FuseArgv(mnt_, true), log2);
+  EXPECT_EQ(WaitExit(second, absl::Seconds(20)), 1);
+  EXPECT_NE(ReadAll(log2).find("already mounted"), std::string::npos) << ReadAll(log2);
+
+  const pid_t daemon = FindProcess("--mountpoint=" + mnt_);
+  ASSERT_GT(daemon, 0);
+  ASSERT_EQ(std::system(("fusermount3 -u " + mnt_).c_str()), 0);
+  EXPECT_TRUE(WaitFor(absl::Seconds(10), [&] { return kill(daemon, 0) != 0; }));
+  EXPECT_FALSE(IsMounted(mnt_));
+}
+
+TEST_F(FuseMainTest, SigtermUnmountsAndExitsZero) {
+  const std::string log = root_ + "/fuse.log";
+  fuse_pid_ = Spawn(FuseArgv(mnt_, true), log);
+  ASSERT_TRUE(WaitFor(absl::Seconds(30), [&] { return IsMounted(mnt_); })) << ReadAll(log);
+  struct stat st;
+  ASSERT_EQ(stat(mnt_.c_str(), &st), 0);
+  EXPECT_EQ(st.st_ino, 1u);
+  ASSERT_EQ(kill(fuse_pid_, SIGTERM), 0);
+  EXPECT_EQ(WaitExit(fuse_pid_, absl::Seconds(20)), 0) << ReadAll(log);
+  fuse_pid_ = -1;
+  EXPECT_FALSE(IsMounted(mnt_));
+}
+
+}  // namespace
