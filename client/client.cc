@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <optional>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -36,7 +37,9 @@ ClientImpl::ClientImpl(const ClientOptions& options, std::unique_ptr<MetaClient>
 meta::Attr ClientImpl::WithLocalSize(meta::Attr attr) {
   if (attr.type() != meta::REGULAR) return attr;
   if (std::shared_ptr<OpenFileState> state = registry_.Find(attr.ino())) {
-    attr.set_size(std::max(attr.size(), state->size()));
+    if (std::optional<uint64_t> live = state->LiveSize()) {
+      attr.set_size(std::max(attr.size(), *live));
+    }
   }
   return attr;
 }

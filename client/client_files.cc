@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "client/client.h"
@@ -34,8 +35,16 @@ absl::Status ClientImpl::TruncateStorage(const meta::Attr& attr, uint64_t new_si
                     std::min(attr.size(), new_size));
 }
 
+ClientImpl::StateBefore ClientImpl::SnapshotState(uint64_t ino) {
+  StateBefore before;
+  before.state = registry_.Find(ino);
+  if (before.state != nullptr) before.size_version = before.state->size_version();
+  return before;
+}
+
 absl::StatusOr<std::unique_ptr<File>> ClientImpl::MakeFile(const meta::Attr& attr, int flags,
-                                                           bool truncated) {
+                                                           bool truncated,
+                                                           const StateBefore& before) {
   if (absl::Status status = RequireRegular(attr); !status.ok()) return status;
   if (absl::Status status = ValidateLayout(attr.layout()); !status.ok()) return status;
   bool made = false;
@@ -45,7 +54,9 @@ absl::StatusOr<std::unique_ptr<File>> ClientImpl::MakeFile(const meta::Attr& att
   });
   if (!made) {
     if (truncated) state->SetSize(attr.size());
-    state->Refresh(attr);
+    std::optional<uint64_t> version_before;
+    if (state == before.state && !truncated) version_before = before.size_version;
+    state->Refresh(attr, version_before);
   }
   return std::make_unique<File>(std::move(state), flags);
 }
@@ -78,7 +89,8 @@ absl::StatusOr<Client::Created> Client::Create(uint64_t parent, absl::string_vie
     attr = opened->attr();
     truncated = true;
   }
-  auto file = impl_->MakeFile(attr, flags, truncated);
+  // The inode was unknown before the RPC: Refresh only lets the size grow.
+  auto file = impl_->MakeFile(attr, flags, truncated, ClientImpl::StateBefore{});
   if (!file.ok()) return file.status();
   created.file = *std::move(file);
   created.attr = impl_->WithLocalSize(attr);
@@ -87,6 +99,7 @@ absl::StatusOr<Client::Created> Client::Create(uint64_t parent, absl::string_vie
 
 absl::StatusOr<std::unique_ptr<File>> Client::Open(uint64_t ino, int flags) {
   const bool truncate = (flags & O_TRUNC) != 0;
+  const ClientImpl::StateBefore before = impl_->SnapshotState(ino);
   if (truncate) {
     // The layout (and old size) come from the service; storage goes first.
     auto attr = GetAttr(ino);
@@ -98,7 +111,7 @@ absl::StatusOr<std::unique_ptr<File>> Client::Open(uint64_t ino, int flags) {
   request.set_truncate(truncate);
   auto reply = impl_->meta().Open(request);
   if (!reply.ok()) return reply.status();
-  return impl_->MakeFile(reply->attr(), flags, truncate);
+  return impl_->MakeFile(reply->attr(), flags, truncate, before);
 }
 
 }  // namespace ckptfs::client

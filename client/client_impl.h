@@ -43,10 +43,18 @@ class ClientImpl {
   // EISDIR / EINVAL for a directory / non-regular file.
   absl::Status TruncateStorage(const meta::Attr& attr, uint64_t new_size);
 
+  // What MakeFile needs to know about the inode's open state as it was
+  // before the RPC that returned the attr (see OpenFileState::Refresh).
+  struct StateBefore {
+    std::shared_ptr<OpenFileState> state;  // held, so it stays the same one
+    uint64_t size_version = 0;
+  };
+  StateBefore SnapshotState(uint64_t ino);
+
   // A File for `attr` (a regular file, fresh from the service), sharing the
   // open state of its inode. `truncated`: the service just set its size.
   absl::StatusOr<std::unique_ptr<File>> MakeFile(const meta::Attr& attr, int flags,
-                                                 bool truncated);
+                                                 bool truncated, const StateBefore& before);
 
  private:
   std::unique_ptr<MetaClient> meta_;

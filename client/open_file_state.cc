@@ -55,6 +55,12 @@ uint64_t OpenFileState::size() const {
   return size_;
 }
 
+std::optional<uint64_t> OpenFileState::LiveSize() const {
+  absl::MutexLock lock(&mu_);
+  if (IdleLocked()) return std::nullopt;
+  return size_;
+}
+
 void OpenFileState::AddHandle() {
   absl::MutexLock lock(&mu_);
   ++handles_;
@@ -71,6 +77,7 @@ void OpenFileState::ReleaseHandle() {
     error_ = absl::OkStatus();
     written_since_commit_ = false;
     size_ = seen_size_;
+    ++size_version_;
   }
   // Nobody reads or writes through this state any more; a later open may
   // still find it while chunk requests hold it, so keep it consistent.
@@ -82,19 +89,22 @@ void OpenFileState::ReleaseHandle() {
   free_buffers_.clear();
 }
 
-void OpenFileState::Refresh(const meta::Attr& attr) {
+uint64_t OpenFileState::size_version() const {
+  absl::MutexLock lock(&mu_);
+  return size_version_;
+}
+
+void OpenFileState::Refresh(const meta::Attr& attr, std::optional<uint64_t> version_before) {
   absl::MutexLock lock(&mu_);
   if (attr.size() != seen_size_ || attr.mtime_ns() != seen_mtime_ns_) cache_.Clear();
   seen_size_ = attr.size();
   seen_mtime_ns_ = attr.mtime_ns();
-  // While handles are open here, the local size only grows: `attr` may have
-  // been read before a commit of this very client landed, and adopting its
-  // smaller size would make a later partial chunk write a replace that
-  // wipes bytes written here. A state without handles or pending work
-  // takes the service's word (another client may have truncated).
-  const bool idle = handles_ == 0 && !written_since_commit_ && !dirty_.has_value() &&
-                    inflight_ == 0 && commits_running_ == 0;
-  size_ = idle ? attr.size() : std::max(size_, attr.size());
+  // Shrinking to a stale size would lose appends and make a later partial
+  // chunk write a replace that wipes bytes written here; so the service's
+  // smaller size (another client truncated) is taken only when it cannot
+  // predate anything this client did.
+  const bool current = version_before.has_value() && *version_before == size_version_;
+  size_ = IdleLocked() && current ? attr.size() : std::max(size_, attr.size());
 }
 
 std::unique_ptr<char[]> OpenFileState::TakeBufferLocked() {
@@ -114,6 +124,10 @@ std::unique_ptr<char[]> OpenFileState::TakeBufferLocked() {
 
 absl::StatusOr<size_t> OpenFileState::Write(uint64_t offset, const void* data, size_t len,
                                             bool append) {
+  // Appends run one at a time: a write may wait with mu_ released, and
+  // another append must not take the end of file meanwhile.
+  std::optional<absl::MutexLock> append_lock;
+  if (append) append_lock.emplace(&append_mu_);
   absl::MutexLock lock(&mu_);
   if (!error_.ok()) return error_;
   if (append) offset = size_;
@@ -151,7 +165,10 @@ absl::StatusOr<size_t> OpenFileState::Write(uint64_t offset, const void* data, s
     dirty_->lo = std::min(dirty_->lo, in_chunk);
     dirty_->hi = std::max(dirty_->hi, in_chunk + n);
     cache_.Invalidate(index);
-    size_ = std::max(size_, at + n);
+    if (at + n > size_) {
+      size_ = at + n;
+      ++size_version_;
+    }
     written_since_commit_ = true;
     last_write_ns_ = absl::GetCurrentTimeNanos();
     done += n;
@@ -353,6 +370,7 @@ absl::Status OpenFileState::Flush() {
   }
   seen_size_ = reply->attr().size();
   seen_mtime_ns_ = reply->attr().mtime_ns();
+  ++size_version_;
   return absl::OkStatus();
 }
 
@@ -405,6 +423,7 @@ absl::Status OpenFileState::TruncateStorage(uint64_t new_size) {
 void OpenFileState::SetSize(uint64_t size) {
   absl::MutexLock lock(&mu_);
   size_ = size;
+  ++size_version_;
   seen_size_ = size;
   cache_.InvalidateFrom(ChunkIndexOf(size, chunk_size_));
 }

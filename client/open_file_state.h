@@ -56,6 +56,9 @@ class OpenFileState : public std::enable_shared_from_this<OpenFileState> {
   const meta::Layout& layout() const { return layout_; }
   // The size including bytes not yet flushed.
   uint64_t size() const ABSL_LOCKS_EXCLUDED(mu_);
+  // size() while a handle is open or work is pending, else nullopt (then
+  // the service's size is the truth; another client may have changed it).
+  std::optional<uint64_t> LiveSize() const ABSL_LOCKS_EXCLUDED(mu_);
 
   // Handles: every File counts itself in and out. When the last goes, the
   // read cache's memory is released and a write error (reported by that
@@ -63,10 +66,20 @@ class OpenFileState : public std::enable_shared_from_this<OpenFileState> {
   void AddHandle() ABSL_LOCKS_EXCLUDED(mu_);
   void ReleaseHandle() ABSL_LOCKS_EXCLUDED(mu_);
 
+  // Changes whenever this client changes the file's size (a write that
+  // extends it, a commit, a truncate): an attr read from the service while
+  // it changed may predate what this client did.
+  uint64_t size_version() const ABSL_LOCKS_EXCLUDED(mu_);
+
   // Takes in attributes the service returned at an open (close-to-open): a
-  // changed size or mtime drops cached chunks; the size is adopted when no
-  // handle is open and nothing is pending, else the larger one wins.
-  void Refresh(const meta::Attr& attr) ABSL_LOCKS_EXCLUDED(mu_);
+  // changed size or mtime drops cached chunks. The service's size is
+  // adopted as is (it may be smaller: another client truncated) only when
+  // no handle is open, nothing is pending, and `version_before` — the
+  // size_version() read before the RPC that returned `attr`, if the caller
+  // held this state then — shows nothing changed meanwhile; otherwise the
+  // larger size wins.
+  void Refresh(const meta::Attr& attr, std::optional<uint64_t> version_before)
+      ABSL_LOCKS_EXCLUDED(mu_);
 
   // Writes data[0, len) at `offset`, or at the current size if `append`.
   // Returns len, or the file's first write error.
@@ -112,6 +125,10 @@ class OpenFileState : public std::enable_shared_from_this<OpenFileState> {
   void WriteDone(uint64_t index, std::unique_ptr<char[]> buffer, absl::Status status)
       ABSL_LOCKS_EXCLUDED(mu_);
   std::unique_ptr<char[]> TakeBufferLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool IdleLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return handles_ == 0 && !written_since_commit_ && !dirty_.has_value() && inflight_ == 0 &&
+           commits_running_ == 0;
+  }
   // Waits until no chunk write is queued or in flight.
   void DrainLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Makes the chunks [first, last] readable from the servers: dispatches
@@ -133,12 +150,16 @@ class OpenFileState : public std::enable_shared_from_this<OpenFileState> {
   const uint32_t chunk_size_;
   const int max_inflight_;
 
+  // Held by an O_APPEND write for its whole duration. Lock order: append_mu_
+  // before mu_.
+  absl::Mutex append_mu_;
   mutable absl::Mutex mu_;
   // Signalled on every change waiters care about: a write done, a fetch
   // done, a dispatch leaving the queue.
   absl::CondVar changed_;
   int handles_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t size_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t size_version_ ABSL_GUARDED_BY(mu_) = 0;
   // The service's size and mtime as last seen, to notice others' writes.
   uint64_t seen_size_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t seen_mtime_ns_ ABSL_GUARDED_BY(mu_) = 0;

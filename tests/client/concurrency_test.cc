@@ -8,6 +8,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/str_format.h"
 #include "absl/synchronization/barrier.h"
 #include "absl/time/time.h"
 #include "client/file.h"
@@ -124,6 +125,44 @@ TEST_F(ConcurrencyTest, WritersOfDisjointRangesOfOneFile) {
   ASSERT_TRUE(file->Close().ok());
   EXPECT_EQ(meta_->RecordedSize(ino), data.size());
   EXPECT_TRUE(SameBytes(ReadAll(ino), data));
+}
+
+TEST_F(ConcurrencyTest, ConcurrentAppendsStayWhole) {
+  constexpr int kThreads = 8;
+  constexpr int kRecords = 100;
+  constexpr size_t kRecord = 1000;  // records straddle chunk boundaries
+  auto file = CreateFile("log");
+  const uint64_t ino = file->ino();
+  ASSERT_TRUE(file->Close().ok());
+  std::atomic<int> failures{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      auto appender = client_->Open(ino, O_WRONLY | O_APPEND);
+      if (!appender.ok()) {
+        ++failures;
+        return;
+      }
+      for (int r = 0; r < kRecords; ++r) {
+        std::string record(kRecord, static_cast<char>('a' + t));
+        record.replace(0, 8, absl::StrFormat("%02d:%05d", t, r));
+        if (!(*appender)->Write(0, record.data(), record.size()).ok()) ++failures;
+      }
+      if (!(*appender)->Close().ok()) ++failures;
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  ASSERT_EQ(failures.load(), 0);
+  const std::string all = ReadAll(ino);
+  ASSERT_EQ(all.size(), kThreads * kRecords * kRecord);
+  std::vector<int> next(kThreads, 0);
+  for (size_t at = 0; at < all.size(); at += kRecord) {
+    const int t = (all[at] - '0') * 10 + (all[at + 1] - '0');
+    ASSERT_GE(t, 0);
+    ASSERT_LT(t, kThreads);
+    EXPECT_EQ(all.substr(at, 8), absl::StrFormat("%02d:%05d", t, next[t]++)) << "at " << at;
+    EXPECT_EQ(all.substr(at + 8, kRecord - 8), std::string(kRecord - 8, 'a' + t)) << "at " << at;
+  }
 }
 
 }  // namespace

@@ -267,6 +267,29 @@ TEST_F(FileIoTest, TwoHandlesSeeEachOthersWritesAndSize) {
   EXPECT_EQ(meta_->RecordedSize(ino), data.size());
 }
 
+TEST_F(FileIoTest, ReopenSeesAnotherClientsTruncate) {
+  auto file = CreateFile("shrunk");
+  const uint64_t ino = file->ino();
+  const std::string data = RandomBytes(2 * kTestChunk, 31);
+  ASSERT_TRUE(file->Write(0, data.data(), data.size()).ok());
+  ASSERT_TRUE(file->Close().ok());  // closed, but the File (and its state) lives on
+  // Another client truncates, straight at the service.
+  meta::SetAttrRequest request;
+  request.set_ino(ino);
+  request.set_valid(meta::SET_SIZE);
+  request.set_size(10);
+  ASSERT_TRUE(meta_->SetAttr(request).ok());
+  auto stat = client_->GetAttr(ino);
+  ASSERT_TRUE(stat.ok());
+  EXPECT_EQ(stat->size(), 10u);  // no handle open here: the service's size
+  auto reopened = client_->Open(ino, O_RDONLY);
+  ASSERT_TRUE(reopened.ok());
+  EXPECT_EQ((*reopened)->size(), 10u);  // close-to-open: the service's size
+  auto attr = client_->GetAttr(ino);
+  ASSERT_TRUE(attr.ok());
+  EXPECT_EQ(attr->size(), 10u);
+}
+
 TEST_F(FileIoTest, ChunkSizeComesFromTheDirectory) {
   auto dir = client_->Mkdir(kRootIno, "small", 0755, 0, 0);
   ASSERT_TRUE(dir.ok());
