@@ -70,8 +70,7 @@ absl::StatusOr<std::unique_ptr<MetaServer>> MetaServer::Start(const Options& opt
     return ErrnoStatus(EADDRINUSE, absl::StrCat("cannot listen on ", options.listen,
                                                 ": address in use or not available"));
   }
-  server->address_ = absl::StrCat(HostPort{listen->host, static_cast<uint16_t>(server->port_)}
-                                      .ToString());
+  server->address_ = HostPort{listen->host, static_cast<uint16_t>(server->port_)}.ToString();
   server->reclaimer_->Start();
   return server;
 }
