@@ -49,12 +49,24 @@ Client::Client(std::unique_ptr<ClientImpl> impl) : impl_(std::move(impl)) {}
 Client::~Client() = default;
 
 absl::StatusOr<std::unique_ptr<Client>> Client::Connect(const ClientOptions& options) {
-  auto meta = std::make_unique<GrpcMetaClient>(options.meta_address, options.rpc_timeout);
-  auto transport = std::make_unique<DataChunkTransport>(meta.get(), options.data_timeout);
-  if (absl::Status status = transport->RefreshServers(); !status.ok()) {
+  // A wrong address should fail a mount within seconds, while a service
+  // that is still starting gets that long to answer.
+  constexpr absl::Duration kConnectTimeout = absl::Seconds(10);
+  auto unreachable = [&](const absl::Status& status) {
     return ErrnoStatusWithCode(status.code(), ErrnoFromStatus(status),
                                absl::StrCat("cannot reach the metadata service at ",
                                             options.meta_address, ": ", status.message()));
+  };
+  {
+    GrpcMetaClient probe(options.meta_address, std::min(options.rpc_timeout, kConnectTimeout));
+    if (auto servers = probe.ListServers(meta::Empty()); !servers.ok()) {
+      return unreachable(servers.status());
+    }
+  }
+  auto meta = std::make_unique<GrpcMetaClient>(options.meta_address, options.rpc_timeout);
+  auto transport = std::make_unique<DataChunkTransport>(meta.get(), options.data_timeout);
+  if (absl::Status status = transport->RefreshServers(); !status.ok()) {
+    return unreachable(status);
   }
   return CreateWithServices(options, std::move(meta), std::move(transport));
 }

@@ -58,7 +58,9 @@ class ChunkTransport;
 class Client {
  public:
   // Connects to the metadata service and learns the storage servers.
-  // Fails with a message naming the address when the service is unreachable.
+  // Fails with a message naming the address when the service is unreachable
+  // (after retrying for min(rpc_timeout, 10 s), so a service still starting
+  // up is waited for).
   static absl::StatusOr<std::unique_ptr<Client>> Connect(const ClientOptions& options);
 
   // A Client over the given metadata client and chunk transport (tests use
