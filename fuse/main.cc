@@ -140,7 +140,7 @@ int Main(int argc, char** argv) {
   SetMinLogSeverity(severity);
 
   const std::string meta = absl::GetFlag(FLAGS_meta);
-  const std::string mountpoint = absl::GetFlag(FLAGS_mountpoint);
+  std::string mountpoint = absl::GetFlag(FLAGS_mountpoint);
   if (absl::StatusOr<HostPort> addr = ParseHostPort(meta); !addr.ok()) {
     CKPTFS_LOG(kError) << "--meta: " << addr.status().message();
     return kExitFailure;
@@ -153,10 +153,12 @@ int Main(int argc, char** argv) {
     return kExitFailure;
   }
   // Checked again by Mount::Create; here it fails before any fork or RPC.
-  if (absl::Status checked = CheckMountpoint(mountpoint); !checked.ok()) {
-    CKPTFS_LOG(kError) << checked.message();
+  absl::StatusOr<std::string> canonical = CheckMountpoint(mountpoint);
+  if (!canonical.ok()) {
+    CKPTFS_LOG(kError) << canonical.status().message();
     return kExitFailure;
   }
+  mountpoint = *canonical;
 
   UniqueFd report;
   if (!absl::GetFlag(FLAGS_foreground)) report = ForkDaemon();

@@ -1,11 +1,11 @@
 // See mount.h.
 #include "fuse/mount.h"
 
+#include <fcntl.h>
 #include <limits.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
-#include <fcntl.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
@@ -96,7 +96,7 @@ void SetReadAhead(const std::string& mountpoint, int read_ahead_kb) {
 
 }  // namespace
 
-absl::Status CheckMountpoint(absl::string_view path) {
+absl::StatusOr<std::string> CheckMountpoint(absl::string_view path) {
   const std::string p(path);
   if (p.empty()) return ErrnoStatus(EINVAL, "no mountpoint given (--mountpoint=DIR)");
   struct stat st;
@@ -119,11 +119,11 @@ absl::Status CheckMountpoint(absl::string_view path) {
     return SyscallError(errno, absl::StrCat("resolving mountpoint ", p));
   }
   const std::string fstype = MountedFsType(resolved);
-  if (!fstype.empty() && std::string(resolved) != "/") {
+  if (!fstype.empty()) {
     return ErrnoStatus(EBUSY, absl::StrCat("mountpoint ", p, " is already mounted (", fstype,
                                            "); unmount it first: fusermount3 -u ", p));
   }
-  return absl::OkStatus();
+  return std::string(resolved);
 }
 
 void BlockTerminationSignals() {
@@ -136,10 +136,13 @@ Mount::Mount(std::unique_ptr<Filesystem> fs, const MountOptions& options)
 
 absl::StatusOr<std::unique_ptr<Mount>> Mount::Create(std::unique_ptr<Filesystem> fs,
                                                      const MountOptions& options) {
-  if (absl::Status checked = CheckMountpoint(options.mountpoint); !checked.ok()) return checked;
+  absl::StatusOr<std::string> mountpoint = CheckMountpoint(options.mountpoint);
+  if (!mountpoint.ok()) return mountpoint.status();
   if (options.threads < 1) return ErrnoStatus(EINVAL, "--threads must be at least 1");
 
-  std::unique_ptr<Mount> mount(new Mount(std::move(fs), options));
+  MountOptions canonical = options;
+  canonical.mountpoint = *mountpoint;
+  std::unique_ptr<Mount> mount(new Mount(std::move(fs), canonical));
   std::string mount_options = kFixedOptions;
   if (!options.extra_options.empty()) absl::StrAppend(&mount_options, ",", options.extra_options);
   std::vector<std::string> argv_strings = {"ckptfs-fuse", "-o", mount_options};
@@ -159,8 +162,8 @@ absl::StatusOr<std::unique_ptr<Mount>> Mount::Create(std::unique_ptr<Filesystem>
     return ErrnoStatus(EIO, "installing the FUSE signal handlers failed");
   }
   mount->signal_handlers_ = true;
-  if (fuse_session_mount(mount->session_, options.mountpoint.c_str()) != 0) {
-    return ErrnoStatus(EIO, absl::StrCat("mounting ckptfs at ", options.mountpoint,
+  if (fuse_session_mount(mount->session_, canonical.mountpoint.c_str()) != 0) {
+    return ErrnoStatus(EIO, absl::StrCat("mounting ckptfs at ", canonical.mountpoint,
                                          " failed (see libfuse's message above)"));
   }
   mount->mounted_ = true;

@@ -39,10 +39,12 @@ struct MountOptions {
   int read_ahead_kb = 4096;
 };
 
-// OK when `path` exists, is a directory and is not a mount point already.
-// Otherwise an error that says which (ENOENT, ENOTDIR, EBUSY; ENOTCONN for
-// the leftover of a crashed FUSE daemon, with the command that clears it).
-absl::Status CheckMountpoint(absl::string_view path);
+// The canonical absolute path of `path` when it exists, is a directory and
+// is not a mount point already. Otherwise an error that says which (ENOENT,
+// ENOTDIR, EBUSY; ENOTCONN for the leftover of a crashed FUSE daemon, with
+// the command that clears it). Mounts use the canonical path: a daemon
+// changes its directory to "/", and the unmount must still find it.
+absl::StatusOr<std::string> CheckMountpoint(absl::string_view path);
 
 // Blocks SIGTERM, SIGINT, SIGHUP and SIGQUIT in the calling thread and so in
 // every thread it starts afterwards. Call it in main before anything starts
@@ -52,7 +54,8 @@ void BlockTerminationSignals();
 
 class Mount {
  public:
-  // Checks the mountpoint, creates the session over `fs`, installs
+  // Checks the mountpoint (see CheckMountpoint; the Mount then uses its
+  // canonical path), creates the session over `fs`, installs
   // libfuse's signal handlers (SIGTERM, SIGINT, SIGHUP end the session) and
   // mounts. On error nothing stays mounted.
   static absl::StatusOr<std::unique_ptr<Mount>> Create(std::unique_ptr<Filesystem> fs,
