@@ -198,6 +198,18 @@ absl::Status LocalCluster::StartStorage(int i) {
       absl::StrCat(root_, "/storage-", i, ".log"));
   if (!child.ok()) return child.status();
   storage_[i] = *std::move(child);
+  // Wait until it listens: a server killed a moment ago still counts as
+  // alive in ListServers until its heartbeat times out, so WaitServersAlive
+  // alone does not say that the new process is serving yet.
+  ChildProcess* server = storage_[i].get();
+  const HostPort addr{"127.0.0.1", storage_ports_[i]};
+  absl::Status s = WaitUntil(kStartTimeout, "the storage server to listen", [&] {
+    return !server->Running() || ConnectTcp(addr, absl::Seconds(1)).ok();
+  });
+  if (!s.ok() || !server->Running()) {
+    return absl::UnavailableError(
+        absl::StrCat("ckptfs-storage ", i, " did not start:\n", server->LogTail()));
+  }
   return absl::OkStatus();
 }
 
