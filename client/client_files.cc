@@ -79,7 +79,9 @@ absl::StatusOr<Client::Created> Client::Create(uint64_t parent, absl::string_vie
   created.created = reply->created();
   meta::Attr attr = reply->attr();
   bool truncated = false;
-  if (!created.created && (flags & O_TRUNC) != 0 && impl_->WithLocalSize(attr).size() > 0) {
+  // Trimmed even when the file looks empty: chunks a crashed writer left
+  // behind (never committed) must not show through later partial writes.
+  if (!created.created && (flags & O_TRUNC) != 0) {
     if (absl::Status status = impl_->TruncateStorage(attr, 0); !status.ok()) return status;
     meta::OpenRequest open;
     open.set_ino(attr.ino());

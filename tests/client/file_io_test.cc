@@ -215,6 +215,25 @@ TEST_F(FileIoTest, CreateWithOTruncEmptiesStorageFirst) {
   EXPECT_EQ(transport_->ChunkCount(ino), 0);
 }
 
+TEST_F(FileIoTest, OTruncClearsChunksACrashedWriterLeft) {
+  auto created = client_->Create(kRootIno, "crashed", 0644, 0, 0, O_WRONLY | O_CREAT);
+  ASSERT_TRUE(created.ok());
+  const uint64_t ino = created->file->ino();
+  const uint32_t server = created->attr.layout().stripe(0);
+  ASSERT_TRUE(created->file->Close().ok());
+  // A writer died after its chunk reached a server but before any commit:
+  // the service says size 0, the server holds garbage.
+  const std::string garbage(kTestChunk, 'G');
+  ASSERT_TRUE(transport_->WriteChunk(server, ino, 0, 0, garbage.data(), garbage.size(), true).ok());
+  auto reopened = client_->Create(kRootIno, "crashed", 0644, 0, 0, O_WRONLY | O_CREAT | O_TRUNC);
+  ASSERT_TRUE(reopened.ok());
+  ASSERT_TRUE(reopened->file->Write(100, "0123456789", 10).ok());  // a merge write
+  ASSERT_TRUE(reopened->file->Close().ok());
+  std::string expected(100, '\0');
+  expected += "0123456789";
+  EXPECT_TRUE(SameBytes(ReadAll(ino), expected));
+}
+
 TEST_F(FileIoTest, ExclusiveCreateOfExistingFails) {
   ASSERT_NE(CreateFile("excl"), nullptr);
   auto again = client_->Create(kRootIno, "excl", 0644, 0, 0, O_RDWR | O_CREAT | O_EXCL);
