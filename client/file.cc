@@ -71,7 +71,9 @@ absl::Status File::Fsync() {
 absl::Status File::Close() {
   absl::MutexLock lock(&close_mu_);
   if (close_done_) return close_status_;
-  close_status_ = state_->Flush();
+  // A reader has nothing to publish: its close must not wait for the chunks
+  // some writer of the same inode has in flight.
+  if ((flags_ & O_ACCMODE) != O_RDONLY) close_status_ = state_->Flush();
   closed_.store(true);
   close_done_ = true;
   state_->ReleaseHandle();

@@ -59,8 +59,8 @@ class File {
   // them (fdatasync there).
   absl::Status Fsync();
 
-  // Flush and release this handle. Idempotent; later calls return the first
-  // result.
+  // Flush (unless opened read-only) and release this handle. Idempotent;
+  // later calls return the first result.
   absl::Status Close();
 
  private:

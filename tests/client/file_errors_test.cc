@@ -9,6 +9,7 @@
 #include <string>
 
 #include "absl/status/status.h"
+#include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "client/file.h"
 #include "common/errno_status.h"
@@ -196,6 +197,21 @@ TEST_F(FileErrorsTest, FsyncSyncsEveryServerThatGotChunks) {
   EXPECT_EQ(ErrnoFromStatus(synced), EIO);
   transport_->FailSyncs(0);
   EXPECT_TRUE(file->Fsync().ok());  // and retried
+}
+
+TEST_F(FileErrorsTest, ReaderCloseDoesNotWaitForWriters) {
+  auto writer = CreateFile("busy");
+  auto reader = client_->Open(writer->ino(), O_RDONLY);
+  ASSERT_TRUE(reader.ok());
+  transport_->SetDelay(absl::Seconds(1));
+  const std::string chunk = RandomBytes(kTestChunk, 8);
+  ASSERT_TRUE(writer->Write(0, chunk.data(), chunk.size()).ok());  // in flight now
+  const absl::Time start = absl::Now();
+  ASSERT_TRUE((*reader)->Close().ok());
+  EXPECT_LT(absl::Now() - start, absl::Milliseconds(500));
+  EXPECT_EQ(meta_->Calls("CommitWrite"), 0);  // and commits nothing
+  ASSERT_TRUE(writer->Close().ok());
+  EXPECT_EQ(meta_->RecordedSize(writer->ino()), chunk.size());
 }
 
 TEST_F(FileErrorsTest, WriteOnReadOnlyHandleIsEbadf) {
