@@ -3,8 +3,9 @@
 // File (or a chunk request in flight) holds it, and unregisters itself when
 // it dies.
 //
-// Thread-safety: thread-safe (one mutex, never held across I/O; lock order:
-// OpenFileState::mu_ may be held when calling Find, never the reverse).
+// Thread-safety: thread-safe (one mutex, never held across I/O, nor while
+// an OpenFileState's mutex is held; `make` runs under it and must not lock
+// anything of a state).
 #ifndef CKPTFS_CLIENT_OPEN_FILE_REGISTRY_H_
 #define CKPTFS_CLIENT_OPEN_FILE_REGISTRY_H_
 

@@ -9,7 +9,10 @@
 // options.max_inflight_chunks_per_file are in flight; a writer that would
 // exceed it waits (backpressure). Dispatches leave in FIFO order, and two
 // writes of the same chunk are never in flight together, so the server
-// applies them in the order they were made. Buffers are recycled.
+// applies them in the order they were made. A WRITE replaces the chunk only
+// when its bytes cover all the chunk holds at the current size; otherwise
+// the server merges it. Buffers come from and go back to the Client's
+// BufferPool.
 //
 // Read path: dirty or in-flight data of the chunks read is written first,
 // so a handle sees its own writes. Sequential readers (and any reader while
@@ -20,9 +23,10 @@
 // past the file size is returned.
 //
 // Thread-safety: every public method may be called from any thread. mu_
-// guards all mutable state and is never held across network I/O (lock
-// order: mu_ before OpenFileRegistry's). Chunk requests in flight hold a
-// shared_ptr to the state, so it outlives its last handle until they end.
+// guards all mutable state and is never held across network I/O. Lock
+// order: append_mu_, then mu_, then the BufferPool's or IoExecutor's.
+// Chunk requests in flight hold a shared_ptr to the state, so it outlives
+// its last handle until they end.
 #ifndef CKPTFS_CLIENT_OPEN_FILE_STATE_H_
 #define CKPTFS_CLIENT_OPEN_FILE_STATE_H_
 
