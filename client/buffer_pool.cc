@@ -32,6 +32,18 @@ void BufferPool::Release(uint32_t size, std::unique_ptr<char[]> buffer) {
   // Over the limit: `buffer` is freed here, outside the lock.
 }
 
+bool BufferPool::TryReserve(size_t bytes) {
+  size_t reserved = reserved_bytes_.load();
+  do {
+    if (reserved + bytes > write_budget_bytes_) return false;
+  } while (!reserved_bytes_.compare_exchange_weak(reserved, reserved + bytes));
+  return true;
+}
+
+void BufferPool::Unreserve(size_t bytes) { reserved_bytes_.fetch_sub(bytes); }
+
+size_t BufferPool::reserved_bytes() { return reserved_bytes_.load(); }
+
 size_t BufferPool::idle_bytes() {
   absl::MutexLock lock(&mu_);
   return idle_bytes_;

@@ -6,11 +6,15 @@
 // serve the next file instead of returning to the allocator. Idle buffers
 // beyond `max_idle_bytes` are freed.
 //
+// It also keeps the Client-wide budget of extra write buffers (see
+// ClientOptions::write_buffer_budget_bytes): TryReserve / Unreserve.
+//
 // Thread-safety: thread-safe.
 #ifndef CKPTFS_CLIENT_BUFFER_POOL_H_
 #define CKPTFS_CLIENT_BUFFER_POOL_H_
 
 #include <cstddef>
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <vector>
@@ -23,7 +27,8 @@ namespace ckptfs::client {
 
 class BufferPool {
  public:
-  explicit BufferPool(size_t max_idle_bytes) : max_idle_bytes_(max_idle_bytes) {}
+  explicit BufferPool(size_t max_idle_bytes, size_t write_budget_bytes = SIZE_MAX)
+      : max_idle_bytes_(max_idle_bytes), write_budget_bytes_(write_budget_bytes) {}
   BufferPool(const BufferPool&) = delete;
   BufferPool& operator=(const BufferPool&) = delete;
 
@@ -35,8 +40,16 @@ class BufferPool {
 
   size_t idle_bytes();
 
+  // Takes `bytes` of the write budget if that much is left.
+  bool TryReserve(size_t bytes);
+  // Returns bytes TryReserve took.
+  void Unreserve(size_t bytes);
+  size_t reserved_bytes();
+
  private:
   const size_t max_idle_bytes_;
+  const size_t write_budget_bytes_;
+  std::atomic<size_t> reserved_bytes_{0};
   absl::Mutex mu_;
   absl::flat_hash_map<uint32_t, std::vector<std::unique_ptr<char[]>>> idle_ ABSL_GUARDED_BY(mu_);
   size_t idle_bytes_ ABSL_GUARDED_BY(mu_) = 0;

@@ -49,6 +49,11 @@ struct ClientOptions {
   // Chunk buffers of closed files kept for reuse by later ones (touched
   // memory is much faster to fill than fresh memory); beyond this, freed.
   int64_t idle_buffer_bytes = int64_t{512} << 20;
+  // Write-behind memory of all files together: each open file being written
+  // always gets one chunk buffer; the further ones it uses to keep chunk
+  // writes in flight come from this budget (writers wait when it is spent).
+  // Bounds memory when one Client writes thousands of files at once.
+  int64_t write_buffer_budget_bytes = int64_t{2} << 30;
 };
 
 class ClientImpl;

@@ -42,12 +42,29 @@ OpenFileState::OpenFileState(const ClientServices& services, const meta::Attr& a
       cache_(CacheCapacity(services.options, 1), attr.layout().chunk_size(), services.buffers) {}
 
 OpenFileState::~OpenFileState() {
-  // No request is in flight (each holds a reference): every buffer is here.
+  {
+    // No request is in flight (each holds a reference): every buffer is
+    // here, free or (if a File was never closed) dirty.
+    absl::MutexLock lock(&mu_);
+    if (dirty_.has_value()) {
+      free_buffers_.push_back(std::move(dirty_->buffer));
+      dirty_.reset();
+    }
+    ReturnFreeBuffersLocked();
+  }
+  services_.registry->RemoveExpired(ino_);
+}
+
+void OpenFileState::ReturnFreeBuffersLocked() {
+  const int reserved_before = std::max(0, buffers_allocated_ - 1);
+  buffers_allocated_ -= static_cast<int>(free_buffers_.size());
+  const int reserved_after = std::max(0, buffers_allocated_ - 1);
   for (std::unique_ptr<char[]>& buffer : free_buffers_) {
     services_.buffers->Release(chunk_size_, std::move(buffer));
   }
-  if (dirty_.has_value()) services_.buffers->Release(chunk_size_, std::move(dirty_->buffer));
-  services_.registry->RemoveExpired(ino_);
+  free_buffers_.clear();
+  services_.buffers->Unreserve(static_cast<size_t>(reserved_before - reserved_after) *
+                               chunk_size_);
 }
 
 uint64_t OpenFileState::size() const {
@@ -82,11 +99,7 @@ void OpenFileState::ReleaseHandle() {
   // Nobody reads or writes through this state any more; a later open may
   // still find it while chunk requests hold it, so keep it consistent.
   cache_.ReleaseMemory();
-  buffers_allocated_ -= static_cast<int>(free_buffers_.size());
-  for (std::unique_ptr<char[]>& buffer : free_buffers_) {
-    services_.buffers->Release(chunk_size_, std::move(buffer));
-  }
-  free_buffers_.clear();
+  ReturnFreeBuffersLocked();
 }
 
 uint64_t OpenFileState::size_version() const {
@@ -109,17 +122,23 @@ void OpenFileState::Refresh(const meta::Attr& attr, std::optional<uint64_t> vers
 
 std::unique_ptr<char[]> OpenFileState::TakeBufferLocked() {
   // One buffer per write in flight plus the one being filled is all the
-  // pipeline needs; a writer wanting more waits for a write to finish.
-  while (free_buffers_.empty() && buffers_allocated_ >= max_inflight_ + 1) {
+  // pipeline needs. The first is always granted; more need the Client's
+  // write budget. A writer that can have neither waits for one of this
+  // file's writes to finish (one is in flight: every buffer it holds that
+  // is not free is queued or in flight, and none is free).
+  while (true) {
+    if (!free_buffers_.empty()) {
+      std::unique_ptr<char[]> buffer = std::move(free_buffers_.back());
+      free_buffers_.pop_back();
+      return buffer;
+    }
+    if (buffers_allocated_ == 0 ||
+        (buffers_allocated_ < max_inflight_ + 1 && services_.buffers->TryReserve(chunk_size_))) {
+      ++buffers_allocated_;
+      return services_.buffers->Acquire(chunk_size_);
+    }
     changed_.Wait(&mu_);
   }
-  if (!free_buffers_.empty()) {
-    std::unique_ptr<char[]> buffer = std::move(free_buffers_.back());
-    free_buffers_.pop_back();
-    return buffer;
-  }
-  ++buffers_allocated_;
-  return services_.buffers->Acquire(chunk_size_);
 }
 
 absl::StatusOr<size_t> OpenFileState::Write(uint64_t offset, const void* data, size_t len,

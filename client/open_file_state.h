@@ -129,6 +129,8 @@ class OpenFileState : public std::enable_shared_from_this<OpenFileState> {
   void WriteDone(uint64_t index, std::unique_ptr<char[]> buffer, absl::Status status)
       ABSL_LOCKS_EXCLUDED(mu_);
   std::unique_ptr<char[]> TakeBufferLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Gives the idle write buffers back to the pool, with their budget.
+  void ReturnFreeBuffersLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool IdleLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     return handles_ == 0 && !written_since_commit_ && !dirty_.has_value() && inflight_ == 0 &&
            commits_running_ == 0;
@@ -175,6 +177,8 @@ class OpenFileState : public std::enable_shared_from_this<OpenFileState> {
 
   std::optional<DirtyChunk> dirty_ ABSL_GUARDED_BY(mu_);
   std::vector<std::unique_ptr<char[]>> free_buffers_ ABSL_GUARDED_BY(mu_);
+  // Write buffers this file holds (free, dirty, queued or in flight); all
+  // but the first are reserved from the pool's write budget.
   int buffers_allocated_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t next_ticket_ ABSL_GUARDED_BY(mu_) = 0;     // dispatches queued so far
   uint64_t serving_ticket_ ABSL_GUARDED_BY(mu_) = 0;  // next dispatch to leave

@@ -36,6 +36,16 @@ TEST(BufferPoolTest, KeepsNoMoreThanTheIdleLimit) {
   EXPECT_EQ(pool.idle_bytes(), 8192u);
 }
 
+TEST(BufferPoolTest, WriteBudget) {
+  BufferPool pool(0, 10000);
+  EXPECT_TRUE(pool.TryReserve(4096));
+  EXPECT_TRUE(pool.TryReserve(4096));
+  EXPECT_FALSE(pool.TryReserve(4096));  // would exceed 10000
+  pool.Unreserve(4096);
+  EXPECT_TRUE(pool.TryReserve(4096));
+  EXPECT_EQ(pool.reserved_bytes(), 8192u);
+}
+
 class ClientBufferReuseTest : public ClientFixture {};
 
 TEST_F(ClientBufferReuseTest, RecycledBuffersLeakNoOldBytes) {

@@ -6,7 +6,10 @@
 #include <fcntl.h>
 
 #include <cerrno>
+#include <atomic>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/time/clock.h"
@@ -135,6 +138,41 @@ TEST_F(FileErrorsTest, InflightCapIsRespected) {
   EXPECT_GE(counts.max_inflight_writes, 2);  // and they do overlap
   transport_->SetDelay(absl::ZeroDuration());
   EXPECT_TRUE(SameBytes(ReadAll(file->ino()), data));
+}
+
+TEST_F(FileErrorsTest, WriteBufferBudgetBoundsAllFilesTogether) {
+  ClientOptions options = DefaultOptions();
+  options.max_inflight_chunks_per_file = 4;
+  options.write_buffer_budget_bytes = 2 * kTestChunk;  // two extra buffers in all
+  MakeClient(options);
+  transport_->SetDelay(absl::Milliseconds(10));
+  constexpr int kFiles = 3;
+  std::vector<std::string> data;
+  std::vector<uint64_t> inos(kFiles);
+  for (int i = 0; i < kFiles; ++i) data.push_back(RandomBytes(8ull * kTestChunk, 40 + i));
+  std::vector<std::thread> threads;
+  std::atomic<int> failures{0};
+  for (int i = 0; i < kFiles; ++i) {
+    threads.emplace_back([&, i] {
+      auto created = client_->Create(kRootIno, "b" + std::to_string(i), 0644, 0, 0,
+                                     O_WRONLY | O_CREAT);
+      if (!created.ok()) {
+        ++failures;
+        return;
+      }
+      inos[i] = created->file->ino();
+      for (size_t done = 0; done < data[i].size(); done += 16384) {
+        if (!created->file->Write(done, data[i].data() + done, 16384).ok()) ++failures;
+      }
+      if (!created->file->Close().ok()) ++failures;
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  ASSERT_EQ(failures.load(), 0);
+  // One buffer per file plus the two of the budget: never more in flight.
+  EXPECT_LE(transport_->counts().max_inflight_writes, kFiles + 2);
+  transport_->SetDelay(absl::ZeroDuration());
+  for (int i = 0; i < kFiles; ++i) EXPECT_TRUE(SameBytes(ReadAll(inos[i]), data[i]));
 }
 
 TEST_F(FileErrorsTest, SequentialReaderFetchesEachChunkOnce) {
