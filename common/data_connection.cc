@@ -53,6 +53,12 @@ absl::StatusOr<DataConnection::Response> DataConnection::Call(data::RequestHeade
     }
     return Broken(prefix.status());
   }
+  if (response.header.request_id() == 0 && response.header.error() != 0) {
+    // The server refused the connection itself (over its connection limit,
+    // or it could not parse what we sent) and is closing it: keep its errno
+    // (EAGAIN says "retry later") rather than calling the reply garbled.
+    return Broken(ErrnoStatus(response.header.error(), response.header.message()));
+  }
   if (response.header.request_id() != id) {
     return Broken(ErrnoStatus(EBADMSG, absl::StrCat("reply for request ",
                                                     response.header.request_id(),

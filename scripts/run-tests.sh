@@ -12,8 +12,10 @@ bash scripts/build.sh
 # Integration tests leave nothing behind on success or failure; should a test
 # binary be killed outright, unmount whatever it left under the temp dir.
 cleanup() {
-  grep -E ' fuse\.ckptfs ' /proc/mounts | awk '{print $2}' |
-    grep -E '/ckptfs-(it|cli)-' | while read -r m; do fusermount3 -u -z "$m" || true; done
+  local m
+  for m in $(awk '$3 == "fuse.ckptfs" {print $2}' /proc/mounts | grep -E '/ckptfs-(it|cli)-' || true); do
+    fusermount3 -u -z "$m" || true
+  done
 }
 trap cleanup EXIT
 
