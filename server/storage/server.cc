@@ -19,6 +19,12 @@
 namespace ckptfs::storage {
 namespace {
 
+// TCP keepalive on accepted connections: first probe after this many idle
+// seconds, then one every kKeepIntervalS; kKeepCount unanswered probes end it.
+constexpr int kKeepIdleS = 60;
+constexpr int kKeepIntervalS = 10;
+constexpr int kKeepCount = 6;
+
 std::string PeerName(const sockaddr_storage& addr) {
   char host[INET6_ADDRSTRLEN] = "?";
   uint16_t port = 0;
@@ -75,6 +81,16 @@ void Server::AcceptLoop() {
     }
     int one = 1;
     ::setsockopt(socket.get(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    // A connection idles without limit between frames, so a client whose
+    // host died (no FIN, no RST) would hold its thread, ring and fd forever
+    // and, over time, fill max_connections. TCP keepalive finds such peers
+    // (after about kKeepIdleS + kKeepCount * kKeepIntervalS) and the blocked
+    // read then fails, ending the connection.
+    ::setsockopt(socket.get(), SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one));
+    ::setsockopt(socket.get(), IPPROTO_TCP, TCP_KEEPIDLE, &kKeepIdleS, sizeof(kKeepIdleS));
+    ::setsockopt(socket.get(), IPPROTO_TCP, TCP_KEEPINTVL, &kKeepIntervalS,
+                 sizeof(kKeepIntervalS));
+    ::setsockopt(socket.get(), IPPROTO_TCP, TCP_KEEPCNT, &kKeepCount, sizeof(kKeepCount));
     if (connections_.size() >= options_.max_connections) {
       Refuse(std::move(socket));
       continue;

@@ -3,9 +3,13 @@
 // error, and the server keeps serving the other connections.
 #include "server/storage/server.h"
 
+#include <dirent.h>
+#include <netinet/in.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <string>
 #include <thread>
 #include <vector>
@@ -357,6 +361,40 @@ TEST_F(ServerTest, StopClosesOpenConnectionsAndReapsFinishedOnes) {
   server_->Stop();
   EXPECT_FALSE(Simple(*c, data::PING, 0).ok());
   EXPECT_FALSE(DataConnection::Connect(server_->address(), absl::Seconds(1)).ok());
+}
+
+// A client whose host dies leaves no FIN: only TCP keepalive ends such an
+// idle connection, so accepted sockets must have it on.
+TEST_F(ServerTest, AcceptedConnectionsUseTcpKeepalive) {
+  auto c = Connect();
+  ASSERT_NE(c, nullptr);
+  ASSERT_TRUE(Simple(*c, data::PING, 0).ok());
+  // Server and test share this process: find the server's side among our fds
+  // (bound to the server's port, not the listener).
+  int found = 0;
+  DIR* fds = ::opendir("/proc/self/fd");
+  ASSERT_NE(fds, nullptr);
+  while (dirent* entry = ::readdir(fds)) {
+    const int fd = std::atoi(entry->d_name);
+    if (fd <= 2 || fd == ::dirfd(fds)) continue;
+    sockaddr_in local{};
+    socklen_t len = sizeof(local);
+    if (::getsockname(fd, reinterpret_cast<sockaddr*>(&local), &len) != 0 ||
+        local.sin_family != AF_INET || ntohs(local.sin_port) != server_->address().port) {
+      continue;
+    }
+    int listening = 0;
+    socklen_t optlen = sizeof(listening);
+    ASSERT_EQ(::getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &listening, &optlen), 0);
+    if (listening) continue;
+    int keepalive = 0;
+    optlen = sizeof(keepalive);
+    ASSERT_EQ(::getsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &keepalive, &optlen), 0);
+    EXPECT_EQ(keepalive, 1) << "accepted socket fd " << fd << " has no TCP keepalive";
+    ++found;
+  }
+  ::closedir(fds);
+  EXPECT_EQ(found, 1);
 }
 
 }  // namespace
