@@ -236,6 +236,9 @@ void OpenFileState::WriteDone(uint64_t index, std::unique_ptr<char[]> buffer,
   --inflight_;
   inflight_chunks_.erase(index);
   free_buffers_.push_back(std::move(buffer));
+  // A fetch of this chunk made while the write was queued or in flight (a
+  // read-ahead, or a reader of another handle) may hold the old bytes.
+  cache_.Invalidate(index);
   if (!status.ok() && error_.ok()) {
     error_ = FileIoError(status, absl::StrCat("write of chunk ", index, " of inode ", ino_));
     CKPTFS_LOG(kWarning) << error_.message();

@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_format.h"
 #include "absl/synchronization/barrier.h"
+#include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "client/file.h"
 #include "gtest/gtest.h"
@@ -163,6 +164,53 @@ TEST_F(ConcurrencyTest, ConcurrentAppendsStayWhole) {
     EXPECT_EQ(all.substr(at, 8), absl::StrFormat("%02d:%05d", t, next[t]++)) << "at " << at;
     EXPECT_EQ(all.substr(at + 8, kRecord - 8), std::string(kRecord - 8, 'a' + t)) << "at " << at;
   }
+}
+
+// A read-ahead that fetches a chunk whose write is queued behind the
+// in-flight cap (or still in flight) must not leave the old bytes cached
+// once that write lands.
+TEST_F(ConcurrencyTest, ReadAheadDuringQueuedWriteDoesNotCacheOldBytes) {
+  ClientOptions options = DefaultOptions();
+  options.max_inflight_chunks_per_file = 1;
+  options.readahead_chunks = 3;
+  MakeClient(options);
+  constexpr uint64_t kChunks = 4;
+  auto file = CreateFile("racy");
+  const uint64_t ino = file->ino();
+  const std::string old_data(kChunks * kTestChunk, 'a');
+  ASSERT_TRUE(file->Write(0, old_data.data(), old_data.size()).ok());
+  ASSERT_TRUE(file->Flush().ok());
+  auto reader = client_->Open(ino, O_RDONLY);
+  ASSERT_TRUE(reader.ok());
+
+  // Every request takes kDelay. The reader fetches chunk 0 during [0, D]
+  // and then reads ahead chunks 1..3; the writer, starting at D/2, has
+  // chunk 2 in flight and chunk 3 queued behind it until 3D/2, and chunk 3
+  // lands at 5D/2, after the read-ahead fetched it at 2D.
+  constexpr absl::Duration kDelay = absl::Milliseconds(200);
+  transport_->SetDelay(kDelay);
+  const std::string new_data(2 * kTestChunk, 'b');
+  std::thread writer([&] {
+    absl::SleepFor(kDelay / 2);
+    EXPECT_TRUE(file->Write(2 * kTestChunk, new_data.data(), new_data.size()).ok());
+  });
+  std::string got(kTestChunk, '\0');
+  auto n = (*reader)->Read(0, got.data(), got.size());
+  ASSERT_TRUE(n.ok()) << n.status();
+  writer.join();
+  ASSERT_TRUE(file->Flush().ok());
+  absl::SleepFor(3 * kDelay);  // the read-ahead has finished
+  transport_->SetDelay(absl::ZeroDuration());
+
+  for (uint64_t index = 1; index < kChunks; ++index) {
+    n = (*reader)->Read(index * kTestChunk, got.data(), got.size());
+    ASSERT_TRUE(n.ok()) << n.status();
+    ASSERT_EQ(*n, got.size());
+    const char want = index >= 2 ? 'b' : 'a';
+    EXPECT_TRUE(SameBytes(got, std::string(kTestChunk, want))) << "chunk " << index;
+  }
+  ASSERT_TRUE((*reader)->Close().ok());
+  ASSERT_TRUE(file->Close().ok());
 }
 
 }  // namespace
