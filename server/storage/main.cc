@@ -7,8 +7,11 @@
 // other start-up failures.
 #include <pthread.h>
 #include <signal.h>
+#include <sys/resource.h>
 
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <memory>
 #include <string>
 
@@ -90,6 +93,17 @@ int Main() {
   // A peer or a log reader that goes away must not kill the server; sockets
   // already use MSG_NOSIGNAL, this covers stderr and everything else.
   ::signal(SIGPIPE, SIG_IGN);
+  // Each connection holds a socket and an io_uring fd, and requests open
+  // chunk files (SYNC up to 64 at once): the usual soft limit of 1024 would
+  // fail writes and fsyncs with EMFILE, or stall accept, at a few hundred
+  // clients. Take the hard limit, as most servers do.
+  if (rlimit nofile{}; ::getrlimit(RLIMIT_NOFILE, &nofile) == 0 &&
+                       nofile.rlim_cur < nofile.rlim_max) {
+    nofile.rlim_cur = nofile.rlim_max;
+    if (::setrlimit(RLIMIT_NOFILE, &nofile) != 0) {
+      CKPTFS_LOG(kWarning) << "cannot raise the open-file limit: " << std::strerror(errno);
+    }
+  }
 
   if (absl::Status s = CreateDirectories(data_dir); !s.ok()) {
     return Fail(kExitConfig, absl::StrCat("data directory: ", s.message()));

@@ -4,6 +4,7 @@
 // once registered. Every process started is killed in teardown.
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -143,6 +144,25 @@ TEST_F(StorageProcessTest, ServesAndExitsZeroOnSigterm) {
   EXPECT_EQ(::stat((data + "/server.uuid").c_str(), &st), 0);
   ASSERT_EQ(::kill(pid, SIGTERM), 0);
   EXPECT_EQ(WaitExit(pid, absl::Seconds(10)), 0) << ReadFile(dir_.path() + "/log");
+}
+
+// Started with a low soft open-file limit (inherited), the server raises it
+// to the hard limit so that hundreds of connections do not hit EMFILE.
+TEST_F(StorageProcessTest, RaisesItsOpenFileLimit) {
+  rlimit old_limit{};
+  ASSERT_EQ(::getrlimit(RLIMIT_NOFILE, &old_limit), 0);
+  if (old_limit.rlim_max <= 256) GTEST_SKIP() << "hard open-file limit too low to test";
+  rlimit low = old_limit;
+  low.rlim_cur = 256;
+  ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &low), 0);
+  const uint16_t port = UnusedPort();
+  const pid_t pid = Spawn(Args(port, dir_.path() + "/data"), dir_.path() + "/log");
+  ::setrlimit(RLIMIT_NOFILE, &old_limit);
+  auto c = ConnectWhenUp(port);
+  ASSERT_NE(c, nullptr) << ReadFile(dir_.path() + "/log");
+  rlimit child{};
+  ASSERT_EQ(::prlimit(pid, RLIMIT_NOFILE, nullptr, &child), 0);
+  EXPECT_EQ(child.rlim_cur, old_limit.rlim_max);
 }
 
 TEST_F(StorageProcessTest, KillNineKeepsWrittenChunksAndIdentity) {
