@@ -28,7 +28,7 @@ absl::Status RequireRegular(const meta::Attr& attr) {
 absl::Status ClientImpl::TruncateStorage(const meta::Attr& attr, uint64_t new_size) {
   if (absl::Status status = RequireRegular(attr); !status.ok()) return status;
   if (std::shared_ptr<OpenFileState> state = registry_.Find(attr.ino())) {
-    return state->TruncateStorage(new_size);
+    return state->TruncateStorage(new_size, attr.size());
   }
   if (absl::Status status = ValidateLayout(attr.layout()); !status.ok()) return status;
   return TrimStripe(*transport_, *executor_, attr.ino(), attr.layout(),

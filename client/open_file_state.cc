@@ -421,7 +421,7 @@ absl::Status OpenFileState::Fsync() {
   return absl::OkStatus();
 }
 
-absl::Status OpenFileState::TruncateStorage(uint64_t new_size) {
+absl::Status OpenFileState::TruncateStorage(uint64_t new_size, uint64_t service_size) {
   uint64_t trim_at = 0;
   {
     absl::MutexLock lock(&mu_);
@@ -436,7 +436,7 @@ absl::Status OpenFileState::TruncateStorage(uint64_t new_size) {
       }
     }
     DrainLocked();
-    trim_at = std::min(size_, new_size);
+    trim_at = std::min(std::max(size_, service_size), new_size);
     cache_.InvalidateFrom(ChunkIndexOf(trim_at, chunk_size_));
   }
   return TrimStripe(*services_.transport, *services_.executor, ino_, layout_, trim_at);

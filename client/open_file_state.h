@@ -106,9 +106,12 @@ class OpenFileState : public std::enable_shared_from_this<OpenFileState> {
   // The storage half of a truncate: drops buffered bytes at or past
   // `new_size`, waits for writes in flight, then TRIMs every server of the
   // stripe set (at the smaller of the old and new size, so an extension
-  // reads zeros). The caller then records the size in the metadata service
-  // and calls Refresh or SetSize.
-  absl::Status TruncateStorage(uint64_t new_size) ABSL_LOCKS_EXCLUDED(mu_);
+  // reads zeros). The old size is the larger of this client's and
+  // `service_size` (the service's, just read: another client may have
+  // extended the file since this state last saw it). The caller then
+  // records the size in the metadata service and calls Refresh or SetSize.
+  absl::Status TruncateStorage(uint64_t new_size, uint64_t service_size)
+      ABSL_LOCKS_EXCLUDED(mu_);
 
   // After the service recorded `size` for a truncate.
   void SetSize(uint64_t size) ABSL_LOCKS_EXCLUDED(mu_);

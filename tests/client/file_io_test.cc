@@ -8,6 +8,7 @@
 #include <string>
 
 #include "client/file.h"
+#include "client/layout.h"
 #include "common/errno_status.h"
 #include "gtest/gtest.h"
 #include "tests/client/client_fixture.h"
@@ -307,6 +308,40 @@ TEST_F(FileIoTest, ReopenSeesAnotherClientsTruncate) {
   auto attr = client_->GetAttr(ino);
   ASSERT_TRUE(attr.ok());
   EXPECT_EQ(attr->size(), 10u);
+}
+
+// A truncate here trims storage at the file's real size, even when the
+// local view of an open file predates another client's extension of it.
+TEST_F(FileIoTest, TruncateKeepsAnotherClientsBytesBelowTheNewSize) {
+  auto file = CreateFile("grown");
+  const uint64_t ino = file->ino();
+  ASSERT_TRUE(file->Write(0, "abc", 3).ok());
+  ASSERT_TRUE(file->Close().ok());
+  auto reader = client_->Open(ino, O_RDONLY);  // keeps the state (size 3) open
+  ASSERT_TRUE(reader.ok());
+  // Another client writes chunk 1 and commits a size of two chunks.
+  auto attr = client_->GetAttr(ino);
+  ASSERT_TRUE(attr.ok());
+  const std::string other(kTestChunk, 'o');
+  ASSERT_TRUE(transport_
+                  ->WriteChunk(ServerForChunk(attr->layout(), 1), ino, 1, 0, other.data(),
+                               other.size(), /*replace=*/true)
+                  .ok());
+  meta::CommitWriteRequest commit;
+  commit.set_ino(ino);
+  commit.set_size(2ull * kTestChunk);
+  ASSERT_TRUE(meta_->CommitWrite(commit).ok());
+
+  meta::SetAttrRequest request;
+  request.set_ino(ino);
+  request.set_valid(meta::SET_SIZE);
+  request.set_size(2ull * kTestChunk - 10);
+  ASSERT_TRUE(client_->SetAttr(request).ok());
+  std::string expected("abc");
+  expected.resize(kTestChunk, '\0');
+  expected += other.substr(0, kTestChunk - 10);
+  EXPECT_TRUE(SameBytes(ReadAll(ino), expected));
+  ASSERT_TRUE((*reader)->Close().ok());
 }
 
 TEST_F(FileIoTest, ChunkSizeComesFromTheDirectory) {
