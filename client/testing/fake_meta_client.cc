@@ -64,6 +64,17 @@ uint64_t FakeMetaClient::RecordedSize(uint64_t ino) const {
   return it == inodes_.end() ? 0 : it->second.attr.size();
 }
 
+int FakeMetaClient::DurableCommits() const {
+  absl::MutexLock lock(&mu_);
+  return durable_commits_;
+}
+
+uint64_t FakeMetaClient::DurableSize(uint64_t ino) const {
+  absl::MutexLock lock(&mu_);
+  auto it = inodes_.find(ino);
+  return it == inodes_.end() ? 0 : it->second.durable_size;
+}
+
 absl::StatusOr<FakeMetaClient::Inode*> FakeMetaClient::Find(uint64_t ino) {
   auto it = inodes_.find(ino);
   if (it == inodes_.end()) return ErrnoStatus(ENOENT, absl::StrCat("no inode ", ino));
@@ -361,6 +372,10 @@ absl::StatusOr<meta::AttrReply> FakeMetaClient::CommitWrite(
   meta::Attr& attr = (*inode)->attr;
   attr.set_size(std::max(attr.size(), request.size()));
   if (request.mtime_ns() != 0) attr.set_mtime_ns(request.mtime_ns());
+  if (request.durable()) {
+    ++durable_commits_;
+    (*inode)->durable_size = attr.size();
+  }
   meta::AttrReply reply;
   *reply.mutable_attr() = attr;
   return reply;

@@ -63,6 +63,10 @@ class FakeMetaClient : public MetaClient {
   void FailNext(absl::string_view rpc, absl::Status status);
   // The size the service has recorded for `ino` (0 if unknown).
   uint64_t RecordedSize(uint64_t ino) const;
+  // CommitWrite calls that asked for a durable commit (fsync), and the size
+  // the last one recorded.
+  int DurableCommits() const;
+  uint64_t DurableSize(uint64_t ino) const;
 
  private:
   struct Inode {
@@ -70,6 +74,7 @@ class FakeMetaClient : public MetaClient {
     std::map<std::string, uint64_t> entries;  // directories
     std::string target;                       // symlinks
     std::map<std::string, std::string> xattrs;
+    uint64_t durable_size = 0;
   };
 
   // Counts the call and returns the injected failure, if any.
@@ -87,6 +92,7 @@ class FakeMetaClient : public MetaClient {
   std::map<uint64_t, Inode> inodes_ ABSL_GUARDED_BY(mu_);
   uint64_t next_ino_ ABSL_GUARDED_BY(mu_) = 2;
   uint64_t stripe_rotation_ ABSL_GUARDED_BY(mu_) = 0;
+  int durable_commits_ ABSL_GUARDED_BY(mu_) = 0;
   std::map<std::string, int, std::less<>> calls_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, absl::Status, std::less<>> fail_next_ ABSL_GUARDED_BY(mu_);
 };

@@ -23,6 +23,11 @@ absl::StatusOr<uint64_t> InodeAllocator::Allocate() {
             first = *decoded;
           }
           txn.PutRaw(kNextInoKey, EncodeU64(first + batch_));
+          // Durable even without --sync_commits: a reservation lost to a
+          // power cut would hand out numbers again whose old chunks still
+          // sit on the storage servers (their holes would show old data).
+          // One fsync per batch of inodes.
+          txn.RequireDurable();
           return first;
         });
     if (!start.ok()) return start.status();

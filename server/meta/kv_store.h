@@ -55,6 +55,11 @@ class Txn {
   void ExpectVersion(absl::string_view key, int64_t version);
   void Put(absl::string_view key, absl::string_view value);
   void Delete(absl::string_view key);
+  // The commit must reach stable storage before Commit returns (fsync of the
+  // backend's log), whatever the backend does by default. Backends that are
+  // always durable (etcd) have nothing more to do.
+  void RequireDurable() { durable_ = true; }
+  bool durable() const { return durable_; }
 
   bool empty() const { return compares_.empty() && writes_.empty(); }
   // key -> expected version.
@@ -67,6 +72,7 @@ class Txn {
  private:
   std::map<std::string, int64_t> compares_;
   std::map<std::string, std::optional<std::string>> writes_;
+  bool durable_ = false;
 };
 
 // The status a Commit returns when a compare failed; nothing was written.

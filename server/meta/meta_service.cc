@@ -93,7 +93,8 @@ Reactor* MetaServiceImpl::Open(Context* ctx, const OpenRequest* request, AttrRep
 Reactor* MetaServiceImpl::CommitWrite(Context* ctx, const CommitWriteRequest* request,
                                       AttrReply* reply) {
   return FinishWith(ctx, "CommitWrite",
-                    ns_->CommitWrite(request->ino(), request->size(), request->mtime_ns()),
+                    ns_->CommitWrite(request->ino(), request->size(), request->mtime_ns(),
+                                     request->durable()),
                     [&](Attr attr) { *reply->mutable_attr() = std::move(attr); });
 }
 

@@ -67,6 +67,8 @@ class MetaTxn {
   void PutRaw(absl::string_view key, absl::string_view value) { txn_.Put(key, value); }
   void Delete(absl::string_view key) { txn_.Delete(key); }
   void PutInode(const InodeRecord& inode);
+  // See Txn::RequireDurable.
+  void RequireDurable() { txn_.RequireDurable(); }
 
   // Adds `delta` to the count of inodes in use (one shard of the counter).
   absl::Status AddInodeCount(int64_t delta);

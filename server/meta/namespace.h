@@ -133,7 +133,9 @@ class Namespace {
   // Close-to-open publication of a writer's data: size becomes
   // max(stored size, size); mtime becomes mtime_ns (0: the service's clock).
   // EISDIR / EINVAL for a directory / symlink.
-  absl::StatusOr<Attr> CommitWrite(uint64_t ino, uint64_t size, int64_t mtime_ns);
+  // durable: the commit reaches stable storage before this returns (fsync).
+  absl::StatusOr<Attr> CommitWrite(uint64_t ino, uint64_t size, int64_t mtime_ns,
+                                   bool durable = false);
 
   // --- Extended attributes (ops/xattr.cc) ---
   // Names: 1..255 bytes (ERANGE otherwise, as Linux), no NUL (EINVAL); values at

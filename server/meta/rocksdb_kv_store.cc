@@ -189,7 +189,7 @@ absl::StatusOr<int64_t> RocksDbKvStore::Commit(const Txn& txn) {
   if (!status.ok()) return FromRocks(status, "commit batch");
 
   rocksdb::WriteOptions write_options;
-  write_options.sync = options_.sync;
+  write_options.sync = options_.sync || txn.durable();
   status = db_->Write(write_options, &batch);
   if (!status.ok()) return FromRocks(status, "commit");
   revision_ = revision;

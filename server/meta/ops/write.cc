@@ -43,8 +43,10 @@ absl::StatusOr<Attr> Namespace::Open(uint64_t ino, bool truncate) {
   });
 }
 
-absl::StatusOr<Attr> Namespace::CommitWrite(uint64_t ino, uint64_t size, int64_t mtime_ns) {
+absl::StatusOr<Attr> Namespace::CommitWrite(uint64_t ino, uint64_t size, int64_t mtime_ns,
+                                             bool durable) {
   return RunTxn<Attr>(kv_, "commit write", [&](MetaTxn& txn) -> absl::StatusOr<Attr> {
+    if (durable) txn.RequireDurable();
     absl::StatusOr<InodeRecord> inode = txn.GetInode(ino);
     if (!inode.ok()) return inode.status();
     if (absl::Status regular = RequireRegular(*inode, "commit write"); !regular.ok()) {
