@@ -329,11 +329,29 @@ absl::StatusOr<uint32_t> OpenFileState::FetchChunk(uint64_t index, uint32_t offs
   uint32_t stored = 0;
   if (got.ok()) {
     stored = static_cast<uint32_t>(std::min<size_t>(*got, length));
-  } else if (ErrnoFromStatus(got.status()) != ENOENT) {  // ENOENT: a hole
+  } else if (ErrnoFromStatus(got.status()) != ENOENT) {
     return FileIoError(got.status(), absl::StrCat("read of chunk ", index, " of inode ", ino_));
+  } else if (absl::Status linked = CheckStillLinked(index); !linked.ok()) {
+    return linked;  // a reclaimed chunk, not a hole: never hand out zeros for it
   }
   if (stored < length) std::memset(out + stored, 0, length - stored);
   return stored;
+}
+
+absl::Status OpenFileState::CheckStillLinked(uint64_t index) {
+  // A missing chunk inside the file is a hole (never written) while the
+  // file has a name. Once its last name is gone, the metadata service
+  // reclaims its chunks after the orphan grace period, and a handle still
+  // open would read zeros in place of the data: refuse instead.
+  meta::InodeRequest request;
+  request.set_ino(ino_);
+  absl::StatusOr<meta::AttrReply> reply = services_.meta->GetAttr(request);
+  if (reply.ok() && reply->attr().nlink() > 0) return absl::OkStatus();
+  if (!reply.ok() && ErrnoFromStatus(reply.status()) != ENOENT) return reply.status();
+  return ErrnoStatus(EIO, absl::StrCat("chunk ", index, " of inode ", ino_,
+                                       " is gone: the file was deleted while open and its data "
+                                       "reclaimed (ckptfs-meta --orphan_grace_s); reopen it by "
+                                       "name"));
 }
 
 void OpenFileState::ReadAheadLocked(uint64_t after_index) {
@@ -411,12 +429,27 @@ absl::Status OpenFileState::Fsync() {
   absl::Status status = ForEachServer(*services_.executor, servers, [this](uint32_t id) {
     return services_.transport->SyncChunks(id, ino_);
   });
-  absl::MutexLock lock(&mu_);
-  --syncs_running_;
-  changed_.SignalAll();
-  if (!status.ok()) {
+  meta::CommitWriteRequest request;
+  {
+    absl::MutexLock lock(&mu_);
+    --syncs_running_;
+    changed_.SignalAll();
+    if (!status.ok()) {
+      unsynced_servers_.insert(servers.begin(), servers.end());
+      return FileIoError(status, absl::StrCat("fsync of inode ", ino_));
+    }
+    request.set_ino(ino_);
+    request.set_size(size_);
+    request.set_mtime_ns(last_write_ns_);
+  }
+  // The bytes are on stable storage; now make the size that names them as
+  // durable (Flush's commit only reached the service's log in memory).
+  request.set_durable(true);
+  absl::StatusOr<meta::AttrReply> reply = services_.meta->CommitWrite(request);
+  if (!reply.ok()) {
+    absl::MutexLock lock(&mu_);
     unsynced_servers_.insert(servers.begin(), servers.end());
-    return FileIoError(status, absl::StrCat("fsync of inode ", ino_));
+    return reply.status();
   }
   return absl::OkStatus();
 }

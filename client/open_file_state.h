@@ -151,6 +151,9 @@ class OpenFileState : public std::enable_shared_from_this<OpenFileState> {
   // holes; returns the bytes the server had. No lock held.
   absl::StatusOr<uint32_t> FetchChunk(uint64_t index, uint32_t offset, uint32_t length,
                                       char* out) ABSL_LOCKS_EXCLUDED(mu_);
+  // OK if the inode still has a name (a missing chunk is then a hole); EIO
+  // if it was deleted, since its chunks may have been reclaimed. One RPC.
+  absl::Status CheckStillLinked(uint64_t index) ABSL_LOCKS_EXCLUDED(mu_);
   void ReadAheadLocked(uint64_t after_index) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const ClientServices& services_;

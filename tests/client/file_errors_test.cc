@@ -216,8 +216,12 @@ TEST_F(FileErrorsTest, FsyncSyncsEveryServerThatGotChunks) {
   const uint64_t ino = file->ino();
   const std::string data = RandomBytes(2ull * kTestChunk, 6);  // chunks 0 and 1
   ASSERT_TRUE(file->Write(0, data.data(), data.size()).ok());
+  EXPECT_EQ(meta_->DurableCommits(), 0);  // nothing asked for durability yet
   ASSERT_TRUE(file->Fsync().ok());
   EXPECT_EQ(meta_->RecordedSize(ino), data.size());
+  // The size is committed durably too, not only the bytes.
+  EXPECT_EQ(meta_->DurableCommits(), 1);
+  EXPECT_EQ(meta_->DurableSize(ino), data.size());
   auto attr = client_->GetAttr(ino);
   ASSERT_TRUE(attr.ok());
   const auto& stripe = attr->layout().stripe();
@@ -235,6 +239,34 @@ TEST_F(FileErrorsTest, FsyncSyncsEveryServerThatGotChunks) {
   EXPECT_EQ(ErrnoFromStatus(synced), EIO);
   transport_->FailSyncs(0);
   EXPECT_TRUE(file->Fsync().ok());  // and retried
+}
+
+TEST_F(FileErrorsTest, ReclaimedChunksOfADeletedOpenFileAreAnErrorNotZeros) {
+  auto writer = CreateFile("doomed");
+  const uint64_t ino = writer->ino();
+  // Long enough that the chunk read last is outside any read-ahead window.
+  const std::string data = RandomBytes(8ull * kTestChunk, 11);
+  ASSERT_TRUE(writer->Write(0, data.data(), data.size()).ok());
+  ASSERT_TRUE(writer->Close().ok());
+  auto reader = client_->Open(ino, O_RDONLY);
+  ASSERT_TRUE(reader.ok());
+  std::string back(kTestChunk, '\0');
+  ASSERT_TRUE((*reader)->Read(0, back.data(), back.size()).ok());  // still linked: fine
+  // The name goes, then the metadata service's reclaimer trims every chunk.
+  ASSERT_TRUE(client_->Unlink(kRootIno, "doomed").ok());
+  auto attr = meta_->GetAttr([&] {
+    meta::InodeRequest r;
+    r.set_ino(ino);
+    return r;
+  }());
+  ASSERT_TRUE(attr.ok());
+  for (uint32_t server : attr->attr().layout().stripe()) {
+    ASSERT_TRUE(transport_->TrimChunks(server, ino, 0, kTestChunk).ok());
+  }
+  auto n = (*reader)->Read(7ull * kTestChunk, back.data(), back.size());
+  ASSERT_FALSE(n.ok()) << "a reclaimed chunk must not read as zeros";
+  EXPECT_EQ(ErrnoFromStatus(n.status()), EIO);
+  EXPECT_NE(n.status().message().find("deleted"), absl::string_view::npos) << n.status();
 }
 
 TEST_F(FileErrorsTest, ReaderCloseDoesNotWaitForWriters) {
