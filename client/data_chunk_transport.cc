@@ -101,6 +101,10 @@ absl::StatusOr<DataConnection::Response> DataChunkTransport::Call(
         return response;
       }
       last = response.status();
+      // A WRITE that timed out may still be applied by a live server later;
+      // sent again, the late original could land after a newer write of the
+      // same chunk and undo it. Only a connection found dead is retried.
+      if (request.op() == data::WRITE && ErrnoFromStatus(last) == ETIMEDOUT) return last;
       // The other idle connections to this server are likely just as dead
       // (it restarted): drop them all and dial afresh.
       std::vector<std::unique_ptr<DataConnection>> dropped;

@@ -19,6 +19,7 @@
 #include "absl/synchronization/mutex.h"
 #include "client/testing/fake_meta_client.h"
 #include "common/crc32c.h"
+#include "absl/time/clock.h"
 #include "common/errno_status.h"
 #include "common/frame.h"
 #include "common/net.h"
@@ -53,6 +54,8 @@ class StandInStorage {
 
   std::string address() const { return absl::StrCat("127.0.0.1:", port_); }
   std::atomic<int> drop_next{0};
+  // Requests to answer only after 1.5 s (still applying them).
+  std::atomic<int> stall_next{0};
   std::atomic<int> connections{0};
 
  private:
@@ -83,6 +86,7 @@ class StandInStorage {
         ::shutdown(fd.get(), SHUT_RDWR);
         return;
       }
+      if (stall_next.fetch_sub(1) > 0) absl::SleepFor(absl::Milliseconds(1500));
       data::ResponseHeader response;
       response.set_request_id(request.request_id());
       std::string out;
@@ -187,6 +191,21 @@ TEST(DataChunkTransportTest, DroppedConnectionIsRedialedOnce) {
   storage.drop_next = 2;
   auto failed = transport.WriteChunk(1, 9, 0, 0, "c", 1, false);
   EXPECT_FALSE(failed.ok());
+}
+
+TEST(DataChunkTransportTest, TimedOutWriteIsNotSentAgain) {
+  StandInStorage storage;
+  AddressBook meta;
+  meta.Set(1, storage.address());
+  DataChunkTransport transport(&meta, absl::Seconds(1));
+  ASSERT_TRUE(transport.WriteChunk(1, 9, 0, 0, "a", 1, true).ok());
+  // The server is slow, not gone: a resend could land after a newer write
+  // of the chunk once the slow original is applied, so it is not resent.
+  storage.stall_next = 1;
+  auto status = transport.WriteChunk(1, 9, 0, 0, "b", 1, true);
+  ASSERT_FALSE(status.ok());
+  EXPECT_EQ(ErrnoFromStatus(status), ETIMEDOUT) << status;
+  EXPECT_EQ(storage.connections.load(), 1) << "the write was sent again";
 }
 
 TEST(DataChunkTransportTest, UnknownServerIdRefreshesTheMap) {
