@@ -20,6 +20,36 @@ absl::Status ExistsError(absl::string_view name, uint64_t parent) {
   return ErrnoStatus(EEXIST, absl::StrCat("\"", name, "\" already exists in directory ", parent));
 }
 
+// EEXIST if `name` is taken in `parent` (compared: a racing create conflicts).
+absl::Status RequireFreeName(MetaTxn& txn, uint64_t parent, absl::string_view name) {
+  absl::StatusOr<std::optional<DentryRecord>> dentry = txn.GetDentry(parent, name);
+  if (!dentry.ok()) return dentry.status();
+  if (dentry->has_value()) return ExistsError(name, parent);
+  return absl::OkStatus();
+}
+
+// The inode number of the new entry: allocated on the first attempt of the
+// transaction and kept across retries, so a conflict never burns numbers.
+absl::StatusOr<uint64_t> NewIno(InodeAllocator& inodes, std::optional<uint64_t>& new_ino) {
+  if (!new_ino.has_value()) {
+    absl::StatusOr<uint64_t> ino = inodes.Allocate();
+    if (!ino.ok()) return ino.status();
+    new_ino = *ino;
+  }
+  return *new_ino;
+}
+
+// Stages `child` under `name` in `parent`: the inode, its dentry, the
+// parent's times and the inode count.
+absl::Status LinkNewInode(MetaTxn& txn, uint64_t parent_ino, InodeRecord& parent,
+                          absl::string_view name, const InodeRecord& child, int64_t now) {
+  txn.PutInode(child);
+  txn.Put(DentryKey(parent_ino, name), MakeDentry(child));
+  TouchDir(parent, now);
+  txn.PutInode(parent);
+  return txn.AddInodeCount(1);
+}
+
 }  // namespace
 
 absl::StatusOr<CreateReply> Namespace::Create(const CreateRequest& request) {
@@ -56,21 +86,17 @@ absl::StatusOr<CreateReply> Namespace::Create(const CreateRequest& request) {
       return reply;
     }
 
-    if (!new_ino.has_value()) {
-      absl::StatusOr<uint64_t> ino = inodes_.Allocate();
-      if (!ino.ok()) return ino.status();
-      new_ino = *ino;
-    }
-    absl::StatusOr<Layout> layout = NewLayout(*parent, *new_ino);
+    absl::StatusOr<uint64_t> ino = NewIno(inodes_, new_ino);
+    if (!ino.ok()) return ino.status();
+    absl::StatusOr<Layout> layout = NewLayout(*parent, *ino);
     if (!layout.ok()) return layout.status();
-    InodeRecord inode =
-        NewInode(*new_ino, REGULAR, request.mode(), request.uid(), request.gid(), now);
+    InodeRecord inode = NewInode(*ino, REGULAR, request.mode(), request.uid(), request.gid(), now);
     *inode.mutable_attr()->mutable_layout() = *std::move(layout);
-    txn.PutInode(inode);
-    txn.Put(DentryKey(request.parent(), request.name()), MakeDentry(inode));
-    TouchDir(*parent, now);
-    txn.PutInode(*parent);
-    if (absl::Status counted = txn.AddInodeCount(1); !counted.ok()) return counted;
+    if (absl::Status linked = LinkNewInode(txn, request.parent(), *parent, request.name(), inode,
+                                           now);
+        !linked.ok()) {
+      return linked;
+    }
     *reply.mutable_attr() = inode.attr();
     reply.set_created(true);
     return reply;
@@ -83,30 +109,24 @@ absl::StatusOr<Attr> Namespace::Mkdir(const MkdirRequest& request) {
   return RunTxn<Attr>(kv_, "mkdir", [&](MetaTxn& txn) -> absl::StatusOr<Attr> {
     absl::StatusOr<InodeRecord> parent = GetDir(txn, request.parent());
     if (!parent.ok()) return parent.status();
-    absl::StatusOr<std::optional<DentryRecord>> dentry =
-        txn.GetDentry(request.parent(), request.name());
-    if (!dentry.ok()) return dentry.status();
-    if (dentry->has_value()) return ExistsError(request.name(), request.parent());
-    if (!new_ino.has_value()) {
-      absl::StatusOr<uint64_t> ino = inodes_.Allocate();
-      if (!ino.ok()) return ino.status();
-      new_ino = *ino;
+    if (absl::Status free = RequireFreeName(txn, request.parent(), request.name()); !free.ok()) {
+      return free;
     }
+    absl::StatusOr<uint64_t> ino = NewIno(inodes_, new_ino);
+    if (!ino.ok()) return ino.status();
     const int64_t now = clock_->NowNs();
-    InodeRecord dir =
-        NewInode(*new_ino, DIRECTORY, request.mode(), request.uid(), request.gid(), now);
+    InodeRecord dir = NewInode(*ino, DIRECTORY, request.mode(), request.uid(), request.gid(), now);
     dir.set_parent(request.parent());
     // Chunk-size inheritance: a new directory copies its parent's setting.
     auto chunk_size = parent->xattrs().find(std::string(kChunkSizeXattr));
     if (chunk_size != parent->xattrs().end()) {
       (*dir.mutable_xattrs())[chunk_size->first] = chunk_size->second;
     }
-    txn.PutInode(dir);
-    txn.Put(DentryKey(request.parent(), request.name()), MakeDentry(dir));
-    parent->mutable_attr()->set_nlink(parent->attr().nlink() + 1);
-    TouchDir(*parent, now);
-    txn.PutInode(*parent);
-    if (absl::Status counted = txn.AddInodeCount(1); !counted.ok()) return counted;
+    parent->mutable_attr()->set_nlink(parent->attr().nlink() + 1);  // the new ".."
+    if (absl::Status linked = LinkNewInode(txn, request.parent(), *parent, request.name(), dir, now);
+        !linked.ok()) {
+      return linked;
+    }
     return dir.attr();
   });
 }
@@ -125,24 +145,20 @@ absl::StatusOr<Attr> Namespace::Symlink(const SymlinkRequest& request) {
   return RunTxn<Attr>(kv_, "symlink", [&](MetaTxn& txn) -> absl::StatusOr<Attr> {
     absl::StatusOr<InodeRecord> parent = GetDir(txn, request.parent());
     if (!parent.ok()) return parent.status();
-    absl::StatusOr<std::optional<DentryRecord>> dentry =
-        txn.GetDentry(request.parent(), request.name());
-    if (!dentry.ok()) return dentry.status();
-    if (dentry->has_value()) return ExistsError(request.name(), request.parent());
-    if (!new_ino.has_value()) {
-      absl::StatusOr<uint64_t> ino = inodes_.Allocate();
-      if (!ino.ok()) return ino.status();
-      new_ino = *ino;
+    if (absl::Status free = RequireFreeName(txn, request.parent(), request.name()); !free.ok()) {
+      return free;
     }
+    absl::StatusOr<uint64_t> ino = NewIno(inodes_, new_ino);
+    if (!ino.ok()) return ino.status();
     const int64_t now = clock_->NowNs();
-    InodeRecord link = NewInode(*new_ino, SYMLINK, 0777, request.uid(), request.gid(), now);
+    InodeRecord link = NewInode(*ino, SYMLINK, 0777, request.uid(), request.gid(), now);
     link.set_symlink_target(request.target());
     link.mutable_attr()->set_size(request.target().size());
-    txn.PutInode(link);
-    txn.Put(DentryKey(request.parent(), request.name()), MakeDentry(link));
-    TouchDir(*parent, now);
-    txn.PutInode(*parent);
-    if (absl::Status counted = txn.AddInodeCount(1); !counted.ok()) return counted;
+    if (absl::Status linked = LinkNewInode(txn, request.parent(), *parent, request.name(), link,
+                                           now);
+        !linked.ok()) {
+      return linked;
+    }
     return link.attr();
   });
 }
