@@ -1,7 +1,8 @@
 // Tests of the `ckptfs` executable's behaviour that need no real cluster:
 // usage errors, missing daemons, busy ports, a daemon that fails or never
 // becomes ready (shell scripts stand in for the daemons via CKPTFS_BIN_DIR),
-// a state dir whose cluster still runs, and `down` of recorded processes.
+// a state dir whose cluster still runs, `down` of recorded processes, and
+// the argument errors of `ckptfs ckpt`.
 // The real end-to-end run (up, write, down, up, read, down) lives in
 // tests/integration/cli_test.cc.
 #include <signal.h>
@@ -13,6 +14,7 @@
 #include <fstream>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "common/net.h"
 #include "gtest/gtest.h"
@@ -277,6 +279,87 @@ TEST_F(CliTest, StatusOfAnUnreachableServiceFails) {
   EXPECT_EQ(r.exit_status, 1);
   EXPECT_NE(r.output.find("cannot reach the metadata service"), std::string::npos)
       << r.output;
+}
+
+TEST_F(CliTest, CkptGroupHelpAndUnknownCommands) {
+  CommandResult r = Run({"ckpt"});
+  EXPECT_EQ(r.exit_status, 2);
+  for (const char* command : {"declare", "commit", "state", "ls", "keep", "rm"}) {
+    EXPECT_NE(r.output.find(absl::StrCat("  ckpt ", command, " ")), std::string::npos)
+        << command << "\n" << r.output;
+  }
+  EXPECT_EQ(Run({"ckpt", "--help"}).exit_status, 0);
+  EXPECT_EQ(Run({"help", "ckpt"}).exit_status, 0);
+  r = Run({"help", "ckpt", "commit"});
+  EXPECT_EQ(r.exit_status, 0);
+  EXPECT_NE(r.output.find("usage: ckptfs ckpt commit DIR RANK"), std::string::npos) << r.output;
+  r = Run({"ckpt", "ls", "--help"});
+  EXPECT_EQ(r.exit_status, 0);
+  EXPECT_NE(r.output.find("usage: ckptfs ckpt ls RUN_DIR [--all]"), std::string::npos)
+      << r.output;
+  r = Run({"ckpt", "frob", "x"});
+  EXPECT_EQ(r.exit_status, 2);
+  EXPECT_NE(r.output.find("unknown command \"ckpt frob\""), std::string::npos) << r.output;
+  r = Run({"help"});
+  EXPECT_NE(r.output.find("  ckpt commit "), std::string::npos) << r.output;
+}
+
+TEST_F(CliTest, CkptArgumentErrorsExitWithTwoAndTouchNothing) {
+  const std::string dir = root_ + "/run/step_1";
+  struct Case {
+    std::vector<std::string> args;
+    std::string message;
+  };
+  const std::vector<Case> cases = {
+      {{"ckpt", "declare", dir}, "missing N"},
+      {{"ckpt", "declare", dir, "0"}, "N must be a number of ranks in [1, 1048576]"},
+      {{"ckpt", "declare", dir, "abc"}, "got \"abc\""},
+      {{"ckpt", "declare", dir, "-1"}, "got \"-1\""},
+      {{"ckpt", "declare", dir, "8x"}, "got \"8x\""},
+      {{"ckpt", "declare", dir, "1048577"}, "got \"1048577\""},
+      {{"ckpt", "declare", dir, "4", "--timeout-s", "0"}, "--timeout-s must be"},
+      {{"ckpt", "declare", dir, "4", "--timeout_s", "soon"}, "got \"soon\""},
+      {{"ckpt", "declare", dir, "4", "5"}, "unexpected argument \"5\""},
+      {{"ckpt", "commit", dir}, "missing RANK"},
+      {{"ckpt", "commit", dir, "-1"}, "RANK must be a number in [0, 1048575]"},
+      {{"ckpt", "commit", dir, "nan"}, "got \"nan\""},
+      {{"ckpt", "commit", dir, "1048576"}, "got \"1048576\""},
+      {{"ckpt", "state"}, "missing DIR"},
+      {{"ckpt", "ls", dir, "--everything"}, "unknown flag --everything"},
+      {{"ckpt", "keep", root_ + "/run", "0"}, "K must be a number"},
+      {{"ckpt", "rm", "/"}, "DIR must name a checkpoint directory"},
+  };
+  for (const Case& c : cases) {
+    CommandResult r = Run(c.args);
+    EXPECT_EQ(r.exit_status, 2) << absl::StrJoin(c.args, " ") << "\n" << r.output;
+    EXPECT_NE(r.output.find(c.message), std::string::npos)
+        << absl::StrJoin(c.args, " ") << "\n" << r.output;
+    EXPECT_NE(r.output.find("usage: ckptfs ckpt "), std::string::npos) << r.output;
+  }
+  EXPECT_FALSE(std::filesystem::exists(root_ + "/run"));
+}
+
+TEST_F(CliTest, CkptOffAMountFailsClearly) {
+  // A plain directory would take the attributes and "commit" at once; the
+  // command refuses instead of pretending.
+  const std::string dir = root_ + "/plain/step_1";
+  CommandResult r = Run({"ckpt", "declare", dir, "2"});
+  EXPECT_EQ(r.exit_status, 1) << r.output;
+  EXPECT_NE(r.output.find("is not on a ckptfs mount"), std::string::npos) << r.output;
+  EXPECT_FALSE(std::filesystem::exists(dir));
+  std::filesystem::create_directories(dir);
+  r = Run({"ckpt", "commit", dir, "0"});
+  EXPECT_EQ(r.exit_status, 1) << r.output;
+  EXPECT_NE(r.output.find("is not on a ckptfs mount"), std::string::npos) << r.output;
+  r = Run({"ckpt", "commit", root_ + "/missing", "0"});
+  EXPECT_EQ(r.exit_status, 1) << r.output;
+  EXPECT_NE(r.output.find("No such file or directory (ENOENT)"), std::string::npos) << r.output;
+  r = Run({"ckpt", "state", dir});
+  EXPECT_EQ(r.exit_status, 1) << r.output;
+  EXPECT_NE(r.output.find("is not a checkpoint"), std::string::npos) << r.output;
+  r = Run({"ckpt", "ls", root_ + "/plain"});
+  EXPECT_EQ(r.exit_status, 0) << r.output;
+  EXPECT_NE(r.output.find("no committed checkpoints"), std::string::npos) << r.output;
 }
 
 }  // namespace

@@ -9,6 +9,9 @@ const std::vector<Command>& AllCommands() {
   static const std::vector<Command>* commands = new std::vector<Command>{
       {UpSpec(), RunUp},         {DownSpec(), RunDown},     {MountSpec(), RunMount},
       {UmountSpec(), RunUmount}, {StatusSpec(), RunStatus},
+      {CkptDeclareSpec(), RunCkptDeclare}, {CkptCommitSpec(), RunCkptCommit},
+      {CkptStateSpec(), RunCkptState},     {CkptLsSpec(), RunCkptLs},
+      {CkptKeepSpec(), RunCkptKeep},       {CkptRmSpec(), RunCkptRm},
   };
   return *commands;
 }

@@ -37,6 +37,21 @@ int RunUmount(const ParsedFlags& flags);
 CommandSpec StatusSpec();
 int RunStatus(const ParsedFlags& flags);
 
+// ckpt_cmd.cc, ckpt_show_cmd.cc: checkpoint transactions through a mount's
+// extended attributes (ckpt_xattrs.h).
+CommandSpec CkptDeclareSpec();
+int RunCkptDeclare(const ParsedFlags& flags);
+CommandSpec CkptCommitSpec();
+int RunCkptCommit(const ParsedFlags& flags);
+CommandSpec CkptStateSpec();
+int RunCkptState(const ParsedFlags& flags);
+CommandSpec CkptLsSpec();
+int RunCkptLs(const ParsedFlags& flags);
+CommandSpec CkptKeepSpec();
+int RunCkptKeep(const ParsedFlags& flags);
+CommandSpec CkptRmSpec();
+int RunCkptRm(const ParsedFlags& flags);
+
 // Usage error inside Run (a flag value out of range, ...): prints
 // "ckptfs <cmd>: <message>" and the usage on stderr; returns 2.
 int UsageError(const CommandSpec& spec, const std::string& message);

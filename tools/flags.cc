@@ -7,6 +7,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 
 namespace ckptfs::tools {
 namespace {
@@ -95,13 +96,22 @@ absl::StatusOr<ParsedFlags> ParseFlags(const CommandSpec& spec,
       return parsed;
     }
     if (!absl::StartsWith(arg, "--") || arg.size() == 2) {
+      if (parsed.positionals_.size() < spec.positionals.size()) {
+        parsed.positionals_.push_back(arg);
+        continue;
+      }
       return absl::InvalidArgumentError(
-          absl::StrCat("unexpected argument \"", arg,
-                       "\" (flags are written --flag VALUE or --flag=VALUE)"));
+          spec.positionals.empty()
+              ? absl::StrCat("unexpected argument \"", arg,
+                             "\" (flags are written --flag VALUE or --flag=VALUE)")
+              : absl::StrCat("unexpected argument \"", arg, "\" (expected ",
+                             absl::StrJoin(spec.positionals, " "), ")"));
     }
     absl::string_view body = absl::string_view(arg).substr(2);
     const size_t eq = body.find('=');
-    const absl::string_view name = body.substr(0, eq);
+    std::string name_text(body.substr(0, eq));
+    std::replace(name_text.begin(), name_text.end(), '_', '-');
+    const absl::string_view name = name_text;
     const FlagSpec* flag = FindFlag(spec, name);
     if (flag == nullptr) {
       return absl::InvalidArgumentError(UnknownFlagMessage(spec, name));
@@ -135,6 +145,11 @@ absl::StatusOr<ParsedFlags> ParseFlags(const CommandSpec& spec,
     }
     parsed.values_[std::string(name)] = std::move(value);
   }
+  if (parsed.positionals_.size() < spec.positionals.size()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("missing ", spec.positionals[parsed.positionals_.size()], " (expected ",
+                     absl::StrJoin(spec.positionals, " "), ")"));
+  }
   for (const FlagSpec& flag : spec.flags) {
     if (flag.required && !parsed.Given(flag.name)) {
       return absl::InvalidArgumentError(
@@ -147,6 +162,9 @@ absl::StatusOr<ParsedFlags> ParseFlags(const CommandSpec& spec,
 
 std::string Usage(const CommandSpec& spec) {
   std::string synopsis = absl::StrCat("usage: ckptfs ", spec.name);
+  for (const std::string& positional : spec.positionals) {
+    absl::StrAppend(&synopsis, " ", positional);
+  }
   for (const FlagSpec& flag : spec.flags) {
     std::string part = absl::StrCat("--", flag.name);
     if (!flag.is_bool()) absl::StrAppend(&part, " ", flag.value_name);

@@ -3,9 +3,13 @@
 // A subcommand declares its flags (name, value placeholder, default, help)
 // and gets back the parsed values. Accepted forms: `--flag VALUE`,
 // `--flag=VALUE`, and for boolean flags `--flag` alone; `-h`/`--help`
-// requests the subcommand's usage. Positional arguments, unknown flags,
-// repeated flags and missing values are usage errors (InvalidArgument),
-// which the caller reports with Usage() and exit status 2.
+// requests the subcommand's usage. A flag name may be written with
+// underscores for its dashes (`--timeout_s` is `--timeout-s`). A subcommand
+// that declares positional arguments (`ckptfs ckpt commit DIR RANK`) gets
+// exactly that many, in order, anywhere among the flags; any other word that
+// is not a flag, unknown flags, repeated flags and missing values are usage
+// errors (InvalidArgument), which the caller reports with Usage() and exit
+// status 2.
 // Thread-safe: pure functions over values.
 #ifndef CKPTFS_TOOLS_FLAGS_H_
 #define CKPTFS_TOOLS_FLAGS_H_
@@ -30,10 +34,12 @@ struct FlagSpec {
 };
 
 struct CommandSpec {
-  std::string name;     // e.g. "up"
+  std::string name;     // e.g. "up", or "ckpt commit" for a command of a group
   std::string summary;  // one line for `ckptfs help`
   std::string details;  // free text printed after the flag list; may be ""
   std::vector<FlagSpec> flags;
+  // Placeholders of the positional arguments, all required, e.g. {"DIR", "N"}.
+  std::vector<std::string> positionals;
 };
 
 // The result of parsing one subcommand's arguments.
@@ -55,12 +61,16 @@ class ParsedFlags {
   absl::StatusOr<int64_t> GetInt(absl::string_view name, int64_t min,
                                  int64_t max) const;
 
+  // The positional arguments, one per CommandSpec::positionals entry.
+  const std::vector<std::string>& positionals() const { return positionals_; }
+
  private:
   friend absl::StatusOr<ParsedFlags> ParseFlags(
       const CommandSpec& spec, const std::vector<std::string>& args);
   bool help_ = false;
   std::map<std::string, std::string, std::less<>> values_;  // given
   std::map<std::string, std::string, std::less<>> defaults_;
+  std::vector<std::string> positionals_;
 };
 
 // Parses `args` (the arguments after the subcommand name) against `spec`.

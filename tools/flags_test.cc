@@ -95,5 +95,34 @@ TEST(FlagsTest, UsageListsFlagsAndDefaults) {
   EXPECT_NE(usage.find("[--lazy]"), std::string::npos);
 }
 
+TEST(FlagsTest, UnderscoresStandForDashes) {
+  auto parsed = ParseFlags(TestSpec(), {"--state_dir", "/a"});
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  EXPECT_EQ(parsed->Get("state-dir"), "/a");
+  EXPECT_FALSE(ParseFlags(TestSpec(), {"--state_dir", "/a", "--state-dir", "/b"}).ok());
+}
+
+CommandSpec PositionalSpec() {
+  return CommandSpec{"ckpt commit", "Commit.", "", {{"all", "", "everything"}}, {"DIR", "RANK"}};
+}
+
+TEST(FlagsTest, PositionalsInOrderAmongFlags) {
+  auto parsed = ParseFlags(PositionalSpec(), {"/ckpt", "--all", "-1"});
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  EXPECT_EQ(parsed->positionals(), (std::vector<std::string>{"/ckpt", "-1"}));
+  EXPECT_TRUE(parsed->GetBool("all"));
+  auto missing = ParseFlags(PositionalSpec(), {"/ckpt"});
+  ASSERT_FALSE(missing.ok());
+  EXPECT_NE(missing.status().message().find("missing RANK"), std::string::npos)
+      << missing.status();
+  auto extra = ParseFlags(PositionalSpec(), {"/ckpt", "1", "2"});
+  ASSERT_FALSE(extra.ok());
+  EXPECT_NE(extra.status().message().find("unexpected argument \"2\""), std::string::npos)
+      << extra.status();
+  EXPECT_NE(Usage(PositionalSpec()).find("usage: ckptfs ckpt commit DIR RANK [--all]"),
+            std::string::npos)
+      << Usage(PositionalSpec());
+}
+
 }  // namespace
 }  // namespace ckptfs::tools

@@ -1,0 +1,89 @@
+// Checkpoint transactions as the `ckptfs ckpt` commands see them: through
+// the extended attributes of a ckptfs mount (design.md, "Checkpoint
+// transactions"), so they need no metadata-service address and work on any
+// node where the file system is mounted.
+//
+//   write  user.ckptfs.ranks "N"           on DIR: declare DIR a checkpoint
+//          user.ckptfs.commit "R"          on DIR: commit rank R (blocks)
+//          user.ckptfs.commit_timeout_s    on DIR or its parent: the barrier
+//          user.ckptfs.keep "K"            on a run dir: retention
+//          user.ckptfs.remove "NAME"       on a run dir: remove a checkpoint
+//   read   user.ckptfs.state / .info       on a checkpoint dir
+//          user.ckptfs.checkpoints / .latest  on a run dir
+//
+// The info line format (one checkpoint, space-separated key=value, `reason`
+// last and free text) is parsed here; the mount formats it.
+// Thread-safe: free functions over the file system.
+#ifndef CKPTFS_TOOLS_CKPT_XATTRS_H_
+#define CKPTFS_TOOLS_CKPT_XATTRS_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+namespace ckptfs::tools {
+
+inline constexpr char kRanksXattr[] = "user.ckptfs.ranks";
+inline constexpr char kCommitXattr[] = "user.ckptfs.commit";
+inline constexpr char kCommitTimeoutXattr[] = "user.ckptfs.commit_timeout_s";
+inline constexpr char kKeepXattr[] = "user.ckptfs.keep";
+inline constexpr char kRemoveXattr[] = "user.ckptfs.remove";
+inline constexpr char kStateXattr[] = "user.ckptfs.state";
+inline constexpr char kInfoXattr[] = "user.ckptfs.info";
+inline constexpr char kCheckpointsXattr[] = "user.ckptfs.checkpoints";
+inline constexpr char kLatestXattr[] = "user.ckptfs.latest";
+
+// getxattr(2) of the whole value (sized, retried while it grows). On
+// failure an errno status (ENODATA: no such attribute) whose message is
+// "<path>: <strerror> (<ERRNAME>)".
+absl::StatusOr<std::string> ReadXattr(const std::string& path, const char* name);
+
+// setxattr(2); retried on EINTR (every write above is idempotent: a commit
+// retried waits for the same outcome). Errors as ReadXattr.
+absl::Status WriteXattr(const std::string& path, const char* name, absl::string_view value);
+
+// OK if `path` lies on a FUSE file system (a ckptfs mount, as far as
+// statfs can tell); else ENOTSUP "<path> is not on a ckptfs mount" (on a
+// plain file system the writes above would just store attributes and
+// "succeed"), or the errno of statfs(2).
+absl::Status CheckOnCkptfs(const std::string& path);
+
+// "Connection timed out (ETIMEDOUT)".
+std::string ErrnoText(int err);
+
+// One checkpoint as user.ckptfs.info describes it. Absent keys stay at
+// their defaults; unknown keys are ignored.
+struct CheckpointLine {
+  std::string name;
+  std::string state;  // "pending", "committed" or "aborted"
+  uint64_t ranks = 0;
+  uint64_t arrived = 0;
+  uint64_t files = 0;
+  uint64_t bytes = 0;
+  int64_t declared_ms = 0;
+  int64_t first_commit_ms = 0;
+  int64_t ended_ms = 0;  // 0 while pending
+  uint64_t timeout_s = 0;
+  int err = 0;  // abort errno
+  std::string reason;  // abort reason, free text
+};
+
+// Parses one info line ("name=step_1 state=committed ranks=4 ... reason=").
+// The name's escapes (\ooo for space, tab, newline, '\\', '=') are undone;
+// a word without '=' continues the previous value.
+// InvalidArgument if the line has no name= or state=, or a number is bad.
+absl::StatusOr<CheckpointLine> ParseCheckpointLine(absl::string_view line);
+
+// Parses user.ckptfs.checkpoints: one info line per checkpoint.
+absl::StatusOr<std::vector<CheckpointLine>> ParseCheckpointList(absl::string_view text);
+
+// "12s", "5m", "3h", "2d" for a span in milliseconds (negative: "0s").
+std::string FormatAge(int64_t ms);
+
+}  // namespace ckptfs::tools
+
+#endif  // CKPTFS_TOOLS_CKPT_XATTRS_H_
