@@ -1,0 +1,283 @@
+"""Checkpoint transactions on a ckptfs mount, for training scripts.
+
+A checkpoint is a directory whose files, written by N ranks, become valid
+together or not at all (ckptfs design, "Checkpoint transactions"). Everything
+here goes through the mount's extended attributes, so it needs nothing but
+the standard library and works on every node where ckptfs is mounted::
+
+    import ckptfs
+    ckpt = f"/checkpoints/run1/step_{step}"
+    ckptfs.declare(ckpt, world_size)          # any rank, or the launcher
+    torch.save(shard, f"{ckpt}/rank_{rank}.pt")
+    ckptfs.commit(ckpt, rank)                 # waits for all ranks
+    ...
+    path = ckptfs.latest("/checkpoints/run1")  # newest committed, or None
+
+Import it with ``PYTHONPATH=<ckptfs repo>/tools/python`` or install it with
+``cmake --install`` (it goes to the dist-packages directory of Debian's
+python3). Every function is safe to call from any thread or process.
+"""
+
+import errno as _errno
+import os as _os
+
+__all__ = [
+    "declare",
+    "commit",
+    "state",
+    "info",
+    "latest",
+    "checkpoints",
+    "keep",
+    "remove",
+    "parse_info",
+]
+
+RANKS_XATTR = "user.ckptfs.ranks"
+COMMIT_XATTR = "user.ckptfs.commit"
+COMMIT_TIMEOUT_XATTR = "user.ckptfs.commit_timeout_s"
+KEEP_XATTR = "user.ckptfs.keep"
+REMOVE_XATTR = "user.ckptfs.remove"
+STATE_XATTR = "user.ckptfs.state"
+INFO_XATTR = "user.ckptfs.info"
+CHECKPOINTS_XATTR = "user.ckptfs.checkpoints"
+LATEST_XATTR = "user.ckptfs.latest"
+
+_NUMERIC_KEYS = (
+    "ranks", "arrived", "files", "bytes", "declared_ms", "first_commit_ms",
+    "ended_ms", "timeout_s", "errno",
+)
+
+
+def _errname(err):
+    return _errno.errorcode.get(err, "errno %d" % err)
+
+
+def _error(err, what, path, reason=""):
+    """An OSError (the subclass for `err`, e.g. TimeoutError) saying why."""
+    message = "%s: %s (%s)" % (what, _os.strerror(err), _errname(err))
+    if reason:
+        message += ": " + reason
+    return OSError(err, message, path)
+
+
+def _get(path, name):
+    """The attribute's value as str, or None if it does not exist."""
+    try:
+        return _os.getxattr(path, name).decode("utf-8", "surrogateescape")
+    except OSError as e:
+        if e.errno == _errno.ENODATA:
+            return None
+        raise
+
+
+def _set(path, name, value, what):
+    try:
+        _os.setxattr(path, name, str(value).encode("utf-8", "surrogateescape"))
+    except OSError as e:
+        raise _error(e.errno, what, path, _reason(path)) from None
+
+
+def _reason(path):
+    """The abort reason of checkpoint `path`, or "" if there is none to read."""
+    try:
+        text = _get(path, INFO_XATTR)
+    except OSError:
+        return ""
+    if not text:
+        return ""
+    return parse_info(text).get("reason", "")
+
+
+def _check_on_ckptfs(path):
+    """Raises OSError(ENOTSUP) unless `path` (or its nearest existing
+    ancestor) lies on a ckptfs mount: on a plain file system the attribute
+    writes would be stored and "succeed" without any barrier."""
+    probe = _os.path.abspath(path)
+    while not _os.path.exists(probe) and probe != _os.path.dirname(probe):
+        probe = _os.path.dirname(probe)
+    probe = _os.path.realpath(probe)
+    try:
+        with open("/proc/self/mountinfo", "rb") as f:
+            lines = f.read().decode("utf-8", "surrogateescape").splitlines()
+    except OSError:
+        return  # cannot tell; let the file system answer
+    best, best_type = "", ""
+    for line in lines:
+        fields = line.split(" ")
+        if len(fields) < 5 or "-" not in fields[5:]:
+            continue
+        mountpoint = _unescape_name(fields[4])  # same \\ooo escapes
+        fstype = fields[fields.index("-", 5) + 1]
+        inside = probe == mountpoint or probe.startswith(mountpoint.rstrip("/") + "/")
+        if inside and len(mountpoint) >= len(best):
+            best, best_type = mountpoint, fstype
+    if best_type != "fuse.ckptfs":
+        raise OSError(_errno.ENOTSUP, "%s is not on a ckptfs mount" % path, path)
+
+
+def _unescape_name(text):
+    # Names escape space, tab, newline, backslash and '=' as \ooo.
+    out = bytearray()
+    raw = text.encode("utf-8", "surrogateescape")
+    i = 0
+    while i < len(raw):
+        if (raw[i] == 0x5C and i + 3 < len(raw)
+                and all(0x30 <= c <= 0x37 for c in raw[i + 1:i + 4])):
+            out.append(int(raw[i + 1:i + 4], 8))
+            i += 4
+        else:
+            out.append(raw[i])
+            i += 1
+    return out.decode("utf-8", "surrogateescape")
+
+
+def parse_info(line):
+    """Parses one user.ckptfs.info line into a dict.
+
+    Keys: name, state ("pending", "committed", "aborted"), ranks, arrived,
+    files, bytes, declared_ms, first_commit_ms, ended_ms (0 while pending),
+    timeout_s, errno (the abort errno, 0 if none) as ints, and reason (the
+    abort reason, free text). Unknown keys are kept as strings.
+    """
+    line = line.rstrip("\r\n")
+    result = {}
+    head = line
+    at = line.find(" reason=")
+    if at >= 0:
+        head, result["reason"] = line[:at], line[at + len(" reason="):]
+    elif line.startswith("reason="):
+        head, result["reason"] = "", line[len("reason="):]
+    else:
+        result["reason"] = ""
+    last = None
+    for word in head.split(" "):
+        if not word:
+            continue
+        key, eq, value = word.partition("=")
+        if not eq:
+            if last is None:
+                raise ValueError("not a checkpoint info line: %r" % line)
+            result[last] += " " + word
+            continue
+        result[key] = value
+        last = key
+    if "name" not in result or "state" not in result:
+        raise ValueError("not a checkpoint info line: %r" % line)
+    result["name"] = _unescape_name(result["name"])
+    for key in _NUMERIC_KEYS:
+        if key in result:
+            result[key] = int(result[key])
+    return result
+
+
+def declare(dir, ranks, timeout_s=None):
+    """Declares directory `dir` a checkpoint written by `ranks` ranks.
+
+    Creates `dir` (and its parents) if missing. Declaring again with the
+    same number of ranks is harmless, so every rank may call it; another
+    number raises OSError(EINVAL). `timeout_s`, if given, is stored as the
+    directory's user.ckptfs.commit_timeout_s: the checkpoint aborts unless
+    all ranks commit within that many seconds of the first commit (default:
+    the parent's attribute, else the metadata service's --commit_timeout_s).
+    """
+    _check_on_ckptfs(dir)
+    _os.makedirs(dir, exist_ok=True)
+    if timeout_s is not None:
+        wanted = str(int(timeout_s))
+        # An already ended checkpoint is immutable: set only what differs.
+        if _get(dir, COMMIT_TIMEOUT_XATTR) != wanted:
+            _set(dir, COMMIT_TIMEOUT_XATTR, wanted,
+                 "cannot set the commit timeout of %s" % dir)
+    _set(dir, RANKS_XATTR, ranks,
+         "cannot declare %s a checkpoint of %s ranks" % (dir, ranks))
+
+
+def commit(dir, rank):
+    """Commits rank `rank` of checkpoint `dir`; blocks until the outcome.
+
+    Call it after closing every file this rank wrote. Returns None once all
+    ranks have committed: the checkpoint is then durable, immutable, and the
+    run directory's `latest` names it. Raises OSError if the checkpoint
+    aborted (TimeoutError for ETIMEDOUT: a rank did not commit in time;
+    EBUSY: a file was still open for writing; EIO: a write failed) or the
+    request was refused (EINVAL: bad rank, or `dir` is not declared); the
+    message holds the errno and the checkpoint's abort reason. Calling it
+    again for the same rank waits for, or returns, the same outcome.
+    """
+    what = "commit of rank %s in %s failed" % (rank, dir)
+    try:
+        _os.stat(dir)
+    except OSError as e:
+        raise _error(e.errno, what, dir) from None
+    _check_on_ckptfs(dir)
+    _set(dir, COMMIT_XATTR, rank, what)
+
+
+def state(dir):
+    """"pending", "committed" or "aborted"; None if `dir` is no checkpoint."""
+    return _get(dir, STATE_XATTR)
+
+
+def info(dir):
+    """The dict of parse_info() for checkpoint `dir`; None if it is none."""
+    text = _get(dir, INFO_XATTR)
+    return None if text is None else parse_info(text)
+
+
+def latest(run_dir):
+    """Absolute path of the newest committed checkpoint in `run_dir`, or None.
+
+    Only a committed checkpoint is ever named; resume from it.
+    """
+    name = _get(run_dir, LATEST_XATTR)
+    if not name:
+        return None
+    return _os.path.join(_os.path.abspath(run_dir), name.rstrip("\n"))
+
+
+def checkpoints(run_dir, all=False):
+    """The checkpoints in `run_dir`, as dicts of parse_info() plus "path".
+
+    Committed ones only (what a resume may use), oldest first; with
+    all=True also pending and aborted ones.
+    """
+    text = _get(run_dir, CHECKPOINTS_XATTR)
+    if not text:
+        return []
+    base = _os.path.abspath(run_dir)
+    result = []
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        entry = parse_info(line)
+        if not all and entry["state"] != "committed":
+            continue
+        entry["path"] = _os.path.join(base, entry["name"])
+        result.append(entry)
+    result.sort(key=lambda e: (e.get("declared_ms", 0), e["name"]))
+    return result
+
+
+def keep(run_dir, k):
+    """Keeps only the `k` newest committed checkpoints of `run_dir`.
+
+    On each commit in it, older committed checkpoints and aborted ones are
+    removed and their space reclaimed by the servers.
+    """
+    _set(run_dir, KEEP_XATTR, k, "cannot set retention of %s to %s" % (run_dir, k))
+
+
+def remove(dir):
+    """Removes checkpoint `dir` (any state) and reclaims its space.
+
+    Committed checkpoints are immutable; this is the way to delete one.
+    """
+    dir = dir.rstrip("/") or "/"
+    parent, name = _os.path.split(dir)
+    if not name or name in (".", ".."):
+        raise ValueError("not a checkpoint directory: %r" % dir)
+    try:
+        _os.setxattr(parent or ".", REMOVE_XATTR, name.encode("utf-8", "surrogateescape"))
+    except OSError as e:
+        raise _error(e.errno, "cannot remove %s" % dir, dir) from None
