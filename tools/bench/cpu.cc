@@ -1,0 +1,132 @@
+// See cpu.h.
+#include "tools/bench/cpu.h"
+
+#include <dirent.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <fstream>
+#include <sstream>
+
+#include "absl/status/status.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+
+namespace ckptfs::bench {
+namespace {
+
+double TimevalSeconds(const timeval& tv) {
+  return static_cast<double>(tv.tv_sec) + static_cast<double>(tv.tv_usec) / 1e6;
+}
+
+double Usage(int who) {
+  rusage usage{};
+  if (::getrusage(who, &usage) != 0) return 0;
+  return TimevalSeconds(usage.ru_utime) + TimevalSeconds(usage.ru_stime);
+}
+
+bool ReadFile(const std::string& path, std::string* out) {
+  std::ifstream in(path);
+  if (!in) return false;
+  std::ostringstream text;
+  text << in.rdbuf();
+  *out = text.str();
+  return true;
+}
+
+}  // namespace
+
+absl::StatusOr<uint64_t> ParseStatCpuTicks(absl::string_view stat) {
+  const size_t close = stat.rfind(')');
+  if (close == absl::string_view::npos) {
+    return absl::InvalidArgumentError("no ')' in /proc/PID/stat");
+  }
+  // After "pid (comm)": field 3 (state) is the first token; utime is 14.
+  std::vector<absl::string_view> fields =
+      absl::StrSplit(stat.substr(close + 1), ' ', absl::SkipEmpty());
+  constexpr size_t kUtime = 14 - 3, kStime = 15 - 3;
+  uint64_t utime = 0, stime = 0;
+  if (fields.size() <= kStime || !absl::SimpleAtoi(fields[kUtime], &utime) ||
+      !absl::SimpleAtoi(fields[kStime], &stime)) {
+    return absl::InvalidArgumentError("malformed /proc/PID/stat");
+  }
+  return utime + stime;
+}
+
+absl::StatusOr<double> ProcessCpuSeconds(pid_t pid) {
+  std::string text;
+  if (!ReadFile(absl::StrCat("/proc/", pid, "/stat"), &text)) {
+    return absl::NotFoundError(absl::StrCat("process ", pid, " is gone"));
+  }
+  absl::StatusOr<uint64_t> ticks = ParseStatCpuTicks(text);
+  if (!ticks.ok()) return ticks.status();
+  static const double kTicksPerSecond = static_cast<double>(::sysconf(_SC_CLK_TCK));
+  return static_cast<double>(*ticks) / kTicksPerSecond;
+}
+
+std::vector<pid_t> ResolveProcesses(const std::vector<std::string>& specs) {
+  std::vector<pid_t> pids;
+  std::vector<std::string> names;
+  for (const std::string& spec : specs) {
+    int pid = 0;
+    if (absl::SimpleAtoi(spec, &pid) && pid > 0) {
+      if (::access(absl::StrCat("/proc/", pid, "/stat").c_str(), R_OK) == 0) pids.push_back(pid);
+    } else {
+      names.push_back(spec);
+    }
+  }
+  if (!names.empty()) {
+    if (DIR* proc = ::opendir("/proc"); proc != nullptr) {
+      while (dirent* entry = ::readdir(proc)) {
+        int pid = 0;
+        if (!absl::SimpleAtoi(entry->d_name, &pid) || pid <= 0) continue;
+        std::string comm;
+        if (!ReadFile(absl::StrCat("/proc/", pid, "/comm"), &comm)) continue;
+        comm = std::string(absl::StripTrailingAsciiWhitespace(comm));
+        if (std::find(names.begin(), names.end(), comm) != names.end()) pids.push_back(pid);
+      }
+      ::closedir(proc);
+    }
+  }
+  std::sort(pids.begin(), pids.end());
+  pids.erase(std::unique(pids.begin(), pids.end()), pids.end());
+  return pids;
+}
+
+const std::vector<std::string>& CkptfsDaemonNames() {
+  static const std::vector<std::string> names = {"ckptfs-fuse", "ckptfs-storage", "ckptfs-meta"};
+  return names;
+}
+
+double ChildrenCpuSeconds() { return Usage(RUSAGE_CHILDREN); }
+double SelfCpuSeconds() { return Usage(RUSAGE_SELF); }
+double ThreadCpuSeconds() { return Usage(RUSAGE_THREAD); }
+
+void TargetCpuMeter::Start() {
+  start_.clear();
+  for (pid_t pid : ResolveProcesses(specs_)) {
+    absl::StatusOr<double> seconds = ProcessCpuSeconds(pid);
+    if (seconds.ok()) start_[pid] = *seconds;
+  }
+}
+
+std::optional<double> TargetCpuMeter::Stop() {
+  if (start_.empty()) return std::nullopt;
+  double total = 0;
+  for (const auto& [pid, before] : start_) {
+    absl::StatusOr<double> after = ProcessCpuSeconds(pid);
+    if (after.ok() && *after >= before) total += *after - before;
+  }
+  return total;
+}
+
+std::vector<pid_t> TargetCpuMeter::pids() const {
+  std::vector<pid_t> pids;
+  for (const auto& entry : start_) pids.push_back(entry.first);
+  return pids;
+}
+
+}  // namespace ckptfs::bench

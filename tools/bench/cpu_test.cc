@@ -1,0 +1,59 @@
+// CPU accounting: /proc/PID/stat parsing (a comm with spaces and
+// parentheses), finding processes by name and pid, and the meter.
+#include "tools/bench/cpu.h"
+
+#include <unistd.h>
+
+#include <fstream>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
+#include "gtest/gtest.h"
+
+namespace ckptfs::bench {
+namespace {
+
+TEST(CpuTest, ParsesUtimePlusStime) {
+  // Fields 14 and 15 are utime and stime.
+  const std::string stat =
+      "1234 (a (weird) name) S 1 1234 1234 0 -1 4194560 100 0 0 0 250 75 0 0 20 0 1 0";
+  auto ticks = ParseStatCpuTicks(stat);
+  ASSERT_TRUE(ticks.ok()) << ticks.status();
+  EXPECT_EQ(*ticks, 325u);
+  EXPECT_FALSE(ParseStatCpuTicks("1234 no parens").ok());
+  EXPECT_FALSE(ParseStatCpuTicks("1234 (x) S 1 2").ok());
+}
+
+TEST(CpuTest, ReadsOwnProcess) {
+  auto seconds = ProcessCpuSeconds(::getpid());
+  ASSERT_TRUE(seconds.ok()) << seconds.status();
+  EXPECT_GE(*seconds, 0);
+  EXPECT_EQ(ProcessCpuSeconds(-5).status().code(), absl::StatusCode::kNotFound);
+}
+
+TEST(CpuTest, ResolvesByNameAndPid) {
+  std::ifstream in("/proc/self/comm");
+  std::string comm;
+  std::getline(in, comm);
+  const pid_t self = ::getpid();
+  std::vector<pid_t> by_name = ResolveProcesses({comm});
+  EXPECT_NE(std::find(by_name.begin(), by_name.end(), self), by_name.end()) << comm;
+  EXPECT_EQ(ResolveProcesses({absl::StrCat(self), absl::StrCat(self)}),
+            std::vector<pid_t>{self});
+  EXPECT_TRUE(ResolveProcesses({"no-such-process-name-xyz"}).empty());
+}
+
+TEST(CpuTest, MeterWithoutProcessesHasNoValue) {
+  TargetCpuMeter none({"no-such-process-name-xyz"});
+  none.Start();
+  EXPECT_FALSE(none.Stop().has_value());
+  TargetCpuMeter self({absl::StrCat(::getpid())});
+  self.Start();
+  EXPECT_EQ(self.pids(), std::vector<pid_t>{::getpid()});
+  std::optional<double> spent = self.Stop();
+  ASSERT_TRUE(spent.has_value());
+  EXPECT_GE(*spent, 0);
+}
+
+}  // namespace
+}  // namespace ckptfs::bench
