@@ -12,6 +12,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "client/checkpoint_xattrs.h"
 #include "client/client_impl.h"
 #include "client/data_chunk_transport.h"
 #include "client/grpc_meta_client.h"
@@ -98,24 +99,32 @@ absl::StatusOr<meta::Attr> Client::GetAttr(uint64_t ino) {
 }
 
 absl::StatusOr<meta::Attr> Client::SetAttr(const meta::SetAttrRequest& request) {
-  const bool set_size = (request.valid() & meta::SET_SIZE) != 0;
-  if (set_size) {
-    // Storage first, so that a later extension reads zeros.
-    auto attr = GetAttr(request.ino());
-    if (!attr.ok()) return attr.status();
-    if (absl::Status status = impl_->TruncateStorage(*attr, request.size()); !status.ok()) {
-      return status;
-    }
+  if ((request.valid() & meta::SET_SIZE) == 0) {
+    auto reply = impl_->meta().SetAttr(request);
+    if (!reply.ok()) return reply.status();
+    return impl_->WithLocalSize(reply->attr());
   }
-  auto reply = impl_->meta().SetAttr(request);
+  // A truncate registers a writer for its duration, as an O_TRUNC open
+  // does: the service refuses a file of a committed checkpoint (EROFS)
+  // before storage is trimmed, and a checkpoint commit meanwhile sees the
+  // file busy.
+  const uint64_t truncater = NewWriterHandle();
+  meta::OpenRequest open;
+  open.set_ino(request.ino());
+  open.set_writer_handle(truncater);
+  auto opened = impl_->meta().Open(open);
+  if (!opened.ok()) return opened.status();
+  const meta::Attr attr = impl_->WithLocalSize(opened->attr());
+  // Storage first, so that a later extension reads zeros.
+  absl::Status status = impl_->TruncateStorage(attr, request.size());
+  absl::StatusOr<meta::AttrReply> reply =
+      status.ok() ? impl_->meta().SetAttr(request) : absl::StatusOr<meta::AttrReply>(status);
+  if (attr.type() == meta::REGULAR) impl_->ReleaseWriter(request.ino(), truncater);
   if (!reply.ok()) return reply.status();
-  if (set_size) {
-    if (std::shared_ptr<OpenFileState> state = impl_->registry().Find(request.ino())) {
-      state->SetSize(reply->attr().size());
-    }
-    return reply->attr();
+  if (std::shared_ptr<OpenFileState> state = impl_->registry().Find(request.ino())) {
+    state->SetSize(reply->attr().size());
   }
-  return impl_->WithLocalSize(reply->attr());
+  return reply->attr();
 }
 
 absl::StatusOr<meta::Attr> Client::Mkdir(uint64_t parent, absl::string_view name, uint32_t mode,
@@ -194,10 +203,13 @@ absl::StatusOr<meta::ReadDirReply> Client::ReadDir(uint64_t ino, absl::string_vi
 }
 
 absl::Status Client::SetXattr(uint64_t ino, absl::string_view name, absl::string_view value,
-                              int flags) {
+                              int flags, Cancellation* cancel) {
   if ((flags & ~(XATTR_CREATE | XATTR_REPLACE)) != 0 ||
       flags == (XATTR_CREATE | XATTR_REPLACE)) {
     return ErrnoStatus(EINVAL, absl::StrCat("setxattr flags ", flags));
+  }
+  if (ClassifyCheckpointXattr(name) != CheckpointXattr::kNone) {
+    return SetCheckpointXattr(ino, name, value, cancel);
   }
   meta::SetXattrRequest request;
   request.set_ino(ino);
@@ -209,6 +221,9 @@ absl::Status Client::SetXattr(uint64_t ino, absl::string_view name, absl::string
 }
 
 absl::StatusOr<std::string> Client::GetXattr(uint64_t ino, absl::string_view name) {
+  if (ClassifyCheckpointXattr(name) != CheckpointXattr::kNone) {
+    return GetCheckpointXattr(ino, name);
+  }
   meta::XattrRequest request;
   request.set_ino(ino);
   request.set_name(std::string(name));

@@ -13,6 +13,13 @@
 // so GetAttr reports the exact size of a file that is being written here and
 // reads see this client's own writes.
 //
+// Checkpoints (design.md, "Checkpoint transactions"): every handle that may
+// write is registered with the metadata service as a writer of its file
+// until its Flush or Close, so a checkpoint never commits a file still being
+// written. The checkpoint calls are methods here and also extended
+// attributes (client/checkpoint_xattrs.h) that SetXattr / GetXattr serve, so
+// a program and the FUSE mount behave the same.
+//
 // Thread-safety: every method may be called from any thread concurrently.
 #ifndef CKPTFS_CLIENT_CLIENT_H_
 #define CKPTFS_CLIENT_CLIENT_H_
@@ -26,6 +33,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "client/cancellation.h"
 #include "client/file.h"
 #include "proto/meta.pb.h"
 
@@ -54,6 +62,13 @@ struct ClientOptions {
   // writes in flight come from this budget (writers wait when it is spent).
   // Bounds memory when one Client writes thousands of files at once.
   int64_t write_buffer_budget_bytes = int64_t{2} << 30;
+  // CommitCheckpoint: how long one long poll may wait in the service before
+  // it answers PENDING and is sent again.
+  absl::Duration commit_poll = absl::Seconds(10);
+  // CommitCheckpoint: while the service cannot be reached (a restart), keep
+  // retrying until the checkpoint's timeout plus this much has passed since
+  // the first try, then fail with ETIMEDOUT.
+  absl::Duration commit_unreachable_slack = absl::Seconds(60);
 };
 
 class ClientImpl;
@@ -85,7 +100,9 @@ class Client {
   // yet flushed.
   absl::StatusOr<meta::Attr> GetAttr(uint64_t ino);
   // SET_SIZE trims the data beyond the new size on the storage servers
-  // before the service records it, so a later extension reads zeros.
+  // before the service records it, so a later extension reads zeros; it
+  // registers a writer meanwhile (EROFS in a committed checkpoint, before
+  // anything is trimmed).
   absl::StatusOr<meta::Attr> SetAttr(const meta::SetAttrRequest& request);
   absl::StatusOr<meta::Attr> Mkdir(uint64_t parent, absl::string_view name, uint32_t mode,
                                    uint32_t uid, uint32_t gid);
@@ -100,14 +117,47 @@ class Client {
   // One page of entries after `start_after` in bytewise name order.
   absl::StatusOr<meta::ReadDirReply> ReadDir(uint64_t ino, absl::string_view start_after,
                                              uint32_t limit);
+  // The checkpoint names of client/checkpoint_xattrs.h are served here:
+  // setting user.ckptfs.ranks declares, user.ckptfs.commit commits (blocks
+  // like CommitCheckpoint, `cancel` as there), user.ckptfs.remove removes;
+  // getting user.ckptfs.{state,ranks,info,checkpoints,latest} formats the
+  // service's answer (ENODATA where there is none: not a checkpoint, no
+  // checkpoints, no latest). A value that does not parse: EINVAL, no RPC.
+  // Other names are stored by the service (which refuses further
+  // user.ckptfs.* names with EINVAL).
   absl::Status SetXattr(uint64_t ino, absl::string_view name, absl::string_view value,
-                        int flags /* XATTR_CREATE / XATTR_REPLACE / 0 */);
+                        int flags /* XATTR_CREATE / XATTR_REPLACE / 0 */,
+                        Cancellation* cancel = nullptr);
   absl::StatusOr<std::string> GetXattr(uint64_t ino, absl::string_view name);
   absl::StatusOr<std::vector<std::string>> ListXattr(uint64_t ino);
   absl::Status RemoveXattr(uint64_t ino, absl::string_view name);
   absl::StatusOr<meta::StatFsReply> StatFs();
   // The storage servers the metadata service knows, for tools.
   absl::StatusOr<meta::ListServersReply> ListServers();
+
+  // --- Checkpoint transactions ---------------------------------------------
+  // Declares directory `dir` a checkpoint of `ranks` ranks (1..1048576).
+  // timeout_s 0: the directory's or its parent's user.ckptfs.commit_timeout_s,
+  // else the service's default. Same N again: OK, nothing changes. EINVAL:
+  // another N, the root, inside another checkpoint, bad N.
+  absl::StatusOr<meta::CheckpointInfo> DeclareCheckpoint(uint64_t dir, uint32_t ranks,
+                                                         uint32_t timeout_s = 0);
+  // Rank `rank` commits `dir` and waits until all ranks did: returns the
+  // COMMITTED info, or the abort's errno (ETIMEDOUT, EBUSY, EIO) with its
+  // reason. Idempotent: calling again waits for the same outcome. While the
+  // service cannot be reached it retries (backoff 100 ms..2 s) until the
+  // checkpoint's timeout plus options.commit_unreachable_slack have passed
+  // since this call began, then ETIMEDOUT. `cancel` (may be null): EINTR
+  // soon after it is cancelled (the rank may still be counted as arrived).
+  absl::StatusOr<meta::CheckpointInfo> CommitCheckpoint(uint64_t dir, uint32_t rank,
+                                                        Cancellation* cancel = nullptr);
+  // EINVAL if `dir` is not a checkpoint.
+  absl::StatusOr<meta::CheckpointInfo> GetCheckpoint(uint64_t dir);
+  // The checkpoints that are children of `run_dir` (every state), by name,
+  // and the latest committed one.
+  absl::StatusOr<meta::ListCheckpointsReply> ListCheckpoints(uint64_t run_dir);
+  // Removes checkpoint `name` of `run_dir` (any state) with all its files.
+  absl::Status RemoveCheckpoint(uint64_t run_dir, absl::string_view name);
 
   // --- Files ---------------------------------------------------------------
   struct Created {
@@ -117,11 +167,14 @@ class Client {
   };
   // Creates (or with neither O_EXCL nor a new name, opens) `name` in
   // `parent`. `flags` are open(2) flags: the access mode, O_EXCL, O_TRUNC,
-  // O_APPEND.
+  // O_APPEND. A handle that may write registers as a writer of the file
+  // (EROFS inside a committed or aborted checkpoint).
   absl::StatusOr<Created> Create(uint64_t parent, absl::string_view name, uint32_t mode,
                                  uint32_t uid, uint32_t gid, int flags);
-  // Opens an existing regular file. O_TRUNC empties it (storage first).
-  // The attributes returned are fresh from the service (close-to-open).
+  // Opens an existing regular file. O_TRUNC empties it (storage first, once
+  // the service has agreed to the open). A handle that may write registers
+  // as a writer. The attributes returned are fresh from the service
+  // (close-to-open).
   absl::StatusOr<std::unique_ptr<File>> Open(uint64_t ino, int flags);
 
   // --- Paths, for tools ----------------------------------------------------
@@ -135,6 +188,11 @@ class Client {
 
  private:
   explicit Client(std::unique_ptr<ClientImpl> impl);
+  // SetXattr / GetXattr of a checkpoint name (client_checkpoints.cc).
+  absl::Status SetCheckpointXattr(uint64_t ino, absl::string_view name,
+                                  absl::string_view value, Cancellation* cancel);
+  absl::StatusOr<std::string> GetCheckpointXattr(uint64_t ino, absl::string_view name);
+
   std::unique_ptr<ClientImpl> impl_;
 };
 

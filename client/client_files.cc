@@ -1,11 +1,13 @@
 // Client's file calls (client.h, "Files"): Create and Open, with O_TRUNC
 // done storage first (TRIM every server of the stripe set, then tell the
-// metadata service), and the ClientImpl helpers behind them.
+// metadata service), writer registration of the handles that may write, and
+// the ClientImpl helpers behind them.
 #include <fcntl.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <optional>
+#include <random>
 
 #include "absl/strings/str_cat.h"
 #include "client/client.h"
@@ -13,6 +15,7 @@
 #include "client/layout.h"
 #include "client/stripe_ops.h"
 #include "common/errno_status.h"
+#include "common/log.h"
 #include "common/names.h"
 
 namespace ckptfs::client {
@@ -35,6 +38,27 @@ absl::Status ClientImpl::TruncateStorage(const meta::Attr& attr, uint64_t new_si
                     std::min(attr.size(), new_size));
 }
 
+uint64_t NewWriterHandle() {
+  thread_local std::mt19937_64 rng(std::random_device{}());
+  uint64_t id = 0;
+  while (id == 0) id = rng();
+  return id;
+}
+
+bool MayWrite(int flags) { return (flags & O_ACCMODE) != O_RDONLY; }
+
+void ClientImpl::ReleaseWriter(uint64_t ino, uint64_t writer) {
+  if (writer == 0) return;
+  meta::CommitWriteRequest request;
+  request.set_ino(ino);
+  request.set_release_writer(writer);
+  absl::StatusOr<meta::AttrReply> reply = meta_->CommitWrite(request);
+  if (!reply.ok()) {
+    CKPTFS_LOG(kWarning) << "releasing writer " << writer << " of inode " << ino << ": "
+                         << reply.status();
+  }
+}
+
 ClientImpl::StateBefore ClientImpl::SnapshotState(uint64_t ino) {
   StateBefore before;
   before.state = registry_.Find(ino);
@@ -44,9 +68,14 @@ ClientImpl::StateBefore ClientImpl::SnapshotState(uint64_t ino) {
 
 absl::StatusOr<std::unique_ptr<File>> ClientImpl::MakeFile(const meta::Attr& attr, int flags,
                                                            bool truncated,
-                                                           const StateBefore& before) {
-  if (absl::Status status = RequireRegular(attr); !status.ok()) return status;
-  if (absl::Status status = ValidateLayout(attr.layout()); !status.ok()) return status;
+                                                           const StateBefore& before,
+                                                           uint64_t writer_handle) {
+  absl::Status usable = RequireRegular(attr);
+  if (usable.ok()) usable = ValidateLayout(attr.layout());
+  if (!usable.ok()) {
+    if (attr.type() == meta::REGULAR) ReleaseWriter(attr.ino(), writer_handle);
+    return usable;
+  }
   bool made = false;
   std::shared_ptr<OpenFileState> state = registry_.FindOrAdd(attr.ino(), [&] {
     made = true;
@@ -58,13 +87,14 @@ absl::StatusOr<std::unique_ptr<File>> ClientImpl::MakeFile(const meta::Attr& att
     if (state == before.state && !truncated) version_before = before.size_version;
     state->Refresh(attr, version_before);
   }
-  return std::make_unique<File>(std::move(state), flags);
+  return std::make_unique<File>(std::move(state), flags, writer_handle);
 }
 
 absl::StatusOr<Client::Created> Client::Create(uint64_t parent, absl::string_view name,
                                                uint32_t mode, uint32_t uid, uint32_t gid,
                                                int flags) {
   if (absl::Status status = ValidateName(name); !status.ok()) return status;
+  const uint64_t writer = MayWrite(flags) ? NewWriterHandle() : 0;
   meta::CreateRequest request;
   request.set_parent(parent);
   request.set_name(std::string(name));
@@ -73,6 +103,7 @@ absl::StatusOr<Client::Created> Client::Create(uint64_t parent, absl::string_vie
   request.set_gid(gid);
   request.set_exclusive((flags & O_EXCL) != 0);
   request.set_truncate(false);  // storage must be trimmed before the service truncates
+  request.set_writer_handle(writer);
   auto reply = impl_->meta().Create(request);
   if (!reply.ok()) return reply.status();
   Created created;
@@ -81,18 +112,30 @@ absl::StatusOr<Client::Created> Client::Create(uint64_t parent, absl::string_vie
   bool truncated = false;
   // Trimmed even when the file looks empty: chunks a crashed writer left
   // behind (never committed) must not show through later partial writes.
+  // The service has agreed to the open already (Create is refused inside a
+  // committed checkpoint), so trimming cannot hurt a committed file.
   if (!created.created && (flags & O_TRUNC) != 0) {
-    if (absl::Status status = impl_->TruncateStorage(attr, 0); !status.ok()) return status;
-    meta::OpenRequest open;
-    open.set_ino(attr.ino());
-    open.set_truncate(true);
-    auto opened = impl_->meta().Open(open);
-    if (!opened.ok()) return opened.status();
-    attr = opened->attr();
+    absl::Status status = impl_->TruncateStorage(attr, 0);
+    if (status.ok()) {
+      meta::OpenRequest open;
+      open.set_ino(attr.ino());
+      open.set_truncate(true);
+      open.set_writer_handle(writer);
+      auto opened = impl_->meta().Open(open);
+      if (opened.ok()) {
+        attr = opened->attr();
+      } else {
+        status = opened.status();
+      }
+    }
+    if (!status.ok()) {
+      if (attr.type() == meta::REGULAR) impl_->ReleaseWriter(attr.ino(), writer);
+      return status;
+    }
     truncated = true;
   }
   // The inode was unknown before the RPC: Refresh only lets the size grow.
-  auto file = impl_->MakeFile(attr, flags, truncated, ClientImpl::StateBefore{});
+  auto file = impl_->MakeFile(attr, flags, truncated, ClientImpl::StateBefore{}, writer);
   if (!file.ok()) return file.status();
   created.file = *std::move(file);
   created.attr = impl_->WithLocalSize(attr);
@@ -101,19 +144,34 @@ absl::StatusOr<Client::Created> Client::Create(uint64_t parent, absl::string_vie
 
 absl::StatusOr<std::unique_ptr<File>> Client::Open(uint64_t ino, int flags) {
   const bool truncate = (flags & O_TRUNC) != 0;
+  const uint64_t writer = MayWrite(flags) ? NewWriterHandle() : 0;
   const ClientImpl::StateBefore before = impl_->SnapshotState(ino);
-  if (truncate) {
-    // The layout (and old size) come from the service; storage goes first.
-    auto attr = GetAttr(ino);
-    if (!attr.ok()) return attr.status();
-    if (absl::Status status = impl_->TruncateStorage(*attr, 0); !status.ok()) return status;
-  }
   meta::OpenRequest request;
   request.set_ino(ino);
-  request.set_truncate(truncate);
-  auto reply = impl_->meta().Open(request);
+  if (!truncate) {
+    request.set_writer_handle(writer);
+    auto reply = impl_->meta().Open(request);
+    if (!reply.ok()) return reply.status();
+    return impl_->MakeFile(reply->attr(), flags, false, before, writer);
+  }
+  // O_TRUNC: register first (a read-only O_TRUNC open under a temporary id),
+  // so that the service refuses a file of a committed checkpoint (EROFS)
+  // before any of its storage is trimmed, and so that a checkpoint commit
+  // meanwhile sees the file busy. The reply's layout and size guide the
+  // trim; then the service records the size.
+  const uint64_t truncater = writer != 0 ? writer : NewWriterHandle();
+  request.set_writer_handle(truncater);
+  auto registered = impl_->meta().Open(request);
+  if (!registered.ok()) return registered.status();
+  absl::Status status = impl_->TruncateStorage(impl_->WithLocalSize(registered->attr()), 0);
+  request.set_truncate(true);
+  absl::StatusOr<meta::AttrReply> reply =
+      status.ok() ? impl_->meta().Open(request) : absl::StatusOr<meta::AttrReply>(status);
+  if (!reply.ok() || truncater != writer) {
+    if (registered->attr().type() == meta::REGULAR) impl_->ReleaseWriter(ino, truncater);
+  }
   if (!reply.ok()) return reply.status();
-  return impl_->MakeFile(reply->attr(), flags, truncate, before);
+  return impl_->MakeFile(reply->attr(), flags, true, before, writer);
 }
 
 }  // namespace ckptfs::client

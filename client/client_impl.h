@@ -53,8 +53,15 @@ class ClientImpl {
 
   // A File for `attr` (a regular file, fresh from the service), sharing the
   // open state of its inode. `truncated`: the service just set its size.
+  // `writer_handle`: the id the open registered (0: none). On error the
+  // registration is released.
   absl::StatusOr<std::unique_ptr<File>> MakeFile(const meta::Attr& attr, int flags,
-                                                 bool truncated, const StateBefore& before);
+                                                 bool truncated, const StateBefore& before,
+                                                 uint64_t writer_handle);
+
+  // Ends writer registration `writer` of `ino` (a CommitWrite with only
+  // release_writer). Errors are logged: the caller is already failing.
+  void ReleaseWriter(uint64_t ino, uint64_t writer);
 
  private:
   std::unique_ptr<MetaClient> meta_;
@@ -67,6 +74,12 @@ class ClientImpl {
 
 // EISDIR for a directory, EINVAL for anything else but a regular file.
 absl::Status RequireRegular(const meta::Attr& attr);
+
+// A random nonzero writer id (OpenRequest.writer_handle).
+uint64_t NewWriterHandle();
+
+// Whether open(2) `flags` let the handle write.
+bool MayWrite(int flags);
 
 }  // namespace ckptfs::client
 

@@ -21,8 +21,11 @@ constexpr uint64_t kSequentialSlack = 8 << 20;
 
 }  // namespace
 
-File::File(std::shared_ptr<OpenFileState> state, int flags)
-    : state_(std::move(state)), flags_(flags) {
+File::File(std::shared_ptr<OpenFileState> state, int flags, uint64_t writer_handle)
+    : state_(std::move(state)),
+      flags_(flags),
+      writer_handle_(writer_handle),
+      registered_(writer_handle != 0) {
   state_->AddHandle();
 }
 
@@ -39,10 +42,28 @@ uint64_t File::size() const { return state_->size(); }
 
 absl::StatusOr<size_t> File::Write(uint64_t offset, const void* data, size_t len) {
   if (closed_.load()) return ErrnoStatus(EBADF, "write on a closed file");
-  if ((flags_ & O_ACCMODE) == O_RDONLY) {
+  if ((flags_ & O_ACCMODE) == O_RDONLY || writer_handle_ == 0) {
     return ErrnoStatus(EBADF, "write on a file opened read-only");
   }
-  return state_->Write(offset, data, len, (flags_ & O_APPEND) != 0);
+  writer_mu_.ReaderLock();
+  while (!registered_) {
+    // Released by a flush (close of a dup'd descriptor): register again
+    // before buffering anything.
+    writer_mu_.ReaderUnlock();
+    {
+      absl::MutexLock lock(&writer_mu_);
+      if (!registered_) {
+        if (absl::Status status = state_->RegisterWriter(writer_handle_); !status.ok()) {
+          return status;
+        }
+        registered_ = true;
+      }
+    }
+    writer_mu_.ReaderLock();
+  }
+  absl::StatusOr<size_t> written = state_->Write(offset, data, len, (flags_ & O_APPEND) != 0);
+  writer_mu_.ReaderUnlock();
+  return written;
 }
 
 bool File::NoteRead(uint64_t offset, size_t len) {
@@ -60,7 +81,16 @@ absl::StatusOr<size_t> File::Read(uint64_t offset, void* buf, size_t len) {
 
 absl::Status File::Flush() {
   if (closed_.load()) return ErrnoStatus(EBADF, "flush of a closed file");
-  return state_->Flush();
+  if (writer_handle_ == 0) return state_->Flush();
+  return FlushWriter();
+}
+
+absl::Status File::FlushWriter() {
+  absl::MutexLock lock(&writer_mu_);
+  if (!registered_) return state_->Flush();
+  OpenFileState::FlushRelease flushed = state_->FlushAndReleaseWriter(writer_handle_);
+  if (flushed.released) registered_ = false;
+  return flushed.status;
 }
 
 absl::Status File::Fsync() {
@@ -73,7 +103,9 @@ absl::Status File::Close() {
   if (close_done_) return close_status_;
   // A reader has nothing to publish: its close must not wait for the chunks
   // some writer of the same inode has in flight.
-  if ((flags_ & O_ACCMODE) != O_RDONLY) close_status_ = state_->Flush();
+  if ((flags_ & O_ACCMODE) != O_RDONLY) {
+    close_status_ = writer_handle_ != 0 ? FlushWriter() : state_->Flush();
+  }
   closed_.store(true);
   close_done_ = true;
   state_->ReleaseHandle();

@@ -11,6 +11,14 @@
 // any client that opens the file afterwards sees all of it. The FUSE daemon
 // calls Flush on every close(2) (FUSE_FLUSH) and Close on release.
 //
+// Writer registration (checkpoints): a handle that may write has a random
+// nonzero writer id, registered with the service when the file was created
+// or opened. Flush releases it in the same CommitWrite that publishes the
+// size (marking the file failed if a write of it failed), so a checkpoint
+// committed after close(2) returns never finds the file open. A Write after
+// that registers the handle again first; Close releases a handle still
+// registered.
+//
 // Thread-safety: all methods may be called concurrently from any thread.
 #ifndef CKPTFS_CLIENT_FILE_H_
 #define CKPTFS_CLIENT_FILE_H_
@@ -31,7 +39,9 @@ class OpenFileState;  // shared by every handle of one inode in one Client
 
 class File {
  public:
-  File(std::shared_ptr<OpenFileState> state, int flags);
+  // `writer_handle`: the id this handle was registered under as a writer
+  // (0 for a read-only handle, which never registers).
+  File(std::shared_ptr<OpenFileState> state, int flags, uint64_t writer_handle);
   File(const File&) = delete;
   File& operator=(const File&) = delete;
   // Closes if not yet closed; an error then is logged (call Close to see it).
@@ -41,10 +51,13 @@ class File {
   // The file's size as this client knows it, including unflushed writes.
   uint64_t size() const;
   int flags() const { return flags_; }
+  uint64_t writer_handle() const { return writer_handle_; }
 
   // Writes all of data[0, len) at `offset` (for an O_APPEND handle: at the
   // current end of file, whatever `offset` says). Returns len, or the first
-  // error of this file. EBADF on a read-only handle.
+  // error of this file. EBADF on a read-only handle. Registers the handle
+  // as a writer again if a Flush released it (EROFS: the file has become
+  // part of a committed checkpoint meanwhile).
   absl::StatusOr<size_t> Write(uint64_t offset, const void* data, size_t len);
 
   // Reads up to `len` bytes at `offset`; short only at end of file. Holes
@@ -52,26 +65,36 @@ class File {
   absl::StatusOr<size_t> Read(uint64_t offset, void* buf, size_t len);
 
   // Waits for every buffered chunk of the file to be acknowledged and
-  // commits the size in the metadata service (close-to-open).
+  // commits the size in the metadata service (close-to-open), releasing
+  // this handle's writer registration in the same call.
   absl::Status Flush();
 
   // Flush, then makes the chunks durable on every storage server holding
   // them (fdatasync there).
   absl::Status Fsync();
 
-  // Flush (unless opened read-only) and release this handle. Idempotent;
-  // later calls return the first result.
+  // Flush (unless opened read-only; releasing the writer registration if
+  // still held) and release this handle. Idempotent; later calls return the
+  // first result.
   absl::Status Close();
 
  private:
   // Whether a read at `offset` continues this handle's sequential stream
   // (then the file reads ahead); remembers where this read ends.
   bool NoteRead(uint64_t offset, size_t len);
+  // Flush of a handle that may write: with the writer release if held.
+  absl::Status FlushWriter() ABSL_LOCKS_EXCLUDED(writer_mu_);
 
   // Kept until destruction so ino() and size() work after Close.
   const std::shared_ptr<OpenFileState> state_;
   const int flags_;
+  const uint64_t writer_handle_;
   std::atomic<bool> closed_{false};
+  // Writes hold it shared; a flush (which releases the registration) holds
+  // it exclusively, so no write slips in between its drain and its release.
+  // Lock order: close_mu_, then writer_mu_, then the state's.
+  absl::Mutex writer_mu_;
+  bool registered_ ABSL_GUARDED_BY(writer_mu_);
   // Where the next sequential read of this handle would start.
   std::atomic<uint64_t> next_read_offset_{0};
   absl::Mutex close_mu_;

@@ -6,19 +6,24 @@
 //   - every read (Lookup, GetAttr, ReadLink, ReadDir, GetXattr, ListXattr,
 //     StatFs, ListServers);
 //   - Open (truncate to 0 twice is truncate once; the caller trimmed storage
-//     first), CommitWrite (size = max(current, size) is idempotent), SetAttr
-//     (sets absolute values) and Heartbeat.
+//     first; registering a writer twice is harmless), CommitWrite (size =
+//     max(current, size) is idempotent; releasing a writer twice is
+//     harmless), SetAttr (sets absolute values) and Heartbeat;
+//   - DeclareCheckpoint (re-declaring with the same N changes nothing),
+//     CommitCheckpoint (a rank's second commit waits for the same outcome),
+//     GetCheckpoint and ListCheckpoints.
 // Not retried, because a repeat after a lost reply reports a wrong error or
 // does something twice: Create (EEXIST for the file we created, with
 // O_EXCL), Mkdir and Symlink (EEXIST), Unlink and Rmdir (ENOENT after
 // success), Rename (ENOENT, or a second rename), SetXattr and RemoveXattr
-// (EEXIST / ENODATA with the create/replace flags), RegisterServer (could
-// hand out a second id).
+// (EEXIST / ENODATA with the create/replace flags), RemoveCheckpoint
+// (ENOENT after success), RegisterServer (could hand out a second id).
 #include "client/grpc_meta_client.h"
 
 #include <grpcpp/grpcpp.h>
 
 #include <algorithm>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
@@ -49,23 +54,41 @@ GrpcMetaClient::GrpcMetaClient(std::string address, absl::Duration rpc_timeout)
 template <typename Request, typename Reply>
 absl::StatusOr<Reply> GrpcMetaClient::Call(const char* rpc, Retry retry,
                                            Method<Request, Reply> method,
-                                           const Request& request) {
-  const absl::Time deadline = absl::Now() + rpc_timeout_;
+                                           const Request& request, absl::Duration timeout,
+                                           Cancellation* cancel) {
+  const absl::Time deadline =
+      absl::Now() + (timeout > absl::ZeroDuration() ? timeout : rpc_timeout_);
   absl::Duration backoff = absl::Milliseconds(50);
   while (true) {
     grpc::ClientContext context;
     context.set_deadline(absl::ToChronoTime(deadline));
     Reply reply;
-    grpc::Status status = ((*stub_).*method)(&context, request, &reply);
+    grpc::Status status;
+    {
+      Cancellation::OnCancel on_cancel(cancel, [&context] { context.TryCancel(); });
+      status = ((*stub_).*method)(&context, request, &reply);
+    }
     if (status.ok()) return reply;
+    // error_details carries the service's errno: without it, the status
+    // comes from gRPC itself (no connection, deadline, cancelled).
+    const bool transport = status.error_details().empty();
     const absl::Duration left = deadline - absl::Now();
     if (retry == Retry::kOnUnavailable && status.error_code() == grpc::StatusCode::UNAVAILABLE &&
-        status.error_details().empty() && left > absl::ZeroDuration()) {
-      absl::SleepFor(std::min(backoff, left));
+        transport && left > absl::ZeroDuration()) {
+      const absl::Duration pause = std::min(backoff, left);
+      if (cancel != nullptr) {
+        if (cancel->WaitFor(pause)) {
+          return MarkMetaTransportError(
+              FromGrpcStatus(status, absl::StrCat(rpc, " at ", address_)));
+        }
+      } else {
+        absl::SleepFor(pause);
+      }
       backoff = std::min(backoff * 2, absl::Seconds(1));
       continue;
     }
-    return FromGrpcStatus(status, absl::StrCat(rpc, " at ", address_));
+    absl::Status error = FromGrpcStatus(status, absl::StrCat(rpc, " at ", address_));
+    return transport ? MarkMetaTransportError(std::move(error)) : error;
   }
 }
 
@@ -123,6 +146,29 @@ absl::StatusOr<meta::Empty> GrpcMetaClient::RemoveXattr(const meta::XattrRequest
 }
 absl::StatusOr<meta::StatFsReply> GrpcMetaClient::StatFs(const meta::Empty& request) {
   return Call("StatFs", Retry::kOnUnavailable, &Stub::StatFs, request);
+}
+absl::StatusOr<meta::CheckpointInfo> GrpcMetaClient::DeclareCheckpoint(
+    const meta::DeclareCheckpointRequest& request) {
+  return Call("DeclareCheckpoint", Retry::kOnUnavailable, &Stub::DeclareCheckpoint, request);
+}
+absl::StatusOr<meta::CheckpointInfo> GrpcMetaClient::CommitCheckpoint(
+    const meta::CommitCheckpointRequest& request, Cancellation* cancel) {
+  // The service holds the call up to wait_ms; the deadline leaves it the
+  // usual rpc_timeout beyond that to answer (the commit itself, once all
+  // ranks arrived, syncs the storage servers).
+  return Call("CommitCheckpoint", Retry::kOnUnavailable, &Stub::CommitCheckpoint, request,
+              absl::Milliseconds(request.wait_ms()) + rpc_timeout_, cancel);
+}
+absl::StatusOr<meta::CheckpointInfo> GrpcMetaClient::GetCheckpoint(
+    const meta::InodeRequest& request) {
+  return Call("GetCheckpoint", Retry::kOnUnavailable, &Stub::GetCheckpoint, request);
+}
+absl::StatusOr<meta::ListCheckpointsReply> GrpcMetaClient::ListCheckpoints(
+    const meta::InodeRequest& request) {
+  return Call("ListCheckpoints", Retry::kOnUnavailable, &Stub::ListCheckpoints, request);
+}
+absl::StatusOr<meta::Empty> GrpcMetaClient::RemoveCheckpoint(const meta::LookupRequest& request) {
+  return Call("RemoveCheckpoint", Retry::kNo, &Stub::RemoveCheckpoint, request);
 }
 absl::StatusOr<meta::RegisterServerReply> GrpcMetaClient::RegisterServer(
     const meta::RegisterServerRequest& request) {

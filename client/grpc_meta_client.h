@@ -1,11 +1,13 @@
 // GrpcMetaClient: MetaClient over gRPC to a ckptfs-meta process.
 //
-// Every call carries a deadline of `rpc_timeout` from its start. A status of
+// Every call carries a deadline of `rpc_timeout` from its start (a
+// CommitCheckpoint long poll: its wait_ms plus rpc_timeout). A status of
 // UNAVAILABLE (service restarting, connection refused) is retried with
 // backoff until that deadline for calls that are safe to repeat; the rest
 // fail at once (see the comment in grpc_meta_client.cc for which and why).
 // Errors come back with the service's errno (common/grpc_status.h); a
-// transport failure names the RPC and the address.
+// transport failure names the RPC and the address and is marked
+// (IsMetaTransportError).
 //
 // Thread-safety: thread-safe; one channel is shared by all calls.
 #ifndef CKPTFS_CLIENT_GRPC_META_CLIENT_H_
@@ -43,6 +45,14 @@ class GrpcMetaClient : public MetaClient {
   absl::StatusOr<meta::XattrNames> ListXattr(const meta::InodeRequest& request) override;
   absl::StatusOr<meta::Empty> RemoveXattr(const meta::XattrRequest& request) override;
   absl::StatusOr<meta::StatFsReply> StatFs(const meta::Empty& request) override;
+  absl::StatusOr<meta::CheckpointInfo> DeclareCheckpoint(
+      const meta::DeclareCheckpointRequest& request) override;
+  absl::StatusOr<meta::CheckpointInfo> CommitCheckpoint(
+      const meta::CommitCheckpointRequest& request, Cancellation* cancel) override;
+  absl::StatusOr<meta::CheckpointInfo> GetCheckpoint(const meta::InodeRequest& request) override;
+  absl::StatusOr<meta::ListCheckpointsReply> ListCheckpoints(
+      const meta::InodeRequest& request) override;
+  absl::StatusOr<meta::Empty> RemoveCheckpoint(const meta::LookupRequest& request) override;
   absl::StatusOr<meta::RegisterServerReply> RegisterServer(
       const meta::RegisterServerRequest& request) override;
   absl::StatusOr<meta::Empty> Heartbeat(const meta::HeartbeatRequest& request) override;
@@ -57,9 +67,13 @@ class GrpcMetaClient : public MetaClient {
 
   enum class Retry { kNo, kOnUnavailable };
 
+  // `timeout`: the deadline from now (rpc_timeout_ when zero). `cancel`
+  // (may be null) cancels the call in flight and the backoff sleeps.
   template <typename Request, typename Reply>
   absl::StatusOr<Reply> Call(const char* rpc, Retry retry, Method<Request, Reply> method,
-                             const Request& request);
+                             const Request& request,
+                             absl::Duration timeout = absl::ZeroDuration(),
+                             Cancellation* cancel = nullptr);
 
   const std::string address_;
   const absl::Duration rpc_timeout_;

@@ -7,11 +7,20 @@
 // a namespace in memory for unit tests. Code above this interface never sees
 // gRPC.
 //
+// Transport errors (the service could not be reached, or did not answer
+// before the deadline) are marked (MetaTransportError) so that callers that
+// retry — a checkpoint commit waiting out a restart of the service — can
+// tell them from the service's own errors, which may carry the same code
+// (an aborted checkpoint's ETIMEDOUT).
+//
 // Thread-safety: implementations must allow concurrent calls from any thread.
 #ifndef CKPTFS_CLIENT_META_CLIENT_H_
 #define CKPTFS_CLIENT_META_CLIENT_H_
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "client/cancellation.h"
 #include "proto/meta.pb.h"
 
 namespace ckptfs::client {
@@ -43,12 +52,35 @@ class MetaClient {
   virtual absl::StatusOr<meta::Empty> RemoveXattr(const meta::XattrRequest& request) = 0;
   virtual absl::StatusOr<meta::StatFsReply> StatFs(const meta::Empty& request) = 0;
 
+  // Checkpoint transactions (design.md, "Checkpoint transactions").
+  virtual absl::StatusOr<meta::CheckpointInfo> DeclareCheckpoint(
+      const meta::DeclareCheckpointRequest& request) = 0;
+  // One long poll: returns the checkpoint COMMITTED, or PENDING after about
+  // request.wait_ms; an aborted checkpoint is the service's error (its
+  // abort_errno, message = abort_reason). `cancel` (may be null) ends the
+  // wait early with an error; the caller checks cancel->cancelled().
+  virtual absl::StatusOr<meta::CheckpointInfo> CommitCheckpoint(
+      const meta::CommitCheckpointRequest& request, Cancellation* cancel) = 0;
+  virtual absl::StatusOr<meta::CheckpointInfo> GetCheckpoint(
+      const meta::InodeRequest& request) = 0;
+  virtual absl::StatusOr<meta::ListCheckpointsReply> ListCheckpoints(
+      const meta::InodeRequest& request) = 0;
+  virtual absl::StatusOr<meta::Empty> RemoveCheckpoint(const meta::LookupRequest& request) = 0;
+
   // Storage-server membership.
   virtual absl::StatusOr<meta::RegisterServerReply> RegisterServer(
       const meta::RegisterServerRequest& request) = 0;
   virtual absl::StatusOr<meta::Empty> Heartbeat(const meta::HeartbeatRequest& request) = 0;
   virtual absl::StatusOr<meta::ListServersReply> ListServers(const meta::Empty& request) = 0;
 };
+
+// A failure to reach the metadata service or to get its answer in time:
+// `code` is kUnavailable or kDeadlineExceeded (errno EIO / ETIMEDOUT).
+absl::Status MetaTransportError(absl::StatusCode code, absl::string_view message);
+// Marks an existing status as a transport error (keeps code, errno, message).
+absl::Status MarkMetaTransportError(absl::Status status);
+// True for the statuses made by the two functions above.
+bool IsMetaTransportError(const absl::Status& status);
 
 }  // namespace ckptfs::client
 

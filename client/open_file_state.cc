@@ -376,7 +376,23 @@ void OpenFileState::ReadAheadLocked(uint64_t after_index) {
   }
 }
 
-absl::Status OpenFileState::Flush() {
+absl::Status OpenFileState::Flush() { return FlushCommit(0).status; }
+
+OpenFileState::FlushRelease OpenFileState::FlushAndReleaseWriter(uint64_t writer) {
+  return FlushCommit(writer);
+}
+
+absl::Status OpenFileState::RegisterWriter(uint64_t writer) {
+  meta::OpenRequest request;
+  request.set_ino(ino_);
+  request.set_writer_handle(writer);
+  return services_.meta->Open(request).status();
+}
+
+OpenFileState::FlushRelease OpenFileState::FlushCommit(uint64_t release_writer) {
+  FlushRelease result;
+  bool publish = false;
+  absl::Status write_error;
   uint64_t size = 0;
   int64_t mtime_ns = 0;
   {
@@ -384,34 +400,53 @@ absl::Status OpenFileState::Flush() {
     while (true) {
       DispatchLocked();
       DrainLocked();
-      if (!error_.ok()) return error_;
-      if (written_since_commit_) break;
+      if (!error_.ok()) {
+        write_error = error_;
+        break;
+      }
+      if (written_since_commit_) {
+        publish = true;
+        break;
+      }
       // Nothing new; but a commit another handle started may cover our
       // writes, and close-to-open needs it finished before we return.
-      if (commits_running_ == 0) return absl::OkStatus();
+      if (commits_running_ == 0) break;
       changed_.Wait(&mu_);
     }
-    written_since_commit_ = false;
-    ++commits_running_;
-    size = size_;
-    mtime_ns = last_write_ns_;
+    if (!publish && release_writer == 0) {
+      result.status = write_error;
+      return result;
+    }
+    if (publish) {
+      written_since_commit_ = false;
+      ++commits_running_;
+      size = size_;
+      mtime_ns = last_write_ns_;
+    }
   }
+  // A release alone (nothing written, or the file failed) carries neither
+  // size nor mtime: the service changes no attribute for it.
   meta::CommitWriteRequest request;
   request.set_ino(ino_);
   request.set_size(size);
   request.set_mtime_ns(mtime_ns);
+  request.set_release_writer(release_writer);
+  request.set_failed(!write_error.ok());
   absl::StatusOr<meta::AttrReply> reply = services_.meta->CommitWrite(request);
+  result.released = reply.ok() && release_writer != 0;
+  result.status = !write_error.ok() ? write_error : reply.status();
+  if (!publish) return result;
   absl::MutexLock lock(&mu_);
   --commits_running_;
   changed_.SignalAll();
   if (!reply.ok()) {
     written_since_commit_ = true;  // the next Flush tries again
-    return reply.status();
+    return result;
   }
   seen_size_ = reply->attr().size();
   seen_mtime_ns_ = reply->attr().mtime_ns();
   ++size_version_;
-  return absl::OkStatus();
+  return result;
 }
 
 absl::Status OpenFileState::Fsync() {

@@ -99,6 +99,22 @@ class OpenFileState : public std::enable_shared_from_this<OpenFileState> {
   // service if anything was written since the last commit.
   absl::Status Flush() ABSL_LOCKS_EXCLUDED(mu_);
 
+  // Writer registration (checkpoints): a handle that may write is
+  // registered with the service under a random id while it writes.
+  // RegisterWriter: one Open RPC with writer_handle = `writer`.
+  absl::Status RegisterWriter(uint64_t writer) ABSL_LOCKS_EXCLUDED(mu_);
+  // Flush, then one CommitWrite that publishes the size (if anything was
+  // written) and releases `writer` — sent even if nothing was written —
+  // with failed = true if a write of the file has failed (the sticky error,
+  // which is then returned). `released`: the service took the release (the
+  // CommitWrite succeeded); otherwise the caller still holds the
+  // registration and must release it later.
+  struct FlushRelease {
+    absl::Status status;
+    bool released = false;
+  };
+  FlushRelease FlushAndReleaseWriter(uint64_t writer) ABSL_LOCKS_EXCLUDED(mu_);
+
   // Flush, then SYNC on every server that received chunks since the last
   // sync.
   absl::Status Fsync() ABSL_LOCKS_EXCLUDED(mu_);
@@ -143,6 +159,9 @@ class OpenFileState : public std::enable_shared_from_this<OpenFileState> {
   // Makes the chunks [first, last] readable from the servers: dispatches
   // the dirty one and waits for queued and in-flight writes among them.
   void SettleChunksLocked(uint64_t first, uint64_t last) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  // Flush and FlushAndReleaseWriter (release_writer 0: a plain flush).
+  FlushRelease FlushCommit(uint64_t release_writer) ABSL_LOCKS_EXCLUDED(mu_);
 
   // Reads one piece of chunk `index`, through the cache or directly.
   absl::Status ReadPieceLocked(uint64_t index, uint32_t offset, uint32_t length, char* out,

@@ -42,8 +42,8 @@ absl::Status FakeMetaClient::Enter(absl::string_view rpc) {
   ++calls_[std::string(rpc)];
   auto it = fail_next_.find(std::string(rpc));
   if (it == fail_next_.end()) return absl::OkStatus();
-  absl::Status status = it->second;
-  fail_next_.erase(it);
+  absl::Status status = it->second.status;
+  if (--it->second.times <= 0) fail_next_.erase(it);
   return status;
 }
 
@@ -53,9 +53,13 @@ int FakeMetaClient::Calls(absl::string_view rpc) const {
   return it == calls_.end() ? 0 : it->second;
 }
 
-void FakeMetaClient::FailNext(absl::string_view rpc, absl::Status status) {
+void FakeMetaClient::FailNext(absl::string_view rpc, absl::Status status, int times) {
   absl::MutexLock lock(&mu_);
-  fail_next_[std::string(rpc)] = std::move(status);
+  if (times <= 0) {
+    fail_next_.erase(std::string(rpc));
+    return;
+  }
+  fail_next_[std::string(rpc)] = Failure{std::move(status), times};
 }
 
 uint64_t FakeMetaClient::RecordedSize(uint64_t ino) const {
@@ -73,6 +77,28 @@ uint64_t FakeMetaClient::DurableSize(uint64_t ino) const {
   absl::MutexLock lock(&mu_);
   auto it = inodes_.find(ino);
   return it == inodes_.end() ? 0 : it->second.durable_size;
+}
+
+std::set<uint64_t> FakeMetaClient::WriterHandles(uint64_t ino) const {
+  absl::MutexLock lock(&mu_);
+  auto it = inodes_.find(ino);
+  return it == inodes_.end() ? std::set<uint64_t>() : it->second.writers;
+}
+
+bool FakeMetaClient::Damaged(uint64_t ino) const {
+  absl::MutexLock lock(&mu_);
+  auto it = inodes_.find(ino);
+  return it != inodes_.end() && it->second.damaged;
+}
+
+std::vector<uint64_t> FakeMetaClient::Registrations() const {
+  absl::MutexLock lock(&mu_);
+  return registrations_;
+}
+
+std::vector<meta::CommitWriteRequest> FakeMetaClient::CommitWrites() const {
+  absl::MutexLock lock(&mu_);
+  return commit_writes_;
 }
 
 absl::StatusOr<FakeMetaClient::Inode*> FakeMetaClient::Find(uint64_t ino) {
@@ -145,12 +171,14 @@ absl::StatusOr<meta::AttrReply> FakeMetaClient::SetAttr(const meta::SetAttrReque
   if (absl::Status s = Enter("SetAttr"); !s.ok()) return s;
   auto inode = Find(request.ino());
   if (!inode.ok()) return inode.status();
+  if (absl::Status s = RequireMutable(request.ino(), "setattr"); !s.ok()) return s;
   meta::Attr& attr = (*inode)->attr;
   const uint32_t valid = request.valid();
   const int64_t now = absl::GetCurrentTimeNanos();
   if (valid & meta::SET_SIZE) {
     if (attr.type() == meta::DIRECTORY) return ErrnoStatus(EISDIR, "truncate of a directory");
     attr.set_size(request.size());
+    if (request.size() == 0) (*inode)->damaged = false;
     attr.set_mtime_ns(now);
   }
   if (valid & meta::SET_MODE) attr.set_mode((attr.mode() & ~07777u) | (request.mode() & 07777));
@@ -172,6 +200,8 @@ absl::StatusOr<meta::CreateReply> FakeMetaClient::Create(const meta::CreateReque
   if (absl::Status s = ValidateName(request.name()); !s.ok()) return s;
   auto dir = FindDir(request.parent());
   if (!dir.ok()) return dir.status();
+  if (absl::Status s = RequireMutable(request.parent(), "create"); !s.ok()) return s;
+  if (request.writer_handle() != 0) registrations_.push_back(request.writer_handle());
   meta::CreateReply reply;
   auto existing = (*dir)->entries.find(request.name());
   if (existing != (*dir)->entries.end()) {
@@ -180,7 +210,11 @@ absl::StatusOr<meta::CreateReply> FakeMetaClient::Create(const meta::CreateReque
     if (inode.attr.type() == meta::DIRECTORY) {
       return ErrnoStatus(EISDIR, absl::StrCat(request.name(), " is a directory"));
     }
-    if (request.truncate()) inode.attr.set_size(0);
+    if (request.truncate()) {
+      inode.attr.set_size(0);
+      inode.damaged = false;
+    }
+    if (request.writer_handle() != 0) inode.writers.insert(request.writer_handle());
     *reply.mutable_attr() = inode.attr;
     reply.set_created(false);
     return reply;
@@ -192,7 +226,10 @@ absl::StatusOr<meta::CreateReply> FakeMetaClient::Create(const meta::CreateReque
     if (absl::SimpleAtoi(xattr->second, &parsed) && parsed > 0) chunk_size = parsed;
   }
   const uint64_t parent = request.parent();
+  const uint64_t in_checkpoint = InheritedCheckpoint(parent);
   Inode& inode = NewInode(meta::REGULAR, request.mode(), request.uid(), request.gid());
+  inode.in_checkpoint = in_checkpoint;
+  if (request.writer_handle() != 0) inode.writers.insert(request.writer_handle());
   meta::Layout* layout = inode.attr.mutable_layout();
   layout->set_chunk_size(chunk_size);
   const size_t n = server_ids_.size();
@@ -210,6 +247,7 @@ absl::StatusOr<meta::AttrReply> FakeMetaClient::Mkdir(const meta::MkdirRequest& 
   if (absl::Status s = ValidateName(request.name()); !s.ok()) return s;
   auto dir = FindDir(request.parent());
   if (!dir.ok()) return dir.status();
+  if (absl::Status s = RequireMutable(request.parent(), "mkdir"); !s.ok()) return s;
   if ((*dir)->entries.count(request.name()) > 0) {
     return ErrnoStatus(EEXIST, absl::StrCat(request.name(), " exists"));
   }
@@ -217,7 +255,10 @@ absl::StatusOr<meta::AttrReply> FakeMetaClient::Mkdir(const meta::MkdirRequest& 
   std::optional<std::string> chunk_size;
   auto xattr = (*dir)->xattrs.find(kChunkSizeXattr);
   if (xattr != (*dir)->xattrs.end()) chunk_size = xattr->second;
+  const uint64_t in_checkpoint = InheritedCheckpoint(parent);
   Inode& inode = NewInode(meta::DIRECTORY, request.mode(), request.uid(), request.gid());
+  inode.parent = parent;
+  inode.in_checkpoint = in_checkpoint;
   if (chunk_size.has_value()) inode.xattrs[kChunkSizeXattr] = *chunk_size;
   Inode& parent_inode = inodes_.at(parent);
   parent_inode.entries[request.name()] = inode.attr.ino();
@@ -233,11 +274,14 @@ absl::StatusOr<meta::AttrReply> FakeMetaClient::Symlink(const meta::SymlinkReque
   if (absl::Status s = ValidateName(request.name()); !s.ok()) return s;
   auto dir = FindDir(request.parent());
   if (!dir.ok()) return dir.status();
+  if (absl::Status s = RequireMutable(request.parent(), "symlink"); !s.ok()) return s;
   if ((*dir)->entries.count(request.name()) > 0) {
     return ErrnoStatus(EEXIST, absl::StrCat(request.name(), " exists"));
   }
   const uint64_t parent = request.parent();
+  const uint64_t in_checkpoint = InheritedCheckpoint(parent);
   Inode& inode = NewInode(meta::SYMLINK, 0777, request.uid(), request.gid());
+  inode.in_checkpoint = in_checkpoint;
   inode.target = request.target();
   inode.attr.set_size(request.target().size());
   inodes_.at(parent).entries[request.name()] = inode.attr.ino();
@@ -263,6 +307,7 @@ absl::StatusOr<meta::Empty> FakeMetaClient::Unlink(const meta::LookupRequest& re
   if (absl::Status s = ValidateName(request.name()); !s.ok()) return s;
   auto dir = FindDir(request.parent());
   if (!dir.ok()) return dir.status();
+  if (absl::Status s = RequireMutable(request.parent(), "unlink"); !s.ok()) return s;
   auto it = (*dir)->entries.find(request.name());
   if (it == (*dir)->entries.end()) return ErrnoStatus(ENOENT, request.name());
   if (inodes_.at(it->second).attr.type() == meta::DIRECTORY) {
@@ -284,6 +329,11 @@ absl::StatusOr<meta::Empty> FakeMetaClient::Rmdir(const meta::LookupRequest& req
   if (it == (*dir)->entries.end()) return ErrnoStatus(ENOENT, request.name());
   Inode& victim = inodes_.at(it->second);
   if (victim.attr.type() != meta::DIRECTORY) return ErrnoStatus(ENOTDIR, request.name());
+  if (absl::Status s = RequireMutable(request.parent(), "rmdir"); !s.ok()) return s;
+  if (victim.checkpoint.has_value()) {
+    return ErrnoStatus(EROFS, absl::StrCat(request.name(),
+                                           " is a checkpoint: remove it with RemoveCheckpoint"));
+  }
   if (!victim.entries.empty()) return ErrnoStatus(ENOTEMPTY, request.name());
   inodes_.erase(it->second);
   (*dir)->entries.erase(it);
@@ -303,6 +353,9 @@ absl::StatusOr<meta::Empty> FakeMetaClient::Rename(const meta::RenameRequest& re
   auto src = (*from)->entries.find(request.name());
   if (src == (*from)->entries.end()) return ErrnoStatus(ENOENT, request.name());
   const uint64_t ino = src->second;
+  if (absl::Status s = RequireMutable(request.parent(), "rename"); !s.ok()) return s;
+  if (absl::Status s = RequireMutable(request.new_parent(), "rename"); !s.ok()) return s;
+  if (absl::Status s = RequireMutable(ino, "rename"); !s.ok()) return s;
   const bool is_dir = inodes_.at(ino).attr.type() == meta::DIRECTORY;
   auto dst = (*to)->entries.find(request.new_name());
   if (dst != (*to)->entries.end()) {
@@ -321,6 +374,12 @@ absl::StatusOr<meta::Empty> FakeMetaClient::Rename(const meta::RenameRequest& re
   }
   (*from)->entries.erase(src);
   (*to)->entries[request.new_name()] = ino;
+  Inode& moved = inodes_.at(ino);
+  if (is_dir) moved.parent = request.new_parent();
+  if (!moved.checkpoint.has_value()) {
+    moved.in_checkpoint = InheritedCheckpoint(request.new_parent());
+    if (is_dir) MarkSubtree(ino, moved.in_checkpoint);
+  }
   return meta::Empty();
 }
 
@@ -335,6 +394,11 @@ absl::StatusOr<meta::ReadDirReply> FakeMetaClient::ReadDir(const meta::ReadDirRe
   auto it = request.start_after().empty() ? entries.begin()
                                           : entries.upper_bound(request.start_after());
   for (; it != entries.end(); ++it) {
+    const Inode& child = inodes_.at(it->second);
+    // Pending and aborted checkpoints are reachable by name only.
+    if (child.checkpoint.has_value() && child.checkpoint->info.state() != meta::COMMITTED) {
+      continue;
+    }
     if (static_cast<uint32_t>(reply.entries_size()) == limit) {
       reply.set_more(true);
       break;
@@ -342,7 +406,7 @@ absl::StatusOr<meta::ReadDirReply> FakeMetaClient::ReadDir(const meta::ReadDirRe
     meta::DirEntry* entry = reply.add_entries();
     entry->set_name(it->first);
     entry->set_ino(it->second);
-    entry->set_type(inodes_.at(it->second).attr.type());
+    entry->set_type(child.attr.type());
   }
   return reply;
 }
@@ -354,6 +418,14 @@ absl::StatusOr<meta::AttrReply> FakeMetaClient::Open(const meta::OpenRequest& re
   if (!inode.ok()) return inode.status();
   meta::Attr& attr = (*inode)->attr;
   if (attr.type() == meta::DIRECTORY) return ErrnoStatus(EISDIR, "open of a directory");
+  if (request.truncate() || request.writer_handle() != 0) {
+    if (absl::Status s = RequireMutable(request.ino(), "open for writing"); !s.ok()) return s;
+  }
+  if (request.writer_handle() != 0) {
+    registrations_.push_back(request.writer_handle());
+    (*inode)->writers.insert(request.writer_handle());
+  }
+  if (request.truncate()) (*inode)->damaged = false;
   if (request.truncate() && attr.size() != 0) {
     attr.set_size(0);
     attr.set_mtime_ns(absl::GetCurrentTimeNanos());
@@ -367,9 +439,18 @@ absl::StatusOr<meta::AttrReply> FakeMetaClient::CommitWrite(
     const meta::CommitWriteRequest& request) {
   absl::MutexLock lock(&mu_);
   if (absl::Status s = Enter("CommitWrite"); !s.ok()) return s;
+  commit_writes_.push_back(request);
   auto inode = Find(request.ino());
   if (!inode.ok()) return inode.status();
   meta::Attr& attr = (*inode)->attr;
+  if (request.size() > attr.size() || request.failed()) {
+    if (absl::Status s = RequireMutable(request.ino(), "commit write"); !s.ok()) return s;
+  }
+  if (request.release_writer() != 0) (*inode)->writers.erase(request.release_writer());
+  if (request.failed() && !(*inode)->damaged) {
+    (*inode)->damaged = true;
+    FileFailedLocked(request.ino());
+  }
   attr.set_size(std::max(attr.size(), request.size()));
   if (request.mtime_ns() != 0) attr.set_mtime_ns(request.mtime_ns());
   if (request.durable()) {
@@ -386,6 +467,10 @@ absl::StatusOr<meta::Empty> FakeMetaClient::SetXattr(const meta::SetXattrRequest
   if (absl::Status s = Enter("SetXattr"); !s.ok()) return s;
   auto inode = Find(request.ino());
   if (!inode.ok()) return inode.status();
+  if (absl::Status s = CheckStoredXattr(request.name(), request.value(), false); !s.ok()) {
+    return s;
+  }
+  if (absl::Status s = RequireMutable(request.ino(), "setxattr"); !s.ok()) return s;
   auto& xattrs = (*inode)->xattrs;
   const bool exists = xattrs.count(request.name()) > 0;
   if (request.create_only() && exists) return ErrnoStatus(EEXIST, request.name());
@@ -421,6 +506,8 @@ absl::StatusOr<meta::Empty> FakeMetaClient::RemoveXattr(const meta::XattrRequest
   if (absl::Status s = Enter("RemoveXattr"); !s.ok()) return s;
   auto inode = Find(request.ino());
   if (!inode.ok()) return inode.status();
+  if (absl::Status s = CheckStoredXattr(request.name(), "", true); !s.ok()) return s;
+  if (absl::Status s = RequireMutable(request.ino(), "removexattr"); !s.ok()) return s;
   if ((*inode)->xattrs.erase(request.name()) == 0) return ErrnoStatus(ENODATA, request.name());
   return meta::Empty();
 }

@@ -6,7 +6,18 @@
 // from the parent directory's "user.ckptfs.chunk_size" xattr (inherited by
 // new subdirectories) or the default, stripe = all servers rotated by a
 // counter. Unlinked files stay reachable by inode (as orphans do). Tests can
-// count calls per RPC and make the next call of an RPC fail.
+// count calls per RPC and make the next calls of an RPC fail.
+//
+// Checkpoint transactions follow the issue-4 contract: declare marks the
+// subtree, writers register with Create/Open and leave with CommitWrite,
+// the last rank's commit checks for open and damaged files and commits
+// (files, bytes, the run directory's `latest` symlink, retention by
+// user.ckptfs.keep) or aborts (subtree emptied); a pending checkpoint past
+// its timeout (counted from the first commit) aborts with ETIMEDOUT when a
+// call next looks at it; committed and aborted ones are read-only (EROFS);
+// ReadDir hides pending and aborted ones. Commit long polls wait on a
+// condition variable (no thread per checkpoint). Storage is not modelled:
+// no SYNC is sent, aborted files' chunks stay in the fake transport.
 //
 // Thread-safety: thread-safe (one mutex).
 #ifndef CKPTFS_CLIENT_TESTING_FAKE_META_CLIENT_H_
@@ -14,6 +25,8 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -52,6 +65,14 @@ class FakeMetaClient : public MetaClient {
   absl::StatusOr<meta::XattrNames> ListXattr(const meta::InodeRequest& request) override;
   absl::StatusOr<meta::Empty> RemoveXattr(const meta::XattrRequest& request) override;
   absl::StatusOr<meta::StatFsReply> StatFs(const meta::Empty& request) override;
+  absl::StatusOr<meta::CheckpointInfo> DeclareCheckpoint(
+      const meta::DeclareCheckpointRequest& request) override;
+  absl::StatusOr<meta::CheckpointInfo> CommitCheckpoint(
+      const meta::CommitCheckpointRequest& request, Cancellation* cancel) override;
+  absl::StatusOr<meta::CheckpointInfo> GetCheckpoint(const meta::InodeRequest& request) override;
+  absl::StatusOr<meta::ListCheckpointsReply> ListCheckpoints(
+      const meta::InodeRequest& request) override;
+  absl::StatusOr<meta::Empty> RemoveCheckpoint(const meta::LookupRequest& request) override;
   absl::StatusOr<meta::RegisterServerReply> RegisterServer(
       const meta::RegisterServerRequest& request) override;
   absl::StatusOr<meta::Empty> Heartbeat(const meta::HeartbeatRequest& request) override;
@@ -59,8 +80,9 @@ class FakeMetaClient : public MetaClient {
 
   // Calls of `rpc` (e.g. "CommitWrite") so far, failed ones included.
   int Calls(absl::string_view rpc) const;
-  // The next call of `rpc` fails with `status` (once).
-  void FailNext(absl::string_view rpc, absl::Status status);
+  // The next `times` calls of `rpc` fail with `status`, before doing
+  // anything (as if they never reached the service).
+  void FailNext(absl::string_view rpc, absl::Status status, int times = 1);
   // The size the service has recorded for `ino` (0 if unknown).
   uint64_t RecordedSize(uint64_t ino) const;
   // CommitWrite calls that asked for a durable commit (fsync), and the size
@@ -68,13 +90,36 @@ class FakeMetaClient : public MetaClient {
   int DurableCommits() const;
   uint64_t DurableSize(uint64_t ino) const;
 
+  // Writer registration, as the service sees it.
+  std::set<uint64_t> WriterHandles(uint64_t ino) const;
+  bool Damaged(uint64_t ino) const;
+  // Every nonzero writer_handle of Create and Open requests, in order.
+  std::vector<uint64_t> Registrations() const;
+  // Every CommitWrite request that reached the fake, in order.
+  std::vector<meta::CommitWriteRequest> CommitWrites() const;
+
+  // Checkpoints: commit polls blocked right now (tests wait for ranks to
+  // block); the timeout used when neither the request nor an xattr says.
+  int WaitingCommits() const;
+  void set_default_commit_timeout_s(uint32_t seconds);
+
  private:
+  struct Checkpoint {
+    meta::CheckpointInfo info;  // name and arrived are filled when served
+    std::set<uint32_t> arrived;
+  };
+
   struct Inode {
     meta::Attr attr;
     std::map<std::string, uint64_t> entries;  // directories
     std::string target;                       // symlinks
     std::map<std::string, std::string> xattrs;
     uint64_t durable_size = 0;
+    uint64_t parent = 0;         // directories
+    uint64_t in_checkpoint = 0;  // the checkpoint directory above, if any
+    std::optional<Checkpoint> checkpoint;  // a declared directory
+    std::set<uint64_t> writers;            // regular files
+    bool damaged = false;
   };
 
   // Counts the call and returns the injected failure, if any.
@@ -86,6 +131,42 @@ class FakeMetaClient : public MetaClient {
   // Drops one link of `ino` (an entry removed or replaced).
   void DropLink(uint64_t ino) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
+  // --- Checkpoints (fake_meta_client_checkpoints.cc) ---
+  // The checkpoint `ino` belongs to (itself if it is one), or 0.
+  uint64_t CheckpointOf(uint64_t ino) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // What a new child of directory `parent` inherits as in_checkpoint.
+  uint64_t InheritedCheckpoint(uint64_t parent) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // EROFS when `ino` is inside (or is) a committed or aborted checkpoint.
+  absl::Status RequireMutable(uint64_t ino, absl::string_view op)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Sets in_checkpoint of everything below directory `dir`.
+  void MarkSubtree(uint64_t dir, uint64_t checkpoint) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // EINVAL for a reserved user.ckptfs.* name or a bad stored value.
+  static absl::Status CheckStoredXattr(absl::string_view name, absl::string_view value,
+                                       bool removing);
+  meta::CheckpointInfo ServeInfo(uint64_t ino) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Aborts a pending checkpoint whose timeout has passed.
+  void ExpireLocked(uint64_t ckpt) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // All ranks arrived: commit or abort.
+  void FinishLocked(uint64_t ckpt) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void AbortLocked(uint64_t ckpt, int err, const std::string& reason)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A write of file `ino` failed: a pending checkpoint holding it aborts.
+  void FileFailedLocked(uint64_t ino) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Removes everything below directory `dir` (files lose their link).
+  void ClearSubtree(uint64_t dir) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Removes checkpoint child `name` of `run` with its subtree.
+  void RemoveCheckpointLocked(uint64_t run, const std::string& name)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Points `run`'s latest symlink at its newest committed checkpoint.
+  void UpdateLatestLocked(uint64_t run) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The newest committed checkpoint child of `run`, or "".
+  std::string NewestCommittedLocked(uint64_t run) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Regular files below `dir` as (path relative to it, ino).
+  void ListFiles(uint64_t dir, const std::string& prefix,
+                 std::vector<std::pair<std::string, uint64_t>>* out)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
   const std::vector<uint32_t> server_ids_;
   const uint32_t default_chunk_size_;
   mutable absl::Mutex mu_;
@@ -94,7 +175,17 @@ class FakeMetaClient : public MetaClient {
   uint64_t stripe_rotation_ ABSL_GUARDED_BY(mu_) = 0;
   int durable_commits_ ABSL_GUARDED_BY(mu_) = 0;
   std::map<std::string, int, std::less<>> calls_ ABSL_GUARDED_BY(mu_);
-  std::map<std::string, absl::Status, std::less<>> fail_next_ ABSL_GUARDED_BY(mu_);
+  struct Failure {
+    absl::Status status;
+    int times = 0;
+  };
+  std::map<std::string, Failure, std::less<>> fail_next_ ABSL_GUARDED_BY(mu_);
+  std::vector<uint64_t> registrations_ ABSL_GUARDED_BY(mu_);
+  std::vector<meta::CommitWriteRequest> commit_writes_ ABSL_GUARDED_BY(mu_);
+  // Signalled whenever a checkpoint's state or arrivals change.
+  absl::CondVar checkpoint_changed_;
+  int waiting_commits_ ABSL_GUARDED_BY(mu_) = 0;
+  uint32_t default_commit_timeout_s_ ABSL_GUARDED_BY(mu_) = 600;
 };
 
 }  // namespace ckptfs::client::testing

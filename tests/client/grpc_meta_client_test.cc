@@ -53,6 +53,24 @@ class ScriptedService final : public meta::MetaService::Service {
     absl::SleepFor(absl::Milliseconds(1500));  // far past the client's deadline
     return grpc::Status::OK;
   }
+
+  std::atomic<int> commit_calls{0};
+  std::atomic<int> unavailable_commits{0};  // fail this many commits first
+  // A long poll: held for wait_ms (or until the client goes away), then
+  // answered PENDING.
+  grpc::Status CommitCheckpoint(grpc::ServerContext* context,
+                                const meta::CommitCheckpointRequest* request,
+                                meta::CheckpointInfo* reply) override {
+    ++commit_calls;
+    if (unavailable_commits.fetch_sub(1) > 0) {
+      return grpc::Status(grpc::StatusCode::UNAVAILABLE, "restarting");
+    }
+    const absl::Time end = absl::Now() + absl::Milliseconds(request->wait_ms());
+    while (absl::Now() < end && !context->IsCancelled()) absl::SleepFor(absl::Milliseconds(5));
+    reply->set_ino(request->ino());
+    reply->set_state(meta::PENDING);
+    return grpc::Status::OK;
+  }
 };
 
 class GrpcMetaClientTest : public ::testing::Test {
@@ -111,6 +129,52 @@ TEST_F(GrpcMetaClientTest, DeadlineIsEnforced) {
   ASSERT_FALSE(reply.ok());
   EXPECT_EQ(ErrnoFromStatus(reply.status()), ETIMEDOUT);
   EXPECT_LT(absl::Now() - start, absl::Milliseconds(1200));  // well before the reply
+}
+
+TEST_F(GrpcMetaClientTest, TransportErrorsAreMarked) {
+  GrpcMetaClient client(address_, absl::Milliseconds(200));
+  EXPECT_TRUE(IsMetaTransportError(client.Create(meta::CreateRequest()).status()));
+  EXPECT_TRUE(IsMetaTransportError(client.Mkdir(meta::MkdirRequest()).status()));
+  absl::Status from_service = client.Lookup(meta::LookupRequest()).status();
+  ASSERT_FALSE(from_service.ok());
+  EXPECT_FALSE(IsMetaTransportError(from_service));
+}
+
+TEST_F(GrpcMetaClientTest, CommitLongPollOutlivesTheRpcTimeout) {
+  GrpcMetaClient client(address_, absl::Milliseconds(300));
+  meta::CommitCheckpointRequest request;
+  request.set_ino(9);
+  request.set_wait_ms(800);  // the deadline is wait_ms plus the rpc timeout
+  auto reply = client.CommitCheckpoint(request, nullptr);
+  ASSERT_TRUE(reply.ok()) << reply.status();
+  EXPECT_EQ(reply->state(), meta::PENDING);
+}
+
+TEST_F(GrpcMetaClientTest, CommitRetriesUnavailable) {
+  service_.unavailable_commits = 2;
+  GrpcMetaClient client(address_, absl::Seconds(5));
+  meta::CommitCheckpointRequest request;
+  request.set_wait_ms(1);
+  auto reply = client.CommitCheckpoint(request, nullptr);
+  ASSERT_TRUE(reply.ok()) << reply.status();
+  EXPECT_EQ(service_.commit_calls.load(), 3);
+}
+
+TEST_F(GrpcMetaClientTest, CancelEndsTheLongPoll) {
+  GrpcMetaClient client(address_, absl::Seconds(5));
+  meta::CommitCheckpointRequest request;
+  request.set_wait_ms(20000);
+  Cancellation cancel;
+  std::thread canceller([&] {
+    while (service_.commit_calls.load() == 0) absl::SleepFor(absl::Milliseconds(1));
+    cancel.Cancel();
+  });
+  const absl::Time start = absl::Now();
+  auto reply = client.CommitCheckpoint(request, &cancel);
+  canceller.join();
+  ASSERT_FALSE(reply.ok());
+  EXPECT_TRUE(IsMetaTransportError(reply.status()));
+  EXPECT_LT(absl::Now() - start, absl::Seconds(10));  // far before the poll's end
 }
 
 TEST(ClientConnectTest, UnreachableServiceIsNamed) {

@@ -1,0 +1,80 @@
+// The checkpoint extended attributes of ckptfs (design.md, "Checkpoint
+// transactions"): their names, the parsing of the values written to them and
+// the formatting of the values read from them. The Client routes these names
+// (client_checkpoints.cc), so the FUSE mount and programs using libckptfs
+// behave the same.
+//
+//   set user.ckptfs.ranks  "N"     declare the directory a checkpoint of N ranks
+//   set user.ckptfs.commit "R"     rank R commits (blocks until all N did)
+//   set user.ckptfs.remove "NAME"  on a run directory: remove checkpoint NAME
+//   get user.ckptfs.state          "pending" | "committed" | "aborted"
+//   get user.ckptfs.ranks          "N"
+//   get user.ckptfs.info           one line of key=value (FormatCheckpointInfo)
+//   get user.ckptfs.checkpoints    on a run directory: one info line per
+//                                  checkpoint, each ending in "\n"
+//   get user.ckptfs.latest         on a run directory: the latest committed name
+//
+// Numbers are plain decimal digits, optionally followed by one "\n" (what
+// `echo` writes); anything else is EINVAL.
+//
+// Thread-safety: pure functions.
+#ifndef CKPTFS_CLIENT_CHECKPOINT_XATTRS_H_
+#define CKPTFS_CLIENT_CHECKPOINT_XATTRS_H_
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "proto/meta.pb.h"
+
+namespace ckptfs::client {
+
+inline constexpr uint32_t kMaxCheckpointRanks = 1048576;
+
+inline constexpr char kRanksXattr[] = "user.ckptfs.ranks";
+inline constexpr char kCommitXattr[] = "user.ckptfs.commit";
+inline constexpr char kRemoveXattr[] = "user.ckptfs.remove";
+inline constexpr char kStateXattr[] = "user.ckptfs.state";
+inline constexpr char kInfoXattr[] = "user.ckptfs.info";
+inline constexpr char kCheckpointsXattr[] = "user.ckptfs.checkpoints";
+inline constexpr char kLatestXattr[] = "user.ckptfs.latest";
+
+// The checkpoint attribute `name` stands for; kNone for every other name
+// (stored ones such as user.ckptfs.keep included).
+enum class CheckpointXattr {
+  kNone,
+  kRanks,
+  kCommit,
+  kRemove,
+  kState,
+  kInfo,
+  kCheckpoints,
+  kLatest,
+};
+CheckpointXattr ClassifyCheckpointXattr(absl::string_view name);
+
+// N of user.ckptfs.ranks: 1..kMaxCheckpointRanks, else EINVAL.
+absl::StatusOr<uint32_t> ParseCheckpointRanks(absl::string_view value);
+// R of user.ckptfs.commit: any uint32 (the service checks R < N), else EINVAL.
+absl::StatusOr<uint32_t> ParseCheckpointRank(absl::string_view value);
+// NAME of user.ckptfs.remove: a valid file name, one trailing "\n" allowed.
+absl::StatusOr<std::string> ParseCheckpointName(absl::string_view value);
+
+// "pending", "committed", "aborted"; "" for CHECKPOINT_STATE_UNSPECIFIED.
+std::string CheckpointStateName(meta::CheckpointState state);
+
+// One line, no newline: "name=A state=committed ranks=8 arrived=8 files=9
+// bytes=123 declared_ms=.. first_commit_ms=.. ended_ms=.. timeout_s=600
+// errno=0 reason=..." — reason last, the rest of the line (it may hold
+// spaces; a newline in it becomes a space).
+std::string FormatCheckpointInfo(const meta::CheckpointInfo& info);
+// FormatCheckpointInfo of each checkpoint, by name, each line ending in "\n".
+std::string FormatCheckpointList(const meta::ListCheckpointsReply& reply);
+// The inverse of FormatCheckpointInfo (for tools and tests); EINVAL for a
+// line it did not write.
+absl::StatusOr<meta::CheckpointInfo> ParseCheckpointInfo(absl::string_view line);
+
+}  // namespace ckptfs::client
+
+#endif  // CKPTFS_CLIENT_CHECKPOINT_XATTRS_H_
