@@ -162,6 +162,12 @@ std::string LocalCluster::storage_address(int i) const {
   return absl::StrCat("127.0.0.1:", storage_ports_[i]);
 }
 
+std::string LocalCluster::storage_dir(int i) const { return absl::StrCat(root_, "/storage-", i); }
+
+pid_t LocalCluster::meta_pid() const { return meta_ ? meta_->pid() : 0; }
+
+pid_t LocalCluster::storage_pid(int i) const { return storage_[i] ? storage_[i]->pid() : 0; }
+
 absl::Status LocalCluster::StartMeta() {
   const std::string dir = absl::StrCat(root_, "/meta");
   ::mkdir(dir.c_str(), 0755);
@@ -190,7 +196,7 @@ absl::Status LocalCluster::StopMeta(int signal) {
 }
 
 absl::Status LocalCluster::StartStorage(int i) {
-  const std::string dir = absl::StrCat(root_, "/storage-", i);
+  const std::string dir = storage_dir(i);
   ::mkdir(dir.c_str(), 0755);
   auto child = ChildProcess::Start(
       {BinDir() + "/ckptfs-storage", "--listen=" + storage_address(i), "--data_dir=" + dir,

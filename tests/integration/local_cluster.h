@@ -57,6 +57,14 @@ class LocalCluster {
   const std::string& root() const { return root_; }
   std::string meta_address() const;
   std::string storage_address(int i) const;
+  int storage_servers() const { return options_.storage_servers; }
+  // The data directory of storage server i (its chunks are files
+  // chunks/<ino>/<index> under it).
+  std::string storage_dir(int i) const;
+  // Process ids of the daemons as last started (for tracing them); 0 if
+  // never started.
+  pid_t meta_pid() const;
+  pid_t storage_pid(int i) const;
 
   // Mounts the cluster at root()/<name> (a ckptfs-fuse in the foreground,
   // owned here) and waits until the mount is live. Returns the mountpoint.
