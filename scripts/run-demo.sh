@@ -2,7 +2,9 @@
 # The main job: installs what is missing, builds, starts a local ckptfs
 # cluster (1 metadata server on RocksDB, 4 storage servers, all on
 # 127.0.0.1, state under $STATE_DIR), mounts it at $MOUNTPOINT, saves and
-# loads a checkpoint with torch.save/torch.load, and shows the result.
+# loads a checkpoint with torch.save/torch.load, saves one with two ranks as a
+# checkpoint transaction (the ckptfs Python module: declare, commit, latest),
+# and shows the result.
 # The cluster stays up; the last lines say how to stop it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -37,6 +39,28 @@ print(f"saved {mb:.1f} MB in {t1 - t0:.2f} s, loaded in {t2 - t1:.2f} s: equal")
 PY
 echo "== what is on the mount"
 ls -l "$(dirname "$CKPT")"
+
+RUN="$MOUNTPOINT/run1"
+STEP="$RUN/step_$(date +%s)"
+echo "== checkpoint transaction: 2 ranks save $STEP and commit it together"
+export PYTHONPATH="$PWD/tools/python${PYTHONPATH:+:$PYTHONPATH}"
+"$CKPTFS" ckpt keep "$RUN" 3 >/dev/null   # reruns keep the 3 newest
+pids=()
+for rank in 0 1; do
+  /usr/bin/python3 - "$STEP" "$rank" <<'PY' &
+import sys, time, torch, ckptfs
+ckpt, rank = sys.argv[1], int(sys.argv[2])
+ckptfs.declare(ckpt, 2)                                # both ranks may declare
+torch.save({"rank": rank, "w": torch.randn(1024, 1024)}, f"{ckpt}/rank_{rank}.pt")
+t0 = time.time()
+ckptfs.commit(ckpt, rank)                              # the barrier
+print(f"rank {rank}: committed after {time.time() - t0:.2f} s; state {ckptfs.state(ckpt)}")
+PY
+  pids+=($!)
+done
+for pid in "${pids[@]}"; do wait "$pid"; done
+"$CKPTFS" ckpt ls "$RUN" --all
+/usr/bin/python3 -c 'import sys, ckptfs; print("resume from:", ckptfs.latest(sys.argv[1]))' "$RUN"
 df -h "$MOUNTPOINT"
 echo
 echo "ckptfs is mounted at $MOUNTPOINT. Stop it with:"
