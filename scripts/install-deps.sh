@@ -10,6 +10,7 @@ PACKAGES=(
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libgtest-dev libgmock-dev librocksdb-dev libisal-dev
   python3 python3-torch python3-numpy
+  strace
 )
 
 missing=()

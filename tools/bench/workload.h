@@ -12,9 +12,11 @@
 //          `.metadata.tmp`, fsyncs it, unlinks the old `.metadata` and
 //          renames `.metadata.tmp` to `.metadata` (FinalizeSave).
 //
-// The bytes of rank r are a pure function of (seed, r, offset) so a loader
-// regenerates and compares them without keeping anything in memory; payload
-// is produced into buffers allocated once per rank and reused.
+// The bytes of rank r are a pure function of (seed, r, file, offset)
+// (tools/bench/data_pattern.h) so a loader regenerates and compares them
+// without keeping anything in memory; payload is produced into buffers
+// leased from a process-wide pool of touched memory and reused
+// (tools/bench/workload_buffers.h).
 //
 // Thread-safety: pure functions of their arguments; SaveRank/LoadRank use
 // only the RankIo and sink they are given.
@@ -48,7 +50,23 @@ struct WorkloadSpec {
   // holds the remainder).
   uint64_t tensor_bytes = uint64_t{64} << 20;
   uint64_t seed = 1;
+  // torch and dcp: the largest single write. 0 (the default) writes each
+  // storage in one call as torch does (the kernel cuts calls at
+  // 2,147,479,552 bytes), which needs a buffer as large as a storage per
+  // rank; a smaller value bounds that memory (e.g. thousands of --native
+  // ranks) at the cost of more, smaller writes. At least 64 KiB is used.
+  uint64_t max_write_bytes = 0;
 };
+
+// InvalidArgument naming the field when `spec` cannot be run (ranks < 1,
+// bytes_per_rank, io_size or tensor_bytes 0).
+absl::Status ValidateSpec(const WorkloadSpec& spec);
+
+// The bytes of each rank's files once saved (payload + container; the same
+// for every rank), and for dcp the size of the .metadata file FinalizeSave
+// writes (0 for raw and torch).
+uint64_t RankFileBytes(const WorkloadSpec& spec);
+uint64_t MetadataFileBytes(const WorkloadSpec& spec);
 
 // An MLPerf Storage v2.0 checkpointing shape.
 struct Preset {
