@@ -408,6 +408,13 @@ absl::Status ChunkStore::Sync(Ring& ring, uint64_t ino) {
   return absl::OkStatus();
 }
 
+absl::Status ChunkStore::SyncAll() {
+  UniqueFd fd(::open(data_dir_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (!fd.valid()) return SyscallError(errno, absl::StrCat("open ", data_dir_, " to sync"));
+  if (::syncfs(fd.get()) != 0) return SyscallError(errno, absl::StrCat("syncfs ", data_dir_));
+  return absl::OkStatus();
+}
+
 absl::StatusOr<SpaceUsage> ChunkStore::Space() const {
   struct statvfs vfs {};
   if (::statvfs(data_dir_.c_str(), &vfs) != 0) {

@@ -115,6 +115,12 @@ class ChunkStore {
   // file, then of the directories naming them. OK when none is stored.
   absl::Status Sync(Ring& ring, uint64_t ino);
 
+  // Makes everything stored here durable with one syncfs(2) of the data
+  // directory's file system: every chunk of every inode and the renames
+  // that published them (a checkpoint commit: one sync per server instead
+  // of one per file). Blocks for as long as the file system's writeback.
+  absl::Status SyncAll();
+
   // Capacity and use of the file system holding the store (statvfs).
   absl::StatusOr<SpaceUsage> Space() const;
 

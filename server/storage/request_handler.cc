@@ -68,7 +68,8 @@ absl::StatusOr<Reply> RequestHandler::Execute(Ring& ring, const data::RequestHea
       status = store_.Trim(ring, request.ino(), request.trim_size(), request.chunk_size());
       break;
     case data::SYNC:
-      status = store_.Sync(ring, request.ino());
+      // whole_store: a checkpoint commit's one sync per server; ino ignored.
+      status = request.whole_store() ? store_.SyncAll() : store_.Sync(ring, request.ino());
       break;
     case data::PING:
       break;

@@ -218,6 +218,20 @@ TEST_F(ChunkStoreTest, SyncSucceedsWithAndWithoutChunks) {
   EXPECT_TRUE(store_->Sync(*ring_, 31).ok());
 }
 
+TEST_F(ChunkStoreTest, SyncAllSyncsTheDataDirectoryAndFailsWhenItIsGone) {
+  ASSERT_TRUE(Write({32, 0}, 0, "x", true).ok());
+  EXPECT_TRUE(store_->SyncAll().ok());
+  // A second store whose data directory disappears: SyncAll must open that
+  // directory, so it reports the loss instead of claiming durability.
+  const std::string other = dir_.path() + "/other";
+  ASSERT_EQ(::mkdir(other.c_str(), 0755), 0);
+  auto store = ChunkStore::Open(other);
+  ASSERT_TRUE(store.ok()) << store.status();
+  std::filesystem::remove_all(other);
+  const absl::Status gone = (*store)->SyncAll();
+  EXPECT_EQ(ErrnoFromStatus(gone), ENOENT) << gone;
+}
+
 TEST_F(ChunkStoreTest, FlippedDataByteIsEio) {
   ASSERT_TRUE(Write({40, 3}, 0, Pattern(5000, 4), true).ok());
   FlipByte(store_->ChunkPath({40, 3}), kChunkHeaderSize + 4321);

@@ -193,6 +193,27 @@ TEST_F(ServerTest, TrimAndSync) {
   EXPECT_EQ(ErrnoFromStatus(Simple(*c, data::TRIM, 103, 10, 0)), EINVAL);
 }
 
+TEST_F(ServerTest, WholeStoreSyncIgnoresTheInode) {
+  auto c = Connect();
+  ASSERT_NE(c, nullptr);
+  ASSERT_TRUE(Write(*c, 104, 0, 0, Pattern(1000, 4), true).ok());
+  // Inode 105's chunk directory is a plain file: a per-inode SYNC of 105
+  // cannot list it and fails, a whole-store SYNC never looks at it.
+  const std::string bogus = store_->InodeDir(105);
+  FILE* file = ::fopen(bogus.c_str(), "w");
+  ASSERT_NE(file, nullptr);
+  ::fclose(file);
+  EXPECT_EQ(ErrnoFromStatus(Simple(*c, data::SYNC, 105)), ENOTDIR);
+  data::RequestHeader request;
+  request.set_op(data::SYNC);
+  request.set_ino(105);
+  request.set_whole_store(true);
+  EXPECT_TRUE(c->Call(request, nullptr, 0, nullptr, 0).ok());
+  request.set_ino(0);
+  EXPECT_TRUE(c->Call(request, nullptr, 0, nullptr, 0).ok());
+  ::unlink(bogus.c_str());
+}
+
 TEST_F(ServerTest, WrongPayloadCrcIsEbadmsgAndTheConnectionGoesOn) {
   auto c = Connect();
   ASSERT_NE(c, nullptr);
