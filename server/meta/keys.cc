@@ -61,8 +61,26 @@ std::string InodeCountKey(int shard) {
   return absl::StrCat(kInodeCountPrefix, std::string(1, static_cast<char>(shard)));
 }
 
+std::string ArrivalPrefix(uint64_t ckpt) { return absl::StrCat(kArrivalPrefix, EncodeU64(ckpt)); }
+
+std::string ArrivalKey(uint64_t ckpt, uint32_t rank) {
+  return absl::StrCat(kArrivalPrefix, EncodeU64(ckpt), EncodeU32(rank));
+}
+
+std::optional<uint32_t> RankFromArrivalKey(absl::string_view key) {
+  if (!absl::StartsWith(key, kArrivalPrefix) || key.size() != kArrivalPrefix.size() + 12) {
+    return std::nullopt;
+  }
+  return DecodeU32(key.substr(kArrivalPrefix.size() + 8));
+}
+
+std::string PendingCheckpointKey(uint64_t ckpt) {
+  return absl::StrCat(kPendingCheckpointPrefix, EncodeU64(ckpt));
+}
+
 std::optional<uint64_t> InoFromKey(absl::string_view key) {
-  if (!absl::StartsWith(key, kInodePrefix) && !absl::StartsWith(key, kOrphanPrefix)) {
+  if (!absl::StartsWith(key, kInodePrefix) && !absl::StartsWith(key, kOrphanPrefix) &&
+      !absl::StartsWith(key, kPendingCheckpointPrefix)) {
     return std::nullopt;
   }
   return DecodeU64(key.substr(2));

@@ -11,6 +11,10 @@
 //   c/next_server          next unallocated server id (4 bytes)
 //   c/inodes/<shard:1>     signed delta count of inodes in use (8 bytes);
 //                          sharded so concurrent creates rarely conflict
+//   a/<ckpt:8><rank:4>     a rank's arrival at a checkpoint's commit barrier
+//                          (value: the service's wall clock in ms, 8 bytes)
+//   k/<ckpt:8>             a PENDING checkpoint (empty value): the index the
+//                          service resumes barriers from at start-up
 //
 // Thread-safety: pure functions.
 #ifndef CKPTFS_SERVER_META_KEYS_H_
@@ -35,6 +39,8 @@ inline constexpr absl::string_view kNextInoKey = "c/next_ino";
 inline constexpr absl::string_view kNextServerIdKey = "c/next_server";
 inline constexpr absl::string_view kInodeCountPrefix = "c/inodes/";
 inline constexpr int kInodeCountShards = 16;
+inline constexpr absl::string_view kArrivalPrefix = "a/";
+inline constexpr absl::string_view kPendingCheckpointPrefix = "k/";
 
 std::string InodeKey(uint64_t ino);
 // The prefix of every entry of directory `parent`.
@@ -46,7 +52,14 @@ std::string ServerUuidKey(absl::string_view uuid);
 // REQUIRES: 0 <= shard < kInodeCountShards.
 std::string InodeCountKey(int shard);
 
-// The inode number of an i/ or o/ key; nullopt if `key` is not one.
+// The prefix of every arrival at checkpoint `ckpt`'s barrier.
+std::string ArrivalPrefix(uint64_t ckpt);
+std::string ArrivalKey(uint64_t ckpt, uint32_t rank);
+// The rank of an a/ key; nullopt if `key` is not one.
+std::optional<uint32_t> RankFromArrivalKey(absl::string_view key);
+std::string PendingCheckpointKey(uint64_t ckpt);
+
+// The inode number of an i/, o/ or k/ key; nullopt if `key` is not one.
 std::optional<uint64_t> InoFromKey(absl::string_view key);
 
 // Fixed-width big-endian integers, for counters and the uuid index.

@@ -2,7 +2,8 @@
 //
 //   ckptfs-meta --listen=127.0.0.1:7000 --data_dir=DIR [--orphan_grace_s=3600]
 //               [--server_timeout_s=10] [--default_chunk_size=4194304]
-//               [--log_level=info]
+//               [--reclaim_interval_s=5] [--commit_timeout_s=600]
+//               [--sync_commits] [--log_level=info]
 //
 // Logs "ckptfs-meta: serving on ADDR" once it accepts calls. Exit status: 0
 // after SIGTERM/SIGINT (clean shutdown); 2 when the port or the data dir is
@@ -10,6 +11,7 @@
 #include <signal.h>
 
 #include <cerrno>
+#include <cstdint>
 #include <cstdlib>
 #include <filesystem>
 #include <string>
@@ -35,6 +37,10 @@ ABSL_FLAG(uint32_t, default_chunk_size, 4u << 20,
 ABSL_FLAG(int64_t, reclaim_interval_s, 5, "seconds between orphan reclaimer passes");
 ABSL_FLAG(bool, sync_commits, false,
           "fsync the metadata WAL on every commit (survives power loss, not only kill -9)");
+ABSL_FLAG(int64_t, commit_timeout_s, 600,
+          "seconds a checkpoint's commit barrier waits, from its first rank's commit, for "
+          "the other ranks before it aborts (ETIMEDOUT), unless the declaration or "
+          "user.ckptfs.commit_timeout_s of the checkpoint or its parent says otherwise");
 ABSL_FLAG(std::string, log_level, "info", "debug, info, warning or error");
 
 namespace ckptfs::meta {
@@ -84,6 +90,12 @@ int Main() {
   options.server_timeout = absl::Seconds(timeout_s);
   options.reclaim_interval = absl::Seconds(reclaim_s);
   options.sync_commits = absl::GetFlag(FLAGS_sync_commits);
+  const int64_t commit_timeout_s = absl::GetFlag(FLAGS_commit_timeout_s);
+  if (commit_timeout_s <= 0 || commit_timeout_s > UINT32_MAX) {
+    CKPTFS_LOG(kError) << "--commit_timeout_s must be between 1 and " << UINT32_MAX;
+    return kExitFailure;
+  }
+  options.commit_timeout_s = static_cast<uint32_t>(commit_timeout_s);
 
   std::error_code error;
   std::filesystem::create_directories(options.data_dir, error);
@@ -112,6 +124,7 @@ int Main() {
                     << options.default_chunk_size << " B, orphan grace "
                     << absl::FormatDuration(options.orphan_grace) << ", server timeout "
                     << absl::FormatDuration(options.server_timeout)
+                    << ", checkpoint commit timeout " << options.commit_timeout_s << " s"
                     << (options.sync_commits ? ", fsync per commit" : "");
   CKPTFS_LOG(kInfo) << "serving on " << (*server)->address();
 

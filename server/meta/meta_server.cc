@@ -57,8 +57,23 @@ absl::StatusOr<std::unique_ptr<MetaServer>> MetaServer::Start(const Options& opt
   server->reclaimer_ = std::make_unique<OrphanReclaimer>(server->ns_.get(),
                                                          server->membership_.get(),
                                                          reclaim_options);
-  server->service_ =
-      std::make_unique<MetaServiceImpl>(server->ns_.get(), server->membership_.get());
+  server->checkpoint_store_ = std::make_unique<CheckpointStore>(
+      server->store_.get(), &server->ns_->inodes(), options.clock,
+      CheckpointStore::Options{options.commit_timeout_s});
+  Committer::Options commit_options;
+  commit_options.sync_timeout = options.commit_sync_timeout;
+  server->committer_ = std::make_unique<Committer>(server->checkpoint_store_.get(),
+                                                   server->membership_.get(), commit_options);
+  CheckpointCoordinator::Options coordinator_options;
+  coordinator_options.default_poll = options.commit_poll;
+  server->checkpoints_ = std::make_unique<CheckpointCoordinator>(
+      server->checkpoint_store_.get(), server->committer_.get(), options.clock,
+      coordinator_options);
+  OrphanReclaimer* reclaimer = server->reclaimer_.get();
+  server->checkpoints_->set_on_orphans([reclaimer] { reclaimer->Wake(); });
+  if (absl::Status resumed = server->checkpoints_->Start(); !resumed.ok()) return resumed;
+  server->service_ = std::make_unique<MetaServiceImpl>(
+      server->ns_.get(), server->membership_.get(), server->checkpoints_.get());
 
   grpc::ServerBuilder builder;
   builder.AddListeningPort(options.listen, grpc::InsecureServerCredentials(), &server->port_);
@@ -78,6 +93,9 @@ absl::StatusOr<std::unique_ptr<MetaServer>> MetaServer::Start(const Options& opt
 void MetaServer::Shutdown() {
   if (shut_down_) return;
   shut_down_ = true;
+  // First, so that no reactor is left unfinished: gRPC's shutdown waits for
+  // every call, long polls included.
+  if (checkpoints_ != nullptr) checkpoints_->Stop();
   if (server_ != nullptr) {
     // Handlers only touch the local store and finish within milliseconds, so
     // a short grace suffices; gRPC otherwise tends to sit out the whole

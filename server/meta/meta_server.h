@@ -1,6 +1,7 @@
 // MetaServer: one running metadata service — the RocksDB store under the
-// data dir, the namespace, membership, the orphan reclaimer and the gRPC
-// server — assembled and torn down in the right order. Used by main.cc and by
+// data dir, the namespace, membership, the orphan reclaimer, the checkpoint
+// coordinator and the gRPC server — assembled and torn down in the right
+// order. Used by main.cc and by
 // in-process tests (listen on 127.0.0.1:0, then ask address()).
 //
 // Thread-safety: Start and Shutdown from the owning thread; the accessors are
@@ -16,6 +17,9 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "server/meta/checkpoint/checkpoint_store.h"
+#include "server/meta/checkpoint/committer.h"
+#include "server/meta/checkpoint/coordinator.h"
 #include "server/meta/clock.h"
 #include "server/meta/membership.h"
 #include "server/meta/meta_service.h"
@@ -35,19 +39,27 @@ class MetaServer {
     uint32_t default_chunk_size = 4u << 20;
     absl::Duration reclaim_interval = absl::Seconds(5);
     bool sync_commits = false;      // RocksDbKvStore::Options::sync
+    // A checkpoint's barrier timeout when nothing else sets it.
+    uint32_t commit_timeout_s = 600;
+    // How long a CommitCheckpoint long poll waits when it does not say.
+    absl::Duration commit_poll = absl::Seconds(20);
+    // Bounds each storage server's SYNC at a checkpoint commit.
+    absl::Duration commit_sync_timeout = absl::Seconds(120);
     Clock* clock = Clock::Real();   // borrowed
   };
 
   // Opens the store (EBUSY "data dir ... in use" if another process has it),
-  // creates the root directory on a new store, binds `listen` (EADDRINUSE
-  // naming the address if busy) and starts serving and reclaiming.
+  // creates the root directory on a new store, resumes pending checkpoints,
+  // binds `listen` (EADDRINUSE naming the address if busy) and starts
+  // serving and reclaiming.
   static absl::StatusOr<std::unique_ptr<MetaServer>> Start(const Options& options);
 
   MetaServer(const MetaServer&) = delete;
   MetaServer& operator=(const MetaServer&) = delete;
   ~MetaServer() { Shutdown(); }
 
-  // Stops accepting calls, lets calls in flight finish (bounded), stops the
+  // Answers waiting checkpoint commits (UNAVAILABLE: clients retry), stops
+  // accepting calls, lets calls in flight finish (bounded), stops the
   // reclaimer. Idempotent.
   void Shutdown();
 
@@ -57,16 +69,20 @@ class MetaServer {
   Namespace& ns() { return *ns_; }
   Membership& membership() { return *membership_; }
   OrphanReclaimer& reclaimer() { return *reclaimer_; }
+  CheckpointCoordinator& checkpoints() { return *checkpoints_; }
 
  private:
   MetaServer() = default;
 
-  // Destroyed in reverse order: the gRPC server and reclaimer before the
-  // namespace and the store they use.
+  // Destroyed in reverse order: the gRPC server, coordinator and reclaimer
+  // before the namespace and the store they use.
   std::unique_ptr<RocksDbKvStore> store_;
   std::unique_ptr<Membership> membership_;
   std::unique_ptr<Namespace> ns_;
   std::unique_ptr<OrphanReclaimer> reclaimer_;
+  std::unique_ptr<CheckpointStore> checkpoint_store_;
+  std::unique_ptr<Committer> committer_;
+  std::unique_ptr<CheckpointCoordinator> checkpoints_;
   std::unique_ptr<MetaServiceImpl> service_;
   std::unique_ptr<grpc::Server> server_;
   std::string address_;

@@ -86,16 +86,23 @@ Reactor* MetaServiceImpl::ReadDir(Context* ctx, const ReadDirRequest* request,
 }
 
 Reactor* MetaServiceImpl::Open(Context* ctx, const OpenRequest* request, AttrReply* reply) {
-  return FinishWith(ctx, "Open", ns_->Open(request->ino(), request->truncate()),
+  return FinishWith(ctx, "Open", ns_->Open(*request),
                     [&](Attr attr) { *reply->mutable_attr() = std::move(attr); });
 }
 
 Reactor* MetaServiceImpl::CommitWrite(Context* ctx, const CommitWriteRequest* request,
                                       AttrReply* reply) {
-  return FinishWith(ctx, "CommitWrite",
-                    ns_->CommitWrite(request->ino(), request->size(), request->mtime_ns(),
-                                     request->durable()),
-                    [&](Attr attr) { *reply->mutable_attr() = std::move(attr); });
+  absl::StatusOr<Attr> attr = ns_->CommitWrite(*request);
+  if (attr.ok() && request->failed()) {
+    // The file is marked damaged; a PENDING checkpoint holding it can never
+    // commit, so it aborts now rather than at its barrier.
+    if (absl::Status aborted = checkpoints_->WriteFailed(request->ino()); !aborted.ok()) {
+      CKPTFS_LOG(kWarning) << "CommitWrite: cannot abort the checkpoint of inode "
+                           << request->ino() << ": " << aborted.message();
+    }
+  }
+  return FinishWith(ctx, "CommitWrite", std::move(attr),
+                    [&](Attr committed) { *reply->mutable_attr() = std::move(committed); });
 }
 
 Reactor* MetaServiceImpl::SetXattr(Context* ctx, const SetXattrRequest* request, Empty*) {
@@ -122,6 +129,54 @@ Reactor* MetaServiceImpl::RemoveXattr(Context* ctx, const XattrRequest* request,
 Reactor* MetaServiceImpl::StatFs(Context* ctx, const Empty*, StatFsReply* reply) {
   return FinishWith(ctx, "StatFs", ns_->StatFs(),
                     [&](StatFsReply stats) { *reply = std::move(stats); });
+}
+
+Reactor* MetaServiceImpl::DeclareCheckpoint(Context* ctx,
+                                            const DeclareCheckpointRequest* request,
+                                            CheckpointInfo* reply) {
+  return FinishWith(ctx, "DeclareCheckpoint", checkpoints_->Declare(*request),
+                    [&](CheckpointInfo info) { *reply = std::move(info); });
+}
+
+Reactor* MetaServiceImpl::CommitCheckpoint(Context* ctx, const CommitCheckpointRequest* request,
+                                           CheckpointInfo* reply) {
+  Reactor* reactor = ctx->DefaultReactor();
+  // Runs once, on whichever thread ends the wait; `reply` and `reactor`
+  // live until Finish.
+  checkpoints_->Commit(
+      request->ino(), request->rank(), request->wait_ms(),
+      [reactor, reply, ino = request->ino(), rank = request->rank()](
+          absl::StatusOr<CheckpointInfo> result) {
+        if (result.ok()) *reply = *std::move(result);
+        const absl::Status& status = result.status();
+        CKPTFS_LOG(kDebug) << "CommitCheckpoint of rank " << rank << " of inode " << ino << ": "
+                           << (status.ok() ? CheckpointState_Name(reply->state())
+                                           : status.ToString());
+        if (IsServiceStoppingError(status)) {
+          reactor->Finish(grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                                       std::string(status.message())));
+          return;
+        }
+        reactor->Finish(ToGrpcStatus(status));
+      });
+  return reactor;
+}
+
+Reactor* MetaServiceImpl::GetCheckpoint(Context* ctx, const InodeRequest* request,
+                                        CheckpointInfo* reply) {
+  return FinishWith(ctx, "GetCheckpoint", checkpoints_->Get(request->ino()),
+                    [&](CheckpointInfo info) { *reply = std::move(info); });
+}
+
+Reactor* MetaServiceImpl::ListCheckpoints(Context* ctx, const InodeRequest* request,
+                                          ListCheckpointsReply* reply) {
+  return FinishWith(ctx, "ListCheckpoints", checkpoints_->List(request->ino()),
+                    [&](ListCheckpointsReply list) { *reply = std::move(list); });
+}
+
+Reactor* MetaServiceImpl::RemoveCheckpoint(Context* ctx, const LookupRequest* request, Empty*) {
+  return Finish(ctx, "RemoveCheckpoint",
+                checkpoints_->Remove(request->parent(), request->name()));
 }
 
 Reactor* MetaServiceImpl::RegisterServer(Context* ctx, const RegisterServerRequest* request,

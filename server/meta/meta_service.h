@@ -1,22 +1,28 @@
 // MetaServiceImpl: the gRPC face of the metadata service. A thin adapter:
-// each RPC calls the matching Namespace or Membership operation and finishes
-// its reactor with ToGrpcStatus(status), so the errno travels in
-// error_details (common/grpc_status.h).
+// each RPC calls the matching Namespace, Membership or CheckpointCoordinator
+// operation and finishes its reactor with ToGrpcStatus(status), so the errno
+// travels in error_details (common/grpc_status.h).
 //
-// Uses the callback API: every handler runs to completion on the gRPC thread
-// that received the call, blocking on nothing but the local KV store (a
-// transaction that keeps conflicting backs off for at most a few ms per
-// retry), and finishes the call's default reactor before returning. Every
-// call is logged at debug level.
+// Uses the callback API: every handler runs on the gRPC thread that received
+// the call, blocking on nothing but the local KV store (a transaction that
+// keeps conflicting backs off for at most a few ms per retry). All but one
+// finish the call's default reactor before returning. CommitCheckpoint, a
+// long poll, hands its reactor to the checkpoint's barrier and returns; the
+// coordinator finishes it from its own threads when the checkpoint ends or
+// the poll runs out (an aborted checkpoint: the abort_errno in
+// error_details, abort_reason as the message; the service stopping:
+// UNAVAILABLE without an errno, which clients retry). Every call is logged
+// at debug level.
 //
-// Thread-safety: thread-safe (handlers run concurrently). Namespace and
-// Membership are borrowed and must outlive the service.
+// Thread-safety: thread-safe (handlers run concurrently). Namespace,
+// Membership and the coordinator are borrowed and must outlive the service.
 #ifndef CKPTFS_SERVER_META_META_SERVICE_H_
 #define CKPTFS_SERVER_META_META_SERVICE_H_
 
 #include <grpcpp/grpcpp.h>
 
 #include "proto/meta.grpc.pb.h"
+#include "server/meta/checkpoint/coordinator.h"
 #include "server/meta/membership.h"
 #include "server/meta/namespace.h"
 
@@ -24,7 +30,8 @@ namespace ckptfs::meta {
 
 class MetaServiceImpl final : public MetaService::CallbackService {
  public:
-  MetaServiceImpl(Namespace* ns, Membership* membership) : ns_(ns), membership_(membership) {}
+  MetaServiceImpl(Namespace* ns, Membership* membership, CheckpointCoordinator* checkpoints)
+      : ns_(ns), membership_(membership), checkpoints_(checkpoints) {}
 
   using Context = grpc::CallbackServerContext;
   using Reactor = grpc::ServerUnaryReactor;
@@ -48,6 +55,15 @@ class MetaServiceImpl final : public MetaService::CallbackService {
   Reactor* ListXattr(Context* ctx, const InodeRequest* request, XattrNames* reply) override;
   Reactor* RemoveXattr(Context* ctx, const XattrRequest* request, Empty* reply) override;
   Reactor* StatFs(Context* ctx, const Empty* request, StatFsReply* reply) override;
+  Reactor* DeclareCheckpoint(Context* ctx, const DeclareCheckpointRequest* request,
+                             CheckpointInfo* reply) override;
+  Reactor* CommitCheckpoint(Context* ctx, const CommitCheckpointRequest* request,
+                            CheckpointInfo* reply) override;
+  Reactor* GetCheckpoint(Context* ctx, const InodeRequest* request,
+                         CheckpointInfo* reply) override;
+  Reactor* ListCheckpoints(Context* ctx, const InodeRequest* request,
+                           ListCheckpointsReply* reply) override;
+  Reactor* RemoveCheckpoint(Context* ctx, const LookupRequest* request, Empty* reply) override;
   Reactor* RegisterServer(Context* ctx, const RegisterServerRequest* request,
                           RegisterServerReply* reply) override;
   Reactor* Heartbeat(Context* ctx, const HeartbeatRequest* request, Empty* reply) override;
@@ -56,6 +72,7 @@ class MetaServiceImpl final : public MetaService::CallbackService {
  private:
   Namespace* const ns_;
   Membership* const membership_;
+  CheckpointCoordinator* const checkpoints_;
 };
 
 }  // namespace ckptfs::meta

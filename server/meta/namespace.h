@@ -16,6 +16,18 @@
 // orphan (o/<ino>, its inode kept with nlink 0 so open handles still stat it)
 // until the orphan reclaimer trims its chunks and deletes it.
 //
+// Checkpoints (design.md, "Checkpoint transactions"; the transactions
+// themselves are in server/meta/checkpoint/): a new inode inherits
+// in_checkpoint from its parent; every mutating operation refuses, with
+// EROFS, to change anything inside a COMMITTED or ABORTED checkpoint
+// (checkpoint/guard.h); a checkpoint directory is removed only by
+// RemoveCheckpoint (Rmdir and Rename over it: EROFS once ended, EBUSY while
+// pending); a directory is never renamed across a checkpoint boundary
+// (EXDEV: `mv` copies instead), while a file or symlink renamed across one
+// takes the in_checkpoint of its new parent. Handles that may write are
+// registered on the file (writer_handles) until released, and a failed write
+// marks the file damaged until it is truncated to 0.
+//
 // Thread-safety: thread-safe; all methods may be called concurrently. The
 // KvStore, Membership and Clock are borrowed and must outlive the Namespace.
 #ifndef CKPTFS_SERVER_META_NAMESPACE_H_
@@ -121,19 +133,28 @@ class Namespace {
   // Up to `limit` entries (0: the default page; larger than the maximum page:
   // clamped; a page also ends at about 1 MiB of names) whose names sort
   // bytewise after `start_after`; `more` says whether entries follow. "."
-  // and ".." are not listed (the mount adds them). ENOTDIR for a
-  // non-directory.
+  // and ".." are not listed (the mount adds them), nor are subdirectories
+  // that are PENDING or ABORTED checkpoints (Lookup still finds them).
+  // ENOTDIR for a non-directory.
   absl::StatusOr<ReadDirReply> ReadDir(uint64_t ino, absl::string_view start_after,
                                        uint32_t limit);
 
   // --- File data (ops/write.cc) ---
-  // The attributes to open `ino` with; with `truncate` (regular files only,
-  // EISDIR for a directory) the size becomes 0 (storage already trimmed).
+  // The attributes to open request.ino with; with truncate (regular files
+  // only, EISDIR for a directory) the size becomes 0 (storage already
+  // trimmed) and the file is no longer damaged; a nonzero writer_handle is
+  // registered as a writer of the file (regular files only; again:
+  // harmless). Truncating or registering inside an ended checkpoint: EROFS.
+  absl::StatusOr<Attr> Open(const OpenRequest& request);
   absl::StatusOr<Attr> Open(uint64_t ino, bool truncate);
   // Close-to-open publication of a writer's data: size becomes
   // max(stored size, size); mtime becomes mtime_ns (0: the service's clock).
-  // EISDIR / EINVAL for a directory / symlink.
+  // release_writer's registration is removed; failed marks the file damaged
+  // (the caller then aborts a PENDING checkpoint holding it). EISDIR /
+  // EINVAL for a directory / symlink. Inside an ended checkpoint a growth or
+  // failed is EROFS, and anything else only releases the writer.
   // durable: the commit reaches stable storage before this returns (fsync).
+  absl::StatusOr<Attr> CommitWrite(const CommitWriteRequest& request);
   absl::StatusOr<Attr> CommitWrite(uint64_t ino, uint64_t size, int64_t mtime_ns,
                                    bool durable = false);
 
@@ -142,7 +163,9 @@ class Namespace {
   // most 64 KiB (E2BIG); at most 1 MiB of xattrs per inode (ENOSPC).
   // create_only: EEXIST if present; replace_only:
   // ENODATA if absent. user.ckptfs.chunk_size must be a decimal power of two
-  // in [64 KiB, 64 MiB] (EINVAL).
+  // in [64 KiB, 64 MiB], user.ckptfs.commit_timeout_s and user.ckptfs.keep
+  // positive decimals (EINVAL); other user.ckptfs. names are reserved
+  // (EINVAL, also for RemoveXattr; see checkpoint/xattr_rules.h).
   absl::Status SetXattr(const SetXattrRequest& request);
   // ENODATA if `name` is not set.
   absl::StatusOr<std::string> GetXattr(uint64_t ino, absl::string_view name);
@@ -166,6 +189,9 @@ class Namespace {
   absl::Status DropOrphan(uint64_t ino);
 
   const Options& options() const { return options_; }
+  // The allocator of inode numbers (shared with the checkpoint store, which
+  // creates `latest` symlinks).
+  InodeAllocator& inodes() { return inodes_; }
 
  private:
   // The layout for a new regular file `ino` created in directory `parent`.

@@ -27,12 +27,18 @@ void OrphanReclaimer::Stop() {
   if (thread_.joinable()) thread_.join();
 }
 
+void OrphanReclaimer::Wake() {
+  absl::MutexLock lock(&mu_);
+  woken_ = true;
+}
+
 void OrphanReclaimer::Loop() {
   while (true) {
     {
       absl::MutexLock lock(&mu_);
-      auto stopping = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) { return stop_; };
-      mu_.AwaitWithTimeout(absl::Condition(&stopping), options_.interval);
+      auto due = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) { return stop_ || woken_; };
+      mu_.AwaitWithTimeout(absl::Condition(&due), options_.interval);
+      woken_ = false;
       if (stop_) return;
     }
     absl::StatusOr<size_t> reclaimed = RunOnce();

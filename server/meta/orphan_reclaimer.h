@@ -52,6 +52,9 @@ class OrphanReclaimer {
   // Stops and joins the thread; idempotent. A pass in progress finishes its
   // current TRIM first (bounded by io_timeout).
   void Stop();
+  // Starts the next pass now instead of at the end of the interval (orphans
+  // due at once were made: an aborted or removed checkpoint). Any thread.
+  void Wake();
 
   // One pass over every due orphan: reclaims all it can and returns how many
   // it dropped. Orphans blocked by a down server do not hold up the others.
@@ -83,6 +86,7 @@ class OrphanReclaimer {
   std::thread thread_;
   absl::Mutex mu_;
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  bool woken_ ABSL_GUARDED_BY(mu_) = false;
   // Used only by the thread running RunOnce.
   std::map<uint32_t, absl::Time> last_warning_;
 };

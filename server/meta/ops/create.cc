@@ -1,6 +1,8 @@
 // Namespace::Create, Mkdir and Symlink: the operations that add a name and a
 // new inode. Each is one transaction: the new inode, its dentry, the parent's
-// times (and nlink for a directory) and the inode count.
+// times (and nlink for a directory) and the inode count. The new inode
+// inherits its parent's checkpoint; inside an ended checkpoint nothing is
+// created (EROFS).
 #include <cerrno>
 #include <optional>
 
@@ -8,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/errno_status.h"
 #include "common/names.h"
+#include "server/meta/checkpoint/guard.h"
 #include "server/meta/keys.h"
 #include "server/meta/meta_txn.h"
 #include "server/meta/namespace.h"
@@ -39,10 +42,11 @@ absl::StatusOr<uint64_t> NewIno(InodeAllocator& inodes, std::optional<uint64_t>&
   return *new_ino;
 }
 
-// Stages `child` under `name` in `parent`: the inode, its dentry, the
-// parent's times and the inode count.
+// Stages `child` under `name` in `parent`: the inode (in the parent's
+// checkpoint, if any), its dentry, the parent's times and the inode count.
 absl::Status LinkNewInode(MetaTxn& txn, uint64_t parent_ino, InodeRecord& parent,
-                          absl::string_view name, const InodeRecord& child, int64_t now) {
+                          absl::string_view name, InodeRecord& child, int64_t now) {
+  child.set_in_checkpoint(CheckpointOf(parent));
   txn.PutInode(child);
   txn.Put(DentryKey(parent_ino, name), MakeDentry(child));
   TouchDir(parent, now);
@@ -75,23 +79,38 @@ absl::StatusOr<CreateReply> Namespace::Create(const CreateRequest& request) {
       if (existing->attr().type() != REGULAR) {
         return ExistsError(request.name(), request.parent());
       }
+      // Opening an existing file changes it only when truncating or
+      // registering a writer; a plain open is allowed anywhere.
+      if (request.truncate() || request.writer_handle() != 0) {
+        if (absl::Status writable = RequireMutable(txn, *existing, "create");
+            !writable.ok()) {
+          return writable;
+        }
+      }
+      bool changed = AddWriter(*existing, request.writer_handle());
       if (request.truncate()) {
         existing->mutable_attr()->set_size(0);
         existing->mutable_attr()->set_mtime_ns(now);
         existing->mutable_attr()->set_ctime_ns(now);
-        txn.PutInode(*existing);
+        existing->set_damaged(false);
+        changed = true;
       }
+      if (changed) txn.PutInode(*existing);
       *reply.mutable_attr() = existing->attr();
       reply.set_created(false);
       return reply;
     }
 
+    if (absl::Status writable = RequireMutable(txn, *parent, "create"); !writable.ok()) {
+      return writable;
+    }
     absl::StatusOr<uint64_t> ino = NewIno(inodes_, new_ino);
     if (!ino.ok()) return ino.status();
     absl::StatusOr<Layout> layout = NewLayout(*parent, *ino);
     if (!layout.ok()) return layout.status();
     InodeRecord inode = NewInode(*ino, REGULAR, request.mode(), request.uid(), request.gid(), now);
     *inode.mutable_attr()->mutable_layout() = *std::move(layout);
+    AddWriter(inode, request.writer_handle());
     if (absl::Status linked = LinkNewInode(txn, request.parent(), *parent, request.name(), inode,
                                            now);
         !linked.ok()) {
@@ -109,6 +128,9 @@ absl::StatusOr<Attr> Namespace::Mkdir(const MkdirRequest& request) {
   return RunTxn<Attr>(kv_, "mkdir", [&](MetaTxn& txn) -> absl::StatusOr<Attr> {
     absl::StatusOr<InodeRecord> parent = GetDir(txn, request.parent());
     if (!parent.ok()) return parent.status();
+    if (absl::Status writable = RequireMutable(txn, *parent, "mkdir"); !writable.ok()) {
+      return writable;
+    }
     if (absl::Status free = RequireFreeName(txn, request.parent(), request.name()); !free.ok()) {
       return free;
     }
@@ -145,6 +167,9 @@ absl::StatusOr<Attr> Namespace::Symlink(const SymlinkRequest& request) {
   return RunTxn<Attr>(kv_, "symlink", [&](MetaTxn& txn) -> absl::StatusOr<Attr> {
     absl::StatusOr<InodeRecord> parent = GetDir(txn, request.parent());
     if (!parent.ok()) return parent.status();
+    if (absl::Status writable = RequireMutable(txn, *parent, "symlink"); !writable.ok()) {
+      return writable;
+    }
     if (absl::Status free = RequireFreeName(txn, request.parent(), request.name()); !free.ok()) {
       return free;
     }

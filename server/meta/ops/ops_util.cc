@@ -1,6 +1,7 @@
 // See ops_util.h.
 #include "server/meta/ops/ops_util.h"
 
+#include <algorithm>
 #include <cerrno>
 
 #include "absl/strings/str_cat.h"
@@ -45,6 +46,24 @@ DentryRecord MakeDentry(const InodeRecord& inode) {
   dentry.set_ino(inode.attr().ino());
   dentry.set_type(inode.attr().type());
   return dentry;
+}
+
+bool AddWriter(InodeRecord& inode, uint64_t writer) {
+  if (writer == 0) return false;
+  for (uint64_t registered : inode.writer_handles()) {
+    if (registered == writer) return false;
+  }
+  inode.add_writer_handles(writer);
+  return true;
+}
+
+bool RemoveWriter(InodeRecord& inode, uint64_t writer) {
+  if (writer == 0) return false;
+  auto* writers = inode.mutable_writer_handles();
+  auto it = std::find(writers->begin(), writers->end(), writer);
+  if (it == writers->end()) return false;
+  writers->erase(it);
+  return true;
 }
 
 absl::Status ReleaseInode(MetaTxn& txn, InodeRecord inode, int64_t now_ns, absl::Duration grace) {

@@ -37,6 +37,18 @@ void TouchDir(InodeRecord& dir, int64_t now_ns);
 
 DentryRecord MakeDentry(const InodeRecord& inode);
 
+// Registers `writer` (nonzero) as a writer of `inode`; false if it already
+// was, or `writer` is 0 (no change).
+bool AddWriter(InodeRecord& inode, uint64_t writer);
+// Removes writer registration `writer`; false if there was none.
+bool RemoveWriter(InodeRecord& inode, uint64_t writer);
+
+// OK unless `inode` is a checkpoint directory, which only RemoveCheckpoint
+// removes or replaces: EROFS once it ended, EBUSY while it is pending.
+// (Defined in ops/remove.cc.)
+absl::Status RequireNotCheckpointDir(MetaTxn& txn, const InodeRecord& inode,
+                                     absl::string_view op);
+
 // Stages the removal of `inode`'s last name (the dentry itself is the
 // caller's): a regular file becomes an orphan reclaimed after `grace`; a
 // symlink or directory inode is deleted and the inode count decremented.

@@ -1,9 +1,12 @@
-// Namespace::Unlink and Rmdir: the operations that remove a name.
+// Namespace::Unlink and Rmdir: the operations that remove a name. Nothing
+// is removed from an ended checkpoint (EROFS), and a checkpoint directory
+// itself only goes by RemoveCheckpoint.
 #include <cerrno>
 
 #include "absl/strings/str_cat.h"
 #include "common/errno_status.h"
 #include "common/names.h"
+#include "server/meta/checkpoint/guard.h"
 #include "server/meta/keys.h"
 #include "server/meta/meta_txn.h"
 #include "server/meta/namespace.h"
@@ -18,9 +21,11 @@ struct Named {
   InodeRecord inode;
 };
 
-absl::StatusOr<Named> ReadNamed(MetaTxn& txn, uint64_t parent, absl::string_view name) {
+absl::StatusOr<Named> ReadNamed(MetaTxn& txn, uint64_t parent, absl::string_view name,
+                                absl::string_view op) {
   absl::StatusOr<InodeRecord> dir = GetDir(txn, parent);
   if (!dir.ok()) return dir.status();
+  if (absl::Status writable = RequireMutable(txn, *dir, op); !writable.ok()) return writable;
   absl::StatusOr<std::optional<DentryRecord>> dentry = txn.GetDentry(parent, name);
   if (!dentry.ok()) return dentry.status();
   if (!dentry->has_value()) {
@@ -33,10 +38,19 @@ absl::StatusOr<Named> ReadNamed(MetaTxn& txn, uint64_t parent, absl::string_view
 
 }  // namespace
 
+absl::Status RequireNotCheckpointDir(MetaTxn& txn, const InodeRecord& inode,
+                                     absl::string_view op) {
+  if (!IsCheckpointDir(inode)) return absl::OkStatus();
+  if (absl::Status writable = RequireMutable(txn, inode, op); !writable.ok()) return writable;
+  return ErrnoStatus(EBUSY, absl::StrCat(op, ": directory ", inode.attr().ino(),
+                                         " is a pending checkpoint; remove it with "
+                                         "RemoveCheckpoint (ckptfs ckpt rm)"));
+}
+
 absl::Status Namespace::Unlink(uint64_t parent, absl::string_view name) {
   if (absl::Status valid = ValidateName(name); !valid.ok()) return valid;
   return RunTxn(kv_, "unlink", [&](MetaTxn& txn) -> absl::Status {
-    absl::StatusOr<Named> named = ReadNamed(txn, parent, name);
+    absl::StatusOr<Named> named = ReadNamed(txn, parent, name, "unlink");
     if (!named.ok()) return named.status();
     if (IsDir(named->inode)) {
       return ErrnoStatus(EISDIR, absl::StrCat("unlink: \"", name, "\" is a directory"));
@@ -52,10 +66,14 @@ absl::Status Namespace::Unlink(uint64_t parent, absl::string_view name) {
 absl::Status Namespace::Rmdir(uint64_t parent, absl::string_view name) {
   if (absl::Status valid = ValidateName(name); !valid.ok()) return valid;
   return RunTxn(kv_, "rmdir", [&](MetaTxn& txn) -> absl::Status {
-    absl::StatusOr<Named> named = ReadNamed(txn, parent, name);
+    absl::StatusOr<Named> named = ReadNamed(txn, parent, name, "rmdir");
     if (!named.ok()) return named.status();
     if (!IsDir(named->inode)) {
       return ErrnoStatus(ENOTDIR, absl::StrCat("rmdir: \"", name, "\" is not a directory"));
+    }
+    if (absl::Status removable = RequireNotCheckpointDir(txn, named->inode, "rmdir");
+        !removable.ok()) {
+      return removable;
     }
     absl::StatusOr<bool> has_entries = txn.DirHasEntries(named->inode.attr().ino());
     if (!has_entries.ok()) return has_entries.status();

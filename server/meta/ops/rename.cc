@@ -1,10 +1,18 @@
 // Namespace::Rename: one transaction that moves a name, replacing a target
 // as POSIX rename(2) does, and keeps parents' nlink and times right.
+//
+// Checkpoints: nothing moves into, out of or within an ended checkpoint
+// (EROFS), and an ended checkpoint directory does not move; a pending one
+// may (its recorded name follows). A directory never crosses a checkpoint
+// boundary (EXDEV: its whole subtree would change checkpoint; `mv` falls
+// back to copying); a file or symlink does, taking the new parent's
+// checkpoint. A checkpoint directory is never replaced (see Rmdir).
 #include <cerrno>
 
 #include "absl/strings/str_cat.h"
 #include "common/errno_status.h"
 #include "common/names.h"
+#include "server/meta/checkpoint/guard.h"
 #include "server/meta/keys.h"
 #include "server/meta/meta_txn.h"
 #include "server/meta/namespace.h"
@@ -59,9 +67,23 @@ absl::Status Namespace::Rename(const RenameRequest& request) {
       if (!new_parent_read.ok()) return new_parent_read.status();
       new_parent = &*new_parent_read;
     }
+    if (absl::Status writable = RequireMutable(txn, *old_parent, "rename"); !writable.ok()) {
+      return writable;
+    }
+    if (absl::Status writable = RequireMutable(txn, *new_parent, "rename"); !writable.ok()) {
+      return writable;
+    }
     absl::StatusOr<InodeRecord> src = txn.GetInode((*src_dentry)->ino());
     if (!src.ok()) return src.status();
     const bool src_is_dir = IsDir(*src);
+    if (absl::Status writable = RequireMutable(txn, *src, "rename"); !writable.ok()) {
+      return writable;
+    }
+    const uint64_t new_checkpoint = CheckpointOf(*new_parent);
+    if (src_is_dir && CheckpointOf(*old_parent) != new_checkpoint) {
+      return ErrnoStatus(EXDEV, absl::StrCat("rename: directory \"", request.name(),
+                                             "\" cannot move across a checkpoint boundary"));
+    }
 
     absl::StatusOr<std::optional<DentryRecord>> dst_dentry =
         txn.GetDentry(new_parent_ino, request.new_name());
@@ -77,6 +99,10 @@ absl::Status Namespace::Rename(const RenameRequest& request) {
       if ((*dst_dentry)->ino() == src->attr().ino()) return absl::OkStatus();
       absl::StatusOr<InodeRecord> target = txn.GetInode((*dst_dentry)->ino());
       if (!target.ok()) return target.status();
+      if (absl::Status replaceable = RequireNotCheckpointDir(txn, *target, "rename");
+          !replaceable.ok()) {
+        return replaceable;
+      }
       if (IsDir(*target)) {
         if (!src_is_dir) {
           return ErrnoStatus(EISDIR, absl::StrCat("rename: target \"", request.new_name(),
@@ -104,6 +130,10 @@ absl::Status Namespace::Rename(const RenameRequest& request) {
     txn.Delete(DentryKey(old_parent_ino, request.name()));
     txn.Put(DentryKey(new_parent_ino, request.new_name()), MakeDentry(*src));
     src->mutable_attr()->set_ctime_ns(now);
+    if (!src_is_dir) src->set_in_checkpoint(new_checkpoint);
+    if (IsCheckpointDir(*src)) {
+      src->mutable_checkpoint()->mutable_info()->set_name(request.new_name());
+    }
     if (src_is_dir) {
       src->set_parent(new_parent_ino);
       if (!same_parent) {

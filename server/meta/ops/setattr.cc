@@ -1,8 +1,11 @@
 // Namespace::SetAttr: chmod, chown, truncate and utimens in one transaction.
+// Nothing changes inside an ended checkpoint (EROFS); truncation to 0 clears
+// a file's damaged mark.
 #include <cerrno>
 
 #include "absl/strings/str_cat.h"
 #include "common/errno_status.h"
+#include "server/meta/checkpoint/guard.h"
 #include "server/meta/meta_txn.h"
 #include "server/meta/namespace.h"
 #include "server/meta/ops/ops_util.h"
@@ -14,6 +17,9 @@ absl::StatusOr<Attr> Namespace::SetAttr(const SetAttrRequest& request) {
   return RunTxn<Attr>(kv_, "setattr", [&](MetaTxn& txn) -> absl::StatusOr<Attr> {
     absl::StatusOr<InodeRecord> inode = txn.GetInode(request.ino());
     if (!inode.ok()) return inode.status();
+    if (absl::Status writable = RequireMutable(txn, *inode, "setattr"); !writable.ok()) {
+      return writable;
+    }
     Attr* attr = inode->mutable_attr();
     const int64_t now = clock_->NowNs();
     if (valid & SET_SIZE) {
@@ -27,6 +33,7 @@ absl::StatusOr<Attr> Namespace::SetAttr(const SetAttrRequest& request) {
       }
       attr->set_size(request.size());
       attr->set_mtime_ns(now);
+      if (request.size() == 0) inode->set_damaged(false);
     }
     if (valid & SET_MODE) {
       attr->set_mode((attr->mode() & ~kPermissionBits) | (request.mode() & kPermissionBits));

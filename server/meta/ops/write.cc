@@ -1,10 +1,12 @@
 // Namespace::Open and CommitWrite: the metadata side of a file's data —
-// O_TRUNC at open, and the close-to-open publication of a writer's size.
+// O_TRUNC at open, writer registration, and the close-to-open publication of
+// a writer's size.
 #include <algorithm>
 #include <cerrno>
 
 #include "absl/strings/str_cat.h"
 #include "common/errno_status.h"
+#include "server/meta/checkpoint/guard.h"
 #include "server/meta/meta_txn.h"
 #include "server/meta/namespace.h"
 #include "server/meta/ops/ops_util.h"
@@ -27,35 +29,80 @@ absl::Status RequireRegular(const InodeRecord& inode, absl::string_view op) {
 }  // namespace
 
 absl::StatusOr<Attr> Namespace::Open(uint64_t ino, bool truncate) {
-  if (!truncate) return GetAttr(ino);
+  OpenRequest request;
+  request.set_ino(ino);
+  request.set_truncate(truncate);
+  return Open(request);
+}
+
+absl::StatusOr<Attr> Namespace::Open(const OpenRequest& request) {
+  if (!request.truncate() && request.writer_handle() == 0) return GetAttr(request.ino());
+  const uint64_t ino = request.ino();
   return RunTxn<Attr>(kv_, "open", [&](MetaTxn& txn) -> absl::StatusOr<Attr> {
     absl::StatusOr<InodeRecord> inode = txn.GetInode(ino);
     if (!inode.ok()) return inode.status();
-    if (absl::Status regular = RequireRegular(*inode, "open O_TRUNC"); !regular.ok()) {
+    if (absl::Status regular =
+            RequireRegular(*inode, request.truncate() ? "open O_TRUNC" : "open for writing");
+        !regular.ok()) {
       return regular;
     }
-    const int64_t now = clock_->NowNs();
-    inode->mutable_attr()->set_size(0);
-    inode->mutable_attr()->set_mtime_ns(now);
-    inode->mutable_attr()->set_ctime_ns(now);
-    txn.PutInode(*inode);
+    if (absl::Status writable = RequireMutable(txn, *inode, "open for writing");
+        !writable.ok()) {
+      return writable;
+    }
+    bool changed = AddWriter(*inode, request.writer_handle());
+    if (request.truncate()) {
+      const int64_t now = clock_->NowNs();
+      inode->mutable_attr()->set_size(0);
+      inode->mutable_attr()->set_mtime_ns(now);
+      inode->mutable_attr()->set_ctime_ns(now);
+      inode->set_damaged(false);
+      changed = true;
+    }
+    if (changed) txn.PutInode(*inode);
     return inode->attr();
   });
 }
 
 absl::StatusOr<Attr> Namespace::CommitWrite(uint64_t ino, uint64_t size, int64_t mtime_ns,
                                              bool durable) {
+  CommitWriteRequest request;
+  request.set_ino(ino);
+  request.set_size(size);
+  request.set_mtime_ns(mtime_ns);
+  request.set_durable(durable);
+  return CommitWrite(request);
+}
+
+absl::StatusOr<Attr> Namespace::CommitWrite(const CommitWriteRequest& request) {
   return RunTxn<Attr>(kv_, "commit write", [&](MetaTxn& txn) -> absl::StatusOr<Attr> {
-    if (durable) txn.RequireDurable();
-    absl::StatusOr<InodeRecord> inode = txn.GetInode(ino);
+    if (request.durable()) txn.RequireDurable();
+    absl::StatusOr<InodeRecord> inode = txn.GetInode(request.ino());
     if (!inode.ok()) return inode.status();
     if (absl::Status regular = RequireRegular(*inode, "commit write"); !regular.ok()) {
       return regular;
     }
-    const int64_t now = clock_->NowNs();
     Attr* attr = inode->mutable_attr();
-    attr->set_size(std::max(attr->size(), size));
-    attr->set_mtime_ns(mtime_ns != 0 ? mtime_ns : now);
+    const bool grows = request.size() > attr->size();
+    if (grows || request.failed()) {
+      if (absl::Status writable = RequireMutable(txn, *inode, "commit write"); !writable.ok()) {
+        return writable;
+      }
+    } else {
+      absl::StatusOr<CheckpointState> state = GoverningState(txn, *inode);
+      if (!state.ok()) return state.status();
+      if (IsEnded(*state)) {
+        // Only the release of a writer: nothing else of an ended checkpoint
+        // changes (not even times).
+        if (RemoveWriter(*inode, request.release_writer())) txn.PutInode(*inode);
+        return *attr;
+      }
+    }
+    RemoveWriter(*inode, request.release_writer());
+    if (request.failed()) inode->set_damaged(true);
+    const int64_t now = clock_->NowNs();
+    attr->set_size(std::max(attr->size(), request.size()));
+    attr->set_mtime_ns(request.mtime_ns() != 0 ? request.mtime_ns() : now);
     attr->set_ctime_ns(now);
     txn.PutInode(*inode);
     return *attr;

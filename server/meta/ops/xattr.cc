@@ -1,5 +1,7 @@
 // Namespace::SetXattr, GetXattr, ListXattr and RemoveXattr. Xattrs live in
-// the inode record, so changing one is a transaction on that inode.
+// the inode record, so changing one is a transaction on that inode. Inside
+// an ended checkpoint they no longer change (EROFS); the user.ckptfs. names
+// follow checkpoint/xattr_rules.h.
 #include <algorithm>
 #include <cerrno>
 
@@ -7,6 +9,8 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "common/errno_status.h"
+#include "server/meta/checkpoint/guard.h"
+#include "server/meta/checkpoint/xattr_rules.h"
 #include "server/meta/meta_txn.h"
 #include "server/meta/namespace.h"
 #include "server/meta/ops/ops_util.h"
@@ -33,6 +37,13 @@ absl::Status NoData(uint64_t ino, absl::string_view name) {
 
 absl::Status Namespace::SetXattr(const SetXattrRequest& request) {
   if (absl::Status valid = ValidateXattrName(request.name()); !valid.ok()) return valid;
+  if (absl::Status valid = ValidateXattrNameNotReserved(request.name()); !valid.ok()) {
+    return valid;
+  }
+  if (absl::Status valid = ValidateCheckpointXattrValue(request.name(), request.value());
+      !valid.ok()) {
+    return valid;
+  }
   if (request.value().size() > kMaxXattrValueSize) {
     return ErrnoStatus(E2BIG, absl::StrCat("xattr value of ", request.value().size(),
                                            " bytes is over ", kMaxXattrValueSize));
@@ -47,6 +58,9 @@ absl::Status Namespace::SetXattr(const SetXattrRequest& request) {
   return RunTxn(kv_, "setxattr", [&](MetaTxn& txn) -> absl::Status {
     absl::StatusOr<InodeRecord> inode = txn.GetInode(request.ino());
     if (!inode.ok()) return inode.status();
+    if (absl::Status writable = RequireMutable(txn, *inode, "setxattr"); !writable.ok()) {
+      return writable;
+    }
     auto& xattrs = *inode->mutable_xattrs();
     const bool exists = xattrs.count(request.name()) > 0;
     if (request.create_only() && exists) {
@@ -92,9 +106,13 @@ absl::StatusOr<std::vector<std::string>> Namespace::ListXattr(uint64_t ino) {
 
 absl::Status Namespace::RemoveXattr(uint64_t ino, absl::string_view name) {
   if (absl::Status valid = ValidateXattrName(name); !valid.ok()) return valid;
+  if (absl::Status valid = ValidateXattrNameNotReserved(name); !valid.ok()) return valid;
   return RunTxn(kv_, "removexattr", [&](MetaTxn& txn) -> absl::Status {
     absl::StatusOr<InodeRecord> inode = txn.GetInode(ino);
     if (!inode.ok()) return inode.status();
+    if (absl::Status writable = RequireMutable(txn, *inode, "removexattr"); !writable.ok()) {
+      return writable;
+    }
     if (inode->mutable_xattrs()->erase(std::string(name)) == 0) return NoData(ino, name);
     inode->mutable_attr()->set_ctime_ns(clock_->NowNs());
     txn.PutInode(*inode);

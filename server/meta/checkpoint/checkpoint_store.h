@@ -1,0 +1,143 @@
+// CheckpointStore: the checkpoint transactions of design.md as operations on
+// the KvStore — declare, record an arrival, describe, commit, abort, remove
+// and retention. No threads and no waiting: the barrier, its timers and the
+// commit worker live in coordinator.h; SYNC of the storage servers in
+// committer.h.
+//
+// State lives in the checkpoint directory's InodeRecord.checkpoint; each
+// rank's arrival in a/<ckpt><rank>; a PENDING checkpoint also has k/<ckpt>
+// so a restarted service finds it (server/meta/keys.h). Every inode of a
+// declared subtree carries in_checkpoint = the checkpoint directory.
+//
+// Committing is two steps so that the storage servers are synced outside any
+// transaction: PrepareCommit reads the subtree (verifying that no file is
+// open for writing or damaged, and collecting the servers holding chunks),
+// the caller syncs those servers, and FinishCommit commits only if nothing
+// PrepareCommit read has changed since (else the caller prepares again).
+//
+// Thread-safety: thread-safe; every method is one or more KV transactions.
+// KvStore, InodeAllocator and Clock are borrowed.
+#ifndef CKPTFS_SERVER_META_CHECKPOINT_CHECKPOINT_STORE_H_
+#define CKPTFS_SERVER_META_CHECKPOINT_CHECKPOINT_STORE_H_
+
+#include <cstdint>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "proto/meta.pb.h"
+#include "proto/meta_store.pb.h"
+#include "server/meta/clock.h"
+#include "server/meta/inode_allocator.h"
+#include "server/meta/kv_store.h"
+#include "server/meta/meta_txn.h"
+
+namespace ckptfs::meta {
+
+class CheckpointStore {
+ public:
+  struct Options {
+    // The barrier timeout when neither the request nor the directory or its
+    // parent (user.ckptfs.commit_timeout_s) says.
+    uint32_t default_timeout_s = 600;
+  };
+
+  CheckpointStore(KvStore* kv, InodeAllocator* inodes, Clock* clock, const Options& options)
+      : kv_(kv), inodes_(inodes), clock_(clock), options_(options) {}
+  CheckpointStore(const CheckpointStore&) = delete;
+  CheckpointStore& operator=(const CheckpointStore&) = delete;
+
+  // --- declare.cc ---
+  // Declares directory request.ino a PENDING checkpoint of request.ranks
+  // ranks and marks its subtree. EINVAL: ranks outside 1..kMaxCheckpointRanks,
+  // the root, a directory inside a checkpoint or holding one, or one already
+  // declared with another N (same N: harmless, any state; returns it as is).
+  // ENOTDIR / ENOENT as usual.
+  absl::StatusOr<CheckpointInfo> Declare(const DeclareCheckpointRequest& request);
+
+  // Records rank `rank`'s arrival (idempotent); the first arrival sets
+  // first_commit_ms, from which the barrier's timeout counts. Returns the
+  // checkpoint as it now is (arrived not filled in); a COMMITTED or ABORTED
+  // one is returned unchanged. EINVAL: not a checkpoint, or rank >= ranks.
+  absl::StatusOr<CheckpointInfo> Arrive(uint64_t ino, uint32_t rank);
+
+  // --- describe.cc ---
+  // The checkpoint `ino`, arrived filled in. EINVAL if `ino` is a directory
+  // but not a checkpoint, ENOTDIR if not a directory.
+  absl::StatusOr<CheckpointInfo> Get(uint64_t ino);
+  // The checkpoints that are children of `run_dir`, by name, and the newest
+  // committed one's name.
+  absl::StatusOr<ListCheckpointsReply> List(uint64_t run_dir);
+  // The ranks that arrived at checkpoint `ino`, ascending.
+  absl::StatusOr<std::vector<uint32_t>> Arrivals(uint64_t ino);
+  // Every checkpoint the k/ index lists as PENDING.
+  absl::StatusOr<std::vector<uint64_t>> Pending();
+  // Deletes the arrival records of an ended or removed checkpoint.
+  absl::Status DropArrivals(uint64_t ino);
+
+  // --- commit.cc ---
+  struct Prepared {
+    CheckpointInfo info;  // as read; not PENDING: already ended, nothing to do
+    // Nonzero: the checkpoint must abort with this errno and reason.
+    int abort_errno = 0;
+    std::string abort_reason;
+    std::set<uint32_t> servers;  // storage servers holding chunks of its files
+    uint64_t files = 0;
+    uint64_t bytes = 0;
+    // Every key read, with the version read: FinishCommit's precondition.
+    std::map<std::string, int64_t> versions;
+  };
+  absl::StatusOr<Prepared> PrepareCommit(uint64_t ino);
+
+  struct Finished {
+    bool changed = false;  // something changed since PrepareCommit: prepare again
+    CheckpointInfo info;   // otherwise the checkpoint's state now
+  };
+  // Marks the checkpoint COMMITTED (durably, with ended_ms, files, bytes) and
+  // points its parent's `latest` symlink at it, if nothing `prepared` read
+  // has changed. A checkpoint that ended meanwhile is returned as it is.
+  absl::StatusOr<Finished> FinishCommit(uint64_t ino, const Prepared& prepared);
+
+  // Aborts PENDING checkpoint `ino`: ABORTED with `err` and `reason`; every
+  // file of its subtree becomes an orphan due for reclamation now, its
+  // subdirectories and symlinks go; the directory stays, empty. Returns the
+  // checkpoint's info afterwards (unchanged if it was not PENDING).
+  absl::StatusOr<CheckpointInfo> Abort(uint64_t ino, int err, absl::string_view reason);
+
+  // --- remove.cc ---
+  // Removes checkpoint `name` of `run_dir` (any state) with its whole
+  // subtree (chunks due for reclamation now). `latest`, if it named it,
+  // moves to the newest remaining committed checkpoint, or goes. Returns the
+  // removed checkpoint's inode. EINVAL if `name` is not a checkpoint.
+  absl::StatusOr<uint64_t> Remove(uint64_t run_dir, absl::string_view name);
+
+  // Retention of the run directory holding checkpoint `ckpt` (its
+  // user.ckptfs.keep = K): removes every ABORTED checkpoint there and the
+  // COMMITTED ones older (by ended_ms) than the newest K. Returns the inodes
+  // removed; none without a valid keep.
+  absl::StatusOr<std::vector<uint64_t>> Retain(uint64_t ckpt);
+
+  // The checkpoint governing file (or directory) `ino` if it is PENDING;
+  // nullopt otherwise.
+  absl::StatusOr<std::optional<uint64_t>> PendingCheckpointOf(uint64_t ino);
+
+  const Options& options() const { return options_; }
+
+ private:
+  KvStore* const kv_;
+  InodeAllocator* const inodes_;
+  Clock* const clock_;
+  const Options options_;
+};
+
+// The status of a commit on an aborted checkpoint: its abort_errno (EIO if
+// unset) with its abort_reason as the message.
+absl::Status AbortedStatus(const CheckpointInfo& info);
+
+}  // namespace ckptfs::meta
+
+#endif  // CKPTFS_SERVER_META_CHECKPOINT_CHECKPOINT_STORE_H_

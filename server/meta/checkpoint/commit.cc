@@ -1,0 +1,158 @@
+// CheckpointStore::PrepareCommit, FinishCommit and Abort: how a PENDING
+// checkpoint ends.
+#include <algorithm>
+#include <cerrno>
+
+#include "absl/strings/str_cat.h"
+#include "common/errno_status.h"
+#include "common/log.h"
+#include "server/meta/checkpoint/checkpoint_store.h"
+#include "server/meta/checkpoint/guard.h"
+#include "server/meta/checkpoint/latest.h"
+#include "server/meta/checkpoint/subtree.h"
+#include "server/meta/keys.h"
+#include "server/meta/ops/ops_util.h"
+
+namespace ckptfs::meta {
+namespace {
+
+// The storage servers holding chunks of a file of `size` bytes.
+void AddChunkServers(const Attr& attr, std::set<uint32_t>& servers) {
+  const Layout& layout = attr.layout();
+  if (attr.size() == 0 || layout.chunk_size() == 0 || layout.stripe_size() == 0) return;
+  const uint64_t chunks = (attr.size() + layout.chunk_size() - 1) / layout.chunk_size();
+  const uint64_t used = std::min<uint64_t>(chunks, static_cast<uint64_t>(layout.stripe_size()));
+  for (uint64_t i = 0; i < used; ++i) servers.insert(layout.stripe(static_cast<int>(i)));
+}
+
+
+}  // namespace
+
+absl::StatusOr<CheckpointStore::Prepared> CheckpointStore::PrepareCommit(uint64_t ino) {
+  MetaTxn txn(kv_);  // read-only: never committed; its compares are the versions
+  absl::StatusOr<InodeRecord> dir = GetDir(txn, ino);
+  if (!dir.ok()) return dir.status();
+  if (!IsCheckpointDir(*dir)) {
+    return ErrnoStatus(EINVAL, absl::StrCat("directory ", ino, " is not a checkpoint"));
+  }
+  Prepared prepared;
+  prepared.info = dir->checkpoint().info();
+  if (prepared.info.state() != PENDING) return prepared;
+  absl::StatusOr<std::vector<SubtreeEntry>> subtree = ReadSubtree(txn, ino);
+  if (!subtree.ok()) return subtree.status();
+  const std::string& name = prepared.info.name();
+  std::string open_for_writing, damaged;
+  for (const SubtreeEntry& entry : *subtree) {
+    const Attr& attr = entry.inode.attr();
+    if (attr.type() != REGULAR) continue;
+    if (entry.inode.writer_handles_size() > 0 && open_for_writing.empty()) {
+      open_for_writing = absl::StrCat(name, "/", entry.path);
+    }
+    if (entry.inode.damaged() && damaged.empty()) damaged = absl::StrCat(name, "/", entry.path);
+    ++prepared.files;
+    prepared.bytes += attr.size();
+    AddChunkServers(attr, prepared.servers);
+  }
+  if (!open_for_writing.empty()) {
+    prepared.abort_errno = EBUSY;
+    prepared.abort_reason = absl::StrCat(open_for_writing, " is still open for writing");
+  } else if (!damaged.empty()) {
+    prepared.abort_errno = EIO;
+    prepared.abort_reason = absl::StrCat("a write to ", damaged, " failed");
+  }
+  prepared.versions = txn.txn().compares();
+  return prepared;
+}
+
+absl::StatusOr<CheckpointStore::Finished> CheckpointStore::FinishCommit(
+    uint64_t ino, const Prepared& prepared) {
+  std::optional<uint64_t> latest_ino;  // allocated once, kept across retries
+  Finished finished;
+  absl::Status status = RunTxn(kv_, "commit checkpoint", [&](MetaTxn& txn) -> absl::Status {
+    finished = Finished();
+    // Not an error of the operation: ends the body without committing.
+    auto changed = [&finished] {
+      finished.changed = true;
+      return absl::CancelledError("checkpoint changed since it was prepared");
+    };
+    absl::StatusOr<InodeRecord> dir = GetDir(txn, ino);
+    if (!dir.ok()) return dir.status();
+    finished.info = dir->checkpoint().info();
+    if (finished.info.state() != PENDING) return absl::OkStatus();  // ended meanwhile
+    for (const auto& [key, version] : prepared.versions) {
+      absl::StatusOr<std::optional<std::string>> value = txn.Get(key);
+      if (!value.ok()) return value.status();
+      if (txn.txn().compares().at(key) != version) return changed();
+    }
+    const int64_t now_ns = clock_->NowNs();
+    CheckpointInfo* info = dir->mutable_checkpoint()->mutable_info();
+    info->set_state(COMMITTED);
+    info->set_arrived(info->ranks());
+    info->set_ended_ms(now_ns / 1'000'000);
+    info->set_files(prepared.files);
+    info->set_bytes(prepared.bytes);
+    txn.PutInode(*dir);
+    txn.Delete(PendingCheckpointKey(ino));
+    txn.RequireDurable();
+    absl::StatusOr<InodeRecord> run_dir = GetDir(txn, dir->parent());
+    if (!run_dir.ok()) return run_dir.status();
+    int64_t inode_delta = 0;
+    if (absl::Status latest = PointLatestAt(txn, *inodes_, latest_ino, *run_dir, info->name(),
+                                            now_ns, inode_delta);
+        !latest.ok()) {
+      return latest;
+    }
+    if (inode_delta != 0) {
+      if (absl::Status count = txn.AddInodeCount(inode_delta); !count.ok()) return count;
+    }
+    finished.info = *info;
+    return absl::OkStatus();
+  });
+  if (finished.changed) return finished;
+  if (!status.ok()) return status;
+  return finished;
+}
+
+absl::StatusOr<CheckpointInfo> CheckpointStore::Abort(uint64_t ino, int err,
+                                                      absl::string_view reason) {
+  absl::StatusOr<std::vector<uint32_t>> arrived = Arrivals(ino);
+  if (!arrived.ok()) return arrived.status();
+  return RunTxn<CheckpointInfo>(
+      kv_, "abort checkpoint", [&](MetaTxn& txn) -> absl::StatusOr<CheckpointInfo> {
+        absl::StatusOr<InodeRecord> dir = GetDir(txn, ino);
+        if (!dir.ok()) return dir.status();
+        if (!IsCheckpointDir(*dir)) {
+          return ErrnoStatus(EINVAL, absl::StrCat("directory ", ino, " is not a checkpoint"));
+        }
+        if (dir->checkpoint().info().state() != PENDING) return dir->checkpoint().info();
+        absl::StatusOr<std::vector<SubtreeEntry>> subtree = ReadSubtree(txn, ino);
+        if (!subtree.ok()) return subtree.status();
+        uint64_t files = 0, bytes = 0;
+        for (const SubtreeEntry& entry : *subtree) {
+          if (entry.inode.attr().type() != REGULAR) continue;
+          ++files;
+          bytes += entry.inode.attr().size();
+        }
+        const int64_t now_ns = clock_->NowNs();
+        const int64_t deleted = StageSubtreeRemoval(txn, *subtree, now_ns / 1'000'000);
+        if (deleted != 0) {
+          if (absl::Status count = txn.AddInodeCount(-deleted); !count.ok()) return count;
+        }
+        dir->mutable_attr()->set_nlink(2);
+        TouchDir(*dir, now_ns);
+        CheckpointInfo* info = dir->mutable_checkpoint()->mutable_info();
+        info->set_state(ABORTED);
+        info->set_abort_errno(err);
+        info->set_abort_reason(std::string(reason));
+        info->set_ended_ms(now_ns / 1'000'000);
+        info->set_files(files);
+        info->set_bytes(bytes);
+        info->set_arrived(static_cast<uint32_t>(arrived->size()));
+        txn.PutInode(*dir);
+        txn.Delete(PendingCheckpointKey(ino));
+        txn.RequireDurable();
+        return *info;
+      });
+}
+
+}  // namespace ckptfs::meta

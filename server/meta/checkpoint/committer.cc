@@ -1,0 +1,49 @@
+// See committer.h.
+#include "server/meta/checkpoint/committer.h"
+
+#include <cerrno>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "common/log.h"
+#include "server/meta/checkpoint/store_sync.h"
+
+namespace ckptfs::meta {
+
+absl::StatusOr<CheckpointInfo> Committer::Run(uint64_t ino) {
+  for (int round = 0; round < options_.max_rounds; ++round) {
+    absl::StatusOr<CheckpointStore::Prepared> prepared = store_->PrepareCommit(ino);
+    if (!prepared.ok()) return prepared.status();
+    if (prepared->info.state() != PENDING) return prepared->info;
+    if (prepared->abort_errno != 0) {
+      return store_->Abort(ino, prepared->abort_errno, prepared->abort_reason);
+    }
+    const absl::Time sync_start = absl::Now();
+    if (absl::Status synced =
+            SyncStorageServers(*membership_, prepared->servers, options_.sync_timeout);
+        !synced.ok()) {
+      CKPTFS_LOG(kWarning) << "checkpoint " << prepared->info.name() << " (inode " << ino
+                           << ") aborts: " << synced.message();
+      return store_->Abort(ino, EIO, synced.message());
+    }
+    absl::StatusOr<CheckpointStore::Finished> finished = store_->FinishCommit(ino, *prepared);
+    if (!finished.ok()) return finished.status();
+    if (!finished->changed) {
+      if (finished->info.state() == COMMITTED) {
+        CKPTFS_LOG(kInfo) << "checkpoint " << finished->info.name() << " (inode " << ino
+                          << ") committed: " << finished->info.ranks() << " ranks, "
+                          << finished->info.files() << " files, " << finished->info.bytes()
+                          << " bytes; synced " << prepared->servers.size()
+                          << " storage servers in " << absl::FormatDuration(absl::Now() - sync_start);
+      }
+      return finished->info;
+    }
+    CKPTFS_LOG(kInfo) << "checkpoint " << prepared->info.name() << " (inode " << ino
+                      << ") changed while it was being committed; verifying it again";
+  }
+  return store_->Abort(ino, EBUSY,
+                       absl::StrCat("checkpoint kept changing while it was being committed (",
+                                    options_.max_rounds, " attempts)"));
+}
+
+}  // namespace ckptfs::meta

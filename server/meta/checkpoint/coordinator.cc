@@ -1,0 +1,372 @@
+// See coordinator.h.
+#include "server/meta/checkpoint/coordinator.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <utility>
+
+#include "absl/strings/cord.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
+#include "common/errno_status.h"
+#include "common/log.h"
+
+namespace ckptfs::meta {
+namespace {
+
+constexpr char kStoppingPayloadUrl[] = "ckptfs/meta-stopping";
+constexpr size_t kMissingRanksNamed = 8;
+
+std::string TimeoutReason(const Barrier& barrier) {
+  const CheckpointInfo& info = barrier.info();
+  std::string reason =
+      absl::StrCat("checkpoint ", info.name(), " timed out: ", barrier.arrived(), " of ",
+                   info.ranks(), " ranks committed within ", info.timeout_s(),
+                   " s of the first commit");
+  const std::vector<uint32_t> missing = barrier.Missing(kMissingRanksNamed);
+  if (!missing.empty()) {
+    absl::StrAppend(&reason, " (missing rank", missing.size() > 1 ? "s " : " ",
+                    absl::StrJoin(missing, ", "),
+                    info.ranks() - barrier.arrived() > missing.size() ? ", ..." : "", ")");
+  }
+  return reason;
+}
+
+// How a waiter learns that the checkpoint ended as `info`.
+absl::StatusOr<CheckpointInfo> Outcome(CheckpointInfo info) {
+  if (info.state() == ABORTED) return AbortedStatus(info);
+  if (info.state() == COMMITTED) info.set_arrived(info.ranks());
+  return info;
+}
+
+}  // namespace
+
+absl::Status ServiceStoppingError() {
+  absl::Status status =
+      absl::UnavailableError("the metadata service is shutting down; commit again");
+  status.SetPayload(kStoppingPayloadUrl, absl::Cord("1"));
+  return status;
+}
+
+bool IsServiceStoppingError(const absl::Status& status) {
+  return status.GetPayload(kStoppingPayloadUrl).has_value();
+}
+
+absl::Status CheckpointCoordinator::Start() {
+  absl::StatusOr<std::vector<uint64_t>> pending = store_->Pending();
+  if (!pending.ok()) return pending.status();
+  size_t resumed = 0;
+  for (uint64_t ino : *pending) {
+    absl::StatusOr<CheckpointInfo> info = store_->Get(ino);
+    if (!info.ok()) {
+      CKPTFS_LOG(kWarning) << "cannot resume checkpoint " << ino << ": "
+                           << info.status().message();
+      continue;
+    }
+    if (info->state() != PENDING || info->first_commit_ms() == 0) continue;
+    absl::StatusOr<std::vector<uint32_t>> arrivals = store_->Arrivals(ino);
+    if (!arrivals.ok()) return arrivals.status();
+    absl::MutexLock lock(&mu_);
+    auto& barrier = barriers_[ino];
+    barrier = std::make_unique<Barrier>(*info, *arrivals);
+    if (barrier->complete()) QueueCommit(ino, *barrier);
+    ++resumed;
+    CKPTFS_LOG(kInfo) << "resumed the commit barrier of checkpoint " << info->name()
+                      << " (inode " << ino << "): " << barrier->arrived() << " of "
+                      << info->ranks() << " ranks arrived";
+  }
+  {
+    absl::MutexLock lock(&mu_);
+    started_ = true;
+  }
+  timer_thread_ = std::thread([this] { TimerLoop(); });
+  commit_thread_ = std::thread([this] { CommitLoop(); });
+  return absl::OkStatus();
+}
+
+void CheckpointCoordinator::Stop() {
+  std::vector<Barrier::Waiter> waiters;
+  {
+    absl::MutexLock lock(&mu_);
+    stopping_ = true;
+    for (auto& [ino, barrier] : barriers_) {
+      for (Barrier::Waiter& waiter : barrier->TakeAll()) waiters.push_back(std::move(waiter));
+    }
+  }
+  // Answered before the join: a commit in progress may take a while.
+  for (Barrier::Waiter& waiter : waiters) waiter.done(ServiceStoppingError());
+  if (timer_thread_.joinable()) timer_thread_.join();
+  if (commit_thread_.joinable()) commit_thread_.join();
+}
+
+void CheckpointCoordinator::QueueCommit(uint64_t ino, Barrier& barrier) {
+  barrier.ending = true;
+  barrier.retry_at.reset();
+  commit_queue_.push_back(ino);
+}
+
+void CheckpointCoordinator::Commit(uint64_t ino, uint32_t rank, uint32_t wait_ms, Done done) {
+  {
+    absl::MutexLock lock(&mu_);
+    if (stopping_) {
+      done(ServiceStoppingError());
+      return;
+    }
+  }
+  absl::StatusOr<CheckpointInfo> info = store_->Arrive(ino, rank);
+  if (!info.ok()) {
+    done(info.status());
+    return;
+  }
+  if (info->state() != PENDING) {
+    done(Outcome(*std::move(info)));
+    return;
+  }
+  const absl::Duration wait =
+      wait_ms == 0 ? options_.default_poll
+                   : std::clamp(absl::Milliseconds(wait_ms), absl::Milliseconds(1),
+                                options_.max_poll);
+  bool created = false;
+  bool waiting = false;  // `done` was handed to the barrier
+  std::optional<std::vector<uint32_t>> arrivals;  // loaded only for a new barrier
+  while (true) {
+    {
+      absl::MutexLock lock(&mu_);
+      if (stopping_) break;
+      auto it = barriers_.find(ino);
+      if (it != barriers_.end() || arrivals.has_value()) {
+        std::unique_ptr<Barrier>& barrier = barriers_[ino];
+        if (barrier == nullptr) {
+          barrier = std::make_unique<Barrier>(*info, *arrivals);
+          created = true;
+        }
+        barrier->Arrive(rank);
+        const absl::Time now = absl::Now();
+        const absl::Time poll_deadline = now + wait;
+        barrier->AddWaiter(poll_deadline, Barrier::Waiter{rank, std::move(done)});
+        waiting = true;
+        if (barrier->complete() && !barrier->ending) QueueCommit(ino, *barrier);
+        // The timer thread looks at least every max_timer_sleep; poke it
+        // only for something due sooner.
+        absl::Time due = poll_deadline;
+        if (std::optional<int64_t> deadline = barrier->deadline_ms(); deadline.has_value()) {
+          due = std::min(due, now + absl::Milliseconds(*deadline - clock_->NowMs()));
+        }
+        if (due < now + options_.max_timer_sleep) timer_poked_ = true;
+        break;
+      }
+    }
+    absl::StatusOr<std::vector<uint32_t>> loaded = store_->Arrivals(ino);
+    if (!loaded.ok()) {
+      done(loaded.status());
+      return;
+    }
+    arrivals = *std::move(loaded);
+  }
+  if (!waiting) {  // the service is stopping
+    done(ServiceStoppingError());
+    return;
+  }
+  if (created) {
+    // The checkpoint may have ended between the arrival and the new barrier
+    // (whoever ended it found no barrier to answer): look again.
+    absl::StatusOr<CheckpointInfo> now = store_->Get(ino);
+    if (!now.ok()) {
+      Forget(ino, now.status());
+    } else if (now->state() != PENDING) {
+      Conclude(ino, *now);
+    }
+  }
+}
+
+absl::Time CheckpointCoordinator::TimerPass() {
+  std::vector<std::pair<Barrier::Waiter, CheckpointInfo>> expired;
+  std::vector<std::pair<uint64_t, std::string>> aborts;
+  const absl::Time now = absl::Now();
+  const int64_t now_ms = clock_->NowMs();
+  absl::Time next = now + options_.max_timer_sleep;
+  {
+    absl::MutexLock lock(&mu_);
+    for (auto& [ino, barrier] : barriers_) {
+      for (Barrier::Waiter& waiter : barrier->TakeExpired(now)) {
+        expired.emplace_back(std::move(waiter), barrier->Snapshot());
+      }
+      if (std::optional<absl::Time> poll = barrier->next_poll_deadline(); poll.has_value()) {
+        next = std::min(next, *poll);
+      }
+      if (barrier->ending) continue;
+      if (barrier->retry_at.has_value() && *barrier->retry_at > now) {
+        next = std::min(next, *barrier->retry_at);
+        continue;
+      }
+      if (barrier->complete()) {  // its commit failed before: again
+        QueueCommit(ino, *barrier);
+        continue;
+      }
+      std::optional<int64_t> deadline = barrier->deadline_ms();
+      if (!deadline.has_value()) continue;
+      if (*deadline <= now_ms) {
+        barrier->ending = true;
+        aborts.emplace_back(ino, TimeoutReason(*barrier));
+      } else {
+        next = std::min(next, now + absl::Milliseconds(*deadline - now_ms));
+      }
+    }
+  }
+  for (auto& [waiter, info] : expired) waiter.done(std::move(info));
+  for (const auto& [ino, reason] : aborts) {
+    CKPTFS_LOG(kWarning) << reason;
+    AbortNow(ino, ETIMEDOUT, reason);
+  }
+  return next;
+}
+
+void CheckpointCoordinator::RunTimers() { TimerPass(); }
+
+void CheckpointCoordinator::TimerLoop() {
+  while (true) {
+    const absl::Time next = TimerPass();
+    absl::MutexLock lock(&mu_);
+    auto woken = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) { return stopping_ || timer_poked_; };
+    mu_.AwaitWithDeadline(absl::Condition(&woken), next);
+    timer_poked_ = false;
+    if (stopping_) return;
+  }
+}
+
+void CheckpointCoordinator::CommitLoop() {
+  while (true) {
+    uint64_t ino = 0;
+    {
+      absl::MutexLock lock(&mu_);
+      auto ready = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
+        return stopping_ || !commit_queue_.empty();
+      };
+      mu_.Await(absl::Condition(&ready));
+      if (stopping_) return;
+      ino = commit_queue_.front();
+      commit_queue_.pop_front();
+    }
+    absl::StatusOr<CheckpointInfo> outcome = committer_->Run(ino);
+    if (outcome.ok() && outcome->state() != PENDING) {
+      Conclude(ino, *outcome);
+      continue;
+    }
+    const int err = outcome.ok() ? 0 : ErrnoFromStatus(outcome.status());
+    if (err == ENOENT || err == EINVAL || err == ENOTDIR) {  // removed meanwhile
+      Forget(ino, outcome.status());
+      continue;
+    }
+    CKPTFS_LOG(kWarning) << "commit of checkpoint " << ino << " failed, retrying in "
+                         << absl::FormatDuration(options_.retry_delay) << ": "
+                         << (outcome.ok() ? "still pending" : outcome.status().message());
+    absl::MutexLock lock(&mu_);
+    auto it = barriers_.find(ino);
+    if (it != barriers_.end()) {
+      it->second->ending = false;
+      it->second->retry_at = absl::Now() + options_.retry_delay;
+    }
+  }
+}
+
+void CheckpointCoordinator::AbortNow(uint64_t ino, int err, const std::string& reason) {
+  absl::StatusOr<CheckpointInfo> info = store_->Abort(ino, err, reason);
+  if (info.ok()) {
+    Conclude(ino, *info);
+    return;
+  }
+  const int store_err = ErrnoFromStatus(info.status());
+  if (store_err == ENOENT || store_err == EINVAL || store_err == ENOTDIR) {
+    Forget(ino, info.status());
+    return;
+  }
+  CKPTFS_LOG(kWarning) << "abort of checkpoint " << ino << " failed, retrying in "
+                       << absl::FormatDuration(options_.retry_delay) << ": "
+                       << info.status().message();
+  absl::MutexLock lock(&mu_);
+  auto it = barriers_.find(ino);
+  if (it != barriers_.end()) {
+    it->second->ending = false;
+    it->second->retry_at = absl::Now() + options_.retry_delay;
+  }
+}
+
+void CheckpointCoordinator::Conclude(uint64_t ino, const CheckpointInfo& info) {
+  std::unique_ptr<Barrier> barrier;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = barriers_.find(ino);
+    if (it != barriers_.end()) {
+      barrier = std::move(it->second);
+      barriers_.erase(it);
+    }
+  }
+  if (barrier != nullptr) {
+    const absl::StatusOr<CheckpointInfo> outcome = Outcome(info);
+    for (Barrier::Waiter& waiter : barrier->TakeAll()) waiter.done(outcome);
+  }
+  if (absl::Status dropped = store_->DropArrivals(ino); !dropped.ok()) {
+    CKPTFS_LOG(kWarning) << "cannot drop the arrival records of checkpoint " << ino << ": "
+                         << dropped.message();
+  }
+  if (info.state() == ABORTED) OnOrphans();
+  if (info.state() != COMMITTED) return;
+  absl::StatusOr<std::vector<uint64_t>> removed = store_->Retain(ino);
+  if (!removed.ok()) {
+    CKPTFS_LOG(kWarning) << "retention after checkpoint " << info.name()
+                         << " committed failed: " << removed.status().message();
+    return;
+  }
+  for (uint64_t gone : *removed) {
+    Forget(gone, ErrnoStatus(ENOENT, absl::StrCat("checkpoint ", gone,
+                                                  " was removed by retention")));
+    (void)store_->DropArrivals(gone);
+  }
+  if (!removed->empty()) OnOrphans();
+}
+
+void CheckpointCoordinator::Forget(uint64_t ino, const absl::Status& status) {
+  std::unique_ptr<Barrier> barrier;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = barriers_.find(ino);
+    if (it == barriers_.end()) return;
+    barrier = std::move(it->second);
+    barriers_.erase(it);
+  }
+  for (Barrier::Waiter& waiter : barrier->TakeAll()) waiter.done(status);
+}
+
+absl::Status CheckpointCoordinator::Remove(uint64_t run_dir, absl::string_view name) {
+  absl::StatusOr<uint64_t> ino = store_->Remove(run_dir, name);
+  if (!ino.ok()) return ino.status();
+  CKPTFS_LOG(kInfo) << "removed checkpoint " << name << " (inode " << *ino
+                    << ") of directory " << run_dir;
+  Forget(*ino, ErrnoStatus(ENOENT, absl::StrCat("checkpoint ", name, " was removed")));
+  if (absl::Status dropped = store_->DropArrivals(*ino); !dropped.ok()) {
+    CKPTFS_LOG(kWarning) << "cannot drop the arrival records of checkpoint " << *ino << ": "
+                         << dropped.message();
+  }
+  OnOrphans();
+  return absl::OkStatus();
+}
+
+absl::Status CheckpointCoordinator::WriteFailed(uint64_t ino) {
+  absl::StatusOr<std::optional<uint64_t>> ckpt = store_->PendingCheckpointOf(ino);
+  if (!ckpt.ok()) return ckpt.status();
+  if (!ckpt->has_value()) return absl::OkStatus();
+  std::string name = absl::StrCat(**ckpt);
+  if (absl::StatusOr<CheckpointInfo> info = store_->Get(**ckpt); info.ok()) name = info->name();
+  const std::string reason =
+      absl::StrCat("a write to inode ", ino, " of checkpoint ", name, " failed");
+  CKPTFS_LOG(kWarning) << "checkpoint " << name << " aborts: " << reason;
+  AbortNow(**ckpt, EIO, reason);
+  return absl::OkStatus();
+}
+
+void CheckpointCoordinator::OnOrphans() {
+  if (on_orphans_) on_orphans_();
+}
+
+}  // namespace ckptfs::meta

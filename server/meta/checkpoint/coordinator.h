@@ -1,0 +1,142 @@
+// CheckpointCoordinator: the running checkpoint service — the commit
+// barriers of PENDING checkpoints, their timeouts, and the worker that
+// commits a checkpoint once all its ranks arrived. The gRPC service calls
+// it for the five checkpoint RPCs and for failed writes.
+//
+// Threads: none per waiting rank. A commit call records the arrival (a KV
+// transaction on the caller's thread), then leaves a callback in the
+// checkpoint's Barrier and returns; the callback runs later on whichever
+// thread ends the barrier:
+//   - the commit worker (one thread): Committer::Run for each checkpoint
+//     whose ranks all arrived (verify, SYNC storage servers, commit);
+//   - the timer thread: long polls that ran out (answered PENDING) and
+//     barriers past their deadline (aborted, ETIMEDOUT);
+//   - the caller of WriteFailed or Remove (abort EIO / removal).
+// Ending a checkpoint (Conclude) answers every waiter, drops the arrival
+// records, and after a commit applies the run directory's retention.
+//
+// Thread-safety: thread-safe. Lock order: mu_ is a leaf; it is never held
+// across a KV call, a storage call or a callback. CheckpointStore,
+// Committer and Clock are borrowed and must outlive the coordinator.
+#ifndef CKPTFS_SERVER_META_CHECKPOINT_COORDINATOR_H_
+#define CKPTFS_SERVER_META_CHECKPOINT_COORDINATOR_H_
+
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "proto/meta.pb.h"
+#include "server/meta/checkpoint/barrier.h"
+#include "server/meta/checkpoint/checkpoint_store.h"
+#include "server/meta/checkpoint/committer.h"
+#include "server/meta/clock.h"
+
+namespace ckptfs::meta {
+
+// The status a commit gets while the service is stopping: UNAVAILABLE with
+// no errno, so that gRPC clients treat it as a lost connection and retry.
+absl::Status ServiceStoppingError();
+bool IsServiceStoppingError(const absl::Status& status);
+
+class CheckpointCoordinator {
+ public:
+  using Done = Barrier::Done;
+  struct Options {
+    absl::Duration default_poll = absl::Seconds(20);  // CommitCheckpoint wait_ms 0
+    absl::Duration max_poll = absl::Minutes(5);
+    // After the KV store failed to commit or abort a checkpoint.
+    absl::Duration retry_delay = absl::Seconds(1);
+    // The timer thread looks at least this often (the clock may be moved
+    // by a test rather than by time).
+    absl::Duration max_timer_sleep = absl::Seconds(1);
+  };
+
+  CheckpointCoordinator(CheckpointStore* store, Committer* committer, Clock* clock,
+                        const Options& options)
+      : store_(store), committer_(committer), clock_(clock), options_(options) {}
+  CheckpointCoordinator(const CheckpointCoordinator&) = delete;
+  CheckpointCoordinator& operator=(const CheckpointCoordinator&) = delete;
+  ~CheckpointCoordinator() { Stop(); }
+
+  // Called, on the thread that ended it, after an abort or removal made
+  // checkpoint files orphans due now (MetaServer wakes the orphan
+  // reclaimer). Set before Start.
+  void set_on_orphans(std::function<void()> on_orphans) { on_orphans_ = std::move(on_orphans); }
+
+  // Resumes every PENDING checkpoint the store lists (its arrivals, its
+  // deadline, its commit if all ranks arrived) and starts the threads. Call
+  // once, before serving.
+  absl::Status Start();
+  // Answers every waiting commit with ServiceStoppingError, refuses later
+  // ones the same way and joins the threads (a commit in progress finishes
+  // first). Idempotent.
+  void Stop();
+
+  absl::StatusOr<CheckpointInfo> Declare(const DeclareCheckpointRequest& request) {
+    return store_->Declare(request);
+  }
+  // Rank `rank` commits checkpoint `ino`: the arrival is stored, then `done`
+  // runs once the checkpoint ends (COMMITTED; ABORTED as AbortedStatus), or
+  // with the PENDING checkpoint when `wait_ms` (0: default_poll) passes
+  // first. `done` may run on this thread before Commit returns (an error, or
+  // a checkpoint already ended).
+  void Commit(uint64_t ino, uint32_t rank, uint32_t wait_ms, Done done);
+  absl::StatusOr<CheckpointInfo> Get(uint64_t ino) { return store_->Get(ino); }
+  absl::StatusOr<ListCheckpointsReply> List(uint64_t run_dir) { return store_->List(run_dir); }
+  // Removes checkpoint `name` of `run_dir`; commits waiting on it fail
+  // (ENOENT).
+  absl::Status Remove(uint64_t run_dir, absl::string_view name);
+  // A write to file `ino` failed (it is already marked damaged): the PENDING
+  // checkpoint holding it aborts now, EIO. OK when there is none.
+  absl::Status WriteFailed(uint64_t ino);
+
+  // One pass of the timer thread's work, now, on the caller's thread (for
+  // tests that move a ManualClock).
+  void RunTimers();
+
+ private:
+  // The timer pass: returns when the next one is due.
+  absl::Time TimerPass();
+  void TimerLoop();
+  void CommitLoop();
+  // Aborts `ino` in the store and concludes it; on a store failure the
+  // barrier retries after retry_delay.
+  void AbortNow(uint64_t ino, int err, const std::string& reason);
+  // `ino` ended as `info` (COMMITTED or ABORTED): answers its waiters, drops
+  // its arrival records, applies retention after a commit. Harmless twice.
+  void Conclude(uint64_t ino, const CheckpointInfo& info);
+  // Forgets `ino`'s barrier, answering its waiters with `status`.
+  void Forget(uint64_t ino, const absl::Status& status);
+  // Queues `ino`'s commit. REQUIRES: mu_ held.
+  void QueueCommit(uint64_t ino, Barrier& barrier) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void OnOrphans();
+
+  CheckpointStore* const store_;
+  Committer* const committer_;
+  Clock* const clock_;
+  const Options options_;
+  std::function<void()> on_orphans_;
+
+  absl::Mutex mu_;
+  std::map<uint64_t, std::unique_ptr<Barrier>> barriers_ ABSL_GUARDED_BY(mu_);
+  std::deque<uint64_t> commit_queue_ ABSL_GUARDED_BY(mu_);
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  bool started_ ABSL_GUARDED_BY(mu_) = false;
+  // Set when the timer thread should look again before its planned time.
+  bool timer_poked_ ABSL_GUARDED_BY(mu_) = false;
+  std::thread timer_thread_;
+  std::thread commit_thread_;
+};
+
+}  // namespace ckptfs::meta
+
+#endif  // CKPTFS_SERVER_META_CHECKPOINT_COORDINATOR_H_

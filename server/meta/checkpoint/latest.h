@@ -1,0 +1,45 @@
+// The `latest` symlink of a run directory: the name of its newest committed
+// checkpoint, kept by the commit transaction and by checkpoint removal.
+//
+// Only a symlink is ever touched: a regular file or directory a user named
+// "latest" is left alone (and logged).
+//
+// Thread-safety: functions on a caller-owned MetaTxn.
+#ifndef CKPTFS_SERVER_META_CHECKPOINT_LATEST_H_
+#define CKPTFS_SERVER_META_CHECKPOINT_LATEST_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "proto/meta_store.pb.h"
+#include "server/meta/inode_allocator.h"
+#include "server/meta/meta_txn.h"
+
+namespace ckptfs::meta {
+
+inline constexpr absl::string_view kLatestName = "latest";
+
+// Stages `run_dir`'s latest -> `target`: creates the symlink (an inode
+// number from `inodes`, allocated once into `new_ino` and kept across
+// retries of the transaction) or retargets the existing one. `run_dir` is
+// the directory as read through `txn`; when an entry is added it is updated
+// and staged, and `inode_delta` grows by one.
+absl::Status PointLatestAt(MetaTxn& txn, InodeAllocator& inodes,
+                           std::optional<uint64_t>& new_ino, InodeRecord& run_dir,
+                           absl::string_view target, int64_t now_ns, int64_t& inode_delta);
+
+// Stages the removal of `run_dir`'s latest symlink, if it has one
+// (`inode_delta` shrinks by one).
+absl::Status RemoveLatest(MetaTxn& txn, InodeRecord& run_dir, int64_t now_ns,
+                          int64_t& inode_delta);
+
+// The target of `run_dir`'s latest symlink; nullopt if it has none.
+absl::StatusOr<std::optional<std::string>> LatestTarget(MetaTxn& txn, uint64_t run_dir);
+
+}  // namespace ckptfs::meta
+
+#endif  // CKPTFS_SERVER_META_CHECKPOINT_LATEST_H_

@@ -1,0 +1,147 @@
+// CheckpointStore::Remove and Retain: deleting whole checkpoints, by request
+// or by a run directory's retention (user.ckptfs.keep).
+#include <algorithm>
+#include <cerrno>
+
+#include "absl/strings/str_cat.h"
+#include "common/errno_status.h"
+#include "common/log.h"
+#include "common/names.h"
+#include "server/meta/checkpoint/checkpoint_store.h"
+#include "server/meta/checkpoint/guard.h"
+#include "server/meta/checkpoint/latest.h"
+#include "server/meta/checkpoint/subtree.h"
+#include "server/meta/checkpoint/xattr_rules.h"
+#include "server/meta/keys.h"
+#include "server/meta/ops/ops_util.h"
+
+namespace ckptfs::meta {
+namespace {
+
+// The name of the newest COMMITTED checkpoint among `run_dir`'s children,
+// `except` left out; nullopt if there is none. Reads through `txn`.
+absl::StatusOr<std::optional<std::string>> NewestCommitted(MetaTxn& txn, uint64_t run_dir,
+                                                           uint64_t except) {
+  const std::string prefix = DentryPrefix(run_dir);
+  std::optional<std::string> newest;
+  int64_t newest_ms = 0;
+  std::string start_after;
+  constexpr size_t kPage = 1024;
+  while (true) {
+    absl::StatusOr<std::vector<KeyValue>> page = txn.kv()->Scan(prefix, start_after, kPage);
+    if (!page.ok()) return page.status();
+    for (const KeyValue& entry : *page) {
+      DentryRecord dentry;
+      if (!dentry.ParseFromString(entry.value)) {
+        return ErrnoStatus(EIO, "corrupt directory entry record");
+      }
+      if (dentry.type() != DIRECTORY || dentry.ino() == except) continue;
+      absl::StatusOr<InodeRecord> child = txn.GetInode(dentry.ino());
+      if (!child.ok()) return child.status();
+      const CheckpointInfo& info = child->checkpoint().info();
+      if (info.state() != COMMITTED) continue;
+      if (!newest.has_value() || info.ended_ms() >= newest_ms) {
+        newest = entry.key.substr(prefix.size());
+        newest_ms = info.ended_ms();
+      }
+    }
+    if (page->size() < kPage) break;
+    start_after = page->back().key.substr(prefix.size());
+  }
+  return newest;
+}
+
+}  // namespace
+
+absl::StatusOr<uint64_t> CheckpointStore::Remove(uint64_t run_dir, absl::string_view name) {
+  if (absl::Status valid = ValidateName(name); !valid.ok()) return valid;
+  std::optional<uint64_t> latest_ino;  // allocated once, kept across retries
+  return RunTxn<uint64_t>(
+      kv_, "remove checkpoint", [&](MetaTxn& txn) -> absl::StatusOr<uint64_t> {
+        absl::StatusOr<InodeRecord> parent = GetDir(txn, run_dir);
+        if (!parent.ok()) return parent.status();
+        absl::StatusOr<std::optional<DentryRecord>> dentry = txn.GetDentry(run_dir, name);
+        if (!dentry.ok()) return dentry.status();
+        if (!dentry->has_value()) {
+          return ErrnoStatus(ENOENT, absl::StrCat("no entry \"", name, "\" in directory ",
+                                                  run_dir));
+        }
+        absl::StatusOr<InodeRecord> dir = txn.GetInode((*dentry)->ino());
+        if (!dir.ok()) return dir.status();
+        const uint64_t ino = dir->attr().ino();
+        if (!IsCheckpointDir(*dir)) {
+          return ErrnoStatus(EINVAL, absl::StrCat("\"", name, "\" in directory ", run_dir,
+                                                  " is not a checkpoint"));
+        }
+        absl::StatusOr<std::vector<SubtreeEntry>> subtree = ReadSubtree(txn, ino);
+        if (!subtree.ok()) return subtree.status();
+        const int64_t now_ns = clock_->NowNs();
+        int64_t inode_delta = -StageSubtreeRemoval(txn, *subtree, now_ns / 1'000'000);
+        txn.Delete(DentryKey(run_dir, name));
+        txn.Delete(InodeKey(ino));
+        txn.Delete(PendingCheckpointKey(ino));
+        --inode_delta;
+        parent->mutable_attr()->set_nlink(parent->attr().nlink() - 1);
+        TouchDir(*parent, now_ns);
+        txn.PutInode(*parent);
+        absl::StatusOr<std::optional<std::string>> latest = LatestTarget(txn, run_dir);
+        if (!latest.ok()) return latest.status();
+        if (latest->has_value() && **latest == name) {
+          absl::StatusOr<std::optional<std::string>> newest = NewestCommitted(txn, run_dir, ino);
+          if (!newest.ok()) return newest.status();
+          absl::Status moved =
+              newest->has_value()
+                  ? PointLatestAt(txn, *inodes_, latest_ino, *parent, **newest, now_ns,
+                                  inode_delta)
+                  : RemoveLatest(txn, *parent, now_ns, inode_delta);
+          if (!moved.ok()) return moved;
+        }
+        if (absl::Status count = txn.AddInodeCount(inode_delta); !count.ok()) return count;
+        return ino;
+      });
+}
+
+absl::StatusOr<std::vector<uint64_t>> CheckpointStore::Retain(uint64_t ckpt) {
+  std::vector<uint64_t> removed;
+  std::optional<uint32_t> keep;
+  uint64_t run_dir = 0;
+  {
+    MetaTxn txn(kv_);
+    absl::StatusOr<InodeRecord> checkpoint = GetDir(txn, ckpt);
+    if (!checkpoint.ok()) return checkpoint.status();
+    run_dir = checkpoint->parent();
+    absl::StatusOr<InodeRecord> dir = GetDir(txn, run_dir);
+    if (!dir.ok()) return dir.status();
+    auto it = dir->xattrs().find(std::string(kKeepXattr));
+    if (it != dir->xattrs().end()) keep = ParsePositiveDecimal(it->second);
+  }
+  if (!keep.has_value()) return removed;
+  absl::StatusOr<ListCheckpointsReply> list = List(run_dir);
+  if (!list.ok()) return list.status();
+  std::vector<const CheckpointInfo*> committed, victims;
+  for (const CheckpointInfo& info : list->checkpoints()) {
+    if (info.state() == COMMITTED) committed.push_back(&info);
+    if (info.state() == ABORTED) victims.push_back(&info);
+  }
+  std::sort(committed.begin(), committed.end(), [](const auto* a, const auto* b) {
+    if (a->ended_ms() != b->ended_ms()) return a->ended_ms() > b->ended_ms();
+    return a->name() > b->name();
+  });
+  for (size_t i = *keep; i < committed.size(); ++i) victims.push_back(committed[i]);
+  for (const CheckpointInfo* victim : victims) {
+    absl::StatusOr<uint64_t> ino = Remove(run_dir, victim->name());
+    if (!ino.ok()) {
+      const int err = ErrnoFromStatus(ino.status());
+      if (err == ENOENT || err == EINVAL) continue;  // removed or replaced meanwhile
+      return ino.status();
+    }
+    CKPTFS_LOG(kInfo) << "retention of directory " << run_dir << " (keep " << *keep
+                      << ") removed " << (victim->state() == COMMITTED ? "committed" : "aborted")
+                      << " checkpoint "
+                      << victim->name();
+    removed.push_back(*ino);
+  }
+  return removed;
+}
+
+}  // namespace ckptfs::meta

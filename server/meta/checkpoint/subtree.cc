@@ -1,0 +1,113 @@
+// See subtree.h.
+#include "server/meta/checkpoint/subtree.h"
+
+#include <cerrno>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "common/errno_status.h"
+#include "server/meta/keys.h"
+#include "server/meta/ops/ops_util.h"
+
+namespace ckptfs::meta {
+namespace {
+
+constexpr size_t kScanPage = 1024;
+constexpr size_t kMaxDepth = 4096;
+
+// Every entry of directory `dir`, in name order.
+absl::StatusOr<std::vector<std::pair<std::string, DentryRecord>>> ListEntries(MetaTxn& txn,
+                                                                              uint64_t dir) {
+  std::vector<std::pair<std::string, DentryRecord>> entries;
+  const std::string prefix = DentryPrefix(dir);
+  std::string start_after;
+  while (true) {
+    absl::StatusOr<std::vector<KeyValue>> page = txn.kv()->Scan(prefix, start_after, kScanPage);
+    if (!page.ok()) return page.status();
+    for (const KeyValue& kv : *page) {
+      DentryRecord dentry;
+      if (!dentry.ParseFromString(kv.value)) {
+        return ErrnoStatus(EIO, "corrupt directory entry record");
+      }
+      entries.emplace_back(kv.key.substr(prefix.size()), std::move(dentry));
+    }
+    if (page->size() < kScanPage) break;
+    start_after = page->back().key.substr(prefix.size());
+  }
+  return entries;
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<SubtreeEntry>> ReadSubtree(MetaTxn& txn, uint64_t root) {
+  std::vector<SubtreeEntry> out;
+  // (directory, its path, its depth); a stack, so the walk is depth-first.
+  struct Pending {
+    uint64_t dir;
+    std::string path;
+    size_t depth;
+  };
+  std::vector<Pending> stack = {{root, "", 0}};
+  while (!stack.empty()) {
+    Pending current = std::move(stack.back());
+    stack.pop_back();
+    if (current.depth >= kMaxDepth) {
+      return ErrnoStatus(ELOOP, absl::StrCat("directory tree under inode ", root,
+                                             " is deeper than ", kMaxDepth));
+    }
+    absl::StatusOr<std::vector<std::pair<std::string, DentryRecord>>> entries =
+        ListEntries(txn, current.dir);
+    if (!entries.ok()) return entries.status();
+    for (auto& [name, dentry] : *entries) {
+      absl::StatusOr<InodeRecord> inode = txn.GetInode(dentry.ino());
+      if (!inode.ok()) return inode.status();
+      SubtreeEntry entry;
+      entry.parent = current.dir;
+      entry.path = current.path.empty() ? name : absl::StrCat(current.path, "/", name);
+      entry.name = std::move(name);
+      entry.inode = *std::move(inode);
+      if (IsDir(entry.inode)) {
+        stack.push_back({entry.inode.attr().ino(), entry.path, current.depth + 1});
+      }
+      out.push_back(std::move(entry));
+    }
+  }
+  return out;
+}
+
+absl::StatusOr<std::string> NameInParent(MetaTxn& txn, uint64_t parent, uint64_t ino) {
+  absl::StatusOr<std::vector<std::pair<std::string, DentryRecord>>> entries =
+      ListEntries(txn, parent);
+  if (!entries.ok()) return entries.status();
+  for (const auto& [name, dentry] : *entries) {
+    if (dentry.ino() == ino) return name;
+  }
+  return ErrnoStatus(ENOENT, absl::StrCat("directory ", parent, " has no entry for inode ", ino));
+}
+
+int64_t StageSubtreeRemoval(MetaTxn& txn, const std::vector<SubtreeEntry>& entries,
+                            int64_t now_ms) {
+  int64_t deleted = 0;
+  for (const SubtreeEntry& entry : entries) {
+    txn.Delete(DentryKey(entry.parent, entry.name));
+    const uint64_t ino = entry.inode.attr().ino();
+    if (entry.inode.attr().type() != REGULAR) {
+      txn.Delete(InodeKey(ino));
+      ++deleted;
+      continue;
+    }
+    // As ReleaseInode, with no grace: nothing of the checkpoint is kept.
+    InodeRecord file = entry.inode;
+    file.mutable_attr()->set_nlink(0);
+    file.mutable_attr()->set_ctime_ns(now_ms * 1'000'000);
+    txn.PutInode(file);
+    OrphanRecord orphan;
+    *orphan.mutable_layout() = file.attr().layout();
+    orphan.set_size(file.attr().size());
+    orphan.set_reclaim_after_ms(now_ms);
+    txn.Put(OrphanKey(ino), orphan);
+  }
+  return deleted;
+}
+
+}  // namespace ckptfs::meta

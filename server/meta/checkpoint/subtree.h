@@ -1,0 +1,49 @@
+// Whole-subtree reads and removals inside one metadata transaction: what
+// declaring, committing, aborting and removing a checkpoint need.
+//
+// ReadSubtree reads every inode under a directory through the caller's
+// MetaTxn, so each becomes a compare: a transaction built on it commits only
+// if nothing in the subtree changed meanwhile (an entry added or removed
+// changes its directory's inode; see meta_txn.h on scans).
+//
+// Thread-safety: functions on a caller-owned MetaTxn.
+#ifndef CKPTFS_SERVER_META_CHECKPOINT_SUBTREE_H_
+#define CKPTFS_SERVER_META_CHECKPOINT_SUBTREE_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "proto/meta_store.pb.h"
+#include "server/meta/meta_txn.h"
+
+namespace ckptfs::meta {
+
+struct SubtreeEntry {
+  uint64_t parent = 0;
+  std::string name;
+  std::string path;  // relative to the subtree's root, "a/b/c"
+  InodeRecord inode;
+};
+
+// Every inode below directory `root` (not `root` itself), parents before
+// their children. ELOOP beyond a depth of 4096.
+absl::StatusOr<std::vector<SubtreeEntry>> ReadSubtree(MetaTxn& txn, uint64_t root);
+
+// The name under which directory `parent` holds inode `ino` (a scan of the
+// parent's entries); ENOENT if it holds none.
+absl::StatusOr<std::string> NameInParent(MetaTxn& txn, uint64_t parent, uint64_t ino);
+
+// Stages the removal of every entry of `entries` (a ReadSubtree result):
+// dentries deleted, regular files made orphans whose chunks are due for
+// reclamation at once (`now_ms`), directories and symlinks deleted. Returns
+// the number of inodes deleted outright; the caller adds -that to the inode
+// count once (AddInodeCount reads the shard once per transaction).
+int64_t StageSubtreeRemoval(MetaTxn& txn, const std::vector<SubtreeEntry>& entries,
+                            int64_t now_ms);
+
+}  // namespace ckptfs::meta
+
+#endif  // CKPTFS_SERVER_META_CHECKPOINT_SUBTREE_H_

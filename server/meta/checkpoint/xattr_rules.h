@@ -1,0 +1,42 @@
+// The user.ckptfs.* extended attributes the metadata service stores, and the
+// rules SetXattr / RemoveXattr apply to them.
+//
+// Of the user.ckptfs. names only three are stored xattrs: chunk_size (see
+// namespace.h), commit_timeout_s (a checkpoint's barrier timeout, on the
+// checkpoint directory or its run directory) and keep (how many committed
+// checkpoints a run directory keeps). Every other user.ckptfs. name is
+// reserved for the mount's checkpoint interface (ranks, commit, remove,
+// state, info, ...) and refused with EINVAL if it ever reaches the service.
+//
+// Thread-safety: pure functions.
+#ifndef CKPTFS_SERVER_META_CHECKPOINT_XATTR_RULES_H_
+#define CKPTFS_SERVER_META_CHECKPOINT_XATTR_RULES_H_
+
+#include <cstdint>
+#include <optional>
+
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+
+namespace ckptfs::meta {
+
+inline constexpr absl::string_view kCheckpointXattrPrefix = "user.ckptfs.";
+inline constexpr absl::string_view kCommitTimeoutXattr = "user.ckptfs.commit_timeout_s";
+inline constexpr absl::string_view kKeepXattr = "user.ckptfs.keep";
+// The most ranks a checkpoint may declare.
+inline constexpr uint32_t kMaxCheckpointRanks = 1u << 20;
+
+// A positive decimal that fits in 32 bits: digits only, optionally followed
+// by one "\n" (what `echo` writes). nullopt for anything else, 0 included.
+std::optional<uint32_t> ParsePositiveDecimal(absl::string_view text);
+
+// EINVAL for a reserved user.ckptfs. name (SetXattr and RemoveXattr).
+absl::Status ValidateXattrNameNotReserved(absl::string_view name);
+
+// EINVAL when `name` is commit_timeout_s or keep and `value` is not a
+// positive decimal. Other names pass.
+absl::Status ValidateCheckpointXattrValue(absl::string_view name, absl::string_view value);
+
+}  // namespace ckptfs::meta
+
+#endif  // CKPTFS_SERVER_META_CHECKPOINT_XATTR_RULES_H_
