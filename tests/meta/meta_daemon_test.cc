@@ -12,6 +12,7 @@
 #include <optional>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <grpcpp/grpcpp.h>
@@ -167,6 +168,70 @@ TEST_F(MetaDaemonTest, BadChunkSizeIsRefused) {
   MetaProcess meta(flags, LogPath("meta"));
   EXPECT_EQ(meta.Wait(absl::Seconds(20)), 1) << meta.Log();
   EXPECT_TRUE(absl::StrContains(meta.Log(), "default_chunk_size")) << meta.Log();
+}
+
+TEST_F(MetaDaemonTest, CommitTimeoutFlagIsCheckedAndApplied) {
+  auto flags = Flags(FreePort(), dir_.path() + "/bad");
+  flags.push_back("--commit_timeout_s=0");
+  MetaProcess bad(flags, LogPath("bad"));
+  EXPECT_EQ(bad.Wait(absl::Seconds(20)), 1) << bad.Log();
+  EXPECT_TRUE(absl::StrContains(bad.Log(), "commit_timeout_s")) << bad.Log();
+
+  const uint16_t port = FreePort();
+  flags = Flags(port, dir_.path() + "/data");
+  flags.push_back("--commit_timeout_s=7");
+  MetaProcess meta(flags, LogPath("meta"));
+  ASSERT_TRUE(meta.WaitServing(absl::Seconds(20))) << meta.Log();
+  auto stub = MetaService::NewStub(grpc::CreateChannel(absl::StrCat("127.0.0.1:", port),
+                                                       grpc::InsecureChannelCredentials()));
+  auto deadline = [] { return std::chrono::system_clock::now() + std::chrono::seconds(10); };
+  grpc::ClientContext mkdir_context;
+  mkdir_context.set_deadline(deadline());
+  MkdirRequest mkdir;
+  mkdir.set_parent(kRootIno);
+  mkdir.set_name("ckpt");
+  mkdir.set_mode(0755);
+  AttrReply dir;
+  ASSERT_TRUE(stub->Mkdir(&mkdir_context, mkdir, &dir).ok());
+  grpc::ClientContext declare_context;
+  declare_context.set_deadline(deadline());
+  DeclareCheckpointRequest declare;
+  declare.set_ino(dir.attr().ino());
+  declare.set_ranks(2);
+  CheckpointInfo info;
+  ASSERT_TRUE(stub->DeclareCheckpoint(&declare_context, declare, &info).ok());
+  EXPECT_EQ(info.timeout_s(), 7u);
+
+  // A commit waiting in the barrier does not hold up SIGTERM; it is told
+  // UNAVAILABLE without an errno, which clients retry.
+  grpc::Status waited;
+  std::thread rank0([&] {
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
+    CommitCheckpointRequest commit;
+    commit.set_ino(dir.attr().ino());
+    commit.set_rank(0);
+    commit.set_wait_ms(50000);
+    CheckpointInfo reply;
+    waited = stub->CommitCheckpoint(&context, commit, &reply);
+  });
+  // The arrival is stored before the call waits: wait for it to show.
+  for (int i = 0; i < 1000; ++i) {
+    grpc::ClientContext context;
+    context.set_deadline(deadline());
+    InodeRequest get;
+    get.set_ino(dir.attr().ino());
+    CheckpointInfo now;
+    if (stub->GetCheckpoint(&context, get, &now).ok() && now.arrived() == 1) break;
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  const absl::Time start = absl::Now();
+  meta.Signal(SIGTERM);
+  EXPECT_EQ(meta.Wait(absl::Seconds(15)), 0) << meta.Log();
+  EXPECT_LT(absl::Now() - start, absl::Seconds(5));
+  rank0.join();
+  EXPECT_EQ(waited.error_code(), grpc::StatusCode::UNAVAILABLE) << waited.error_message();
+  EXPECT_EQ(waited.error_details(), "");
 }
 
 TEST_F(MetaDaemonTest, KillNineLosesNothingCommitted) {
