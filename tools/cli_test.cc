@@ -8,6 +8,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/stat.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -360,6 +361,58 @@ TEST_F(CliTest, CkptOffAMountFailsClearly) {
   r = Run({"ckpt", "ls", root_ + "/plain"});
   EXPECT_EQ(r.exit_status, 0) << r.output;
   EXPECT_NE(r.output.find("no committed checkpoints"), std::string::npos) << r.output;
+}
+
+// `ckpt ls` and `ckpt state` only read attributes; a plain directory given
+// the attributes a mount would serve shows how they are formatted.
+TEST_F(CliTest, CkptLsAndStateFormatTheMountsAttributes) {
+  const std::string run = root_ + "/run";
+  std::filesystem::create_directories(run + "/step_2");
+  const int64_t now_ms = absl::ToUnixMillis(absl::Now());
+  const std::string list = absl::StrCat(
+      "name=step_1 state=committed ranks=4 arrived=4 files=8 bytes=3145728 declared_ms=",
+      now_ms - 3'600'000, " first_commit_ms=", now_ms - 3'000'000, " ended_ms=", now_ms - 1'830'000,
+      " timeout_s=600 errno=0 reason=\n",
+      "name=step_2 state=aborted ranks=4 arrived=3 files=0 bytes=0 declared_ms=",
+      now_ms - 1'000'000, " first_commit_ms=", now_ms - 900'000, " ended_ms=", now_ms - 630'000,
+      " timeout_s=30 errno=110 reason=rank 3 did not commit within 30 s\n",
+      "name=step_3 state=pending ranks=4 arrived=1 files=0 bytes=0 declared_ms=",
+      now_ms - 19'800'000, " first_commit_ms=0 ended_ms=0 timeout_s=600 errno=0 reason=\n");
+  // Ages far from a unit's edge (30m, 10m, 5h) read the same for 30 s.
+  if (::setxattr(run.c_str(), "user.ckptfs.checkpoints", list.data(), list.size(), 0) != 0) {
+    GTEST_SKIP() << "no user xattrs on " << root_ << ": " << strerror(errno);
+  }
+  ASSERT_EQ(::setxattr(run.c_str(), "user.ckptfs.latest", "step_1", 6, 0), 0);
+  const std::string info = list.substr(list.find("name=step_2"), list.find("name=step_3") -
+                                                                      list.find("name=step_2") - 1);
+  ASSERT_EQ(::setxattr((run + "/step_2").c_str(), "user.ckptfs.info", info.data(), info.size(), 0),
+            0);
+
+  CommandResult r = Run({"ckpt", "ls", run});
+  EXPECT_EQ(r.exit_status, 0) << r.output;
+  EXPECT_NE(r.output.find("NAME    STATE      RANKS  SIZE     AGE"), std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("step_1  committed  4/4    3.0 MiB  30m  latest"), std::string::npos)
+      << r.output;
+  EXPECT_EQ(r.output.find("step_2"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("step_3"), std::string::npos) << r.output;
+
+  r = Run({"ckpt", "ls", run, "--all"});
+  EXPECT_EQ(r.exit_status, 0) << r.output;
+  EXPECT_NE(r.output.find("step_2  aborted    3/4    0 B      10m  Connection timed out "
+                          "(ETIMEDOUT): rank 3 did not commit within 30 s"),
+            std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("step_3  pending    1/4    -        5h"), std::string::npos)
+      << r.output;
+
+  r = Run({"ckpt", "state", run + "/step_2"});
+  EXPECT_EQ(r.exit_status, 0) << r.output;
+  EXPECT_EQ(r.output.substr(0, 8), "aborted\n") << r.output;
+  EXPECT_NE(r.output.find("ranks         3/4 arrived"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("error         Connection timed out (ETIMEDOUT): rank 3"),
+            std::string::npos)
+      << r.output;
 }
 
 }  // namespace
