@@ -5,6 +5,7 @@
 // storage server, the `latest` symlink, retention, removal, and a restarted
 // service resuming its barriers from the store.
 #include <cerrno>
+#include <iostream>
 #include <thread>
 #include <vector>
 
@@ -99,6 +100,31 @@ TEST_F(CheckpointBarrierTest, ManyRanksCommitTogether) {
   EXPECT_EQ(storage_.Count(data::SYNC), 1u);
   EXPECT_TRUE(Eventually([&] { return ArrivalRecords(ckpt) == 0; }));
   EXPECT_FALSE(store_->Get(PendingCheckpointKey(ckpt))->has_value());
+}
+
+TEST_F(CheckpointBarrierTest, ThousandsOfRanksWaitOnOneThread) {
+  // Every commit below is issued from this one thread: a waiting rank costs
+  // the service a callback in the barrier, never a thread.
+  constexpr uint32_t kRanks = 4096;
+  const uint64_t ckpt = Dir(kRootIno, "ckpt");
+  ASSERT_OK(Declare(ckpt, kRanks));
+  for (int i = 0; i < 16; ++i) File(ckpt, absl::StrCat("shard-", i));
+  std::vector<std::shared_ptr<CommitCall>> calls;
+  for (uint32_t rank = 0; rank + 1 < kRanks; ++rank) calls.push_back(StartCommit(ckpt, rank));
+  size_t answered = 0;
+  for (const auto& call : calls) answered += call->done.HasBeenNotified() ? 1 : 0;
+  EXPECT_EQ(answered, 0u);
+  EXPECT_EQ(ckpts_->Get(ckpt)->arrived(), kRanks - 1);
+  const absl::Time last_arrival = absl::Now();
+  calls.push_back(StartCommit(ckpt, kRanks - 1));
+  for (const auto& call : calls) {
+    auto info = call->Wait();
+    ASSERT_TRUE(info.ok()) << info.status();
+    ASSERT_EQ(info->state(), COMMITTED);
+  }
+  std::cout << "last arrival to last release of " << kRanks
+            << " ranks: " << absl::FormatDuration(absl::Now() - last_arrival) << "\n";
+  EXPECT_EQ(storage_.Count(data::SYNC, true), 1u);
 }
 
 TEST_F(CheckpointBarrierTest, ARetryWaitsForTheSameOutcome) {

@@ -203,6 +203,27 @@ TEST_F(OrphanReclaimerTest, TheBackgroundThreadReclaims) {
   EXPECT_EQ(server.requests().size(), 2u);
 }
 
+TEST_F(OrphanReclaimerTest, WakeStartsAPassAtOnce) {
+  // An aborted checkpoint's files are due at once; the coordinator wakes the
+  // reclaimer rather than leaving them for the end of a long interval.
+  FakeStorageServer server;
+  AddServer("uuid-1", 1000, 0, server.address());
+  OrphanReclaimer::Options options;
+  options.interval = absl::Hours(1);
+  OrphanReclaimer slow(ns_.get(), membership_.get(), options);
+  slow.Start();
+  const uint64_t ino = MakeOrphan("a");
+  clock_.Advance(absl::Seconds(61));
+  slow.Wake();
+  const absl::Time deadline = absl::Now() + absl::Seconds(60);
+  while (absl::Now() < deadline && ns_->GetAttr(ino).ok()) {
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  slow.Stop();
+  EXPECT_ERRNO(ns_->GetAttr(ino), ENOENT);
+  EXPECT_EQ(server.requests().size(), 1u);
+}
+
 TEST_F(OrphanReclaimerTest, OrphansOnADownServerDoNotStarveTheOthers) {
   // Three orphans striped only over a dead server, then one over a live one,
   // with pages of two: one pass must still reach the fourth.

@@ -60,8 +60,11 @@ class Barrier {
   std::vector<Waiter> TakeAll();
   std::optional<absl::Time> next_poll_deadline() const;
 
-  // The coordinator's bookkeeping: a commit or abort of this checkpoint is
-  // queued or running; and, after one failed (the KV store), when to retry.
+  // The coordinator's bookkeeping: whether the stored arrivals have been
+  // counted in (until then complete() may be short, never wrong the other
+  // way); a commit or abort of this checkpoint is queued or running; and,
+  // after one failed (the KV store), when to retry.
+  bool loaded = true;
   bool ending = false;
   std::optional<absl::Time> retry_at;
 

@@ -127,56 +127,67 @@ void CheckpointCoordinator::Commit(uint64_t ino, uint32_t rank, uint32_t wait_ms
       wait_ms == 0 ? options_.default_poll
                    : std::clamp(absl::Milliseconds(wait_ms), absl::Milliseconds(1),
                                 options_.max_poll);
-  bool created = false;
-  bool waiting = false;  // `done` was handed to the barrier
-  std::optional<std::vector<uint32_t>> arrivals;  // loaded only for a new barrier
-  while (true) {
-    {
-      absl::MutexLock lock(&mu_);
-      if (stopping_) break;
-      auto it = barriers_.find(ino);
-      if (it != barriers_.end() || arrivals.has_value()) {
-        std::unique_ptr<Barrier>& barrier = barriers_[ino];
-        if (barrier == nullptr) {
-          barrier = std::make_unique<Barrier>(*info, *arrivals);
-          created = true;
-        }
-        barrier->Arrive(rank);
-        const absl::Time now = absl::Now();
-        const absl::Time poll_deadline = now + wait;
-        barrier->AddWaiter(poll_deadline, Barrier::Waiter{rank, std::move(done)});
-        waiting = true;
-        if (barrier->complete() && !barrier->ending) QueueCommit(ino, *barrier);
-        // The timer thread looks at least every max_timer_sleep; poke it
-        // only for something due sooner.
-        absl::Time due = poll_deadline;
-        if (std::optional<int64_t> deadline = barrier->deadline_ms(); deadline.has_value()) {
-          due = std::min(due, now + absl::Milliseconds(*deadline - clock_->NowMs()));
-        }
-        if (due < now + options_.max_timer_sleep) timer_poked_ = true;
-        break;
+  // The first arrival this process sees creates the barrier at once and
+  // counts the stored arrivals in afterwards, outside the lock: the ranks
+  // arriving meanwhile join the new barrier instead of each scanning the
+  // store.
+  const Barrier* created = nullptr;
+  bool stopping = false;
+  {
+    absl::MutexLock lock(&mu_);
+    stopping = stopping_;
+    if (!stopping) {
+      std::unique_ptr<Barrier>& barrier = barriers_[ino];
+      if (barrier == nullptr) {
+        barrier = std::make_unique<Barrier>(*info, std::vector<uint32_t>());
+        barrier->loaded = false;
+        created = barrier.get();
       }
+      barrier->Arrive(rank);
+      const absl::Time now = absl::Now();
+      const absl::Time poll_deadline = now + wait;
+      barrier->AddWaiter(poll_deadline, Barrier::Waiter{rank, std::move(done)});
+      if (barrier->loaded && barrier->complete() && !barrier->ending) {
+        QueueCommit(ino, *barrier);
+      }
+      // The timer thread looks at least every max_timer_sleep; poke it only
+      // for something due sooner.
+      absl::Time due = poll_deadline;
+      if (std::optional<int64_t> deadline = barrier->deadline_ms(); deadline.has_value()) {
+        due = std::min(due, now + absl::Milliseconds(*deadline - clock_->NowMs()));
+      }
+      if (due < now + options_.max_timer_sleep) timer_poked_ = true;
     }
-    absl::StatusOr<std::vector<uint32_t>> loaded = store_->Arrivals(ino);
-    if (!loaded.ok()) {
-      done(loaded.status());
-      return;
-    }
-    arrivals = *std::move(loaded);
   }
-  if (!waiting) {  // the service is stopping
+  if (stopping) {
     done(ServiceStoppingError());
     return;
   }
-  if (created) {
-    // The checkpoint may have ended between the arrival and the new barrier
-    // (whoever ended it found no barrier to answer): look again.
-    absl::StatusOr<CheckpointInfo> now = store_->Get(ino);
-    if (!now.ok()) {
-      Forget(ino, now.status());
-    } else if (now->state() != PENDING) {
-      Conclude(ino, *now);
+  if (created == nullptr) return;
+  absl::StatusOr<std::vector<uint32_t>> arrivals = store_->Arrivals(ino);
+  if (!arrivals.ok()) {
+    Forget(ino, arrivals.status());
+    return;
+  }
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = barriers_.find(ino);
+    if (it != barriers_.end() && it->second.get() == created) {
+      Barrier& barrier = *it->second;
+      for (uint32_t arrived : *arrivals) {
+        if (arrived < barrier.info().ranks()) barrier.Arrive(arrived);
+      }
+      barrier.loaded = true;
+      if (barrier.complete() && !barrier.ending) QueueCommit(ino, barrier);
     }
+  }
+  // The checkpoint may have ended between the arrival and the new barrier
+  // (whoever ended it found no barrier to answer): look again.
+  absl::StatusOr<CheckpointInfo> now = store_->Get(ino);
+  if (!now.ok()) {
+    Forget(ino, now.status());
+  } else if (now->state() != PENDING) {
+    Conclude(ino, *now);
   }
 }
 
@@ -200,6 +211,7 @@ absl::Time CheckpointCoordinator::TimerPass() {
         next = std::min(next, *barrier->retry_at);
         continue;
       }
+      if (!barrier->loaded) continue;
       if (barrier->complete()) {  // its commit failed before: again
         QueueCommit(ino, *barrier);
         continue;
