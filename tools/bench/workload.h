@@ -6,11 +6,20 @@
 //   torch  the write pattern of torch.save to a path: a zip container
 //          (stored, not compressed) with 64-byte aligned records, data.pkl
 //          first, one large write per tensor storage, storages over 2 GiB
-//          split, no fsync. torch.load accepts the file.
-//   dcp    torch.distributed.checkpoint's FileSystemWriter: each rank writes
-//          and fsyncs `__{rank}_0.distcp`; then rank 0 writes
-//          `.metadata.tmp`, fsyncs it, unlinks the old `.metadata` and
-//          renames `.metadata.tmp` to `.metadata` (FinalizeSave).
+//          split, no fsync. torch.load accepts the file, and torch.save of
+//          what it loads reproduces it byte for byte (PyTorch 1.13).
+//          "Split" as torch and Linux split it: one storage is one zip
+//          record, written by calls of at most 2,147,479,552 bytes.
+//   dcp    torch.distributed.checkpoint's FileSystemWriter: each rank runs
+//          mkdir -p, writes `__{rank}_0.distcp` (each tensor its own
+//          torch.save container, through Python's 8 KiB buffered stream)
+//          and fsyncs it; then rank 0 writes `.metadata.tmp`, fsyncs it,
+//          unlinks the old `.metadata` and renames `.metadata.tmp` to
+//          `.metadata` (FinalizeSave). Unlike Python, every byte of
+//          .metadata.tmp is written before its fsync.
+//
+// Loads read each file from its start to its end in io_size reads (the
+// dcp load reads `.metadata` first), not torch.load's seeks.
 //
 // The bytes of rank r are a pure function of (seed, r, file, offset)
 // (tools/bench/data_pattern.h) so a loader regenerates and compares them

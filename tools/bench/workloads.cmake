@@ -48,3 +48,20 @@ if(BUILD_TESTING)
     ckptfs_bench_workloads ckptfs_client_testing GTest::gtest_main)
   gtest_discover_tests(ckptfs_bench_workloads_test TEST_PREFIX "bench." DISCOVERY_TIMEOUT 60)
 endif()
+
+# NativeRankIo against real daemons (LocalCluster): an integration test.
+# (ckptfs_it_support is defined in tests/, added after tools/; names resolve
+# at generate time.)
+if(BUILD_TESTING)
+  add_executable(ckptfs_bench_workloads_it rank_io_native_cluster_test.cc)
+  target_compile_options(ckptfs_bench_workloads_it PRIVATE ${CKPTFS_WARNINGS})
+  target_link_libraries(ckptfs_bench_workloads_it PRIVATE
+    ckptfs_bench_workloads ckptfs_it_support GTest::gtest_main)
+  foreach(daemon ckptfs-meta ckptfs-storage)
+    if(TARGET ${daemon})
+      add_dependencies(ckptfs_bench_workloads_it ${daemon})
+    endif()
+  endforeach()
+  gtest_discover_tests(ckptfs_bench_workloads_it TEST_PREFIX "bench."
+    DISCOVERY_TIMEOUT 60 PROPERTIES LABELS integration TIMEOUT 600)
+endif()
