@@ -246,8 +246,12 @@ Phases:
                                  workload); dcp's rank 0 then finishes.
                           commit ckptfs's barrier: the step directory is
                                  declared with user.ckptfs.ranks=N before the
-                                 save; every rank sets user.ckptfs.commit=R,
-                                 which returns when all have committed.
+                                 save; then every rank commits and waits until
+                                 all have: through a mount with getxattr
+                                 user.ckptfs.commit.R (a setxattr holds the
+                                 directory's lock, so the ranks of one mount
+                                 would queue), with --native by setting
+                                 user.ckptfs.commit=R.
                           load   caches dropped (root only), every rank reads
                                  back its own shard.
                           bcast  caches dropped, every rank reads rank 0's.

@@ -26,6 +26,7 @@ namespace {
 constexpr char kRanksXattr[] = "user.ckptfs.ranks";
 constexpr char kCommitXattr[] = "user.ckptfs.commit";
 constexpr char kStateXattr[] = "user.ckptfs.state";
+constexpr char kRemoveXattr[] = "user.ckptfs.remove";
 
 // CKPTFS_BENCH_TEST_DIE_RANK: which rank dies in its save, and how.
 struct DieHook {
@@ -149,7 +150,7 @@ class Runner {
 
   void DecideCommit(Target& target) {
     if (!Selected(Phase::kCommit)) {
-      target.commit_note = "commit phase not selected";
+      target.commit_note = "off (commit phase not selected)";
       return;
     }
     switch (options_.commit) {
@@ -188,7 +189,10 @@ class Runner {
       absl::StatusOr<std::string> state = io.GetXattr(step, kStateXattr);
       if (state.ok() && *state == "pending") {
         if (!target.commit_confirmed) {
-          target.commit_note += ": barrier answered (user.ckptfs.state=pending)";
+          target.commit_note += absl::StrCat(
+              ": barrier answered (user.ckptfs.state=pending); ranks commit with ",
+              target.executor->ranks_are_processes() ? "getxattr user.ckptfs.commit.R"
+                                                     : "setxattr user.ckptfs.commit=R");
         }
         target.commit_confirmed = true;
         return absl::OkStatus();
@@ -246,12 +250,23 @@ class Runner {
       if (!declared.ok()) return declared;
     }
     absl::Status status = RunPhases(target, repeat, step);
-    absl::Status removed = io.RemoveTree(step);
+    absl::Status removed = RemoveStep(target, repeat, step);
     if (!removed.ok() && status.ok()) {
       Note(absl::StrCat("target ", target.label, ": could not remove ", step, ": ",
                         removed.message()));
     }
     return status;
+  }
+
+  // A declared checkpoint is removed through its run directory (a
+  // committed one is immutable); anything else, or if that fails, as a tree.
+  absl::Status RemoveStep(Target& target, int repeat, const std::string& step) {
+    RankIo& io = target.executor->ControlIo();
+    if (target.commit_confirmed &&
+        io.SetXattr(work_, kRemoveXattr, absl::StrCat("step_", repeat)).ok()) {
+      return absl::OkStatus();
+    }
+    return io.RemoveTree(step);
   }
 
   absl::Status RunPhases(Target& target, int repeat, const std::string& step) {
@@ -345,10 +360,27 @@ class Runner {
   }
 
   absl::Status RunCommit(Target& target, int repeat, const std::string& step) {
-    RankTask commit = [&step](int rank, RankIo& io, ProgressSink&) -> absl::StatusOr<RankTimes> {
+    // Through a mount, ranks commit with getxattr user.ckptfs.commit.R: the
+    // kernel holds the directory's lock for a whole setxattr, so the ranks
+    // of one mount would queue behind the first waiting setxattr and the
+    // barrier could not complete. libckptfs takes the setxattr form.
+    const bool by_read = target.executor->ranks_are_processes();
+    RankTask commit = [&step, by_read](int rank, RankIo& io,
+                                       ProgressSink&) -> absl::StatusOr<RankTimes> {
       RankTimes times;
       times.start_ns = MonotonicNowNs();
-      absl::Status status = io.SetXattr(step, kCommitXattr, absl::StrCat(rank));
+      absl::Status status;
+      if (by_read) {
+        absl::StatusOr<std::string> outcome =
+            io.GetXattr(step, absl::StrCat(kCommitXattr, ".", rank));
+        status = outcome.status();
+        if (outcome.ok() && *outcome != "committed") {
+          status = absl::InternalError(absl::StrCat("getxattr ", kCommitXattr, ".", rank,
+                                                    " returned \"", *outcome, "\""));
+        }
+      } else {
+        status = io.SetXattr(step, kCommitXattr, absl::StrCat(rank));
+      }
       times.end_ns = MonotonicNowNs();
       if (!status.ok()) return status;
       return times;

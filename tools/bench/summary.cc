@@ -42,7 +42,7 @@ std::string FormatRatio(std::optional<double> ratio) {
 
 std::string DescribeTarget(const TargetDescription& t) {
   std::string line = absl::StrCat("  ", t.label, ": ", t.native ? "native " : "", t.root, " (",
-                                  t.fs_type.empty() ? "unknown fs" : t.fs_type, "), commit ",
+                                  t.fs_type.empty() ? "unknown fs" : t.fs_type, "), commit: ",
                                   t.commit_note);
   if (!t.target_procs.empty()) {
     absl::StrAppend(&line, "\n     target CPU: ", absl::StrJoin(t.target_procs, ","));

@@ -151,19 +151,26 @@ std::string RenderSvg(const BenchResult& result, int ranks, const std::string& t
     svg += "</g>\n";
   }
 
-  // Throughput panel: GB/s between consecutive samples of a segment.
+  // Throughput panel: GB/s over the last ~100 ms of each segment (single
+  // 50 ms samples are jagged: ranks report in batches).
   struct Rate {
     int segment;
     double x, gbps;
   };
+  constexpr int64_t kWindowNs = 100'000'000;
   std::vector<Rate> rates;
   double max_gbps = 0;
+  size_t window_start = 0;
   for (size_t i = 1; i < result.points.size(); ++i) {
-    const ProgressPoint& prev = result.points[i - 1];
     const ProgressPoint& cur = result.points[i];
-    if (prev.segment != cur.segment || cur.t_ns - prev.t_ns < 1'000'000) continue;
-    const double gbps = static_cast<double>(cur.bytes - std::min(cur.bytes, prev.bytes)) /
-                        (static_cast<double>(cur.t_ns - prev.t_ns)) ;  // bytes/ns = GB/s
+    if (result.points[window_start].segment != cur.segment) window_start = i;
+    while (window_start + 1 < i && result.points[window_start + 1].t_ns <= cur.t_ns - kWindowNs) {
+      ++window_start;
+    }
+    const ProgressPoint& from = result.points[window_start];
+    if (from.segment != cur.segment || cur.t_ns - from.t_ns < 10'000'000) continue;
+    const double gbps = static_cast<double>(cur.bytes - std::min(cur.bytes, from.bytes)) /
+                        static_cast<double>(cur.t_ns - from.t_ns);  // bytes/ns = GB/s
     rates.push_back(Rate{cur.segment, x_of(cur.t_ns), gbps});
     max_gbps = std::max(max_gbps, gbps);
   }

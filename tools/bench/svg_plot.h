@@ -1,7 +1,7 @@
 // The --plot picture of ckptfs-bench, as SVG: on top, one row per rank with
 // a bar per phase it ran (colour = phase; baseline B drawn lighter), with the
 // target and repeat written above each span; below, the aggregate
-// throughput over time (GB/s between consecutive progress samples), on the
+// throughput over time (GB/s over ~100 ms of progress samples), on the
 // same time axis. Each rank's bars are one <g class="rank" id="rank-R">.
 //
 // Thread-safety: pure function.
