@@ -105,11 +105,12 @@ CommandSpec CkptCommitSpec() {
   return CommandSpec{
       "ckpt commit",
       "Commit rank RANK of checkpoint DIR; waits until all ranks commit.",
-      "Sets user.ckptfs.commit on DIR. Exit status 0 once the checkpoint is committed\n"
-      "(durable, and the run directory's `latest` names it); 1 if it was aborted\n"
-      "(timeout, a file still open for writing, a failed write) or the request was\n"
-      "refused, with the errno and the reason. A retry of the same rank waits for\n"
-      "the same outcome.",
+      "Reads user.ckptfs.commit.RANK of DIR (any number of local ranks can wait so\n"
+      "at once; a setxattr would hold DIR's lock). Exit status 0 once the checkpoint\n"
+      "is committed (durable, and the run directory's `latest` names it); 1 if it\n"
+      "was aborted (timeout, a file still open for writing, a failed write) or the\n"
+      "request was refused, with the errno and the reason. A retry of the same rank\n"
+      "waits for the same outcome.",
       {},
       {"DIR", "RANK"}};
 }
@@ -123,7 +124,7 @@ int RunCkptCommit(const ParsedFlags& flags) {
                                          "], got \"", flags.positionals()[1], "\""));
   }
   if (absl::Status s = CheckOnCkptfs(dir); !s.ok()) return Failure(spec, Why(s));
-  absl::Status s = WriteXattr(dir, kCommitXattr, absl::StrCat(*rank));
+  absl::Status s = CommitRank(dir, *rank);
   if (!s.ok()) {
     std::string message = absl::StrCat("commit of rank ", *rank, " in ", dir, " failed: ",
                                        ErrnoText(ErrnoFromStatus(s)));

@@ -82,6 +82,15 @@ absl::Status WriteXattr(const std::string& path, const char* name, absl::string_
   return absl::OkStatus();
 }
 
+absl::Status CommitRank(const std::string& dir, uint64_t rank) {
+  const std::string name = absl::StrCat(kCommitRankXattrPrefix, rank);
+  char value[256];
+  while (::getxattr(dir.c_str(), name.c_str(), value, sizeof(value)) < 0) {
+    if (errno != EINTR) return XattrError(errno, dir);
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<CheckpointLine> ParseCheckpointLine(absl::string_view line) {
   while (!line.empty() && (line.back() == '\n' || line.back() == '\r')) line.remove_suffix(1);
   CheckpointLine info;

@@ -4,12 +4,18 @@
 // node where the file system is mounted.
 //
 //   write  user.ckptfs.ranks "N"           on DIR: declare DIR a checkpoint
-//          user.ckptfs.commit "R"          on DIR: commit rank R (blocks)
+//          user.ckptfs.commit "R"          on DIR: commit rank R (blocks); one
+//                                          rank per node at a time (below)
 //          user.ckptfs.commit_timeout_s    on DIR or its parent: the barrier
 //          user.ckptfs.keep "K"            on a run dir: retention
 //          user.ckptfs.remove "NAME"       on a run dir: remove a checkpoint
-//   read   user.ckptfs.state / .info       on a checkpoint dir
+//   read   user.ckptfs.commit.R           on DIR: commit rank R (blocks)
+//          user.ckptfs.state / .info       on a checkpoint dir
 //          user.ckptfs.checkpoints / .latest  on a run dir
+//
+// Commits are reads: Linux holds a directory's inode lock through a
+// setxattr on it, so through one mount only one setxattr commit per
+// checkpoint can wait at a time, while any number of getxattr commits can.
 //
 // The info line format (one checkpoint, space-separated key=value, `reason`
 // last and free text) is parsed here; the mount formats it.
@@ -29,6 +35,7 @@ namespace ckptfs::tools {
 
 inline constexpr char kRanksXattr[] = "user.ckptfs.ranks";
 inline constexpr char kCommitXattr[] = "user.ckptfs.commit";
+inline constexpr char kCommitRankXattrPrefix[] = "user.ckptfs.commit.";
 inline constexpr char kCommitTimeoutXattr[] = "user.ckptfs.commit_timeout_s";
 inline constexpr char kKeepXattr[] = "user.ckptfs.keep";
 inline constexpr char kRemoveXattr[] = "user.ckptfs.remove";
@@ -51,6 +58,12 @@ absl::Status WriteXattr(const std::string& path, const char* name, absl::string_
 // plain file system the writes above would just store attributes and
 // "succeed"), or the errno of statfs(2).
 absl::Status CheckOnCkptfs(const std::string& path);
+
+// Commits rank `rank` of checkpoint `dir` by reading
+// user.ckptfs.commit.<rank>; blocks until the barrier ends. A read
+// interrupted by a signal (EINTR) is made again: the rank's arrival stays
+// recorded, and the retry waits for the same outcome. Errors as ReadXattr.
+absl::Status CommitRank(const std::string& dir, uint64_t rank);
 
 // "Connection timed out (ETIMEDOUT)".
 std::string ErrnoText(int err);

@@ -53,12 +53,12 @@ TEST_F(CheckpointCommitTest, AllRanksCommitTogetherDurablyAndLatestNamesIt) {
     if (r == 0) args.push_back("--commit-twice");
     waiting.push_back(StartSave(ckpt, r, args));
   }
-  waiting.push_back(StartSave(ckpt, 0, save));
+  waiting.push_back(StartSave(ckpt, 0, {"--files", "0"}));  // a retry writes nothing
   for (auto& p : waiting) ASSERT_TRUE(p->WaitReady()) << p->Log();
   ASSERT_TRUE(WaitFor(
       [&] {
         for (auto& p : waiting) {
-          if (!BlockedInSetxattr(p->pid())) return false;
+          if (!BlockedInCommit(p->pid())) return false;
         }
         auto info = InfoOf(ckpt);
         return info && info->arrived == kRanks - 1;
@@ -223,7 +223,7 @@ TEST_F(CheckpointCommitTest, FailedWriteAbortsForEveryone) {
   const std::string ckpt = RunDir() + "/step_1";
   auto waiting = StartSave(ckpt, 1, {"--declare", "2"});
   ASSERT_TRUE(waiting->WaitReady()) << waiting->Log();
-  ASSERT_TRUE(WaitFor([&] { return BlockedInSetxattr(waiting->pid()); }, absl::Seconds(30)));
+  ASSERT_TRUE(WaitFor([&] { return BlockedInCommit(waiting->pid()); }, absl::Seconds(30)));
   // Server 0 dies; the metadata service still counts it alive for a while,
   // so the next file's stripe includes it and a 6 MiB write reaches it.
   ASSERT_TRUE(cluster().StopStorage(0, SIGKILL).ok());
@@ -295,7 +295,7 @@ TEST_F(CheckpointCommitTest, MetaRestartWhileRanksWaitNeverHalfCommits) {
     ASSERT_TRUE(WaitFor(
         [&] {
           for (auto& p : ranks) {
-            if (!p->Ready() || !BlockedInSetxattr(p->pid())) return false;
+            if (!p->Ready() || !BlockedInCommit(p->pid())) return false;
           }
           auto info = InfoOf(ckpt);
           return info && info->arrived == kRanks - 1;
@@ -313,7 +313,7 @@ TEST_F(CheckpointCommitTest, MetaRestartWhileRanksWaitNeverHalfCommits) {
     ASSERT_TRUE(WaitFor(
         [&] {
           for (auto& p : ranks) {
-            if (p->Running() && !(p->Ready() && BlockedInSetxattr(p->pid()))) return false;
+            if (p->Running() && !(p->Ready() && BlockedInCommit(p->pid()))) return false;
           }
           return true;
         },

@@ -45,6 +45,7 @@ TEST_F(CheckpointNamespaceTest, BadRequestsChangeNothingAndSayWhy) {
   ASSERT_EQ(::mkdir(ckpt.c_str(), 0755), 0);
   // Commit of an undeclared directory.
   EXPECT_EQ(SetXattrErrno(ckpt, tools::kCommitXattr, "0"), EINVAL);
+  EXPECT_EQ(GetXattrErrno(ckpt, "user.ckptfs.commit.0"), EINVAL);
   // N = 0 or not a number.
   for (const char* bad : {"0", "", "abc", "-1", "8x", "nan", " 2", "1048577"}) {
     EXPECT_EQ(SetXattrErrno(ckpt, tools::kRanksXattr, bad), EINVAL) << "N = \"" << bad << "\"";
@@ -67,6 +68,8 @@ TEST_F(CheckpointNamespaceTest, BadRequestsChangeNothingAndSayWhy) {
   // Rank >= N, < 0, not a number: refused before the barrier starts.
   for (const char* bad : {"2", "-1", "nan", "abc", "", "1x"}) {
     EXPECT_EQ(SetXattrErrno(ckpt, tools::kCommitXattr, bad), EINVAL) << "rank \"" << bad << "\"";
+    EXPECT_EQ(GetXattrErrno(ckpt, absl::StrCat(tools::kCommitRankXattrPrefix, bad)), EINVAL)
+        << "rank \"" << bad << "\"";
   }
   std::string call = CallModule({"commit", ckpt, "7"});
   EXPECT_NE(call.find("CALL error errno=EINVAL"), std::string::npos) << call;

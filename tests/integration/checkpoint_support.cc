@@ -128,9 +128,10 @@ int SyscallTrace::StopAndCount(const std::string& name) {
   return count;
 }
 
-bool BlockedInSetxattr(pid_t pid) {
+bool BlockedInCommit(pid_t pid) {
   std::string text = ReadAll(absl::StrCat("/proc/", pid, "/syscall"));
-  return absl::StartsWith(text, absl::StrCat(SYS_setxattr, " "));
+  return absl::StartsWith(text, absl::StrCat(SYS_getxattr, " ")) ||
+         absl::StartsWith(text, absl::StrCat(SYS_setxattr, " "));
 }
 
 bool WaitFor(const std::function<bool()>& done, absl::Duration timeout) {
@@ -172,6 +173,11 @@ std::optional<tools::CheckpointLine> InfoOf(const std::string& dir) {
 
 int SetXattrErrno(const std::string& path, const char* name, const std::string& value) {
   return ::setxattr(path.c_str(), name, value.data(), value.size(), 0) == 0 ? 0 : errno;
+}
+
+int GetXattrErrno(const std::string& path, const std::string& name) {
+  char value[256];
+  return ::getxattr(path.c_str(), name.c_str(), value, sizeof(value)) >= 0 ? 0 : errno;
 }
 
 std::vector<std::string> ListNames(const std::string& dir) {

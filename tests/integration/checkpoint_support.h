@@ -73,8 +73,9 @@ class SyscallTrace {
   std::string out_;
 };
 
-// True while process `pid` is blocked in setxattr(2) (a commit waiting).
-bool BlockedInSetxattr(pid_t pid);
+// True while process `pid` is blocked in getxattr(2) or setxattr(2): a
+// rank's commit waiting at the barrier.
+bool BlockedInCommit(pid_t pid);
 
 // Polls `done` every 20 ms until it holds or `timeout` passes.
 bool WaitFor(const std::function<bool()>& done, absl::Duration timeout);
@@ -86,8 +87,9 @@ std::string StateOf(const std::string& dir);
 std::string LatestOf(const std::string& dir);
 // user.ckptfs.info of `dir`, parsed; nullopt if unreadable.
 std::optional<tools::CheckpointLine> InfoOf(const std::string& dir);
-// setxattr; 0 or the errno.
+// setxattr / getxattr; 0 or the errno.
 int SetXattrErrno(const std::string& path, const char* name, const std::string& value);
+int GetXattrErrno(const std::string& path, const std::string& name);
 // The names in `dir` (readdir), sorted, without "." and "..".
 std::vector<std::string> ListNames(const std::string& dir);
 // st_ino of `path` (0 if stat fails): the ckptfs inode number.

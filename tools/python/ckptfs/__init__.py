@@ -34,7 +34,7 @@ __all__ = [
 ]
 
 RANKS_XATTR = "user.ckptfs.ranks"
-COMMIT_XATTR = "user.ckptfs.commit"
+COMMIT_XATTR = "user.ckptfs.commit"  # set "R", or get "user.ckptfs.commit.R"
 COMMIT_TIMEOUT_XATTR = "user.ckptfs.commit_timeout_s"
 KEEP_XATTR = "user.ckptfs.keep"
 REMOVE_XATTR = "user.ckptfs.remove"
@@ -203,7 +203,12 @@ def commit(dir, rank):
     EBUSY: a file was still open for writing; EIO: a write failed) or the
     request was refused (EINVAL: bad rank, or `dir` is not declared); the
     message holds the errno and the checkpoint's abort reason. Calling it
-    again for the same rank waits for, or returns, the same outcome.
+    again for the same rank waits for, or returns, the same outcome; a
+    signal handler running while it waits (EINTR) does not end the wait.
+
+    The commit is a read of user.ckptfs.commit.<rank>: the kernel holds a
+    directory's lock through a setxattr on it, so with the setxattr form
+    only one rank per node could wait on a checkpoint at a time.
     """
     what = "commit of rank %s in %s failed" % (rank, dir)
     try:
@@ -211,7 +216,15 @@ def commit(dir, rank):
     except OSError as e:
         raise _error(e.errno, what, dir) from None
     _check_on_ckptfs(dir)
-    _set(dir, COMMIT_XATTR, rank, what)
+    name = "%s.%s" % (COMMIT_XATTR, rank)
+    while True:
+        try:
+            _os.getxattr(dir, name)
+            return
+        except InterruptedError:
+            continue  # the arrival stays recorded; wait for the same outcome
+        except OSError as e:
+            raise _error(e.errno, what, dir, _reason(dir)) from None
 
 
 def state(dir):
