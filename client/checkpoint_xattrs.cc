@@ -7,6 +7,8 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/escaping.h"
+#include "absl/strings/match.h"
+#include "absl/strings/strip.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -83,6 +85,7 @@ meta::CheckpointState StateFromName(absl::string_view name) {
 CheckpointXattr ClassifyCheckpointXattr(absl::string_view name) {
   if (name == kRanksXattr) return CheckpointXattr::kRanks;
   if (name == kCommitXattr) return CheckpointXattr::kCommit;
+  if (absl::StartsWith(name, kCommitRankXattrPrefix)) return CheckpointXattr::kCommitRank;
   if (name == kRemoveXattr) return CheckpointXattr::kRemove;
   if (name == kStateXattr) return CheckpointXattr::kState;
   if (name == kInfoXattr) return CheckpointXattr::kInfo;
@@ -108,6 +111,16 @@ absl::StatusOr<uint32_t> ParseCheckpointRank(absl::string_view value) {
     return ErrnoStatus(EINVAL, absl::StrCat("rank ", *rank, " is out of range"));
   }
   return static_cast<uint32_t>(*rank);
+}
+
+absl::StatusOr<uint32_t> ParseCommitRankXattr(absl::string_view name) {
+  absl::string_view rank = name;
+  if (!absl::ConsumePrefix(&rank, kCommitRankXattrPrefix) || rank.empty() ||
+      rank.back() == '\n') {
+    return ErrnoStatus(EINVAL, absl::StrCat("\"", absl::CEscape(name), "\" is not ",
+                                            kCommitRankXattrPrefix, "<rank>"));
+  }
+  return ParseCheckpointRank(rank);
 }
 
 absl::StatusOr<std::string> ParseCheckpointName(absl::string_view value) {

@@ -6,6 +6,8 @@
 //
 //   set user.ckptfs.ranks  "N"     declare the directory a checkpoint of N ranks
 //   set user.ckptfs.commit "R"     rank R commits (blocks until all N did)
+//   get user.ckptfs.commit.R       the same commit of rank R, as a read; its
+//                                  value is "committed" (see below)
 //   set user.ckptfs.remove "NAME"  on a run directory: remove checkpoint NAME
 //   get user.ckptfs.state          "pending" | "committed" | "aborted"
 //   get user.ckptfs.ranks          "N"
@@ -16,6 +18,15 @@
 //
 // Numbers are plain decimal digits, optionally followed by one "\n" (what
 // `echo` writes); anything else is EINVAL.
+//
+// Why a commit can also be a read: Linux holds a directory's inode lock for
+// the whole of a setxattr on it, so through one mount only one setxattr of
+// user.ckptfs.commit on a given checkpoint directory can be waiting at a
+// time; the other ranks of that node queue in the kernel before reaching
+// the FUSE daemon, and the barrier cannot complete. getxattr takes no lock,
+// so any number of local ranks can wait in getxattr(dir,
+// "user.ckptfs.commit.R") at once. A commit is idempotent, so the size
+// query some tools make before the read is harmless.
 //
 // Thread-safety: pure functions.
 #ifndef CKPTFS_CLIENT_CHECKPOINT_XATTRS_H_
@@ -34,6 +45,7 @@ inline constexpr uint32_t kMaxCheckpointRanks = 1048576;
 
 inline constexpr char kRanksXattr[] = "user.ckptfs.ranks";
 inline constexpr char kCommitXattr[] = "user.ckptfs.commit";
+inline constexpr char kCommitRankXattrPrefix[] = "user.ckptfs.commit.";
 inline constexpr char kRemoveXattr[] = "user.ckptfs.remove";
 inline constexpr char kStateXattr[] = "user.ckptfs.state";
 inline constexpr char kInfoXattr[] = "user.ckptfs.info";
@@ -46,6 +58,7 @@ enum class CheckpointXattr {
   kNone,
   kRanks,
   kCommit,
+  kCommitRank,  // user.ckptfs.commit.R (any suffix: a bad R is EINVAL later)
   kRemove,
   kState,
   kInfo,
@@ -58,6 +71,8 @@ CheckpointXattr ClassifyCheckpointXattr(absl::string_view name);
 absl::StatusOr<uint32_t> ParseCheckpointRanks(absl::string_view value);
 // R of user.ckptfs.commit: any uint32 (the service checks R < N), else EINVAL.
 absl::StatusOr<uint32_t> ParseCheckpointRank(absl::string_view value);
+// R of a user.ckptfs.commit.R name: digits only, else EINVAL.
+absl::StatusOr<uint32_t> ParseCommitRankXattr(absl::string_view name);
 // NAME of user.ckptfs.remove: a valid file name, one trailing "\n" allowed.
 absl::StatusOr<std::string> ParseCheckpointName(absl::string_view value);
 

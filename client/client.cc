@@ -220,9 +220,10 @@ absl::Status Client::SetXattr(uint64_t ino, absl::string_view name, absl::string
   return impl_->meta().SetXattr(request).status();
 }
 
-absl::StatusOr<std::string> Client::GetXattr(uint64_t ino, absl::string_view name) {
+absl::StatusOr<std::string> Client::GetXattr(uint64_t ino, absl::string_view name,
+                                             Cancellation* cancel) {
   if (ClassifyCheckpointXattr(name) != CheckpointXattr::kNone) {
-    return GetCheckpointXattr(ino, name);
+    return GetCheckpointXattr(ino, name, cancel);
   }
   meta::XattrRequest request;
   request.set_ino(ino);

@@ -122,13 +122,16 @@ class Client {
   // like CommitCheckpoint, `cancel` as there), user.ckptfs.remove removes;
   // getting user.ckptfs.{state,ranks,info,checkpoints,latest} formats the
   // service's answer (ENODATA where there is none: not a checkpoint, no
-  // checkpoints, no latest). A value that does not parse: EINVAL, no RPC.
+  // checkpoints, no latest), and getting user.ckptfs.commit.R commits rank
+  // R like setting user.ckptfs.commit (value "committed"; `cancel` as in
+  // CommitCheckpoint). A value or rank that does not parse: EINVAL, no RPC.
   // Other names are stored by the service (which refuses further
   // user.ckptfs.* names with EINVAL).
   absl::Status SetXattr(uint64_t ino, absl::string_view name, absl::string_view value,
                         int flags /* XATTR_CREATE / XATTR_REPLACE / 0 */,
                         Cancellation* cancel = nullptr);
-  absl::StatusOr<std::string> GetXattr(uint64_t ino, absl::string_view name);
+  absl::StatusOr<std::string> GetXattr(uint64_t ino, absl::string_view name,
+                                       Cancellation* cancel = nullptr);
   absl::StatusOr<std::vector<std::string>> ListXattr(uint64_t ino);
   absl::Status RemoveXattr(uint64_t ino, absl::string_view name);
   absl::StatusOr<meta::StatFsReply> StatFs();
@@ -191,7 +194,8 @@ class Client {
   // SetXattr / GetXattr of a checkpoint name (client_checkpoints.cc).
   absl::Status SetCheckpointXattr(uint64_t ino, absl::string_view name,
                                   absl::string_view value, Cancellation* cancel);
-  absl::StatusOr<std::string> GetCheckpointXattr(uint64_t ino, absl::string_view name);
+  absl::StatusOr<std::string> GetCheckpointXattr(uint64_t ino, absl::string_view name,
+                                                 Cancellation* cancel);
 
   std::unique_ptr<ClientImpl> impl_;
 };

@@ -169,9 +169,17 @@ absl::Status Client::SetCheckpointXattr(uint64_t ino, absl::string_view name,
   }
 }
 
-absl::StatusOr<std::string> Client::GetCheckpointXattr(uint64_t ino, absl::string_view name) {
+absl::StatusOr<std::string> Client::GetCheckpointXattr(uint64_t ino, absl::string_view name,
+                                                       Cancellation* cancel) {
   const CheckpointXattr which = ClassifyCheckpointXattr(name);
   switch (which) {
+    case CheckpointXattr::kCommitRank: {
+      absl::StatusOr<uint32_t> rank = ParseCommitRankXattr(name);
+      if (!rank.ok()) return rank.status();
+      absl::StatusOr<meta::CheckpointInfo> info = CommitCheckpoint(ino, *rank, cancel);
+      if (!info.ok()) return info.status();
+      return CheckpointStateName(info->state());
+    }
     case CheckpointXattr::kState:
     case CheckpointXattr::kRanks:
     case CheckpointXattr::kInfo: {

@@ -1,7 +1,8 @@
 // ckptfs-fuse: mounts a ckptfs cluster with FUSE.
 //
 //   ckptfs-fuse --meta=127.0.0.1:7000 --mountpoint=/checkpoints [--foreground]
-//               [--threads=16] [--attr_timeout_s=0] [--entry_timeout_s=0]
+//               [--threads=16] [--max_threads=512] [--attr_timeout_s=0]
+//               [--entry_timeout_s=0]
 //               [--fuse_options=allow_other,...] [--log_level=info]
 //
 // Order of start-up: connect the Client (exit 1 with a clear message if the
@@ -17,6 +18,7 @@
 // SIGTERM, SIGINT, SIGHUP: unmount and exit 0. `fusermount3 -u DIR`: exit 0.
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -24,6 +26,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <memory>
 #include <string>
 #include <utility>
@@ -46,7 +49,10 @@ ABSL_FLAG(std::string, meta, "127.0.0.1:7000", "address (host:port) of the metad
 ABSL_FLAG(std::string, mountpoint, "", "directory to mount ckptfs on (must exist)");
 ABSL_FLAG(bool, foreground, false,
           "stay in the foreground; otherwise daemonize once the mount is live");
-ABSL_FLAG(int32_t, threads, 16, "FUSE worker threads (requests served at once)");
+ABSL_FLAG(int32_t, threads, 16, "FUSE worker threads kept alive when idle");
+ABSL_FLAG(int32_t, max_threads, 512,
+          "most FUSE worker threads (requests served at once); each rank waiting in a "
+          "checkpoint commit holds one");
 ABSL_FLAG(double, attr_timeout_s, 0,
           "seconds the kernel may cache attributes; 0 keeps close-to-open across mounts");
 ABSL_FLAG(double, entry_timeout_s, 0,
@@ -123,6 +129,18 @@ void DetachStdio() {
   if (null_fd > STDERR_FILENO) close(null_fd);
 }
 
+// Each worker thread reads from its own /dev/fuse descriptor (clone_fd), and
+// up to --max_threads of them may run: with the Client's sockets that can
+// pass the usual soft limit of 1024. Take the hard limit.
+void RaiseOpenFileLimit() {
+  rlimit nofile{};
+  if (getrlimit(RLIMIT_NOFILE, &nofile) != 0 || nofile.rlim_cur >= nofile.rlim_max) return;
+  nofile.rlim_cur = nofile.rlim_max;
+  if (setrlimit(RLIMIT_NOFILE, &nofile) != 0) {
+    CKPTFS_LOG(kWarning) << "cannot raise the open-file limit: " << std::strerror(errno);
+  }
+}
+
 int Main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
       "mounts a ckptfs cluster: ckptfs-fuse --meta=HOST:PORT --mountpoint=DIR [--foreground]");
@@ -152,8 +170,10 @@ int Main(int argc, char** argv) {
   const double attr_timeout_s = absl::GetFlag(FLAGS_attr_timeout_s);
   const double entry_timeout_s = absl::GetFlag(FLAGS_entry_timeout_s);
   const int threads = absl::GetFlag(FLAGS_threads);
-  if (attr_timeout_s < 0 || entry_timeout_s < 0 || threads < 1) {
-    CKPTFS_LOG(kError) << "--attr_timeout_s and --entry_timeout_s must be >= 0, --threads >= 1";
+  const int max_threads = absl::GetFlag(FLAGS_max_threads);
+  if (attr_timeout_s < 0 || entry_timeout_s < 0 || threads < 1 || max_threads < 1) {
+    CKPTFS_LOG(kError) << "--attr_timeout_s and --entry_timeout_s must be >= 0, --threads and "
+                          "--max_threads >= 1";
     return kExitFailure;
   }
   // Checked again by Mount::Create; here it fails before any fork or RPC.
@@ -164,6 +184,7 @@ int Main(int argc, char** argv) {
   }
   mountpoint = *canonical;
 
+  RaiseOpenFileLimit();
   UniqueFd report;
   if (!absl::GetFlag(FLAGS_foreground)) report = ForkDaemon();
   BlockTerminationSignals();  // before the Client starts its threads
@@ -184,6 +205,7 @@ int Main(int argc, char** argv) {
   MountOptions mount_options;
   mount_options.mountpoint = mountpoint;
   mount_options.threads = threads;
+  mount_options.max_threads = max_threads;
   mount_options.extra_options = absl::GetFlag(FLAGS_fuse_options);
   mount_options.fuse_debug = absl::GetFlag(FLAGS_fuse_debug);
   mount_options.read_ahead_kb = absl::GetFlag(FLAGS_read_ahead_kb);
@@ -195,7 +217,8 @@ int Main(int argc, char** argv) {
     return kExitFailure;
   }
   CKPTFS_LOG(kInfo) << "ckptfs-fuse: mounted ckptfs of " << meta << " at " << mountpoint
-                    << " (" << threads << " threads, attr_timeout " << attr_timeout_s
+                    << " (" << threads << " idle threads, at most "
+                    << MaxWorkerThreads(mount_options) << ", attr_timeout " << attr_timeout_s
                     << "s, entry_timeout " << entry_timeout_s << "s)";
   if (report.valid()) {
     DetachStdio();

@@ -10,6 +10,7 @@
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -126,6 +127,10 @@ absl::StatusOr<std::string> CheckMountpoint(absl::string_view path) {
   return std::string(resolved);
 }
 
+unsigned MaxWorkerThreads(const MountOptions& options) {
+  return static_cast<unsigned>(std::max({options.max_threads, options.threads, 1}));
+}
+
 void BlockTerminationSignals() {
   sigset_t set = TerminationSignals();
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
@@ -139,6 +144,7 @@ absl::StatusOr<std::unique_ptr<Mount>> Mount::Create(std::unique_ptr<Filesystem>
   absl::StatusOr<std::string> mountpoint = CheckMountpoint(options.mountpoint);
   if (!mountpoint.ok()) return mountpoint.status();
   if (options.threads < 1) return ErrnoStatus(EINVAL, "--threads must be at least 1");
+  if (options.max_threads < 1) return ErrnoStatus(EINVAL, "--max_threads must be at least 1");
 
   MountOptions canonical = options;
   canonical.mountpoint = *mountpoint;
@@ -186,10 +192,11 @@ absl::Status Mount::Run() {
   // clone_fd: each worker reads from its own /dev/fuse descriptor, so
   // requests don't queue behind one shared read.
   fuse_loop_cfg_set_clone_fd(config, 1);
-  // libfuse 3.12+ caps the pool at max_threads (default 10): raise the cap to
-  // --threads and keep that many alive, so a storm of ranks never waits for
-  // a thread to be created.
-  fuse_loop_cfg_set_max_threads(config, static_cast<unsigned>(options_.threads));
+  // libfuse 3.12+ caps the pool at max_threads (default 10): raise the cap
+  // so that ranks blocked in a checkpoint commit (one worker each) never
+  // starve other requests, and keep --threads alive when idle, so a storm
+  // of ranks rarely waits for a thread to be created.
+  fuse_loop_cfg_set_max_threads(config, MaxWorkerThreads(options_));
   fuse_loop_cfg_set_idle_threads(config, static_cast<unsigned>(options_.threads));
 
   if (options_.read_ahead_kb > 0) {

@@ -24,9 +24,14 @@ namespace ckptfs::fuse {
 
 struct MountOptions {
   std::string mountpoint;
-  // FUSE worker threads: at most this many requests are served at once, and
-  // this many stay alive when idle.
+  // FUSE worker threads kept alive when idle (started as requests come).
   int threads = 16;
+  // The most worker threads, and so requests served, at once (at least
+  // `threads`). A checkpoint commit holds its worker until the barrier
+  // ends, so this must leave room for every rank of the node waiting in
+  // commit plus the rest of the traffic: libfuse's default of 10 would let
+  // a handful of waiting ranks stall the whole mount.
+  int max_threads = 512;
   // Extra mount options, comma-separated (e.g. "allow_other"), appended to
   // the fixed ones: default_permissions,fsname=ckptfs,subtype=ckptfs.
   std::string extra_options;
@@ -46,6 +51,10 @@ struct MountOptions {
 // changes its directory to "/", and the unmount must still find it.
 absl::StatusOr<std::string> CheckMountpoint(absl::string_view path);
 
+// The worker-thread cap Run uses for `options`: max_threads, raised to
+// threads if below it.
+unsigned MaxWorkerThreads(const MountOptions& options);
+
 // Blocks SIGTERM, SIGINT, SIGHUP and SIGQUIT in the calling thread and so in
 // every thread it starts afterwards. Call it in main before anything starts
 // threads (the Client does): then only the thread in Mount::Run receives
@@ -64,9 +73,10 @@ class Mount {
   Mount& operator=(const Mount&) = delete;
   ~Mount();
 
-  // Serves requests on `options.threads` worker threads until the file
-  // system is unmounted (fusermount3 -u) or a termination signal arrives.
-  // Unblocks the termination signals in the calling thread.
+  // Serves requests on up to `options.max_threads` worker threads (keeping
+  // `options.threads` when idle) until the file system is unmounted
+  // (fusermount3 -u) or a termination signal arrives. Unblocks the
+  // termination signals in the calling thread.
   absl::Status Run();
 
  private:

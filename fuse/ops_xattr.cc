@@ -1,6 +1,19 @@
 // Extended-attribute operations: setxattr, getxattr, listxattr,
 // removexattr. Values live in the metadata service (which also reads
-// user.ckptfs.* attributes such as the per-directory chunk size).
+// user.ckptfs.* attributes such as the per-directory chunk size). The
+// checkpoint names (client/checkpoint_xattrs.h: ranks, commit, remove,
+// state, info, checkpoints, latest) are served by the Client, exactly as for
+// a program using libckptfs.
+//
+// A commit (setxattr user.ckptfs.commit, or getxattr user.ckptfs.commit.R)
+// blocks its worker thread until the barrier ends; the mount runs enough
+// workers for many ranks to wait at once (MountOptions::max_threads). The
+// kernel holds the directory's inode lock through a setxattr, so only the
+// getxattr form lets several local ranks wait on one checkpoint together
+// (client/checkpoint_xattrs.h). A signal to the waiting process makes the
+// kernel send FUSE_INTERRUPT: the commit then returns EINTR at once (the
+// rank's arrival stays recorded; committing again waits for the same
+// outcome).
 //
 // getxattr and listxattr follow the two-step protocol of the syscalls: a
 // size-0 request asks only for the length; a buffer too small gets ERANGE.
@@ -11,6 +24,8 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "client/cancellation.h"
+#include "client/checkpoint_xattrs.h"
 #include "common/errno_status.h"
 #include "fuse/filesystem.h"
 #include "fuse/ops.h"
@@ -31,28 +46,61 @@ void ReplyXattrValue(fuse_req_t req, const std::string& value, size_t size) {
   }
 }
 
-absl::Status DoSetXattr(Filesystem& fs, fuse_ino_t ino, const char* name, const char* value,
-                        size_t size, int flags) {
+// FUSE_INTERRUPT of a request waiting in a commit; runs on the thread that
+// read the interrupt, under the request's lock.
+void CancelOnInterrupt(fuse_req_t /*req*/, void* data) {
+  static_cast<client::Cancellation*>(data)->Cancel();
+}
+
+// Runs `call` (which may block in a commit) with a Cancellation that an
+// interrupt of `req` cancels.
+template <typename Call>
+auto Interruptible(fuse_req_t req, Call call) {
+  client::Cancellation cancel;
+  fuse_req_interrupt_func(req, CancelOnInterrupt, &cancel);
+  auto result = call(&cancel);
+  // Unregistering takes the request's lock, so an interrupt callback
+  // running right now finishes before `cancel` goes away.
+  fuse_req_interrupt_func(req, nullptr, nullptr);
+  return result;
+}
+
+bool IsCommit(const char* name) {
+  const client::CheckpointXattr which = client::ClassifyCheckpointXattr(name);
+  return which == client::CheckpointXattr::kCommit ||
+         which == client::CheckpointXattr::kCommitRank;
+}
+
+absl::Status DoSetXattr(fuse_req_t req, Filesystem& fs, fuse_ino_t ino, const char* name,
+                        const char* value, size_t size, int flags) {
   if (!IsStoredXattrName(name)) {
     return ErrnoStatus(EOPNOTSUPP, absl::StrCat("xattr namespace of ", name, " not supported"));
   }
-  return fs.client().SetXattr(ino, name, absl::string_view(value, size), flags);
+  const absl::string_view data(value, size);
+  if (!IsCommit(name)) return fs.client().SetXattr(ino, name, data, flags);
+  return Interruptible(req, [&](client::Cancellation* cancel) {
+    return fs.client().SetXattr(ino, name, data, flags, cancel);
+  });
 }
 
 void SetXattr(fuse_req_t req, fuse_ino_t ino, const char* name, const char* value, size_t size,
               int flags) {
-  absl::Status status = DoSetXattr(FsOf(req), ino, name, value, size, flags);
+  absl::Status status = DoSetXattr(req, FsOf(req), ino, name, value, size, flags);
   if (!status.ok()) return ReplyError(req, status, "setxattr", ino);
   fuse_reply_err(req, 0);
 }
 
-absl::StatusOr<std::string> DoGetXattr(Filesystem& fs, fuse_ino_t ino, const char* name) {
+absl::StatusOr<std::string> DoGetXattr(fuse_req_t req, Filesystem& fs, fuse_ino_t ino,
+                                       const char* name) {
   if (!IsStoredXattrName(name)) return ErrnoStatus(ENODATA, name);
-  return fs.client().GetXattr(ino, name);
+  if (!IsCommit(name)) return fs.client().GetXattr(ino, name);
+  return Interruptible(req, [&](client::Cancellation* cancel) {
+    return fs.client().GetXattr(ino, name, cancel);
+  });
 }
 
 void GetXattr(fuse_req_t req, fuse_ino_t ino, const char* name, size_t size) {
-  absl::StatusOr<std::string> value = DoGetXattr(FsOf(req), ino, name);
+  absl::StatusOr<std::string> value = DoGetXattr(req, FsOf(req), ino, name);
   if (!value.ok()) return ReplyError(req, value.status(), "getxattr", ino);
   ReplyXattrValue(req, *value, size);
 }

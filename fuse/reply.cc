@@ -31,6 +31,8 @@ bool IsExpected(int err) {
     case EOPNOTSUPP:
     case ENOSPC:
     case EFBIG:
+    case EROFS:  // a write into a committed checkpoint
+    case EINTR:  // a signal interrupted a waiting commit
       return true;
     default:
       return false;

@@ -216,6 +216,24 @@ TEST_F(CheckpointClientTest, ReadSideXattrs) {
   EXPECT_EQ(names, (std::vector<std::string>{"a", "latest"}));
 }
 
+TEST_F(CheckpointClientTest, GetxattrOfCommitRankCommits) {
+  const uint64_t dir = MakeCheckpointDir("by-read");
+  ASSERT_TRUE(client_->DeclareCheckpoint(dir, 2).ok());
+  EXPECT_EQ(Errno(client_->GetXattr(dir, "user.ckptfs.commit.x").status()), EINVAL);
+  EXPECT_EQ(Errno(client_->GetXattr(dir, "user.ckptfs.commit.2").status()), EINVAL);
+  EXPECT_EQ(Errno(client_->SetXattr(dir, "user.ckptfs.commit.0", "", 0)), EINVAL);
+  absl::StatusOr<std::string> rank0;
+  std::thread waiter([&] { rank0 = client_->GetXattr(dir, "user.ckptfs.commit.0"); });
+  WaitForWaiters(1);
+  EXPECT_EQ(*client_->GetXattr(dir, kStateXattr), "pending");
+  absl::StatusOr<std::string> rank1 = client_->GetXattr(dir, "user.ckptfs.commit.1");
+  waiter.join();
+  ASSERT_TRUE(rank0.ok()) << rank0.status();
+  ASSERT_TRUE(rank1.ok()) << rank1.status();
+  EXPECT_EQ(*rank0, "committed");
+  EXPECT_EQ(*rank1, "committed");
+}
+
 TEST_F(CheckpointClientTest, RemoveXattrRemovesTheCheckpoint) {
   const uint64_t a = MakeCheckpointDir("a");
   ASSERT_TRUE(client_->DeclareCheckpoint(a, 1).ok());

@@ -38,6 +38,15 @@ TEST(CheckpointXattrsTest, RankParse) {
   }
 }
 
+TEST(CheckpointXattrsTest, CommitRankNameParse) {
+  EXPECT_EQ(*ParseCommitRankXattr("user.ckptfs.commit.0"), 0u);
+  EXPECT_EQ(*ParseCommitRankXattr("user.ckptfs.commit.4095"), 4095u);
+  for (const char* bad : {"user.ckptfs.commit.", "user.ckptfs.commit.x", "user.ckptfs.commit.-1",
+                          "user.ckptfs.commit.1\n", "user.ckptfs.commit", "user.other.1"}) {
+    EXPECT_EQ(ErrnoFromStatus(ParseCommitRankXattr(bad).status()), EINVAL) << bad;
+  }
+}
+
 TEST(CheckpointXattrsTest, NameParse) {
   EXPECT_EQ(*ParseCheckpointName("step-100\n"), "step-100");
   EXPECT_EQ(*ParseCheckpointName("with space"), "with space");
@@ -49,6 +58,7 @@ TEST(CheckpointXattrsTest, NameParse) {
 TEST(CheckpointXattrsTest, ClassifiesOnlyCheckpointNames) {
   EXPECT_EQ(ClassifyCheckpointXattr("user.ckptfs.ranks"), CheckpointXattr::kRanks);
   EXPECT_EQ(ClassifyCheckpointXattr("user.ckptfs.commit"), CheckpointXattr::kCommit);
+  EXPECT_EQ(ClassifyCheckpointXattr("user.ckptfs.commit.12"), CheckpointXattr::kCommitRank);
   EXPECT_EQ(ClassifyCheckpointXattr("user.ckptfs.remove"), CheckpointXattr::kRemove);
   EXPECT_EQ(ClassifyCheckpointXattr("user.ckptfs.state"), CheckpointXattr::kState);
   EXPECT_EQ(ClassifyCheckpointXattr("user.ckptfs.info"), CheckpointXattr::kInfo);
