@@ -34,7 +34,8 @@ absl::StatusOr<CheckpointInfo> Committer::Run(uint64_t ino) {
                           << ") committed: " << finished->info.ranks() << " ranks, "
                           << finished->info.files() << " files, " << finished->info.bytes()
                           << " bytes; synced " << prepared->servers.size()
-                          << " storage servers in " << absl::FormatDuration(absl::Now() - sync_start);
+                          << " storage servers in "
+                          << absl::FormatDuration(absl::Now() - sync_start);
       }
       return finished->info;
     }
