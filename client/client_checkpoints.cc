@@ -88,7 +88,7 @@ absl::StatusOr<meta::CheckpointInfo> Client::CommitCheckpoint(uint64_t dir, uint
     if (cancel != nullptr && cancel->cancelled()) return Interrupted(dir, rank);
     if (reply.ok()) {
       backoff = kMinBackoff;
-      timeout_s = reply->timeout_s();
+      if (reply->timeout_s() > 0) timeout_s = reply->timeout_s();
       switch (reply->state()) {
         case meta::COMMITTED:
           return reply;
@@ -98,7 +98,9 @@ absl::StatusOr<meta::CheckpointInfo> Client::CommitCheckpoint(uint64_t dir, uint
         case meta::PENDING:
           // The service ends the barrier itself by its timeout; this only
           // guards against one that never answers anything but PENDING.
-          if (absl::Now() < give_up_at()) continue;
+          // Once every rank arrived, the service is committing (syncing
+          // the storage servers may take long): wait for it.
+          if (reply->arrived() >= reply->ranks() || absl::Now() < give_up_at()) continue;
           return ErrnoStatus(ETIMEDOUT,
                              absl::StrCat("checkpoint ", dir, " still pending after ",
                                           absl::FormatDuration(absl::Now() - start)));
