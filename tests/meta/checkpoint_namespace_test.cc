@@ -174,6 +174,33 @@ TEST_F(CheckpointNamespaceTest, WritersAreRegisteredAndReleased) {
   EXPECT_FALSE(Inode(ino).damaged());
 }
 
+TEST_F(CheckpointNamespaceTest, ReleasingAWriterThatWroteNothingKeepsTheTimes) {
+  CreateRequest create;
+  create.set_parent(kRootIno);
+  create.set_name("f");
+  create.set_mode(0644);
+  create.set_writer_handle(11);
+  auto created = ns_->Create(create);
+  ASSERT_TRUE(created.ok()) << created.status();
+  const uint64_t ino = created->attr().ino();
+  CommitWriteRequest wrote;
+  wrote.set_ino(ino);
+  wrote.set_size(100);
+  wrote.set_mtime_ns(12345);
+  ASSERT_OK(ns_->CommitWrite(wrote));
+  const Attr before = Inode(ino).attr();
+
+  CommitWriteRequest release;  // size 0, mtime 0: a close without writes
+  release.set_ino(ino);
+  release.set_release_writer(11);
+  ASSERT_OK(ns_->CommitWrite(release));
+  const InodeRecord after = Inode(ino);
+  EXPECT_EQ(after.writer_handles_size(), 0);
+  EXPECT_EQ(after.attr().mtime_ns(), before.mtime_ns());
+  EXPECT_EQ(after.attr().ctime_ns(), before.ctime_ns());
+  EXPECT_EQ(after.attr().size(), 100u);
+}
+
 TEST_F(CheckpointNamespaceTest, EndedCheckpointsAreImmutable) {
   const uint64_t run = Dir(kRootIno, "run");
   const uint64_t committed = Dir(run, "committed");

@@ -98,7 +98,14 @@ absl::StatusOr<Attr> Namespace::CommitWrite(const CommitWriteRequest& request) {
         return *attr;
       }
     }
-    RemoveWriter(*inode, request.release_writer());
+    const bool removed = RemoveWriter(*inode, request.release_writer());
+    // A handle that wrote nothing releases with size 0 and mtime 0: only its
+    // registration goes; the file's times stay (close without writes is not
+    // a modification).
+    if (request.size() == 0 && request.mtime_ns() == 0 && !request.failed()) {
+      if (removed) txn.PutInode(*inode);
+      return *attr;
+    }
     if (request.failed()) inode->set_damaged(true);
     const int64_t now = clock_->NowNs();
     attr->set_size(std::max(attr->size(), request.size()));
