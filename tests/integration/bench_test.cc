@@ -44,7 +44,7 @@ class BenchTest : public MountedClusterTest {
     const std::string json = absl::StrCat(cluster().root(), "/", Name(), ".json");
     std::string output;
     const int rc = RunShell(absl::StrCat(CKPTFS_BENCH_PATH, " ", args, " --repeat ", repeats,
-                                         " --json ", json, " --progress off"),
+                                         " --json ", json, " --progress off --commit-timeout 120"),
                             &output);
     EXPECT_EQ(rc, 0) << output << "\n" << cluster().DescribeLogs();
     std::cout << output;

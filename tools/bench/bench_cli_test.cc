@@ -185,6 +185,16 @@ TEST_F(BenchCliTest, DyingRankIsReportedAndTheRunEnds) {
   EXPECT_TRUE(absl::StrContains(killed.err, "rank 0 died: killed by signal 9")) << killed.err;
 }
 
+// A rank that never ends is killed after --phase-timeout and named.
+TEST_F(BenchCliTest, StuckRankIsNamedAfterThePhaseTimeout) {
+  Outcome o = Run({"--dir", a(), "--ranks", "4", "--size", "4M", "--phase-timeout", "2",
+                   "--progress", "off"},
+                  {"CKPTFS_BENCH_TEST_DIE_RANK=3:hang"});
+  EXPECT_EQ(o.exit_code, 1);
+  EXPECT_TRUE(absl::StrContains(o.err, "rank 3 (1 of 4) still running after 2 s")) << o.err;
+  EXPECT_EQ(Entries(a()), 0u);
+}
+
 // A 4 MiB tmpfs cannot hold 4 x 2 MiB: the error calls the target full.
 TEST_F(BenchCliTest, FullDiskNamesTheTarget) {
   const std::string small = root_ + "/small";

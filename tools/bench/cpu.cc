@@ -10,8 +10,10 @@
 #include <sstream>
 
 #include "absl/status/status.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 
@@ -99,6 +101,89 @@ std::vector<pid_t> ResolveProcesses(const std::vector<std::string>& specs) {
 const std::vector<std::string>& CkptfsDaemonNames() {
   static const std::vector<std::string> names = {"ckptfs-fuse", "ckptfs-storage", "ckptfs-meta"};
   return names;
+}
+
+std::optional<std::string> FlagValue(const std::vector<std::string>& argv,
+                                     absl::string_view name) {
+  const std::string flag = absl::StrCat("--", name);
+  for (size_t i = 0; i < argv.size(); ++i) {
+    if (argv[i] == flag && i + 1 < argv.size()) return argv[i + 1];
+    if (absl::StartsWith(argv[i], flag + "=")) return argv[i].substr(flag.size() + 1);
+  }
+  return std::nullopt;
+}
+
+std::optional<int> AddressPort(absl::string_view address) {
+  const size_t colon = address.rfind(':');
+  int port = 0;
+  if (colon == absl::string_view::npos || !absl::SimpleAtoi(address.substr(colon + 1), &port)) {
+    return std::nullopt;
+  }
+  return port;
+}
+
+namespace {
+
+struct ProcessInfo {
+  pid_t pid;
+  std::string comm;
+  std::vector<std::string> argv;
+};
+
+std::vector<ProcessInfo> CkptfsProcesses() {
+  std::vector<ProcessInfo> out;
+  DIR* proc = ::opendir("/proc");
+  if (proc == nullptr) return out;
+  const std::vector<std::string>& names = CkptfsDaemonNames();
+  while (dirent* entry = ::readdir(proc)) {
+    int pid = 0;
+    if (!absl::SimpleAtoi(entry->d_name, &pid) || pid <= 0) continue;
+    std::string comm, cmdline;
+    if (!ReadFile(absl::StrCat("/proc/", pid, "/comm"), &comm)) continue;
+    comm = std::string(absl::StripTrailingAsciiWhitespace(comm));
+    if (std::find(names.begin(), names.end(), comm) == names.end()) continue;
+    if (!ReadFile(absl::StrCat("/proc/", pid, "/cmdline"), &cmdline)) continue;
+    out.push_back(ProcessInfo{pid, comm, absl::StrSplit(cmdline, '\0', absl::SkipEmpty())});
+  }
+  ::closedir(proc);
+  return out;
+}
+
+}  // namespace
+
+std::vector<pid_t> FindCkptfsClusterProcesses(const std::string& mountpoint,
+                                              std::string meta_address) {
+  const std::vector<ProcessInfo> processes = CkptfsProcesses();
+  std::vector<pid_t> pids;
+  if (!mountpoint.empty()) {
+    for (const ProcessInfo& p : processes) {
+      if (p.comm != "ckptfs-fuse" || FlagValue(p.argv, "mountpoint") != mountpoint) continue;
+      pids.push_back(p.pid);
+      if (std::optional<std::string> meta = FlagValue(p.argv, "meta")) meta_address = *meta;
+    }
+  }
+  const std::optional<int> port = AddressPort(meta_address);
+  if (port.has_value()) {
+    for (const ProcessInfo& p : processes) {
+      std::optional<std::string> address;
+      if (p.comm == "ckptfs-meta") address = FlagValue(p.argv, "listen");
+      if (p.comm == "ckptfs-storage") address = FlagValue(p.argv, "meta");
+      if (address.has_value() && AddressPort(*address) == port) pids.push_back(p.pid);
+    }
+  }
+  std::sort(pids.begin(), pids.end());
+  pids.erase(std::unique(pids.begin(), pids.end()), pids.end());
+  return pids;
+}
+
+std::string DescribeProcesses(const std::vector<pid_t>& pids) {
+  std::vector<std::string> parts;
+  for (pid_t pid : pids) {
+    std::string comm;
+    if (!ReadFile(absl::StrCat("/proc/", pid, "/comm"), &comm)) comm = "?";
+    parts.push_back(absl::StrCat(absl::StripTrailingAsciiWhitespace(comm), "[", pid, "]"));
+  }
+  return absl::StrJoin(parts, " ");
 }
 
 double ChildrenCpuSeconds() { return Usage(RUSAGE_CHILDREN); }

@@ -31,8 +31,26 @@ absl::StatusOr<double> ProcessCpuSeconds(pid_t pid);
 // name matched exactly against /proc/PID/comm. Sorted, without repeats.
 std::vector<pid_t> ResolveProcesses(const std::vector<std::string>& specs);
 
-// The ckptfs daemons' names, the default --target-procs on ckptfs.
+// The ckptfs daemons' names: the --target-procs used on ckptfs when the
+// cluster's own processes cannot be told apart.
 const std::vector<std::string>& CkptfsDaemonNames();
+
+// The value of flag `name` ("--name=V" or "--name V") in `argv`; none if
+// absent.
+std::optional<std::string> FlagValue(const std::vector<std::string>& argv,
+                                     absl::string_view name);
+// The port of "host:port" ("[v6]:port"); none if there is no port.
+std::optional<int> AddressPort(absl::string_view address);
+
+// The processes of one ckptfs cluster on this machine, found by their
+// command lines: with a `mountpoint`, the ckptfs-fuse serving it and the
+// metadata address it uses; then the ckptfs-meta listening on that port and
+// the ckptfs-storage servers registered with it. With only `meta_address`
+// (--native), meta and storage. Sorted pids; empty when none is found.
+std::vector<pid_t> FindCkptfsClusterProcesses(const std::string& mountpoint,
+                                              std::string meta_address);
+// "ckptfs-fuse[979] ckptfs-meta[904]" for people.
+std::string DescribeProcesses(const std::vector<pid_t>& pids);
 
 // getrusage: reaped children; this whole process; the calling thread.
 double ChildrenCpuSeconds();

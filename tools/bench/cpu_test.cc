@@ -43,6 +43,20 @@ TEST(CpuTest, ResolvesByNameAndPid) {
   EXPECT_TRUE(ResolveProcesses({"no-such-process-name-xyz"}).empty());
 }
 
+TEST(CpuTest, FlagValuesAndPorts) {
+  const std::vector<std::string> argv = {"ckptfs-fuse", "--meta=127.0.0.1:7650", "--mountpoint",
+                                         "/mnt/x", "--foreground"};
+  EXPECT_EQ(FlagValue(argv, "meta"), "127.0.0.1:7650");
+  EXPECT_EQ(FlagValue(argv, "mountpoint"), "/mnt/x");
+  EXPECT_FALSE(FlagValue(argv, "listen").has_value());
+  EXPECT_FALSE(FlagValue(argv, "mount").has_value());
+  EXPECT_EQ(AddressPort("127.0.0.1:7650"), 7650);
+  EXPECT_EQ(AddressPort("[::1]:80"), 80);
+  EXPECT_FALSE(AddressPort("localhost").has_value());
+  // No cluster is served from a made-up mountpoint or port.
+  EXPECT_TRUE(FindCkptfsClusterProcesses("/no/such/mount", "").empty());
+}
+
 TEST(CpuTest, MeterWithoutProcessesHasNoValue) {
   TargetCpuMeter none({"no-such-process-name-xyz"});
   none.Start();

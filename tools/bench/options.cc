@@ -37,6 +37,8 @@ tools::CommandSpec BenchSpec() {
       {"repeat", "N", "repeats", "3"},
       {"commit", "MODE", "auto|on|off", "auto"},
       {"threads", "N", "native threads", "64"},
+      {"phase-timeout", "SECONDS", "phase time limit", "0"},
+      {"commit-timeout", "SECONDS", "barrier timeout", "0"},
       {"target-procs", "LIST", "target processes", ""},
       {"json", "FILE", "JSON output", ""},
       {"plot", "FILE", "SVG output", ""},
@@ -176,6 +178,12 @@ absl::StatusOr<ParsedCommandLine> ParseCommandLine(const std::vector<std::string
   absl::StatusOr<int64_t> threads = flags.GetInt("threads", 1, 65536);
   if (!threads.ok()) return Usage(threads.status().message());
   o.threads = static_cast<int>(*threads);
+  absl::StatusOr<int64_t> phase_timeout = flags.GetInt("phase-timeout", 0, 1'000'000);
+  if (!phase_timeout.ok()) return Usage(phase_timeout.status().message());
+  o.phase_timeout_s = static_cast<int>(*phase_timeout);
+  absl::StatusOr<int64_t> commit_timeout = flags.GetInt("commit-timeout", 0, 1'000'000);
+  if (!commit_timeout.ok()) return Usage(commit_timeout.status().message());
+  o.commit_timeout_s = static_cast<int>(*commit_timeout);
 
   const std::string commit = flags.Get("commit");
   if (commit == "auto") o.commit = CommitMode::kAuto;
@@ -261,6 +269,12 @@ Phases:
                           directory, removed afterwards.
   --commit MODE           auto (default): on when the target is ckptfs and
                           its barrier answers, off elsewhere; on; off.
+  --commit-timeout S      The barrier's timeout for the bench's checkpoints
+                          (user.ckptfs.commit_timeout_s on their parent);
+                          0 (default): the service's.
+  --phase-timeout S       --dir targets: ranks still running S seconds into
+                          a phase are killed and the run fails naming them
+                          (default 0: no limit).
 
 Figures (per phase, per repeat; medians in the summary): aggregate GB/s =
 bytes / (last rank end - first rank start); MLPerf Storage duration (the
@@ -271,8 +285,11 @@ processes; bytes verified. 1 GB = 1e9 bytes.
 
   --target-procs LIST     Target processes whose CPU time is counted, by
                           name or pid, comma-separated. Default on ckptfs:
-                          ckptfs-fuse,ckptfs-storage,ckptfs-meta (every
-                          process of those names on this machine).
+                          the cluster serving the target, found by command
+                          line (the ckptfs-fuse of the mount, the
+                          ckptfs-meta and ckptfs-storage of its metadata
+                          address); failing that, every ckptfs-fuse,
+                          ckptfs-storage and ckptfs-meta on this machine.
 
 Output:
   --progress MODE         Progress bar on stderr: auto (when a terminal,

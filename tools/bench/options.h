@@ -41,6 +41,12 @@ struct BenchOptions {
   // --native: rank tasks run on this many threads (all ranks at once for
   // the commit barrier).
   int threads = 64;
+  // --dir ranks still running this long into a phase are killed and the
+  // run fails naming them; 0: no limit.
+  int phase_timeout_s = 0;
+  // The commit barrier's timeout for the bench's checkpoints; 0: the
+  // service's default.
+  int commit_timeout_s = 0;
   // Names or pids of the target's own processes; empty with
   // `target_procs_given` false: the ckptfs daemons when the target is ckptfs.
   std::vector<std::string> target_procs;

@@ -60,7 +60,8 @@ TEST(CommandLineTest, EveryFlag) {
                   "--size", "3M", "--io-size", "256K", "--tensor-size", "2M", "--phases",
                   "save,load", "--repeat", "5", "--commit", "off", "--target-procs",
                   "ckptfs-fuse, 42", "--json", "o.json", "--plot", "o.svg", "--progress", "off",
-                  "--seed", "7", "--max-write", "1M"});
+                  "--seed", "7", "--max-write", "1M", "--phase-timeout", "30",
+                  "--commit-timeout", "20"});
   ASSERT_TRUE(o.ok()) << o.status();
   EXPECT_EQ(o->baseline_dir, "/b");
   EXPECT_EQ(o->spec.kind, WorkloadKind::kDcp);
@@ -70,6 +71,8 @@ TEST(CommandLineTest, EveryFlag) {
   EXPECT_EQ(o->spec.tensor_bytes, uint64_t{2} << 20);
   EXPECT_EQ(o->spec.seed, 7u);
   EXPECT_EQ(o->spec.max_write_bytes, uint64_t{1} << 20);
+  EXPECT_EQ(o->phase_timeout_s, 30);
+  EXPECT_EQ(o->commit_timeout_s, 20);
   EXPECT_EQ(o->repeat, 5);
   EXPECT_EQ(o->commit, CommitMode::kOff);
   EXPECT_EQ(o->progress, ProgressMode::kOff);
@@ -126,7 +129,7 @@ TEST(CommandLineTest, HelpExplainsEveryFlagWithExamples) {
   for (const char* flag :
        {"--dir", "--native", "--meta", "--baseline", "--threads", "--workload", "--ranks",
         "--size", "--io-size", "--tensor-size", "--max-write", "--preset", "--scale", "--seed", "--phases",
-        "--repeat", "--commit", "--target-procs", "--progress", "--json", "--plot"}) {
+        "--repeat", "--commit", "--commit-timeout", "--phase-timeout", "--target-procs", "--progress", "--json", "--plot"}) {
     EXPECT_NE(help.find(std::string("\n  ") + flag + " "), std::string::npos) << flag;
   }
   EXPECT_NE(help.find("Examples:"), std::string::npos);

@@ -27,6 +27,16 @@
 
 namespace ckptfs::bench {
 
+std::string DescribeRanks(const std::vector<int>& ranks, size_t of) {
+  std::string text = ranks.size() == 1 ? "rank " : "ranks ";
+  for (size_t i = 0; i < ranks.size() && i < 8; ++i) {
+    absl::StrAppend(&text, i == 0 ? "" : ", ", ranks[i]);
+  }
+  if (ranks.size() > 8) absl::StrAppend(&text, ", ...");
+  absl::StrAppend(&text, " (", ranks.size(), " of ", of, ")");
+  return text;
+}
+
 int64_t MonotonicNowNs() {
   timespec ts{};
   ::clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -212,13 +222,23 @@ class ProcessExecutor : public RankExecutor {
     }
 
     uint64_t bytes = 0;
-    int64_t next_sample = MonotonicNowNs() + kSampleIntervalNs;
+    int done = 0;
+    const int64_t start = MonotonicNowNs();
+    int64_t next_sample = start + kSampleIntervalNs;
     size_t open = children.size();
     std::vector<pollfd> polls;
     std::vector<size_t> index;
     while (failure.ok() && open > 0) {
       if (InterruptRequested()) {
-        failure = absl::CancelledError("interrupted");
+        failure = absl::CancelledError(
+            absl::StrCat("interrupted; ", DescribeRanks(Running(children), children.size()),
+                         " still running"));
+        break;
+      }
+      if (phase_timeout_s_ > 0 && MonotonicNowNs() - start > phase_timeout_s_ * 1'000'000'000LL) {
+        failure = absl::DeadlineExceededError(
+            absl::StrCat(DescribeRanks(Running(children), children.size()),
+                         " still running after ", phase_timeout_s_, " s (--phase-timeout)"));
         break;
       }
       polls.clear();
@@ -254,6 +274,7 @@ class ProcessExecutor : public RankExecutor {
         while (::waitpid(child.pid, &status, 0) < 0 && errno == EINTR) {
         }
         child.reaped = true;
+        ++done;
         if (!child.done) {
           failure = absl::AbortedError(
               absl::StrCat("rank ", child.rank, " died: ", DescribeWaitStatus(status)));
@@ -261,7 +282,7 @@ class ProcessExecutor : public RankExecutor {
       }
       const int64_t now = MonotonicNowNs();
       if (now >= next_sample) {
-        sample(now, bytes);
+        sample(now, bytes, done);
         next_sample = now + kSampleIntervalNs;
       }
     }
@@ -275,7 +296,7 @@ class ProcessExecutor : public RankExecutor {
       child.reaped = true;
     }
     if (!failure.ok()) return failure;
-    sample(MonotonicNowNs(), bytes);
+    sample(MonotonicNowNs(), bytes, done);
 
     RankRun run;
     run.rank_cpu_s = ChildrenCpuSeconds() - cpu_before;
@@ -285,10 +306,20 @@ class ProcessExecutor : public RankExecutor {
 
   RankIo& ControlIo() override { return *control_; }
   bool ranks_are_processes() const override { return true; }
+  void set_phase_timeout_s(int seconds) override { phase_timeout_s_ = seconds; }
 
  private:
+  static std::vector<int> Running(const std::vector<Child>& children) {
+    std::vector<int> running;
+    for (const Child& child : children) {
+      if (!child.reaped) running.push_back(child.rank);
+    }
+    return running;
+  }
+
   std::string root_;
   std::unique_ptr<RankIo> control_;
+  int phase_timeout_s_ = 0;
 };
 
 }  // namespace

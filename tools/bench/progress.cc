@@ -24,19 +24,20 @@ void WriteStderr(const std::string& text) {
 }  // namespace
 
 void ProgressMeter::BeginPhase(const std::string& target, int repeat, int repeats, Phase phase,
-                               uint64_t expected_bytes, int64_t now_ns) {
+                               uint64_t expected_bytes, int ranks, int64_t now_ns) {
   repeats_ = repeats;
   expected_ = expected_bytes;
+  ranks_ = ranks;
   segments_.push_back(ProgressSegment{target, repeat, phase, now_ns});
   points_.push_back(ProgressPoint{static_cast<int>(segments_.size()) - 1, now_ns, 0});
   last_draw_ns_ = 0;
-  Draw(now_ns, 0);
+  Draw(now_ns, 0, 0);
 }
 
-void ProgressMeter::Sample(int64_t now_ns, uint64_t bytes) {
+void ProgressMeter::Sample(int64_t now_ns, uint64_t bytes, int ranks_done) {
   if (segments_.empty()) return;
   points_.push_back(ProgressPoint{static_cast<int>(segments_.size()) - 1, now_ns, bytes});
-  if (now_ns - last_draw_ns_ >= 100'000'000) Draw(now_ns, bytes);
+  if (now_ns - last_draw_ns_ >= 100'000'000) Draw(now_ns, bytes, ranks_done);
 }
 
 void ProgressMeter::EndPhase() { Clear(); }
@@ -46,7 +47,7 @@ void ProgressMeter::Note(const std::string& line) {
   WriteStderr(line + "\n");
 }
 
-void ProgressMeter::Draw(int64_t now_ns, uint64_t bytes) {
+void ProgressMeter::Draw(int64_t now_ns, uint64_t bytes, int ranks_done) {
   if (!draw_ || segments_.empty()) return;
   last_draw_ns_ = now_ns;
   const ProgressSegment& s = segments_.back();
@@ -66,6 +67,7 @@ void ProgressMeter::Draw(int64_t now_ns, uint64_t bytes) {
   } else {
     absl::StrAppend(&line, absl::StrFormat("waiting %.1f s", elapsed));
   }
+  absl::StrAppend(&line, "  ", ranks_done, "/", ranks_, " ranks done");
   absl::StrAppend(&line, "\x1b[K");
   WriteStderr(line);
   drawn_ = true;

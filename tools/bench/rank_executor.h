@@ -37,9 +37,9 @@ inline constexpr int64_t kSampleIntervalNs = 50'000'000;
 // What one rank does. `sink` counts its bytes for the progress bar.
 using RankTask =
     std::function<absl::StatusOr<RankTimes>(int rank, RankIo& io, ProgressSink& sink)>;
-// Called about every kSampleIntervalNs with CLOCK_MONOTONIC now and the
-// bytes all ranks of this Run have moved so far.
-using SampleFn = std::function<void(int64_t now_ns, uint64_t bytes)>;
+// Called about every kSampleIntervalNs with CLOCK_MONOTONIC now, the bytes
+// all ranks of this Run have moved so far and how many ranks have ended.
+using SampleFn = std::function<void(int64_t now_ns, uint64_t bytes, int ranks_done)>;
 
 struct RankRun {
   std::vector<RankRecord> ranks;  // in the order of the `ranks` argument
@@ -64,7 +64,15 @@ class RankExecutor {
 
   // True when ranks are processes (a rank may _exit without killing us).
   virtual bool ranks_are_processes() const = 0;
+
+  // Processes only: a Run whose ranks have not all ended `seconds` after it
+  // began kills them and fails (DeadlineExceeded) naming the ranks still
+  // running. 0: no limit. Threads cannot be killed: they ignore this.
+  virtual void set_phase_timeout_s(int seconds) { (void)seconds; }
 };
+
+// "ranks 3, 5, 9 (3 of 8)", at most 8 listed. For messages.
+std::string DescribeRanks(const std::vector<int>& ranks, size_t of);
 
 // Ranks are forked children doing POSIX I/O under `root`.
 std::unique_ptr<RankExecutor> MakeProcessExecutor(std::string root);

@@ -41,6 +41,8 @@ void WriteOptions(JsonWriter& j, const BenchOptions& o) {
   j.Key("commit").String(CommitName(o.commit));
   j.Key("native").Bool(o.native);
   j.Key("threads").Int(o.threads);
+  j.Key("phase_timeout_s").Int(o.phase_timeout_s);
+  j.Key("commit_timeout_s").Int(o.commit_timeout_s);
   j.EndObject();
 }
 
@@ -59,6 +61,7 @@ void WriteTargets(JsonWriter& j, const BenchResult& result) {
     j.Key("target_procs").BeginArray();
     for (const std::string& p : t.target_procs) j.String(p);
     j.EndArray();
+    j.Key("target_procs_label").String(t.target_procs_label);
     j.EndObject();
   }
   j.EndArray();

@@ -61,9 +61,9 @@ BenchResult SyntheticResult() {
   }
   result.end_ns = t;
   result.targets.push_back(TargetDescription{"A", "/a", "/a", false, "fuse.ckptfs", true, false,
-                                             "off (\"quoted\" note)", {"ckptfs-fuse"}});
+                                             "off (\"quoted\" note)", {"ckptfs-fuse"}, ""});
   result.targets.push_back(
-      TargetDescription{"B", "/b", "/b", false, "ext4", false, false, "off", {}});
+      TargetDescription{"B", "/b", "/b", false, "ext4", false, false, "off", {}, ""});
   result.notes.push_back("a note with a \\ backslash\nand a newline");
   return result;
 }

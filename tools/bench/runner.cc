@@ -27,11 +27,13 @@ constexpr char kRanksXattr[] = "user.ckptfs.ranks";
 constexpr char kCommitXattr[] = "user.ckptfs.commit";
 constexpr char kStateXattr[] = "user.ckptfs.state";
 constexpr char kRemoveXattr[] = "user.ckptfs.remove";
+constexpr char kCommitTimeoutXattr[] = "user.ckptfs.commit_timeout_s";
 
 // CKPTFS_BENCH_TEST_DIE_RANK: which rank dies in its save, and how.
 struct DieHook {
+  enum How { kExit, kSignal, kHang };
   int rank = -1;
-  bool by_signal = false;
+  How how = kExit;
 };
 
 DieHook ReadDieHook() {
@@ -40,26 +42,29 @@ DieHook ReadDieHook() {
   if (env == nullptr) return hook;
   std::vector<std::string> parts = absl::StrSplit(env, ':');
   if (!parts.empty() && absl::SimpleAtoi(parts[0], &hook.rank)) {
-    hook.by_signal = parts.size() > 1 && parts[1] == "signal";
+    if (parts.size() > 1 && parts[1] == "signal") hook.how = DieHook::kSignal;
+    if (parts.size() > 1 && parts[1] == "hang") hook.how = DieHook::kHang;
   } else {
     hook.rank = -1;
   }
   return hook;
 }
 
-// Passes bytes on, then ends the process after the first ones (test hook).
+// Passes bytes on, then ends (or stops) the process after the first ones
+// (test hook).
 class DyingSink : public ProgressSink {
  public:
-  DyingSink(ProgressSink& inner, bool by_signal) : inner_(inner), by_signal_(by_signal) {}
+  DyingSink(ProgressSink& inner, DieHook::How how) : inner_(inner), how_(how) {}
   void OnBytes(uint64_t bytes) override {
     inner_.OnBytes(bytes);
-    if (by_signal_) ::kill(::getpid(), SIGKILL);
+    if (how_ == DieHook::kSignal) ::kill(::getpid(), SIGKILL);
+    while (how_ == DieHook::kHang) ::pause();
     ::_exit(41);
   }
 
  private:
   ProgressSink& inner_;
-  bool by_signal_;
+  DieHook::How how_;
 };
 
 std::vector<int> AllRanks(int n) {
@@ -100,6 +105,7 @@ class Runner {
       d.commit = target->commit;
       d.commit_note = target->commit_note;
       d.target_procs = target->target_procs;
+      d.target_procs_label = target->target_procs_label;
       result_.targets.push_back(std::move(d));
     }
     result_.segments = progress_.segments();
@@ -132,15 +138,45 @@ class Runner {
     }
     for (auto& target : targets_) {
       DecideCommit(*target);
-      if (options_.target_procs_given) {
-        target->target_procs = options_.target_procs;
-      } else if (target->is_ckptfs) {
-        target->target_procs = CkptfsDaemonNames();
-      }
+      ChooseTargetProcesses(*target);
+      target->executor->set_phase_timeout_s(options_.phase_timeout_s);
       absl::Status made = target->executor->ControlIo().MakeDirs(work_);
       if (!made.ok()) return TargetError(*target, "creating the work directory", made);
+      if (target->commit && options_.commit_timeout_s > 0) {
+        // Checkpoints take their barrier timeout from their parent.
+        absl::Status set = target->executor->ControlIo().SetXattr(
+            work_, kCommitTimeoutXattr, absl::StrCat(options_.commit_timeout_s));
+        if (!set.ok()) {
+          Note(absl::StrCat("target ", target->label, ": --commit-timeout not applied: ",
+                            set.message()));
+        }
+      }
     }
     return absl::OkStatus();
+  }
+
+  // --target-procs, or on ckptfs the daemons of the cluster serving the
+  // target (every ckptfs daemon on this machine if they cannot be told).
+  void ChooseTargetProcesses(Target& target) {
+    if (options_.target_procs_given) {
+      target.target_procs = options_.target_procs;
+      target.target_procs_label = absl::StrJoin(options_.target_procs, ",");
+      return;
+    }
+    if (!target.is_ckptfs) return;
+    const std::vector<pid_t> pids = FindCkptfsClusterProcesses(
+        target.native ? "" : target.mount_point, target.native ? target.meta_address : "");
+    if (!pids.empty()) {
+      for (pid_t pid : pids) target.target_procs.push_back(absl::StrCat(pid));
+      target.target_procs_label = DescribeProcesses(pids);
+      return;
+    }
+    target.target_procs = CkptfsDaemonNames();
+    target.target_procs_label = absl::StrCat(absl::StrJoin(CkptfsDaemonNames(), ","),
+                                             " (every such process on this machine)");
+    Note(absl::StrCat("target ", target.label,
+                      ": could not tell which ckptfs daemons serve it; counting the CPU of "
+                      "every ckptfs-fuse, ckptfs-storage and ckptfs-meta (or pass --target-procs)"));
   }
 
   bool Selected(Phase phase) const {
@@ -291,15 +327,17 @@ class Runner {
 
   // Runs `task` on `ranks` with progress and CPU accounting.
   absl::StatusOr<RankRun> RunRanks(Target& target, const std::vector<int>& ranks,
-                                   const RankTask& task, bool all_at_once, uint64_t base_bytes) {
-    return target.executor->Run(ranks, task, all_at_once, [&](int64_t now, uint64_t bytes) {
-      progress_.Sample(now, base_bytes + bytes);
-    });
+                                   const RankTask& task, bool all_at_once, uint64_t base_bytes,
+                                   int base_done = 0) {
+    return target.executor->Run(ranks, task, all_at_once,
+                                [&](int64_t now, uint64_t bytes, int done) {
+                                  progress_.Sample(now, base_bytes + bytes, base_done + done);
+                                });
   }
 
   void BeginPhase(const Target& target, int repeat, Phase phase, uint64_t expected) {
     progress_.BeginPhase(target.label, repeat, options_.repeat, phase, expected,
-                         MonotonicNowNs());
+                         options_.spec.ranks, MonotonicNowNs());
   }
 
   // What a phase moves, for the progress bar.
@@ -320,7 +358,7 @@ class Runner {
     RankTask save = [&spec, &step, die](int rank, RankIo& io,
                                         ProgressSink& sink) -> absl::StatusOr<RankTimes> {
       if (rank == die.rank) {
-        DyingSink dying(sink, die.by_signal);
+        DyingSink dying(sink, die.how);
         return SaveRank(io, spec, rank, step, &dying);
       }
       return SaveRank(io, spec, rank, step, &sink);
@@ -342,7 +380,8 @@ class Runner {
       RankTask finalize = [&spec, &step](int, RankIo& io, ProgressSink& sink) {
         return FinalizeSave(io, spec, step, &sink);
       };
-      absl::StatusOr<RankRun> fin = RunRanks(target, {0}, finalize, false, saved);
+      absl::StatusOr<RankRun> fin =
+          RunRanks(target, {0}, finalize, false, saved, spec.ranks - 1);
       if (!fin.ok()) {
         progress_.EndPhase();
         return TargetError(target, absl::StrCat("save (rank 0 finishing), repeat ", repeat + 1),

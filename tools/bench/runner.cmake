@@ -42,7 +42,8 @@ if(BUILD_TESTING)
     ${CMAKE_CURRENT_LIST_DIR}/cpu_test.cc
     ${CMAKE_CURRENT_LIST_DIR}/figures_test.cc
     ${CMAKE_CURRENT_LIST_DIR}/options_test.cc
-    ${CMAKE_CURRENT_LIST_DIR}/report_test.cc)
+    ${CMAKE_CURRENT_LIST_DIR}/report_test.cc
+    ${CMAKE_CURRENT_LIST_DIR}/target_test.cc)
   target_compile_options(ckptfs_bench_test PRIVATE ${CKPTFS_WARNINGS})
   target_compile_definitions(ckptfs_bench_test PRIVATE
     CKPTFS_BENCH_PATH="$<TARGET_FILE:ckptfs-bench>")

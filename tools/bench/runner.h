@@ -8,9 +8,9 @@
 // failure. A failing or dying rank ends the run with an error naming the
 // target, the phase, the repeat and the rank; a full disk is called so.
 //
-// Test hook: CKPTFS_BENCH_TEST_DIE_RANK=R (or R:signal) makes rank R's
-// process _exit (or SIGKILL itself) in the middle of its save, for --dir
-// targets only.
+// Test hook: CKPTFS_BENCH_TEST_DIE_RANK=R (R:signal, R:hang) makes rank R's
+// process _exit (SIGKILL itself, stop forever) in the middle of its save,
+// for --dir targets only.
 //
 // Thread-safety: RunBench is called from one thread; it runs ranks as
 // rank_executor.h says.
@@ -38,7 +38,8 @@ struct TargetDescription {
   bool is_ckptfs = false;
   bool commit = false;  // the commit phase ran here
   std::string commit_note;
-  std::vector<std::string> target_procs;
+  std::vector<std::string> target_procs;  // names or pids
+  std::string target_procs_label;          // e.g. "ckptfs-fuse[979] ckptfs-meta[904]"
 };
 
 struct BenchResult {

@@ -45,7 +45,9 @@ std::string DescribeTarget(const TargetDescription& t) {
                                   t.fs_type.empty() ? "unknown fs" : t.fs_type, "), commit: ",
                                   t.commit_note);
   if (!t.target_procs.empty()) {
-    absl::StrAppend(&line, "\n     target CPU: ", absl::StrJoin(t.target_procs, ","));
+    absl::StrAppend(&line, "\n     target CPU: ",
+                    t.target_procs_label.empty() ? absl::StrJoin(t.target_procs, ",")
+                                                 : t.target_procs_label);
   }
   return line;
 }

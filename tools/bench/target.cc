@@ -25,28 +25,26 @@ Target::~Target() {
   client.reset();
 }
 
-std::string FilesystemTypeIn(absl::string_view mountinfo, const std::string& path) {
-  std::string best_type;
-  size_t best_length = 0;
-  for (const tools::MountEntry& entry : tools::ParseMountInfo(mountinfo)) {
+std::optional<tools::MountEntry> MountIn(absl::string_view mountinfo, const std::string& path) {
+  std::optional<tools::MountEntry> best;
+  for (tools::MountEntry& entry : tools::ParseMountInfo(mountinfo)) {
     const std::string& mp = entry.mount_point;
     const bool contains =
         mp == "/" || path == mp ||
         (absl::StartsWith(path, mp) && path.size() > mp.size() && path[mp.size()] == '/');
     // Later entries are mounted on top of earlier ones at the same place.
-    if (contains && mp.size() >= best_length) {
-      best_length = mp.size();
-      best_type = entry.fs_type;
+    if (contains && (!best.has_value() || mp.size() >= best->mount_point.size())) {
+      best = std::move(entry);
     }
   }
-  return best_type;
+  return best;
 }
 
-std::string FilesystemTypeOf(const std::string& path) {
+std::optional<tools::MountEntry> MountOf(const std::string& path) {
   std::ifstream in("/proc/self/mountinfo");
   std::ostringstream text;
   text << in.rdbuf();
-  return FilesystemTypeIn(text.str(), path);
+  return MountIn(text.str(), path);
 }
 
 absl::StatusOr<std::unique_ptr<Target>> OpenDirTarget(const std::string& label,
@@ -73,7 +71,10 @@ absl::StatusOr<std::unique_ptr<Target>> OpenDirTarget(const std::string& label,
   target->label = label;
   target->path = path;
   target->root = resolved;
-  target->fs_type = FilesystemTypeOf(target->root);
+  if (std::optional<tools::MountEntry> mount = MountOf(target->root); mount.has_value()) {
+    target->fs_type = mount->fs_type;
+    target->mount_point = mount->mount_point;
+  }
   target->is_ckptfs = target->fs_type == "fuse.ckptfs";
   if (!target->is_ckptfs) {
     // A ckptfs mount answers the checkpoint state attribute.

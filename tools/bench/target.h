@@ -9,12 +9,14 @@
 #define CKPTFS_TOOLS_BENCH_TARGET_H_
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "tools/bench/rank_executor.h"
+#include "tools/mounts.h"
 
 namespace ckptfs::client {
 class Client;
@@ -34,6 +36,7 @@ struct Target {
   bool native = false;
   std::string meta_address;  // native
   std::string fs_type;   // "ext4", "fuse.ckptfs", "ckptfs (libckptfs)"
+  std::string mount_point;  // of a directory target
   bool is_ckptfs = false;
 
   // Commit barrier: wanted (phase selected, mode allows), then confirmed or
@@ -42,19 +45,20 @@ struct Target {
   bool commit_confirmed = false;
   std::string commit_note;
 
-  // Processes whose CPU time counts as the target's ("" entries: none).
+  // Processes whose CPU time counts as the target's (names or pids), and
+  // how the report names them.
   std::vector<std::string> target_procs;
+  std::string target_procs_label;
 
   std::unique_ptr<client::Client> client;  // native; outlives executor
   std::unique_ptr<RankExecutor> executor;
 };
 
-// The filesystem type of the mount holding `path` (an absolute, resolved
-// path), from /proc/self/mountinfo; "" if not found.
-std::string FilesystemTypeOf(const std::string& path);
-// The mount whose mount point is the longest prefix of `path`, given
-// mountinfo text: returns its fs type ("" if none). For tests.
-std::string FilesystemTypeIn(absl::string_view mountinfo, const std::string& path);
+// The mount holding `path` (an absolute, resolved path): the one whose
+// mount point is the longest prefix of it, the topmost of those stacked
+// there. From /proc/self/mountinfo, or from `mountinfo` text (for tests).
+std::optional<tools::MountEntry> MountOf(const std::string& path);
+std::optional<tools::MountEntry> MountIn(absl::string_view mountinfo, const std::string& path);
 
 // Checks that `path` is an existing, writable directory and sets up a
 // process-rank target there. Errors say what is wrong with the directory

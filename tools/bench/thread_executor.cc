@@ -42,6 +42,7 @@ class ThreadExecutor : public RankExecutor {
 
     std::atomic<uint64_t> bytes{0};
     std::atomic<size_t> next{0};
+    std::atomic<int> done{0};
     std::atomic<bool> stop{false};
     std::vector<std::optional<RankTimes>> results(n);
     absl::Mutex mu;
@@ -55,6 +56,7 @@ class ThreadExecutor : public RankExecutor {
         std::unique_ptr<RankIo> io = make_io_();
         AtomicSink sink(&bytes);
         absl::StatusOr<RankTimes> result = task(ranks[i], *io, sink);
+        done.fetch_add(1);
         if (result.ok()) {
           results[i] = *result;
           continue;
@@ -87,7 +89,7 @@ class ThreadExecutor : public RankExecutor {
         mu.AwaitWithTimeout(absl::Condition(&all_done),
                             absl::Nanoseconds(kSampleIntervalNs));
         mu.Unlock();
-        sample(MonotonicNowNs(), bytes.load());
+        sample(MonotonicNowNs(), bytes.load(), done.load());
         if (InterruptRequested()) {
           interrupted = true;
           stop.store(true);
@@ -98,7 +100,7 @@ class ThreadExecutor : public RankExecutor {
     for (std::thread& thread : pool) thread.join();
     if (!first_error.ok()) return first_error;
     if (interrupted) return absl::CancelledError("interrupted");
-    sample(MonotonicNowNs(), bytes.load());
+    sample(MonotonicNowNs(), bytes.load(), done.load());
 
     RankRun run;
     run.rank_cpu_s = (SelfCpuSeconds() - process_before) - (ThreadCpuSeconds() - caller_before);
