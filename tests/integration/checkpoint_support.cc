@@ -85,7 +85,6 @@ std::unique_ptr<SyscallTrace> SyscallTrace::Attach(pid_t pid, const std::string&
     *why = "no /usr/bin/strace (scripts/install-deps.sh installs it)";
     return nullptr;
   }
-  const size_t threads = ListNames(absl::StrCat("/proc/", pid, "/task")).size();
   const std::string out = absl::StrCat(dir, "/strace-", pid, ".out");
   const std::string log = absl::StrCat(dir, "/strace-", pid, ".log");
   auto child = ChildProcess::Start({kStrace, "-f", "-e", "trace=" + syscalls, "-o", out, "-p",
@@ -96,15 +95,9 @@ std::unique_ptr<SyscallTrace> SyscallTrace::Attach(pid_t pid, const std::string&
     return nullptr;
   }
   ChildProcess* strace = child->get();
-  auto attached = [&] {
-    const std::string text = strace->LogTail(1 << 20);
-    size_t count = 0;
-    for (size_t at = text.find(" attached"); at != std::string::npos;
-         at = text.find(" attached", at + 1)) {
-      ++count;
-    }
-    return count >= threads;
-  };
+  // "Process N attached with T threads" once all of them are traced (one
+  // "Process N attached" for a single thread).
+  auto attached = [&] { return strace->LogTail(1 << 20).find(" attached") != std::string::npos; };
   if (!WaitFor([&] { return attached() || !strace->Running(); }, absl::Seconds(20)) ||
       !attached()) {
     *why = absl::StrCat("strace did not attach to ", pid, ": ", strace->LogTail());
