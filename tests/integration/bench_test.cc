@@ -111,10 +111,10 @@ TEST_F(BenchTest, DcpStormOnTheMount) {
 TEST_F(BenchTest, NativeStorm) {
   if (::access(kPython, X_OK) != 0) GTEST_SKIP() << "no " << kPython;
   constexpr int kRanks = 64, kRepeats = 2;
-  const std::string facts = RunBench(
-      absl::StrCat("--native --meta ", cluster().meta_address(), " --dir /", Name(),
-                   " --ranks ", kRanks, " --size 256K --io-size 64K --threads 8"),
-      kRepeats);
+  const std::string facts =
+      RunBench(absl::StrCat("--native --meta ", cluster().meta_address(), " --dir /", Name(),
+                            " --ranks ", kRanks, " --size 256K --io-size 64K --threads 8"),
+               kRepeats);
   EXPECT_TRUE(absl::StrContains(facts, "fs_type=ckptfs (libckptfs)")) << facts;
   EXPECT_TRUE(absl::StrContains(facts, absl::StrCat("verified=", 2 * 2 * kRanks * (256 << 10))))
       << facts;

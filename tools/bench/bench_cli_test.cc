@@ -118,9 +118,8 @@ TEST_F(BenchCliTest, FileIsNotADirectory) {
 
 TEST_F(BenchCliTest, SmallStormWithBaseline) {
   const std::string json = root_ + "/out.json", svg = root_ + "/out.svg";
-  Outcome o = Run({"--dir", a(), "--baseline", b(), "--ranks", "3", "--size", "3M",
-                   "--io-size", "512K", "--repeat", "2", "--json", json, "--plot", svg,
-                   "--progress", "off"});
+  Outcome o = Run({"--dir", a(), "--baseline", b(), "--ranks", "3", "--size", "3M", "--io-size",
+                   "512K", "--repeat", "2", "--json", json, "--plot", svg, "--progress", "off"});
   ASSERT_EQ(o.exit_code, 0) << o.out << o.err;
   // The summary: ratios first, every phase but commit (a plain directory).
   EXPECT_TRUE(absl::StrContains(o.out, "A/B (median of ratios)")) << o.out;
@@ -139,7 +138,8 @@ TEST_F(BenchCliTest, SmallStormWithBaseline) {
   }
   if (::access(kPython, X_OK) != 0) return;
   const std::string check = absl::StrCat(
-      kPython, " -c 'import json,sys; d=json.load(open(sys.argv[1]));"
+      kPython,
+      " -c 'import json,sys; d=json.load(open(sys.argv[1]));"
       " p=d[\"phases\"]; assert len(p)==12, len(p);"
       " assert sorted(set((x[\"target\"],x[\"phase\"]) for x in p))=="
       "[(t,ph) for t in \"AB\" for ph in (\"bcast\",\"load\",\"save\")];"
@@ -163,17 +163,17 @@ TEST_F(BenchCliTest, EveryWorkloadRuns) {
 }
 
 TEST_F(BenchCliTest, CommitOnWithoutABarrierFails) {
-  Outcome o = Run({"--dir", a(), "--commit", "on", "--ranks", "2", "--size", "1M",
-                   "--repeat", "1", "--progress", "off"});
+  Outcome o = Run({"--dir", a(), "--commit", "on", "--ranks", "2", "--size", "1M", "--repeat", "1",
+                   "--progress", "off"});
   EXPECT_EQ(o.exit_code, 1) << o.out;
   EXPECT_TRUE(absl::StrContains(o.err, "no commit barrier")) << o.err;
   EXPECT_EQ(Entries(a()), 0u);
 }
 
 TEST_F(BenchCliTest, DyingRankIsReportedAndTheRunEnds) {
-  Outcome exited = Run({"--dir", a(), "--ranks", "4", "--size", "8M", "--repeat", "2",
-                        "--progress", "off"},
-                       {"CKPTFS_BENCH_TEST_DIE_RANK=2"});
+  Outcome exited =
+      Run({"--dir", a(), "--ranks", "4", "--size", "8M", "--repeat", "2", "--progress", "off"},
+          {"CKPTFS_BENCH_TEST_DIE_RANK=2"});
   EXPECT_EQ(exited.exit_code, 1);
   EXPECT_TRUE(absl::StrContains(exited.err, "rank 2 died: exited with status 41")) << exited.err;
   EXPECT_TRUE(absl::StrContains(exited.err, "save, repeat 1")) << exited.err;
@@ -187,9 +187,9 @@ TEST_F(BenchCliTest, DyingRankIsReportedAndTheRunEnds) {
 
 // A rank that never ends is killed after --phase-timeout and named.
 TEST_F(BenchCliTest, StuckRankIsNamedAfterThePhaseTimeout) {
-  Outcome o = Run({"--dir", a(), "--ranks", "4", "--size", "4M", "--phase-timeout", "2",
-                   "--progress", "off"},
-                  {"CKPTFS_BENCH_TEST_DIE_RANK=3:hang"});
+  Outcome o = Run(
+      {"--dir", a(), "--ranks", "4", "--size", "4M", "--phase-timeout", "2", "--progress", "off"},
+      {"CKPTFS_BENCH_TEST_DIE_RANK=3:hang"});
   EXPECT_EQ(o.exit_code, 1);
   EXPECT_TRUE(absl::StrContains(o.err, "rank 3 (1 of 4) still running after 2 s")) << o.err;
   EXPECT_EQ(Entries(a()), 0u);
@@ -202,8 +202,8 @@ TEST_F(BenchCliTest, FullDiskNamesTheTarget) {
   if (::geteuid() != 0 || ::mount("tmpfs", small.c_str(), "tmpfs", 0, "size=4m") != 0) {
     GTEST_SKIP() << "needs root to mount a small tmpfs";
   }
-  Outcome o = Run({"--dir", small, "--ranks", "4", "--size", "2M", "--repeat", "1",
-                   "--progress", "off"});
+  Outcome o =
+      Run({"--dir", small, "--ranks", "4", "--size", "2M", "--repeat", "1", "--progress", "off"});
   ::umount2(small.c_str(), MNT_DETACH);
   EXPECT_EQ(o.exit_code, 1);
   EXPECT_TRUE(absl::StrContains(o.err, "target A (" + small + ") is full (ENOSPC)")) << o.err;

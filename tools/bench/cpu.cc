@@ -103,8 +103,7 @@ const std::vector<std::string>& CkptfsDaemonNames() {
   return names;
 }
 
-std::optional<std::string> FlagValue(const std::vector<std::string>& argv,
-                                     absl::string_view name) {
+std::optional<std::string> FlagValue(const std::vector<std::string>& argv, absl::string_view name) {
   const std::string flag = absl::StrCat("--", name);
   for (size_t i = 0; i < argv.size(); ++i) {
     if (argv[i] == flag && i + 1 < argv.size()) return argv[i + 1];

@@ -37,8 +37,7 @@ const std::vector<std::string>& CkptfsDaemonNames();
 
 // The value of flag `name` ("--name=V" or "--name V") in `argv`; none if
 // absent.
-std::optional<std::string> FlagValue(const std::vector<std::string>& argv,
-                                     absl::string_view name);
+std::optional<std::string> FlagValue(const std::vector<std::string>& argv, absl::string_view name);
 // The port of "host:port" ("[v6]:port"); none if there is no port.
 std::optional<int> AddressPort(absl::string_view address);
 

@@ -38,8 +38,7 @@ TEST(CpuTest, ResolvesByNameAndPid) {
   const pid_t self = ::getpid();
   std::vector<pid_t> by_name = ResolveProcesses({comm});
   EXPECT_NE(std::find(by_name.begin(), by_name.end(), self), by_name.end()) << comm;
-  EXPECT_EQ(ResolveProcesses({absl::StrCat(self), absl::StrCat(self)}),
-            std::vector<pid_t>{self});
+  EXPECT_EQ(ResolveProcesses({absl::StrCat(self), absl::StrCat(self)}), std::vector<pid_t>{self});
   EXPECT_TRUE(ResolveProcesses({"no-such-process-name-xyz"}).empty());
 }
 

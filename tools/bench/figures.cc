@@ -58,8 +58,7 @@ double Median(std::vector<double> values) {
   return n % 2 == 1 ? values[n / 2] : (values[n / 2 - 1] + values[n / 2]) / 2.0;
 }
 
-std::optional<double> MedianOfRatios(const std::vector<double>& a,
-                                     const std::vector<double>& b) {
+std::optional<double> MedianOfRatios(const std::vector<double>& a, const std::vector<double>& b) {
   std::vector<double> ratios;
   for (size_t i = 0; i < a.size() && i < b.size(); ++i) {
     if (b[i] != 0) ratios.push_back(a[i] / b[i]);
@@ -88,7 +87,8 @@ Figures ComputeFigures(const PhaseRecord& record) {
     last_end = std::max(last_end, r.times.end_ns);
     bytes += r.times.bytes;
     rank_s.push_back(Seconds(r.times.end_ns - r.times.start_ns));
-    if (r.times.first_byte_ns != 0) ttfb_s.push_back(Seconds(r.times.first_byte_ns - r.times.start_ns));
+    if (r.times.first_byte_ns != 0)
+      ttfb_s.push_back(Seconds(r.times.first_byte_ns - r.times.start_ns));
   }
   const double wall = Seconds(last_end - first_start);
   const double slowest = *std::max_element(rank_s.begin(), rank_s.end());

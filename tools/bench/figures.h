@@ -74,8 +74,7 @@ double Percentile(std::vector<double> values, double p);
 // REQUIRES: values non-empty.
 double Median(std::vector<double> values);
 // Median of a[i] / b[i] over the pairs where b[i] != 0; none if no pair.
-std::optional<double> MedianOfRatios(const std::vector<double>& a,
-                                     const std::vector<double>& b);
+std::optional<double> MedianOfRatios(const std::vector<double>& a, const std::vector<double>& b);
 
 }  // namespace ckptfs::bench
 

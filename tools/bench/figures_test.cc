@@ -14,8 +14,7 @@ namespace {
 constexpr int64_t kS = 1'000'000'000;  // one second in ns
 constexpr double kGiB = 1024.0 * 1024 * 1024;
 
-RankRecord Rank(int rank, double start_s, double end_s, uint64_t bytes,
-                double first_byte_s = -1) {
+RankRecord Rank(int rank, double start_s, double end_s, uint64_t bytes, double first_byte_s = -1) {
   RankRecord r;
   r.rank = rank;
   r.times.start_ns = static_cast<int64_t>(start_s * kS) + 100 * kS;
@@ -96,7 +95,7 @@ TEST(FiguresTest, LoadTimeToFirstByteAndVerifiedBytes) {
   record.ranks = {Rank(0, 0, 1, 100, 0.25), Rank(1, 0, 2, 100, 0.5), Rank(2, 1, 2, 100, 1.75)};
   record.verified_bytes = 300;
   const Figures f = ComputeFigures(record);
-  EXPECT_DOUBLE_EQ(Get(f, "ttfb_p50_s"), 0.5);   // 0.25, 0.5, 0.75
+  EXPECT_DOUBLE_EQ(Get(f, "ttfb_p50_s"), 0.5);  // 0.25, 0.5, 0.75
   EXPECT_DOUBLE_EQ(Get(f, "ttfb_max_s"), 0.75);
   EXPECT_DOUBLE_EQ(Get(f, "verified_bytes"), 300);
   EXPECT_DOUBLE_EQ(Get(f, "agg_gbps"), 300 / 2.0 / 1e9);
@@ -154,7 +153,7 @@ TEST(SummaryTest, MediansAndMedianOfRatiosPerRepeat) {
     found = true;
     EXPECT_DOUBLE_EQ(*row.median_a, 0.5);  // 1, 0.5, 0.25
     EXPECT_DOUBLE_EQ(*row.median_b, 0.5);
-    EXPECT_DOUBLE_EQ(*row.ratio, 1.0);     // 2, 1, 0.5
+    EXPECT_DOUBLE_EQ(*row.ratio, 1.0);  // 2, 1, 0.5
     ASSERT_EQ(row.a.size(), 3u);
     EXPECT_DOUBLE_EQ(*row.a[2], 0.25);
   }

@@ -48,9 +48,7 @@ tools::CommandSpec BenchSpec() {
   return spec;
 }
 
-absl::Status Usage(absl::string_view message) {
-  return absl::InvalidArgumentError(message);
-}
+absl::Status Usage(absl::string_view message) { return absl::InvalidArgumentError(message); }
 
 absl::StatusOr<uint64_t> SizeFlag(const tools::ParsedFlags& flags, absl::string_view name) {
   absl::StatusOr<uint64_t> size = ParseByteSize(flags.Get(name));
@@ -71,11 +69,20 @@ absl::StatusOr<uint64_t> ParseByteSize(absl::string_view text) {
   uint64_t multiplier = 1;
   if (!body.empty()) {
     switch (absl::ascii_toupper(body.back())) {
-      case 'K': multiplier = uint64_t{1} << 10; break;
-      case 'M': multiplier = uint64_t{1} << 20; break;
-      case 'G': multiplier = uint64_t{1} << 30; break;
-      case 'T': multiplier = uint64_t{1} << 40; break;
-      default: break;
+      case 'K':
+        multiplier = uint64_t{1} << 10;
+        break;
+      case 'M':
+        multiplier = uint64_t{1} << 20;
+        break;
+      case 'G':
+        multiplier = uint64_t{1} << 30;
+        break;
+      case 'T':
+        multiplier = uint64_t{1} << 40;
+        break;
+      default:
+        break;
     }
     if (multiplier != 1) body.remove_suffix(1);
   }
@@ -88,8 +95,8 @@ absl::StatusOr<uint64_t> ParseByteSize(absl::string_view text) {
     whole *= multiplier;
   } else {
     double value = 0;
-    if (multiplier == 1 || !absl::SimpleAtod(body, &value) || !std::isfinite(value) ||
-        value < 0 || value * static_cast<double>(multiplier) > 1.8e19) {
+    if (multiplier == 1 || !absl::SimpleAtod(body, &value) || !std::isfinite(value) || value < 0 ||
+        value * static_cast<double>(multiplier) > 1.8e19) {
       return absl::InvalidArgumentError(bad);
     }
     whole = static_cast<uint64_t>(std::llround(value * static_cast<double>(multiplier)));
@@ -186,15 +193,23 @@ absl::StatusOr<ParsedCommandLine> ParseCommandLine(const std::vector<std::string
   o.commit_timeout_s = static_cast<int>(*commit_timeout);
 
   const std::string commit = flags.Get("commit");
-  if (commit == "auto") o.commit = CommitMode::kAuto;
-  else if (commit == "on") o.commit = CommitMode::kOn;
-  else if (commit == "off") o.commit = CommitMode::kOff;
-  else return Usage(absl::StrCat("--commit must be auto, on or off, got \"", commit, "\""));
+  if (commit == "auto")
+    o.commit = CommitMode::kAuto;
+  else if (commit == "on")
+    o.commit = CommitMode::kOn;
+  else if (commit == "off")
+    o.commit = CommitMode::kOff;
+  else
+    return Usage(absl::StrCat("--commit must be auto, on or off, got \"", commit, "\""));
   const std::string progress = flags.Get("progress");
-  if (progress == "auto") o.progress = ProgressMode::kAuto;
-  else if (progress == "on") o.progress = ProgressMode::kOn;
-  else if (progress == "off") o.progress = ProgressMode::kOff;
-  else return Usage(absl::StrCat("--progress must be auto, on or off, got \"", progress, "\""));
+  if (progress == "auto")
+    o.progress = ProgressMode::kAuto;
+  else if (progress == "on")
+    o.progress = ProgressMode::kOn;
+  else if (progress == "off")
+    o.progress = ProgressMode::kOff;
+  else
+    return Usage(absl::StrCat("--progress must be auto, on or off, got \"", progress, "\""));
 
   o.target_procs_given = flags.Given("target-procs");
   for (absl::string_view item : absl::StrSplit(flags.Get("target-procs"), ',')) {

@@ -56,12 +56,41 @@ TEST(CommandLineTest, Defaults) {
 }
 
 TEST(CommandLineTest, EveryFlag) {
-  auto o = Parse({"--dir=/a", "--baseline", "/b", "--workload", "dcp", "--ranks", "16",
-                  "--size", "3M", "--io-size", "256K", "--tensor-size", "2M", "--phases",
-                  "save,load", "--repeat", "5", "--commit", "off", "--target-procs",
-                  "ckptfs-fuse, 42", "--json", "o.json", "--plot", "o.svg", "--progress", "off",
-                  "--seed", "7", "--max-write", "1M", "--phase-timeout", "30",
-                  "--commit-timeout", "20"});
+  auto o = Parse({"--dir=/a",
+                  "--baseline",
+                  "/b",
+                  "--workload",
+                  "dcp",
+                  "--ranks",
+                  "16",
+                  "--size",
+                  "3M",
+                  "--io-size",
+                  "256K",
+                  "--tensor-size",
+                  "2M",
+                  "--phases",
+                  "save,load",
+                  "--repeat",
+                  "5",
+                  "--commit",
+                  "off",
+                  "--target-procs",
+                  "ckptfs-fuse, 42",
+                  "--json",
+                  "o.json",
+                  "--plot",
+                  "o.svg",
+                  "--progress",
+                  "off",
+                  "--seed",
+                  "7",
+                  "--max-write",
+                  "1M",
+                  "--phase-timeout",
+                  "30",
+                  "--commit-timeout",
+                  "20"});
   ASSERT_TRUE(o.ok()) << o.status();
   EXPECT_EQ(o->baseline_dir, "/b");
   EXPECT_EQ(o->spec.kind, WorkloadKind::kDcp);
@@ -126,10 +155,12 @@ TEST(CommandLineTest, HelpExplainsEveryFlagWithExamples) {
   ASSERT_TRUE(parsed.ok());
   EXPECT_TRUE(parsed->help);
   const std::string help = HelpText();
-  for (const char* flag :
-       {"--dir", "--native", "--meta", "--baseline", "--threads", "--workload", "--ranks",
-        "--size", "--io-size", "--tensor-size", "--max-write", "--preset", "--scale", "--seed", "--phases",
-        "--repeat", "--commit", "--commit-timeout", "--phase-timeout", "--target-procs", "--progress", "--json", "--plot"}) {
+  for (const char* flag : {"--dir",      "--native",         "--meta",          "--baseline",
+                           "--threads",  "--workload",       "--ranks",         "--size",
+                           "--io-size",  "--tensor-size",    "--max-write",     "--preset",
+                           "--scale",    "--seed",           "--phases",        "--repeat",
+                           "--commit",   "--commit-timeout", "--phase-timeout", "--target-procs",
+                           "--progress", "--json",           "--plot"}) {
     EXPECT_NE(help.find(std::string("\n  ") + flag + " "), std::string::npos) << flag;
   }
   EXPECT_NE(help.find("Examples:"), std::string::npos);

@@ -35,8 +35,8 @@ absl::StatusOr<std::vector<Phase>> ParsePhases(absl::string_view list) {
       if (PhaseName(phase) == item) found = &phase;
     }
     if (found == nullptr) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "unknown phase \"", item, "\" (phases are save, commit, load, bcast)"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("unknown phase \"", item, "\" (phases are save, commit, load, bcast)"));
     }
     if (std::find(phases.begin(), phases.end(), *found) != phases.end()) {
       return absl::InvalidArgumentError(absl::StrCat("phase \"", item, "\" given twice"));

@@ -19,8 +19,7 @@ namespace ckptfs::bench {
 
 // In the order a repeat runs them.
 enum class Phase { kSave = 0, kCommit = 1, kLoad = 2, kBcast = 3 };
-inline constexpr Phase kAllPhases[] = {Phase::kSave, Phase::kCommit, Phase::kLoad,
-                                       Phase::kBcast};
+inline constexpr Phase kAllPhases[] = {Phase::kSave, Phase::kCommit, Phase::kLoad, Phase::kBcast};
 
 absl::string_view PhaseName(Phase phase);
 
@@ -29,9 +28,7 @@ absl::string_view PhaseName(Phase phase);
 absl::StatusOr<std::vector<Phase>> ParsePhases(absl::string_view list);
 
 // True for the phases that read (load, bcast).
-inline bool IsLoadPhase(Phase phase) {
-  return phase == Phase::kLoad || phase == Phase::kBcast;
-}
+inline bool IsLoadPhase(Phase phase) { return phase == Phase::kLoad || phase == Phase::kBcast; }
 
 }  // namespace ckptfs::bench
 

@@ -104,15 +104,14 @@ struct Child {
   int rank = 0;
   UniqueFd fd;  // read end
   std::string buffer;
-  bool done = false;     // kDone or kError received
+  bool done = false;  // kDone or kError received
   bool reaped = false;
   RankTimes times;
   absl::Status error;
 };
 
-[[noreturn]] void RunChild(int rank, int write_fd, pid_t parent,
-                           const std::vector<Child>& earlier, const std::string& root,
-                           const RankTask& task) {
+[[noreturn]] void RunChild(int rank, int write_fd, pid_t parent, const std::vector<Child>& earlier,
+                           const std::string& root, const RankTask& task) {
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);
   if (::getppid() != parent) ::_exit(1);
   // The parent handles Ctrl-C for everyone (and kills us).
@@ -144,8 +143,7 @@ std::string DescribeWaitStatus(int status) {
     return absl::StrCat("killed by signal ", sig, " (", ::strsignal(sig), ")");
   }
   if (WIFEXITED(status)) {
-    return absl::StrCat("exited with status ", WEXITSTATUS(status),
-                        " before reporting a result");
+    return absl::StrCat("exited with status ", WEXITSTATUS(status), " before reporting a result");
   }
   return absl::StrCat("ended (wait status ", status, ")");
 }
@@ -230,15 +228,14 @@ class ProcessExecutor : public RankExecutor {
     std::vector<size_t> index;
     while (failure.ok() && open > 0) {
       if (InterruptRequested()) {
-        failure = absl::CancelledError(
-            absl::StrCat("interrupted; ", DescribeRanks(Running(children), children.size()),
-                         " still running"));
+        failure = absl::CancelledError(absl::StrCat(
+            "interrupted; ", DescribeRanks(Running(children), children.size()), " still running"));
         break;
       }
       if (phase_timeout_s_ > 0 && MonotonicNowNs() - start > phase_timeout_s_ * 1'000'000'000LL) {
         failure = absl::DeadlineExceededError(
-            absl::StrCat(DescribeRanks(Running(children), children.size()),
-                         " still running after ", phase_timeout_s_, " s (--phase-timeout)"));
+            absl::StrCat(DescribeRanks(Running(children), children.size()), " still running after ",
+                         phase_timeout_s_, " s (--phase-timeout)"));
         break;
       }
       polls.clear();

@@ -59,10 +59,11 @@ void ProgressMeter::Draw(int64_t now_ns, uint64_t bytes, int ranks_done) {
     const int filled = static_cast<int>(
         std::min<double>(1.0, static_cast<double>(bytes) / static_cast<double>(expected_)) *
         kWidth);
-    absl::StrAppend(&line, "[", std::string(filled, '#'), std::string(kWidth - filled, '.'),
-                    "]  ", tools::FormatBytes(bytes), " / ", tools::FormatBytes(expected_));
+    absl::StrAppend(&line, "[", std::string(filled, '#'), std::string(kWidth - filled, '.'), "]  ",
+                    tools::FormatBytes(bytes), " / ", tools::FormatBytes(expected_));
     if (elapsed > 0) {
-      absl::StrAppend(&line, absl::StrFormat("  %.2f GB/s", static_cast<double>(bytes) / elapsed / 1e9));
+      absl::StrAppend(&line,
+                      absl::StrFormat("  %.2f GB/s", static_cast<double>(bytes) / elapsed / 1e9));
     }
   } else {
     absl::StrAppend(&line, absl::StrFormat("waiting %.1f s", elapsed));

@@ -35,8 +35,7 @@ namespace ckptfs::bench {
 inline constexpr int64_t kSampleIntervalNs = 50'000'000;
 
 // What one rank does. `sink` counts its bytes for the progress bar.
-using RankTask =
-    std::function<absl::StatusOr<RankTimes>(int rank, RankIo& io, ProgressSink& sink)>;
+using RankTask = std::function<absl::StatusOr<RankTimes>(int rank, RankIo& io, ProgressSink& sink)>;
 // Called about every kSampleIntervalNs with CLOCK_MONOTONIC now, the bytes
 // all ranks of this Run have moved so far and how many ranks have ended.
 using SampleFn = std::function<void(int64_t now_ns, uint64_t bytes, int ranks_done)>;
@@ -79,8 +78,8 @@ std::unique_ptr<RankExecutor> MakeProcessExecutor(std::string root);
 
 // Ranks are tasks on up to `threads` threads; `make_io` is called once per
 // task (from pool threads, concurrently) and once for ControlIo.
-std::unique_ptr<RankExecutor> MakeThreadExecutor(
-    std::function<std::unique_ptr<RankIo>()> make_io, int threads);
+std::unique_ptr<RankExecutor> MakeThreadExecutor(std::function<std::unique_ptr<RankIo>()> make_io,
+                                                 int threads);
 
 // CLOCK_MONOTONIC in ns (the clock of RankTimes).
 int64_t MonotonicNowNs();

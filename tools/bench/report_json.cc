@@ -17,9 +17,12 @@ namespace {
 
 const char* CommitName(CommitMode mode) {
   switch (mode) {
-    case CommitMode::kAuto: return "auto";
-    case CommitMode::kOn: return "on";
-    case CommitMode::kOff: return "off";
+    case CommitMode::kAuto:
+      return "auto";
+    case CommitMode::kOn:
+      return "on";
+    case CommitMode::kOff:
+      return "off";
   }
   return "?";
 }
@@ -83,7 +86,8 @@ void WriteRecords(JsonWriter& j, const BenchResult& result) {
       j.BeginObject();
       j.Key("rank").Int(rank.rank);
       j.Key("start_s").Number(rel(rank.times.start_ns));
-      if (rank.times.first_byte_ns != 0) j.Key("first_byte_s").Number(rel(rank.times.first_byte_ns));
+      if (rank.times.first_byte_ns != 0)
+        j.Key("first_byte_s").Number(rel(rank.times.first_byte_ns));
       j.Key("end_s").Number(rel(rank.times.end_ns));
       j.Key("bytes").Number(static_cast<double>(rank.times.bytes));
       j.EndObject();

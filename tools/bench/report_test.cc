@@ -60,8 +60,16 @@ BenchResult SyntheticResult() {
     }
   }
   result.end_ns = t;
-  result.targets.push_back(TargetDescription{"A", "/a", "/a", false, "fuse.ckptfs", true, false,
-                                             "off (\"quoted\" note)", {"ckptfs-fuse"}, ""});
+  result.targets.push_back(TargetDescription{"A",
+                                             "/a",
+                                             "/a",
+                                             false,
+                                             "fuse.ckptfs",
+                                             true,
+                                             false,
+                                             "off (\"quoted\" note)",
+                                             {"ckptfs-fuse"},
+                                             ""});
   result.targets.push_back(
       TargetDescription{"B", "/b", "/b", false, "ext4", false, false, "off", {}, ""});
   result.notes.push_back("a note with a \\ backslash\nand a newline");
@@ -184,7 +192,8 @@ TEST(ReportTest, SummaryPutsRatiosFirst) {
   // save aggregate GB/s: A 3.0, B 1.5, ratio 2.00x on its row.
   std::string line;
   for (absl::string_view l : absl::StrSplit(text, '\n')) {
-    if (absl::StartsWith(l, "save ") && absl::StrContains(l, "aggregate GB/s")) line = std::string(l);
+    if (absl::StartsWith(l, "save ") && absl::StrContains(l, "aggregate GB/s"))
+      line = std::string(l);
   }
   ASSERT_FALSE(line.empty()) << text;
   EXPECT_NE(line.find("2.00x"), std::string::npos) << line;

@@ -73,9 +73,7 @@ std::vector<int> AllRanks(int n) {
   return ranks;
 }
 
-bool IsBarrierMissing(int err) {
-  return err == ENOTSUP || err == EOPNOTSUPP || err == ENODATA;
-}
+bool IsBarrierMissing(int err) { return err == ENOTSUP || err == EOPNOTSUPP || err == ENODATA; }
 
 class Runner {
  public:
@@ -89,8 +87,8 @@ class Runner {
     for (auto& target : targets_) {
       absl::Status removed = target->executor->ControlIo().RemoveTree(work_);
       if (!removed.ok()) {
-        Note(absl::StrCat("target ", target->label, ": could not remove ", target->root, "/",
-                          work_, ": ", removed.message()));
+        Note(absl::StrCat("target ", target->label, ": could not remove ", target->root, "/", work_,
+                          ": ", removed.message()));
       }
     }
     result_.end_ns = MonotonicNowNs();
@@ -126,13 +124,13 @@ class Runner {
         options_.native
             ? OpenNativeTarget("A", options_.meta_address, options_.dir, options_.threads)
             : OpenDirTarget("A", options_.dir);
-    if (!a.ok()) return absl::Status(a.status().code(), absl::StrCat("target A: ", a.status().message()));
+    if (!a.ok())
+      return absl::Status(a.status().code(), absl::StrCat("target A: ", a.status().message()));
     targets_.push_back(std::move(*a));
     if (!options_.baseline_dir.empty()) {
       absl::StatusOr<std::unique_ptr<Target>> b = OpenDirTarget("B", options_.baseline_dir);
       if (!b.ok()) {
-        return absl::Status(b.status().code(),
-                            absl::StrCat("baseline B: ", b.status().message()));
+        return absl::Status(b.status().code(), absl::StrCat("baseline B: ", b.status().message()));
       }
       targets_.push_back(std::move(*b));
     }
@@ -147,8 +145,8 @@ class Runner {
         absl::Status set = target->executor->ControlIo().SetXattr(
             work_, kCommitTimeoutXattr, absl::StrCat(options_.commit_timeout_s));
         if (!set.ok()) {
-          Note(absl::StrCat("target ", target->label, ": --commit-timeout not applied: ",
-                            set.message()));
+          Note(absl::StrCat("target ", target->label,
+                            ": --commit-timeout not applied: ", set.message()));
         }
       }
     }
@@ -174,9 +172,10 @@ class Runner {
     target.target_procs = CkptfsDaemonNames();
     target.target_procs_label = absl::StrCat(absl::StrJoin(CkptfsDaemonNames(), ","),
                                              " (every such process on this machine)");
-    Note(absl::StrCat("target ", target.label,
-                      ": could not tell which ckptfs daemons serve it; counting the CPU of "
-                      "every ckptfs-fuse, ckptfs-storage and ckptfs-meta (or pass --target-procs)"));
+    Note(
+        absl::StrCat("target ", target.label,
+                     ": could not tell which ckptfs daemons serve it; counting the CPU of "
+                     "every ckptfs-fuse, ckptfs-storage and ckptfs-meta (or pass --target-procs)"));
   }
 
   bool Selected(Phase phase) const {
@@ -199,10 +198,11 @@ class Runner {
         return;
       case CommitMode::kAuto:
         target.commit = target.is_ckptfs;
-        target.commit_note = target.is_ckptfs
-                                 ? "on (target is ckptfs)"
-                                 : absl::StrCat("off (", target.fs_type.empty() ? "unknown" : target.fs_type,
-                                                " is not ckptfs)");
+        target.commit_note =
+            target.is_ckptfs
+                ? "on (target is ckptfs)"
+                : absl::StrCat("off (", target.fs_type.empty() ? "unknown" : target.fs_type,
+                               " is not ckptfs)");
         return;
     }
   }
@@ -233,12 +233,12 @@ class Runner {
         target.commit_confirmed = true;
         return absl::OkStatus();
       }
-      missing = state.ok() ? absl::StrCat("after declaring, ", kStateXattr, " reads \"", *state, "\"")
-                           : absl::StrCat("after declaring, getxattr ", kStateXattr, " failed with ",
-                                          ::strerrorname_np(ErrnoFromStatus(state.status())));
+      missing = state.ok()
+                    ? absl::StrCat("after declaring, ", kStateXattr, " reads \"", *state, "\"")
+                    : absl::StrCat("after declaring, getxattr ", kStateXattr, " failed with ",
+                                   ::strerrorname_np(ErrnoFromStatus(state.status())));
       if (target.commit_confirmed) {
-        return TargetError(target, "declaring the checkpoint",
-                           absl::InternalError(missing));
+        return TargetError(target, "declaring the checkpoint", absl::InternalError(missing));
       }
     }
     if (options_.commit == CommitMode::kOn) {
@@ -247,20 +247,20 @@ class Runner {
     }
     target.commit = false;
     target.commit_note = absl::StrCat("off (barrier not available: ", missing, ")");
-    Note(absl::StrCat("target ", target.label, ": commit phase skipped, barrier not available: ",
-                      missing));
+    Note(absl::StrCat("target ", target.label,
+                      ": commit phase skipped, barrier not available: ", missing));
     return absl::OkStatus();
   }
 
   absl::Status TargetError(const Target& target, const std::string& what,
                            const absl::Status& status) {
     const int err = ErrnoFromStatus(status);
-    std::string message =
-        absl::StrCat("target ", target.label, " (", target.root, "): ", what, ": ", status.message());
+    std::string message = absl::StrCat("target ", target.label, " (", target.root, "): ", what,
+                                       ": ", status.message());
     if (err == ENOSPC || err == EDQUOT) {
-      message = absl::StrCat("target ", target.label, " (", target.root,
-                             ") is full (", err == ENOSPC ? "ENOSPC" : "EDQUOT", "): ", what, ": ",
-                             status.message());
+      message =
+          absl::StrCat("target ", target.label, " (", target.root, ") is full (",
+                       err == ENOSPC ? "ENOSPC" : "EDQUOT", "): ", what, ": ", status.message());
     }
     return absl::Status(status.code(), message);
   }
@@ -342,7 +342,8 @@ class Runner {
 
   // What a phase moves, for the progress bar.
   uint64_t StormBytes(Phase phase) const {
-    const uint64_t bytes = RankFileBytes(options_.spec) * static_cast<uint64_t>(options_.spec.ranks);
+    const uint64_t bytes =
+        RankFileBytes(options_.spec) * static_cast<uint64_t>(options_.spec.ranks);
     return phase == Phase::kSave && options_.spec.kind == WorkloadKind::kDcp
                ? bytes + MetadataFileBytes(options_.spec)
                : bytes;
@@ -380,8 +381,7 @@ class Runner {
       RankTask finalize = [&spec, &step](int, RankIo& io, ProgressSink& sink) {
         return FinalizeSave(io, spec, step, &sink);
       };
-      absl::StatusOr<RankRun> fin =
-          RunRanks(target, {0}, finalize, false, saved, spec.ranks - 1);
+      absl::StatusOr<RankRun> fin = RunRanks(target, {0}, finalize, false, saved, spec.ranks - 1);
       if (!fin.ok()) {
         progress_.EndPhase();
         return TargetError(target, absl::StrCat("save (rank 0 finishing), repeat ", repeat + 1),
@@ -414,8 +414,8 @@ class Runner {
             io.GetXattr(step, absl::StrCat(kCommitXattr, ".", rank));
         status = outcome.status();
         if (outcome.ok() && *outcome != "committed") {
-          status = absl::InternalError(absl::StrCat("getxattr ", kCommitXattr, ".", rank,
-                                                    " returned \"", *outcome, "\""));
+          status = absl::InternalError(
+              absl::StrCat("getxattr ", kCommitXattr, ".", rank, " returned \"", *outcome, "\""));
         }
       } else {
         status = io.SetXattr(step, kCommitXattr, absl::StrCat(rank));
@@ -436,11 +436,11 @@ class Runner {
     record.target_cpu_s = target_cpu.Stop();
     absl::StatusOr<std::string> state = target.executor->ControlIo().GetXattr(step, kStateXattr);
     if (!state.ok() || *state != "committed") {
-      return TargetError(
-          target, absl::StrCat("commit, repeat ", repeat + 1),
-          absl::InternalError(absl::StrCat(
-              "every rank's commit returned 0 but ", kStateXattr, " reads ",
-              state.ok() ? absl::StrCat("\"", *state, "\"") : std::string(state.status().message()))));
+      return TargetError(target, absl::StrCat("commit, repeat ", repeat + 1),
+                         absl::InternalError(absl::StrCat(
+                             "every rank's commit returned 0 but ", kStateXattr, " reads ",
+                             state.ok() ? absl::StrCat("\"", *state, "\"")
+                                        : std::string(state.status().message()))));
     }
     Record(std::move(record), true);
     return absl::OkStatus();

@@ -30,16 +30,16 @@ namespace ckptfs::bench {
 
 // What the report says about a target.
 struct TargetDescription {
-  std::string label;    // "A", "B"
-  std::string path;     // as given
-  std::string root;     // resolved
+  std::string label;  // "A", "B"
+  std::string path;   // as given
+  std::string root;   // resolved
   bool native = false;
   std::string fs_type;
   bool is_ckptfs = false;
   bool commit = false;  // the commit phase ran here
   std::string commit_note;
   std::vector<std::string> target_procs;  // names or pids
-  std::string target_procs_label;          // e.g. "ckptfs-fuse[979] ckptfs-meta[904]"
+  std::string target_procs_label;         // e.g. "ckptfs-fuse[979] ckptfs-meta[904]"
 };
 
 struct BenchResult {

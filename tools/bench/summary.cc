@@ -41,13 +41,13 @@ std::string FormatRatio(std::optional<double> ratio) {
 }
 
 std::string DescribeTarget(const TargetDescription& t) {
-  std::string line = absl::StrCat("  ", t.label, ": ", t.native ? "native " : "", t.root, " (",
-                                  t.fs_type.empty() ? "unknown fs" : t.fs_type, "), commit: ",
-                                  t.commit_note);
+  std::string line =
+      absl::StrCat("  ", t.label, ": ", t.native ? "native " : "", t.root, " (",
+                   t.fs_type.empty() ? "unknown fs" : t.fs_type, "), commit: ", t.commit_note);
   if (!t.target_procs.empty()) {
-    absl::StrAppend(&line, "\n     target CPU: ",
-                    t.target_procs_label.empty() ? absl::StrJoin(t.target_procs, ",")
-                                                 : t.target_procs_label);
+    absl::StrAppend(
+        &line, "\n     target CPU: ",
+        t.target_procs_label.empty() ? absl::StrJoin(t.target_procs, ",") : t.target_procs_label);
   }
   return line;
 }
@@ -98,7 +98,8 @@ std::string FormatSummary(const BenchOptions& options, const BenchResult& result
       tools::FormatBytes(spec.bytes_per_rank * static_cast<uint64_t>(spec.ranks)),
       " per storm), io ", tools::FormatBytes(spec.io_size), ", ", options.repeat, " repeat",
       options.repeat == 1 ? "" : "s",
-      absl::StrFormat(", %.1f s in all\n", static_cast<double>(result.end_ns - result.start_ns) / 1e9));
+      absl::StrFormat(", %.1f s in all\n",
+                      static_cast<double>(result.end_ns - result.start_ns) / 1e9));
   for (const TargetDescription& t : result.targets) absl::StrAppend(&text, DescribeTarget(t), "\n");
   for (const std::string& note : result.notes) absl::StrAppend(&text, "  note: ", note, "\n");
   absl::StrAppend(&text, "\n");

@@ -15,10 +15,14 @@ constexpr double kChartHeight = 220;
 
 const char* PhaseColor(Phase phase) {
   switch (phase) {
-    case Phase::kSave: return "#d62728";
-    case Phase::kCommit: return "#9467bd";
-    case Phase::kLoad: return "#1f77b4";
-    case Phase::kBcast: return "#2ca02c";
+    case Phase::kSave:
+      return "#d62728";
+    case Phase::kCommit:
+      return "#9467bd";
+    case Phase::kLoad:
+      return "#1f77b4";
+    case Phase::kBcast:
+      return "#2ca02c";
   }
   return "#777777";
 }
@@ -27,11 +31,20 @@ std::string Escape(const std::string& text) {
   std::string out;
   for (char c : text) {
     switch (c) {
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '&': out += "&amp;"; break;
-      case '"': out += "&quot;"; break;
-      default: out += c;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '&':
+        out += "&amp;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      default:
+        out += c;
     }
   }
   return out;
@@ -87,8 +100,8 @@ std::string RenderSvg(const BenchResult& result, int ranks, const std::string& t
     absl::StrAppendFormat(&svg,
                           "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#eee\"/>"
                           "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">%g s</text>\n",
-                          x, kTop, x, chart_top + kChartHeight, x,
-                          chart_top + kChartHeight + 16, t);
+                          x, kTop, x, chart_top + kChartHeight, x, chart_top + kChartHeight + 16,
+                          t);
   }
 
   // Span labels: target and repeat above the rows.
@@ -114,12 +127,12 @@ std::string RenderSvg(const BenchResult& result, int ranks, const std::string& t
   // One group per rank.
   if (ranks <= 64) {
     for (int rank = 0; rank < ranks; ++rank) {
-      absl::StrAppendFormat(&svg, "<text x=\"%.0f\" y=\"%.1f\" text-anchor=\"end\">rank %d</text>\n",
+      absl::StrAppendFormat(&svg,
+                            "<text x=\"%.0f\" y=\"%.1f\" text-anchor=\"end\">rank %d</text>\n",
                             kLeft - 4, kTop + row_h * rank + row_h * 0.8, rank);
     }
   } else {
-    absl::StrAppendFormat(&svg,
-                          "<text x=\"%.0f\" y=\"%.1f\" text-anchor=\"end\">%d ranks</text>\n",
+    absl::StrAppendFormat(&svg, "<text x=\"%.0f\" y=\"%.1f\" text-anchor=\"end\">%d ranks</text>\n",
                           kLeft - 4, kTop + rows_h / 2, ranks);
   }
   // Each rank's bars, in the order they ran.
@@ -189,7 +202,8 @@ std::string RenderSvg(const BenchResult& result, int ranks, const std::string& t
   for (size_t s = 0; s < result.segments.size(); ++s) {
     std::string points;
     for (const Rate& r : rates) {
-      if (r.segment == static_cast<int>(s)) absl::StrAppendFormat(&points, "%.1f,%.1f ", r.x, y_of(r.gbps));
+      if (r.segment == static_cast<int>(s))
+        absl::StrAppendFormat(&points, "%.1f,%.1f ", r.x, y_of(r.gbps));
     }
     if (points.empty()) continue;
     const ProgressSegment& seg = result.segments[s];

@@ -93,9 +93,9 @@ absl::StatusOr<std::unique_ptr<Target>> OpenNativeTarget(const std::string& labe
   options.meta_address = meta_address;
   absl::StatusOr<std::unique_ptr<client::Client>> connected = client::Client::Connect(options);
   if (!connected.ok()) {
-    return absl::Status(connected.status().code(),
-                        absl::StrCat("connecting to ckptfs at ", meta_address, ": ",
-                                     connected.status().message()));
+    return absl::Status(
+        connected.status().code(),
+        absl::StrCat("connecting to ckptfs at ", meta_address, ": ", connected.status().message()));
   }
   auto target = std::make_unique<Target>();
   target->label = label;
@@ -108,8 +108,8 @@ absl::StatusOr<std::unique_ptr<Target>> OpenNativeTarget(const std::string& labe
   target->client = std::move(*connected);
   client::Client* client = target->client.get();
   const std::string root = path;
-  target->executor = MakeThreadExecutor(
-      [client, root] { return MakeNativeRankIo(client, root); }, threads);
+  target->executor =
+      MakeThreadExecutor([client, root] { return MakeNativeRankIo(client, root); }, threads);
   return target;
 }
 

@@ -30,13 +30,13 @@ struct Target {
   Target(const Target&) = delete;
   Target& operator=(const Target&) = delete;
 
-  std::string label;     // "A" or "B"
-  std::string path;      // as given (--dir / --baseline)
-  std::string root;      // resolved: realpath, or the path inside ckptfs
+  std::string label;  // "A" or "B"
+  std::string path;   // as given (--dir / --baseline)
+  std::string root;   // resolved: realpath, or the path inside ckptfs
   bool native = false;
   std::string meta_address;  // native
-  std::string fs_type;   // "ext4", "fuse.ckptfs", "ckptfs (libckptfs)"
-  std::string mount_point;  // of a directory target
+  std::string fs_type;       // "ext4", "fuse.ckptfs", "ckptfs (libckptfs)"
+  std::string mount_point;   // of a directory target
   bool is_ckptfs = false;
 
   // Commit barrier: wanted (phase selected, mode allows), then confirmed or

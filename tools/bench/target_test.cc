@@ -24,7 +24,7 @@ TEST(MountTest, LongestPrefixAndTopmost) {
   EXPECT_EQ(type("/home/x"), "ext4");
   EXPECT_EQ(type("/tmp/mnt"), "fuse.other");  // mounted on top
   EXPECT_EQ(type("/tmp/mnt/a/b"), "fuse.other");
-  EXPECT_EQ(type("/tmp/mnt2"), "ext4");        // a prefix, but not a parent
+  EXPECT_EQ(type("/tmp/mnt2"), "ext4");  // a prefix, but not a parent
   EXPECT_EQ(type("/tmp/mn/x"), "tmpfs");
   EXPECT_EQ(type("/data/with space/ckpt"), "xfs");
   EXPECT_EQ(MountIn(kMountInfo, "/tmp/mnt/a")->mount_point, "/tmp/mnt");

@@ -32,13 +32,12 @@ class ThreadExecutor : public RankExecutor {
   ThreadExecutor(std::function<std::unique_ptr<RankIo>()> make_io, int threads)
       : make_io_(std::move(make_io)), threads_(std::max(1, threads)), control_(make_io_()) {}
 
-  absl::StatusOr<RankRun> Run(const std::vector<int>& ranks, const RankTask& task,
-                              bool all_at_once, const SampleFn& sample) override {
+  absl::StatusOr<RankRun> Run(const std::vector<int>& ranks, const RankTask& task, bool all_at_once,
+                              const SampleFn& sample) override {
     const double process_before = SelfCpuSeconds();
     const double caller_before = ThreadCpuSeconds();
     const size_t n = ranks.size();
-    const size_t thread_count =
-        all_at_once ? n : std::min(n, static_cast<size_t>(threads_));
+    const size_t thread_count = all_at_once ? n : std::min(n, static_cast<size_t>(threads_));
 
     std::atomic<uint64_t> bytes{0};
     std::atomic<size_t> next{0};
@@ -64,14 +63,13 @@ class ThreadExecutor : public RankExecutor {
         stop.store(true);
         absl::MutexLock lock(&mu);
         if (first_error.ok()) {
-          first_error = absl::Status(result.status().code(),
-                                     absl::StrCat("rank ", ranks[i], ": ",
-                                                  result.status().message()));
+          first_error =
+              absl::Status(result.status().code(),
+                           absl::StrCat("rank ", ranks[i], ": ", result.status().message()));
           // Keep the errno payload (ENOSPC and friends) of the rank's error.
-          result.status().ForEachPayload(
-              [&](absl::string_view url, const absl::Cord& payload) {
-                first_error.SetPayload(url, payload);
-              });
+          result.status().ForEachPayload([&](absl::string_view url, const absl::Cord& payload) {
+            first_error.SetPayload(url, payload);
+          });
         }
       }
       absl::MutexLock lock(&mu);
@@ -86,8 +84,7 @@ class ThreadExecutor : public RankExecutor {
       absl::MutexLock lock(&mu);
       auto all_done = [&] { return finished == thread_count; };
       while (!all_done()) {
-        mu.AwaitWithTimeout(absl::Condition(&all_done),
-                            absl::Nanoseconds(kSampleIntervalNs));
+        mu.AwaitWithTimeout(absl::Condition(&all_done), absl::Nanoseconds(kSampleIntervalNs));
         mu.Unlock();
         sample(MonotonicNowNs(), bytes.load(), done.load());
         if (InterruptRequested()) {
@@ -119,8 +116,8 @@ class ThreadExecutor : public RankExecutor {
 
 }  // namespace
 
-std::unique_ptr<RankExecutor> MakeThreadExecutor(
-    std::function<std::unique_ptr<RankIo>()> make_io, int threads) {
+std::unique_ptr<RankExecutor> MakeThreadExecutor(std::function<std::unique_ptr<RankIo>()> make_io,
+                                                 int threads) {
   return std::make_unique<ThreadExecutor>(std::move(make_io), threads);
 }
 
