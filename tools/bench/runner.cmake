@@ -52,3 +52,11 @@ if(BUILD_TESTING)
   gtest_discover_tests(ckptfs_bench_test TEST_PREFIX "bench." DISCOVERY_TIMEOUT 60
     PROPERTIES TIMEOUT 300)
 endif()
+
+# ckptfs-barrier-bench: the commit barrier at 1,024 / 4,096 ranks (issue 4,
+# point 9), asynchronous gRPC commits from one process.
+add_executable(ckptfs-barrier-bench
+  ${CMAKE_CURRENT_LIST_DIR}/barrier_bench_main.cc
+  ${CMAKE_CURRENT_LIST_DIR}/barrier_storm.cc)
+target_compile_options(ckptfs-barrier-bench PRIVATE ${CKPTFS_WARNINGS})
+target_link_libraries(ckptfs-barrier-bench PRIVATE ckptfs_bench_runner)

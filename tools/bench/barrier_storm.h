@@ -1,0 +1,52 @@
+// BarrierStorm: the scale benchmark of the synchronized-commit barrier
+// (issue 4, point 9). N ranks declare one checkpoint and commit it, every
+// commit sent at once as an asynchronous gRPC call, so that one process
+// stands in for thousands of ranks without a thread each; it measures what
+// the barrier costs once the last rank has arrived: the time from the last
+// arrival (the last commit sent) to each rank's release (its reply).
+//
+// Thread-safety: RunBarrierStorm is called from one thread; it uses gRPC's
+// callback threads internally and returns when every call has finished.
+#ifndef CKPTFS_TOOLS_BENCH_BARRIER_STORM_H_
+#define CKPTFS_TOOLS_BENCH_BARRIER_STORM_H_
+
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "absl/status/statusor.h"
+
+namespace ckptfs::bench {
+
+struct BarrierStormOptions {
+  std::string meta_address;  // host:port of a running ckptfs-meta
+  uint32_t ranks = 1024;
+  // Empty files each rank creates (and closes) in the checkpoint before the
+  // storm, so that the commit verifies a real file list.
+  uint32_t files_per_rank = 1;
+  // gRPC channels the commits are spread over (as ranks of many nodes).
+  int channels = 16;
+  std::string name;  // the checkpoint directory, created under the root
+  // Called once the files exist, just before the declare (e.g. to sample
+  // the service's CPU time so that setup is not counted). May be empty.
+  std::function<void()> before_declare;
+};
+
+struct BarrierStormResult {
+  uint32_t ranks = 0;
+  double declare_s = 0;
+  double arrivals_s = 0;  // first commit sent .. last commit sent
+  // From the last commit sent to each rank's reply.
+  double release_p50_s = 0;
+  double release_p99_s = 0;
+  double release_max_s = 0;
+};
+
+// Creates the checkpoint directory and its files, declares it, sends every
+// rank's commit and waits for all replies; an error if any rank's commit did
+// not return COMMITTED.
+absl::StatusOr<BarrierStormResult> RunBarrierStorm(const BarrierStormOptions& options);
+
+}  // namespace ckptfs::bench
+
+#endif  // CKPTFS_TOOLS_BENCH_BARRIER_STORM_H_
