@@ -95,6 +95,12 @@ absl::StatusOr<Client::Created> Client::Create(uint64_t parent, absl::string_vie
                                                int flags) {
   if (absl::Status status = ValidateName(name); !status.ok()) return status;
   const uint64_t writer = MayWrite(flags) ? NewWriterHandle() : 0;
+  // O_TRUNC registers even a read-only open (under a temporary id), so that
+  // the service refuses an existing file of a committed checkpoint (EROFS)
+  // before any of its storage is trimmed, and a commit meanwhile sees the
+  // file busy (as in Open below).
+  const bool truncate = (flags & O_TRUNC) != 0;
+  const uint64_t registration = writer != 0 || !truncate ? writer : NewWriterHandle();
   meta::CreateRequest request;
   request.set_parent(parent);
   request.set_name(std::string(name));
@@ -103,7 +109,7 @@ absl::StatusOr<Client::Created> Client::Create(uint64_t parent, absl::string_vie
   request.set_gid(gid);
   request.set_exclusive((flags & O_EXCL) != 0);
   request.set_truncate(false);  // storage must be trimmed before the service truncates
-  request.set_writer_handle(writer);
+  request.set_writer_handle(registration);
   auto reply = impl_->meta().Create(request);
   if (!reply.ok()) return reply.status();
   Created created;
@@ -112,15 +118,17 @@ absl::StatusOr<Client::Created> Client::Create(uint64_t parent, absl::string_vie
   bool truncated = false;
   // Trimmed even when the file looks empty: chunks a crashed writer left
   // behind (never committed) must not show through later partial writes.
-  // The service has agreed to the open already (Create is refused inside a
-  // committed checkpoint), so trimming cannot hurt a committed file.
-  if (!created.created && (flags & O_TRUNC) != 0) {
-    absl::Status status = impl_->TruncateStorage(attr, 0);
+  // The service has registered the handle already (a registration is
+  // refused inside a committed checkpoint), so trimming cannot hurt a
+  // committed file.
+  absl::Status status = absl::OkStatus();
+  if (!created.created && truncate) {
+    status = impl_->TruncateStorage(attr, 0);
     if (status.ok()) {
       meta::OpenRequest open;
       open.set_ino(attr.ino());
       open.set_truncate(true);
-      open.set_writer_handle(writer);
+      open.set_writer_handle(registration);
       auto opened = impl_->meta().Open(open);
       if (opened.ok()) {
         attr = opened->attr();
@@ -128,12 +136,12 @@ absl::StatusOr<Client::Created> Client::Create(uint64_t parent, absl::string_vie
         status = opened.status();
       }
     }
-    if (!status.ok()) {
-      if (attr.type() == meta::REGULAR) impl_->ReleaseWriter(attr.ino(), writer);
-      return status;
-    }
-    truncated = true;
+    truncated = status.ok();
   }
+  if ((!status.ok() || registration != writer) && attr.type() == meta::REGULAR) {
+    impl_->ReleaseWriter(attr.ino(), registration);
+  }
+  if (!status.ok()) return status;
   // The inode was unknown before the RPC: Refresh only lets the size grow.
   auto file = impl_->MakeFile(attr, flags, truncated, ClientImpl::StateBefore{}, writer);
   if (!file.ok()) return file.status();

@@ -155,5 +155,25 @@ TEST_F(WriterRegistrationTest, TruncationsRegisterOnlyWhileTheyRun) {
   ASSERT_TRUE((*reader)->Close().ok());
 }
 
+TEST_F(WriterRegistrationTest, ReadOnlyTruncatingCreateCannotTrimACommittedFile) {
+  auto dir = client_->Mkdir(kRootIno, "ck", 0755, 0, 0);
+  ASSERT_TRUE(dir.ok()) << dir.status();
+  auto created = client_->Create(dir->ino(), "f", 0644, 0, 0, O_WRONLY | O_CREAT);
+  ASSERT_TRUE(created.ok()) << created.status();
+  const uint64_t ino = created->file->ino();
+  ASSERT_TRUE(created->file->Write(0, "abcdef", 6).ok());
+  ASSERT_TRUE(created->file->Close().ok());
+  ASSERT_TRUE(client_->DeclareCheckpoint(dir->ino(), 1).ok());
+  auto committed = client_->CommitCheckpoint(dir->ino(), 0);
+  ASSERT_TRUE(committed.ok()) << committed.status();
+
+  // O_RDONLY | O_TRUNC of the existing file: refused before any trim.
+  auto again = client_->Create(dir->ino(), "f", 0644, 0, 0, O_RDONLY | O_CREAT | O_TRUNC);
+  ASSERT_FALSE(again.ok());
+  EXPECT_EQ(ErrnoFromStatus(again.status()), EROFS) << again.status();
+  EXPECT_EQ(ReadAll(ino), "abcdef");
+  EXPECT_TRUE(meta_->WriterHandles(ino).empty());
+}
+
 }  // namespace
 }  // namespace ckptfs::client
