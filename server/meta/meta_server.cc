@@ -59,7 +59,7 @@ absl::StatusOr<std::unique_ptr<MetaServer>> MetaServer::Start(const Options& opt
                                                          reclaim_options);
   server->checkpoint_store_ = std::make_unique<CheckpointStore>(
       server->store_.get(), &server->ns_->inodes(), options.clock,
-      CheckpointStore::Options{options.commit_timeout_s});
+      CheckpointStore::Options{options.commit_timeout_s, options.orphan_grace});
   Committer::Options commit_options;
   commit_options.sync_timeout = options.commit_sync_timeout;
   server->committer_ = std::make_unique<Committer>(server->checkpoint_store_.get(),

@@ -219,7 +219,10 @@ TEST_F(CheckpointBarrierTest, AFileOpenForWritingAbortsWithEbusyNamingIt) {
   create.set_name("open.pt");
   create.set_mode(0644);
   create.set_writer_handle(42);
-  ASSERT_OK(ns_->Create(create));
+  auto open = ns_->Create(create);
+  ASSERT_TRUE(open.ok()) << open.status();
+  const uint64_t open_ino = open->attr().ino();
+  const uint64_t closed_ino = ns_->Lookup(ckpt, "closed.pt")->ino();
   auto rank0 = StartCommit(ckpt, 0);
   auto rank1 = StartCommit(ckpt, 1);
   for (auto* call : {&rank0, &rank1}) {
@@ -232,6 +235,11 @@ TEST_F(CheckpointBarrierTest, AFileOpenForWritingAbortsWithEbusyNamingIt) {
   EXPECT_EQ(ckpts_->Get(ckpt)->state(), ABORTED);
   EXPECT_EQ(storage_.Count(data::SYNC), 0u);  // never synced
   EXPECT_EQ(LatestOf(run), "<none>");
+  // The closed file's chunks go at once; the open one's writes may still be
+  // in flight (they would recreate chunks after a trim), so it waits.
+  const std::vector<uint64_t> due = DueOrphans();
+  EXPECT_NE(std::find(due.begin(), due.end(), closed_ino), due.end());
+  EXPECT_EQ(std::find(due.begin(), due.end(), open_ino), due.end());
 }
 
 TEST_F(CheckpointBarrierTest, ADamagedFileAbortsWithEio) {

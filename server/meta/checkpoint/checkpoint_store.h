@@ -28,6 +28,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "absl/strings/string_view.h"
 #include "proto/meta.pb.h"
 #include "proto/meta_store.pb.h"
@@ -44,6 +45,10 @@ class CheckpointStore {
     // The barrier timeout when neither the request nor the directory or its
     // parent (user.ckptfs.commit_timeout_s) says.
     uint32_t default_timeout_s = 600;
+    // How long the chunks of a removed checkpoint's file that still has a
+    // registered writer are kept (its writes in flight would otherwise
+    // recreate chunks after the trim, which nothing would ever reclaim).
+    absl::Duration busy_file_grace = absl::Hours(1);
   };
 
   CheckpointStore(KvStore* kv, InodeAllocator* inodes, Clock* clock, const Options& options)
@@ -128,6 +133,8 @@ class CheckpointStore {
   const Options& options() const { return options_; }
 
  private:
+  int64_t BusyGraceMs() const { return absl::ToInt64Milliseconds(options_.busy_file_grace); }
+
   KvStore* const kv_;
   InodeAllocator* const inodes_;
   Clock* const clock_;

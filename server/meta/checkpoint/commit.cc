@@ -134,7 +134,8 @@ absl::StatusOr<CheckpointInfo> CheckpointStore::Abort(uint64_t ino, int err,
           bytes += entry.inode.attr().size();
         }
         const int64_t now_ns = clock_->NowNs();
-        const int64_t deleted = StageSubtreeRemoval(txn, *subtree, now_ns / 1'000'000);
+        const int64_t deleted =
+            StageSubtreeRemoval(txn, *subtree, now_ns / 1'000'000, BusyGraceMs());
         if (deleted != 0) {
           if (absl::Status count = txn.AddInodeCount(-deleted); !count.ok()) return count;
         }

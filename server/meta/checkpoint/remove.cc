@@ -76,7 +76,8 @@ absl::StatusOr<uint64_t> CheckpointStore::Remove(uint64_t run_dir, absl::string_
         absl::StatusOr<std::vector<SubtreeEntry>> subtree = ReadSubtree(txn, ino);
         if (!subtree.ok()) return subtree.status();
         const int64_t now_ns = clock_->NowNs();
-        int64_t inode_delta = -StageSubtreeRemoval(txn, *subtree, now_ns / 1'000'000);
+        int64_t inode_delta =
+            -StageSubtreeRemoval(txn, *subtree, now_ns / 1'000'000, BusyGraceMs());
         txn.Delete(DentryKey(run_dir, name));
         txn.Delete(InodeKey(ino));
         txn.Delete(PendingCheckpointKey(ino));

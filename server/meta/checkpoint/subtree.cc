@@ -86,7 +86,7 @@ absl::StatusOr<std::string> NameInParent(MetaTxn& txn, uint64_t parent, uint64_t
 }
 
 int64_t StageSubtreeRemoval(MetaTxn& txn, const std::vector<SubtreeEntry>& entries,
-                            int64_t now_ms) {
+                            int64_t now_ms, int64_t busy_grace_ms) {
   int64_t deleted = 0;
   for (const SubtreeEntry& entry : entries) {
     txn.Delete(DentryKey(entry.parent, entry.name));
@@ -96,7 +96,8 @@ int64_t StageSubtreeRemoval(MetaTxn& txn, const std::vector<SubtreeEntry>& entri
       ++deleted;
       continue;
     }
-    // As ReleaseInode, with no grace: nothing of the checkpoint is kept.
+    // As ReleaseInode, with no grace unless a writer may still be writing:
+    // nothing of the checkpoint is kept.
     InodeRecord file = entry.inode;
     file.mutable_attr()->set_nlink(0);
     file.mutable_attr()->set_ctime_ns(now_ms * 1'000'000);
@@ -104,7 +105,7 @@ int64_t StageSubtreeRemoval(MetaTxn& txn, const std::vector<SubtreeEntry>& entri
     OrphanRecord orphan;
     *orphan.mutable_layout() = file.attr().layout();
     orphan.set_size(file.attr().size());
-    orphan.set_reclaim_after_ms(now_ms);
+    orphan.set_reclaim_after_ms(file.writer_handles_size() > 0 ? now_ms + busy_grace_ms : now_ms);
     txn.Put(OrphanKey(ino), orphan);
   }
   return deleted;
