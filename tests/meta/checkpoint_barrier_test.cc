@@ -388,6 +388,21 @@ TEST_F(CheckpointBarrierTest, RetentionKeepsTheNewestCommittedAndDropsAborted) {
   EXPECT_NE(std::find(due.begin(), due.end(), c1_file), due.end());
 }
 
+TEST_F(CheckpointBarrierTest, RetentionKeepsTheCheckpointJustCommittedWhenTheClockStepsBack) {
+  const uint64_t run = Dir(kRootIno, "run");
+  SetXattrRequest keep;
+  keep.set_ino(run);
+  keep.set_name(std::string(kKeepXattr));
+  keep.set_value("1");
+  ASSERT_OK(ns_->SetXattr(keep));
+  Committed(run, "c1");
+  clock_.Advance(absl::Seconds(-10));  // NTP stepped the clock back
+  const uint64_t c2 = Committed(run, "c2");
+  EXPECT_TRUE(Eventually([&] { return !ns_->Lookup(run, "c1").ok(); }));
+  EXPECT_EQ(ns_->Lookup(run, "c2")->ino(), c2);
+  EXPECT_EQ(LatestOf(run), "c2");
+}
+
 TEST_F(CheckpointBarrierTest, RemovingAPendingCheckpointFailsItsWaiters) {
   const uint64_t run = Dir(kRootIno, "run");
   const uint64_t ckpt = Dir(run, "ckpt");

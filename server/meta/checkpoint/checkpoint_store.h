@@ -118,7 +118,14 @@ class CheckpointStore {
   // subtree (chunks due for reclamation now). `latest`, if it named it,
   // moves to the newest remaining committed checkpoint, or goes. Returns the
   // removed checkpoint's inode. EINVAL if `name` is not a checkpoint.
-  absl::StatusOr<uint64_t> Remove(uint64_t run_dir, absl::string_view name);
+  // With `only`: removes the entry only while it is still that checkpoint
+  // in that state (ESTALE otherwise).
+  struct RemoveOnly {
+    uint64_t ino;
+    CheckpointState state;
+  };
+  absl::StatusOr<uint64_t> Remove(uint64_t run_dir, absl::string_view name,
+                                  const RemoveOnly* only = nullptr);
 
   // Retention of the run directory holding checkpoint `ckpt` (its
   // user.ckptfs.keep = K): removes every ABORTED checkpoint there and the

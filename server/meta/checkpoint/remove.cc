@@ -53,7 +53,8 @@ absl::StatusOr<std::optional<std::string>> NewestCommitted(MetaTxn& txn, uint64_
 
 }  // namespace
 
-absl::StatusOr<uint64_t> CheckpointStore::Remove(uint64_t run_dir, absl::string_view name) {
+absl::StatusOr<uint64_t> CheckpointStore::Remove(uint64_t run_dir, absl::string_view name,
+                                                  const RemoveOnly* only) {
   if (absl::Status valid = ValidateName(name); !valid.ok()) return valid;
   std::optional<uint64_t> latest_ino;  // allocated once, kept across retries
   return RunTxn<uint64_t>(
@@ -72,6 +73,11 @@ absl::StatusOr<uint64_t> CheckpointStore::Remove(uint64_t run_dir, absl::string_
         if (!IsCheckpointDir(*dir)) {
           return ErrnoStatus(EINVAL, absl::StrCat("\"", name, "\" in directory ", run_dir,
                                                   " is not a checkpoint"));
+        }
+        if (only != nullptr && (ino != only->ino ||
+                                dir->checkpoint().info().state() != only->state)) {
+          return ErrnoStatus(ESTALE, absl::StrCat("\"", name, "\" in directory ", run_dir,
+                                                  " is no longer the checkpoint to remove"));
         }
         absl::StatusOr<std::vector<SubtreeEntry>> subtree = ReadSubtree(txn, ino);
         if (!subtree.ok()) return subtree.status();
@@ -124,16 +130,22 @@ absl::StatusOr<std::vector<uint64_t>> CheckpointStore::Retain(uint64_t ckpt) {
     if (info.state() == COMMITTED) committed.push_back(&info);
     if (info.state() == ABORTED) victims.push_back(&info);
   }
-  std::sort(committed.begin(), committed.end(), [](const auto* a, const auto* b) {
+  // Newest first; the checkpoint just committed always counts as the newest
+  // (the wall clock may have stepped back, or two ended in one millisecond).
+  std::sort(committed.begin(), committed.end(), [ckpt](const auto* a, const auto* b) {
+    if ((a->ino() == ckpt) != (b->ino() == ckpt)) return a->ino() == ckpt;
     if (a->ended_ms() != b->ended_ms()) return a->ended_ms() > b->ended_ms();
     return a->name() > b->name();
   });
   for (size_t i = *keep; i < committed.size(); ++i) victims.push_back(committed[i]);
   for (const CheckpointInfo* victim : victims) {
-    absl::StatusOr<uint64_t> ino = Remove(run_dir, victim->name());
+    // Only the checkpoint listed, in the state listed: its name may have been
+    // removed and reused since (a PENDING one is never retention's).
+    const RemoveOnly only{victim->ino(), victim->state()};
+    absl::StatusOr<uint64_t> ino = Remove(run_dir, victim->name(), &only);
     if (!ino.ok()) {
       const int err = ErrnoFromStatus(ino.status());
-      if (err == ENOENT || err == EINVAL) continue;  // removed or replaced meanwhile
+      if (err == ENOENT || err == EINVAL || err == ESTALE) continue;  // changed meanwhile
       return ino.status();
     }
     CKPTFS_LOG(kInfo) << "retention of directory " << run_dir << " (keep " << *keep
