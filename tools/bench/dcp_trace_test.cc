@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "absl/strings/numbers.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
@@ -75,7 +76,9 @@ class TraceTest : public ::testing::Test {
       const size_t paren = line.find('(');
       if (space == absl::string_view::npos || paren == absl::string_view::npos) continue;
       Event event;
-      event.call = std::string(line.substr(space + 1, paren - space - 1));
+      // strace pads the pid ("817   mkdir(" for a short pid).
+      event.call = std::string(
+          absl::StripAsciiWhitespace(line.substr(space + 1, paren - space - 1)));
       const size_t eq = line.rfind(") = ");
       if (eq == absl::string_view::npos) continue;
       absl::string_view result = line.substr(eq + 4);
