@@ -16,6 +16,7 @@ void Barrier::Arrive(uint32_t rank) {
   if (rank >= arrived_.size() || arrived_[rank]) return;
   arrived_[rank] = true;
   ++count_;
+  if (complete()) completed_at_ = absl::Now();
 }
 
 std::vector<uint32_t> Barrier::Missing(size_t limit) const {

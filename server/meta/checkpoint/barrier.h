@@ -43,6 +43,9 @@ class Barrier {
   // Counts `rank` (again: no change). REQUIRES: rank < ranks.
   void Arrive(uint32_t rank);
   bool complete() const { return count_ >= info_.ranks(); }
+  // When the last missing rank was counted in (this process's clock);
+  // nullopt while incomplete. For the release latency the service logs.
+  std::optional<absl::Time> completed_at() const { return completed_at_; }
   uint32_t arrived() const { return count_; }
   // Up to `limit` ranks that have not arrived, ascending.
   std::vector<uint32_t> Missing(size_t limit) const;
@@ -72,6 +75,7 @@ class Barrier {
   CheckpointInfo info_;
   std::vector<bool> arrived_;  // by rank
   uint32_t count_ = 0;
+  std::optional<absl::Time> completed_at_;
   std::multimap<absl::Time, Waiter> waiters_;  // by poll deadline
 };
 

@@ -7,6 +7,7 @@
 
 #include "absl/strings/cord.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "common/errno_status.h"
@@ -316,7 +317,19 @@ void CheckpointCoordinator::Conclude(uint64_t ino, const CheckpointInfo& info) {
   }
   if (barrier != nullptr) {
     const absl::StatusOr<CheckpointInfo> outcome = Outcome(info);
-    for (Barrier::Waiter& waiter : barrier->TakeAll()) waiter.done(outcome);
+    std::vector<Barrier::Waiter> waiters = barrier->TakeAll();
+    for (Barrier::Waiter& waiter : waiters) waiter.done(outcome);
+    if (info.state() == COMMITTED && barrier->completed_at().has_value()) {
+      // The barrier's own latency, without the network: from the last
+      // arrival counted to the last waiting commit answered.
+      CKPTFS_LOG(kInfo) << "checkpoint " << info.name() << " (" << ino << ") committed: "
+                        << info.ranks() << " ranks, " << waiters.size()
+                        << " waiting commits answered "
+                        << absl::StrFormat("%.1f",
+                                           absl::ToDoubleMilliseconds(
+                                               absl::Now() - *barrier->completed_at()))
+                        << " ms after the last arrival";
+    }
   }
   if (absl::Status dropped = store_->DropArrivals(ino); !dropped.ok()) {
     CKPTFS_LOG(kWarning) << "cannot drop the arrival records of checkpoint " << ino << ": "
