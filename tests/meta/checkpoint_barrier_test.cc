@@ -14,6 +14,7 @@
 #include "gtest/gtest.h"
 #include "server/meta/checkpoint/xattr_rules.h"
 #include "tests/meta/checkpoint_test_util.h"
+#include "tests/meta/fault_kv_store.h"
 
 namespace ckptfs::meta {
 namespace {
@@ -323,6 +324,28 @@ TEST_F(CheckpointBarrierTest, AChangeDuringTheSyncIsVerifiedAgain) {
   auto result = rank0->Wait();
   EXPECT_ERRNO(result, EBUSY);
   EXPECT_TRUE(absl::StrContains(result.status().message(), "late.pt")) << result.status();
+}
+
+TEST_F(CheckpointBarrierTest, ACommitThatKeepsFailingAbortsWithEioInsteadOfWaitingForever) {
+  FaultKvStore faulty(store_.get());
+  DropCheckpointParts();
+  ckpt_kv_ = &faulty;
+  coordinator_options_.max_commit_attempts = 3;
+  coordinator_options_.retry_delay = absl::Milliseconds(10);
+  coordinator_options_.max_timer_sleep = absl::Milliseconds(10);
+  MakeCheckpointParts();
+  const uint64_t run = Dir(kRootIno, "run");
+  const uint64_t ckpt = Dir(run, "ckpt");
+  ASSERT_OK(Declare(ckpt, 1));
+  File(ckpt, "model.pt");
+  // The arrival is stored; the three commit transactions after it fail.
+  faulty.BeforeNextCommit([&] { faulty.InjectErrors(3, absl::UnavailableError("disk gone")); });
+  auto result = StartCommit(ckpt, 0)->Wait();
+  EXPECT_ERRNO(result, EIO);
+  EXPECT_TRUE(absl::StrContains(result.status().message(), "failed 3 times")) << result.status();
+  EXPECT_EQ(ckpts_->Get(ckpt)->state(), ABORTED);
+  DropCheckpointParts();
+  ckpt_kv_ = nullptr;
 }
 
 TEST_F(CheckpointBarrierTest, LatestFollowsCommitsAndRemovals) {

@@ -48,7 +48,8 @@ class CheckpointFixture : public NamespaceFixture {
   void TearDown() override { DropCheckpointParts(); }
 
   void MakeCheckpointParts() {
-    ckpts_ = std::make_unique<CheckpointStore>(store_.get(), &ns_->inodes(), &clock_,
+    ckpts_ = std::make_unique<CheckpointStore>(ckpt_kv_ != nullptr ? ckpt_kv_ : store_.get(),
+                                               &ns_->inodes(), &clock_,
                                                CheckpointStore::Options{600});
     Committer::Options commit_options;
     commit_options.sync_timeout = absl::Seconds(10);
@@ -152,6 +153,9 @@ class CheckpointFixture : public NamespaceFixture {
   FakeStorageServer storage_;
   uint32_t server_id_ = 0;
   CheckpointCoordinator::Options coordinator_options_;
+  // The KV store the checkpoint parts use, when not the namespace's own
+  // (a FaultKvStore over it); set before MakeCheckpointParts.
+  KvStore* ckpt_kv_ = nullptr;
   std::unique_ptr<CheckpointStore> ckpts_;
   std::unique_ptr<Committer> committer_;
   std::unique_ptr<CheckpointCoordinator> coordinator_;

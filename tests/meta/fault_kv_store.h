@@ -30,6 +30,12 @@ class FaultKvStore : public KvStore {
     absl::MutexLock lock(&mu_);
     error_ = std::move(status);
   }
+  // The next `n` commits fail with `status` without touching the store.
+  void InjectErrors(int n, absl::Status status) {
+    absl::MutexLock lock(&mu_);
+    errors_left_ = n;
+    repeated_error_ = std::move(status);
+  }
   // Runs `hook` once, just before the next commit is applied.
   void BeforeNextCommit(std::function<void()> hook) {
     absl::MutexLock lock(&mu_);
@@ -58,6 +64,10 @@ class FaultKvStore : public KvStore {
         return TxnConflictError("injected");
       }
       if (!error_.ok()) return std::exchange(error_, absl::OkStatus());
+      if (errors_left_ > 0) {
+        --errors_left_;
+        return repeated_error_;
+      }
       hook = std::exchange(hook_, nullptr);
     }
     if (hook) hook();
@@ -69,6 +79,8 @@ class FaultKvStore : public KvStore {
   absl::Mutex mu_;
   int conflicts_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Status error_ ABSL_GUARDED_BY(mu_);
+  int errors_left_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::Status repeated_error_ ABSL_GUARDED_BY(mu_);
   std::function<void()> hook_ ABSL_GUARDED_BY(mu_);
   int commits_ ABSL_GUARDED_BY(mu_) = 0;
 };

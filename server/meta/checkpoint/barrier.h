@@ -70,6 +70,7 @@ class Barrier {
   bool loaded = true;
   bool ending = false;
   std::optional<absl::Time> retry_at;
+  int failed_commits = 0;
 
  private:
   CheckpointInfo info_;

@@ -271,15 +271,29 @@ void CheckpointCoordinator::CommitLoop() {
       Forget(ino, outcome.status());
       continue;
     }
-    CKPTFS_LOG(kWarning) << "commit of checkpoint " << ino << " failed, retrying in "
-                         << absl::FormatDuration(options_.retry_delay) << ": "
-                         << (outcome.ok() ? "still pending" : outcome.status().message());
-    absl::MutexLock lock(&mu_);
-    auto it = barriers_.find(ino);
-    if (it != barriers_.end()) {
-      it->second->ending = false;
-      it->second->retry_at = absl::Now() + options_.retry_delay;
+    const std::string why =
+        outcome.ok() ? "still pending" : std::string(outcome.status().message());
+    bool give_up = false;
+    {
+      absl::MutexLock lock(&mu_);
+      auto it = barriers_.find(ino);
+      if (it != barriers_.end()) {
+        give_up = ++it->second->failed_commits >= options_.max_commit_attempts;
+        if (!give_up) {
+          it->second->ending = false;
+          it->second->retry_at = absl::Now() + options_.retry_delay;
+        }
+      }
     }
+    if (!give_up) {
+      CKPTFS_LOG(kWarning) << "commit of checkpoint " << ino << " failed, retrying in "
+                           << absl::FormatDuration(options_.retry_delay) << ": " << why;
+      continue;
+    }
+    // Every rank waits for this outcome: a commit that cannot succeed must
+    // end the barrier rather than leave them waiting forever.
+    AbortNow(ino, EIO,
+             absl::StrCat("the commit failed ", options_.max_commit_attempts, " times: ", why));
   }
 }
 

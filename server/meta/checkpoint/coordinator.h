@@ -55,6 +55,9 @@ class CheckpointCoordinator {
     absl::Duration max_poll = absl::Minutes(5);
     // After the KV store failed to commit or abort a checkpoint.
     absl::Duration retry_delay = absl::Seconds(1);
+    // Failed commit attempts of one checkpoint (every rank arrived) before
+    // it is aborted with EIO instead of retried.
+    int max_commit_attempts = 30;
     // The timer thread looks at least this often (the clock may be moved
     // by a test rather than by time).
     absl::Duration max_timer_sleep = absl::Seconds(1);
