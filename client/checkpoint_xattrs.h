@@ -37,20 +37,10 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "common/checkpoint_xattrs.h"
 #include "proto/meta.pb.h"
 
 namespace ckptfs::client {
-
-inline constexpr uint32_t kMaxCheckpointRanks = 1048576;
-
-inline constexpr char kRanksXattr[] = "user.ckptfs.ranks";
-inline constexpr char kCommitXattr[] = "user.ckptfs.commit";
-inline constexpr char kCommitRankXattrPrefix[] = "user.ckptfs.commit.";
-inline constexpr char kRemoveXattr[] = "user.ckptfs.remove";
-inline constexpr char kStateXattr[] = "user.ckptfs.state";
-inline constexpr char kInfoXattr[] = "user.ckptfs.info";
-inline constexpr char kCheckpointsXattr[] = "user.ckptfs.checkpoints";
-inline constexpr char kLatestXattr[] = "user.ckptfs.latest";
 
 // The checkpoint attribute `name` stands for; kNone for every other name
 // (stored ones such as user.ckptfs.keep included).

@@ -30,19 +30,10 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "common/checkpoint_xattrs.h"
 
 namespace ckptfs::tools {
 
-inline constexpr char kRanksXattr[] = "user.ckptfs.ranks";
-inline constexpr char kCommitXattr[] = "user.ckptfs.commit";
-inline constexpr char kCommitRankXattrPrefix[] = "user.ckptfs.commit.";
-inline constexpr char kCommitTimeoutXattr[] = "user.ckptfs.commit_timeout_s";
-inline constexpr char kKeepXattr[] = "user.ckptfs.keep";
-inline constexpr char kRemoveXattr[] = "user.ckptfs.remove";
-inline constexpr char kStateXattr[] = "user.ckptfs.state";
-inline constexpr char kInfoXattr[] = "user.ckptfs.info";
-inline constexpr char kCheckpointsXattr[] = "user.ckptfs.checkpoints";
-inline constexpr char kLatestXattr[] = "user.ckptfs.latest";
 
 // getxattr(2) of the whole value (sized, retried while it grows). On
 // failure an errno status (ENODATA: no such attribute) whose message is

@@ -35,13 +35,12 @@
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "client/meta_client.h"
+#include "common/checkpoint_xattrs.h"
 
 namespace ckptfs::client::testing {
 
 class FakeMetaClient : public MetaClient {
  public:
-  inline static constexpr char kChunkSizeXattr[] = "user.ckptfs.chunk_size";
-
   // Storage servers `server_ids` (addresses "127.0.0.1:<7000 + id>");
   // files get `default_chunk_size` unless their directory says otherwise.
   explicit FakeMetaClient(std::vector<uint32_t> server_ids = {1, 2, 3, 4},

@@ -18,9 +18,6 @@
 namespace ckptfs::client::testing {
 namespace {
 
-constexpr char kReservedPrefix[] = "user.ckptfs.";
-constexpr char kCommitTimeoutXattr[] = "user.ckptfs.commit_timeout_s";
-constexpr char kKeepXattr[] = "user.ckptfs.keep";
 constexpr char kLatestName[] = "latest";
 constexpr uint32_t kDefaultWaitMs = 10000;
 
@@ -81,7 +78,7 @@ void FakeMetaClient::MarkSubtree(uint64_t dir, uint64_t checkpoint) {
 
 absl::Status FakeMetaClient::CheckStoredXattr(absl::string_view name, absl::string_view value,
                                               bool removing) {
-  if (!absl::StartsWith(name, kReservedPrefix) || name == kChunkSizeXattr) {
+  if (!absl::StartsWith(name, kCkptfsXattrPrefix) || name == kChunkSizeXattr) {
     return absl::OkStatus();
   }
   if (name != kCommitTimeoutXattr && name != kKeepXattr) {

@@ -41,6 +41,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "common/checkpoint_xattrs.h"
 #include "proto/meta.pb.h"
 #include "proto/meta_store.pb.h"
 #include "server/meta/clock.h"
@@ -52,7 +53,6 @@ namespace ckptfs::meta {
 
 // The directory xattr that sets the chunk size of files created in it; new
 // subdirectories copy it from their parent.
-inline constexpr absl::string_view kChunkSizeXattr = "user.ckptfs.chunk_size";
 inline constexpr uint32_t kMinChunkSize = 64u << 10;
 inline constexpr uint32_t kMaxChunkSize = 64u << 20;
 inline constexpr size_t kMaxXattrNameLength = 255;   // XATTR_NAME_MAX

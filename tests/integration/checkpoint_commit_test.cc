@@ -322,7 +322,7 @@ TEST_F(CheckpointCommitTest, MetaRestartWhileRanksWaitNeverHalfCommits) {
     outcome(ranks, ckpt);
   }
   // `latest` names a committed checkpoint.
-  absl::StatusOr<std::string> latest = tools::ReadXattr(RunDir(), tools::kLatestXattr);
+  absl::StatusOr<std::string> latest = tools::ReadXattr(RunDir(), kLatestXattr);
   ASSERT_TRUE(latest.ok()) << latest.status();
   EXPECT_EQ(StateOf(RunDir() + "/" + *latest), "committed");
 

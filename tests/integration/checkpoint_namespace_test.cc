@@ -44,22 +44,22 @@ TEST_F(CheckpointNamespaceTest, BadRequestsChangeNothingAndSayWhy) {
   const std::string ckpt = RunDir() + "/step_1";
   ASSERT_EQ(::mkdir(ckpt.c_str(), 0755), 0);
   // Commit of an undeclared directory.
-  EXPECT_EQ(SetXattrErrno(ckpt, tools::kCommitXattr, "0"), EINVAL);
+  EXPECT_EQ(SetXattrErrno(ckpt, kCommitXattr, "0"), EINVAL);
   EXPECT_EQ(GetXattrErrno(ckpt, "user.ckptfs.commit.0"), EINVAL);
   // N = 0 or not a number.
   for (const char* bad : {"0", "", "abc", "-1", "8x", "nan", " 2", "1048577"}) {
-    EXPECT_EQ(SetXattrErrno(ckpt, tools::kRanksXattr, bad), EINVAL) << "N = \"" << bad << "\"";
+    EXPECT_EQ(SetXattrErrno(ckpt, kRanksXattr, bad), EINVAL) << "N = \"" << bad << "\"";
   }
   EXPECT_EQ(StateOf(ckpt), "");  // still no checkpoint
   // The root and a directory inside a checkpoint cannot be declared.
-  EXPECT_EQ(SetXattrErrno(mnt(), tools::kRanksXattr, "2"), EINVAL);
+  EXPECT_EQ(SetXattrErrno(mnt(), kRanksXattr, "2"), EINVAL);
 
-  ASSERT_EQ(SetXattrErrno(ckpt, tools::kRanksXattr, "2\n"), 0);  // what `echo` writes
+  ASSERT_EQ(SetXattrErrno(ckpt, kRanksXattr, "2\n"), 0);  // what `echo` writes
   EXPECT_EQ(StateOf(ckpt), "pending");
-  EXPECT_EQ(SetXattrErrno(ckpt, tools::kRanksXattr, "2"), 0);  // the same N: harmless
-  EXPECT_EQ(SetXattrErrno(ckpt, tools::kRanksXattr, "3"), EINVAL);
+  EXPECT_EQ(SetXattrErrno(ckpt, kRanksXattr, "2"), 0);  // the same N: harmless
+  EXPECT_EQ(SetXattrErrno(ckpt, kRanksXattr, "3"), EINVAL);
   ASSERT_EQ(::mkdir((ckpt + "/sub").c_str(), 0755), 0);
-  EXPECT_EQ(SetXattrErrno(ckpt + "/sub", tools::kRanksXattr, "1"), EINVAL);
+  EXPECT_EQ(SetXattrErrno(ckpt + "/sub", kRanksXattr, "1"), EINVAL);
   ASSERT_EQ(::rmdir((ckpt + "/sub").c_str()), 0);
   std::string out;
   EXPECT_EQ(Ckptfs(absl::StrCat("ckpt declare ", ckpt, " 3"), &out), 1) << out;
@@ -67,8 +67,8 @@ TEST_F(CheckpointNamespaceTest, BadRequestsChangeNothingAndSayWhy) {
   EXPECT_NE(out.find("declared for 2 ranks"), std::string::npos) << out;
   // Rank >= N, < 0, not a number: refused before the barrier starts.
   for (const char* bad : {"2", "-1", "nan", "abc", "", "1x"}) {
-    EXPECT_EQ(SetXattrErrno(ckpt, tools::kCommitXattr, bad), EINVAL) << "rank \"" << bad << "\"";
-    EXPECT_EQ(GetXattrErrno(ckpt, absl::StrCat(tools::kCommitRankXattrPrefix, bad)), EINVAL)
+    EXPECT_EQ(SetXattrErrno(ckpt, kCommitXattr, bad), EINVAL) << "rank \"" << bad << "\"";
+    EXPECT_EQ(GetXattrErrno(ckpt, absl::StrCat(kCommitRankXattrPrefix, bad)), EINVAL)
         << "rank \"" << bad << "\"";
   }
   std::string call = CallModule({"commit", ckpt, "7"});
@@ -104,7 +104,7 @@ TEST_F(CheckpointNamespaceTest, BadRequestsChangeNothingAndSayWhy) {
   EXPECT_EQ(Err(::rmdir(ckpt.c_str())), EROFS);
   EXPECT_EQ(SetXattrErrno(ckpt, "user.note", "x"), EROFS);
   EXPECT_EQ(SetXattrErrno(file, "user.note", "x"), EROFS);
-  EXPECT_EQ(SetXattrErrno(ckpt, tools::kRanksXattr, "2"), 0);  // same N: no change
+  EXPECT_EQ(SetXattrErrno(ckpt, kRanksXattr, "2"), 0);  // same N: no change
   EXPECT_EQ(StateOf(ckpt), "committed");
   EXPECT_EQ(ListNames(ckpt), (std::vector<std::string>{"rank0_0.bin", "rank1_0.bin"}));
   EXPECT_EQ(Verify(ckpt, {"--ranks", "2", "--bytes", "100000"}), "VERIFY ok\n");
@@ -210,7 +210,7 @@ TEST_F(CheckpointNamespaceTest, DcpSaveSequenceCommits) {
 TEST_F(CheckpointNamespaceTest, RetentionReclaimsOlderCheckpoints) {
   std::string out;
   ASSERT_EQ(Ckptfs(absl::StrCat("ckpt keep ", RunDir(), " 2"), &out), 0) << out;
-  EXPECT_EQ(SetXattrErrno(RunDir(), tools::kKeepXattr, "0"), EINVAL);
+  EXPECT_EQ(SetXattrErrno(RunDir(), kKeepXattr, "0"), EINVAL);
   const uint64_t free_before = FreeBytes(mnt());
   constexpr uint64_t kBig = 64ull << 20;  // step_1: 2 ranks x 2 files x 16 MiB
   ASSERT_TRUE(SaveCheckpoint(RunDir() + "/step_1", 2, {"--files", "2", "--bytes", "16777216"}));

@@ -149,12 +149,12 @@ std::string XattrOrErrno(const std::string& path, const char* name) {
 
 }  // namespace
 
-std::string StateOf(const std::string& dir) { return XattrOrErrno(dir, tools::kStateXattr); }
+std::string StateOf(const std::string& dir) { return XattrOrErrno(dir, kStateXattr); }
 
-std::string LatestOf(const std::string& dir) { return XattrOrErrno(dir, tools::kLatestXattr); }
+std::string LatestOf(const std::string& dir) { return XattrOrErrno(dir, kLatestXattr); }
 
 std::optional<tools::CheckpointLine> InfoOf(const std::string& dir) {
-  absl::StatusOr<std::string> text = tools::ReadXattr(dir, tools::kInfoXattr);
+  absl::StatusOr<std::string> text = tools::ReadXattr(dir, kInfoXattr);
   if (!text.ok()) return std::nullopt;
   absl::StatusOr<tools::CheckpointLine> info = tools::ParseCheckpointLine(*text);
   if (!info.ok()) {

@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "common/checkpoint_xattrs.h"
 #include "common/errno_status.h"
 #include "tools/bench/cpu.h"
 #include "tools/bench/target.h"
@@ -23,11 +24,6 @@
 namespace ckptfs::bench {
 namespace {
 
-constexpr char kRanksXattr[] = "user.ckptfs.ranks";
-constexpr char kCommitXattr[] = "user.ckptfs.commit";
-constexpr char kStateXattr[] = "user.ckptfs.state";
-constexpr char kRemoveXattr[] = "user.ckptfs.remove";
-constexpr char kCommitTimeoutXattr[] = "user.ckptfs.commit_timeout_s";
 
 // CKPTFS_BENCH_TEST_DIE_RANK: which rank dies in its save, and how.
 struct DieHook {

@@ -25,7 +25,7 @@ std::optional<uint32_t> ParsePositiveDecimal(absl::string_view text) {
 }
 
 absl::Status ValidateXattrNameNotReserved(absl::string_view name) {
-  if (!absl::StartsWith(name, kCheckpointXattrPrefix)) return absl::OkStatus();
+  if (!absl::StartsWith(name, kCkptfsXattrPrefix)) return absl::OkStatus();
   if (name == kChunkSizeXattr || name == kCommitTimeoutXattr || name == kKeepXattr) {
     return absl::OkStatus();
   }

@@ -17,14 +17,9 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
+#include "common/checkpoint_xattrs.h"
 
 namespace ckptfs::meta {
-
-inline constexpr absl::string_view kCheckpointXattrPrefix = "user.ckptfs.";
-inline constexpr absl::string_view kCommitTimeoutXattr = "user.ckptfs.commit_timeout_s";
-inline constexpr absl::string_view kKeepXattr = "user.ckptfs.keep";
-// The most ranks a checkpoint may declare.
-inline constexpr uint32_t kMaxCheckpointRanks = 1u << 20;
 
 // A positive decimal that fits in 32 bits: digits only, optionally followed
 // by one "\n" (what `echo` writes). nullopt for anything else, 0 included.

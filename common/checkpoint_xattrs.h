@@ -1,0 +1,38 @@
+// The names of ckptfs's extended attributes and the rank limit of a
+// checkpoint (design.md, "Checkpoint transactions"; the chunk-size layout
+// attribute), in one place for the metadata service, the client library,
+// the mount, the tools and the bench. What each does is documented where it
+// is served: client/checkpoint_xattrs.h (the checkpoint protocol at the
+// mount) and server/meta/checkpoint/xattr_rules.h (the stored ones the
+// service checks).
+#ifndef CKPTFS_COMMON_CHECKPOINT_XATTRS_H_
+#define CKPTFS_COMMON_CHECKPOINT_XATTRS_H_
+
+#include <cstdint>
+
+namespace ckptfs {
+
+// The most ranks a checkpoint may declare.
+inline constexpr uint32_t kMaxCheckpointRanks = 1u << 20;
+
+// Every name under this prefix is reserved for ckptfs.
+inline constexpr char kCkptfsXattrPrefix[] = "user.ckptfs.";
+
+// Stored on directories, checked by the service.
+inline constexpr char kChunkSizeXattr[] = "user.ckptfs.chunk_size";
+inline constexpr char kCommitTimeoutXattr[] = "user.ckptfs.commit_timeout_s";
+inline constexpr char kKeepXattr[] = "user.ckptfs.keep";
+
+// The checkpoint protocol, served by the client library.
+inline constexpr char kRanksXattr[] = "user.ckptfs.ranks";
+inline constexpr char kCommitXattr[] = "user.ckptfs.commit";
+inline constexpr char kCommitRankXattrPrefix[] = "user.ckptfs.commit.";
+inline constexpr char kRemoveXattr[] = "user.ckptfs.remove";
+inline constexpr char kStateXattr[] = "user.ckptfs.state";
+inline constexpr char kInfoXattr[] = "user.ckptfs.info";
+inline constexpr char kCheckpointsXattr[] = "user.ckptfs.checkpoints";
+inline constexpr char kLatestXattr[] = "user.ckptfs.latest";
+
+}  // namespace ckptfs
+
+#endif  // CKPTFS_COMMON_CHECKPOINT_XATTRS_H_
