@@ -15,6 +15,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <memory>
 #include <optional>
@@ -186,7 +187,8 @@ class OwnCluster {
   }
   ~OwnCluster() {
     if (!records_.empty()) tools::StopProcesses(records_, absl::Seconds(10));
-    tools::RunCommand({"rm", "-rf", dir_}).IgnoreError();
+    std::error_code ignored;
+    std::filesystem::remove_all(dir_, ignored);
   }
   const std::string& address() const { return address_; }
   pid_t meta_pid() const { return records_.front().pid; }
