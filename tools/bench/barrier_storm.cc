@@ -45,8 +45,8 @@ absl::Status Failed(const grpc::Status& status, absl::string_view what) {
   return FromGrpcStatus(status, what);
 }
 
-// Creates `name` under the root (an existing one is reused only if empty of
-// a checkpoint: a fresh name per run is the caller's job).
+// Creates directory `name` under the root; EEXIST if it is taken (the
+// caller picks a fresh name per storm).
 absl::StatusOr<uint64_t> MakeDirectory(meta::MetaService::Stub& stub, const std::string& name) {
   meta::MkdirRequest request;
   request.set_parent(kRootIno);
@@ -150,13 +150,14 @@ absl::StatusOr<BarrierStormResult> RunBarrierStorm(const BarrierStormOptions& op
   for (uint32_t rank = 0; rank < options.ranks; ++rank) {
     RankCall* call = calls[rank].get();
     call->sent = absl::Now();
-    stubs[rank % stubs.size()]->async()->CommitCheckpoint(
-        &call->context, &call->request, &call->reply, [call, &mu, &finished, &all_finished, total](grpc::Status s) {
-          call->answered = absl::Now();
-          absl::MutexLock lock(&mu);
-          call->status = std::move(s);
-          all_finished = ++finished == total;
-        });
+    auto on_reply = [call, &mu, &finished, &all_finished, total](grpc::Status s) {
+      call->answered = absl::Now();
+      absl::MutexLock lock(&mu);
+      call->status = std::move(s);
+      all_finished = ++finished == total;
+    };
+    stubs[rank % stubs.size()]->async()->CommitCheckpoint(&call->context, &call->request,
+                                                          &call->reply, std::move(on_reply));
   }
   {
     absl::MutexLock lock(&mu);
