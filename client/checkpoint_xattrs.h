@@ -37,6 +37,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "common/checkpoint_info_text.h"
 #include "common/checkpoint_xattrs.h"
 #include "proto/meta.pb.h"
 
@@ -66,19 +67,8 @@ absl::StatusOr<uint32_t> ParseCommitRankXattr(absl::string_view name);
 // NAME of user.ckptfs.remove: a valid file name, one trailing "\n" allowed.
 absl::StatusOr<std::string> ParseCheckpointName(absl::string_view value);
 
-// "pending", "committed", "aborted"; "" for CHECKPOINT_STATE_UNSPECIFIED.
-std::string CheckpointStateName(meta::CheckpointState state);
-
-// One line, no newline: "name=A state=committed ranks=8 arrived=8 files=9
-// bytes=123 declared_ms=.. first_commit_ms=.. ended_ms=.. timeout_s=600
-// errno=0 reason=..." — reason last, the rest of the line (it may hold
-// spaces; a newline in it becomes a space).
-std::string FormatCheckpointInfo(const meta::CheckpointInfo& info);
-// FormatCheckpointInfo of each checkpoint, by name, each line ending in "\n".
-std::string FormatCheckpointList(const meta::ListCheckpointsReply& reply);
-// The inverse of FormatCheckpointInfo (for tools and tests); EINVAL for a
-// line it did not write.
-absl::StatusOr<meta::CheckpointInfo> ParseCheckpointInfo(absl::string_view line);
+// The info line and list are formatted by common/checkpoint_info_text.h
+// (FormatCheckpointInfo, FormatCheckpointList).
 
 }  // namespace ckptfs::client
 

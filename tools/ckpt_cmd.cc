@@ -130,8 +130,10 @@ int RunCkptCommit(const ParsedFlags& flags) {
                                        ErrnoText(ErrnoFromStatus(s)));
     absl::StatusOr<std::string> info_text = ReadXattr(dir, kInfoXattr);
     if (info_text.ok()) {
-      absl::StatusOr<CheckpointLine> info = ParseCheckpointLine(*info_text);
-      if (info.ok() && !info->reason.empty()) absl::StrAppend(&message, ": ", info->reason);
+      absl::StatusOr<meta::CheckpointInfo> info = ParseCheckpointInfo(*info_text);
+      if (info.ok() && !info->abort_reason().empty()) {
+        absl::StrAppend(&message, ": ", info->abort_reason());
+      }
     }
     return Failure(spec, message);
   }

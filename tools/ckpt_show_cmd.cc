@@ -19,18 +19,18 @@ namespace {
 int64_t NowMs() { return absl::ToUnixMillis(absl::Now()); }
 
 // Age of a checkpoint: since it ended, or since it was declared if pending.
-std::string Age(const CheckpointLine& c, int64_t now_ms) {
-  const int64_t since = c.ended_ms != 0 ? c.ended_ms : c.declared_ms;
+std::string Age(const meta::CheckpointInfo& c, int64_t now_ms) {
+  const int64_t since = c.ended_ms() != 0 ? c.ended_ms() : c.declared_ms();
   return since == 0 ? "-" : FormatAge(now_ms - since);
 }
 
-std::string Size(const CheckpointLine& c) {
-  return c.state == "pending" ? "-" : FormatBytes(c.bytes);
+std::string Size(const meta::CheckpointInfo& c) {
+  return c.state() == meta::PENDING ? "-" : FormatBytes(c.bytes());
 }
 
-std::string AbortText(const CheckpointLine& c) {
-  std::string text = c.err != 0 ? ErrnoText(c.err) : "aborted";
-  if (!c.reason.empty()) absl::StrAppend(&text, ": ", c.reason);
+std::string AbortText(const meta::CheckpointInfo& c) {
+  std::string text = c.abort_errno() != 0 ? ErrnoText(c.abort_errno()) : "aborted";
+  if (!c.abort_reason().empty()) absl::StrAppend(&text, ": ", c.abort_reason());
   return text;
 }
 
@@ -57,24 +57,26 @@ int RunCkptState(const ParsedFlags& flags) {
     }
     return Failure(spec, std::string(text.status().message()));
   }
-  absl::StatusOr<CheckpointLine> c = ParseCheckpointLine(*text);
+  absl::StatusOr<meta::CheckpointInfo> c = ParseCheckpointInfo(*text);
   if (!c.ok()) return Failure(spec, std::string(c.status().message()));
   const int64_t now_ms = NowMs();
   std::vector<std::vector<std::string>> rows = {
-      {"name", c->name},
-      {"ranks", absl::StrCat(c->arrived, "/", c->ranks, " arrived")},
-      {"declared", c->declared_ms == 0 ? "-" : FormatAge(now_ms - c->declared_ms) + " ago"},
-      {"timeout", absl::StrCat(c->timeout_s, "s from the first commit")},
+      {"name", c->name()},
+      {"ranks", absl::StrCat(c->arrived(), "/", c->ranks(), " arrived")},
+      {"declared", c->declared_ms() == 0 ? "-" : FormatAge(now_ms - c->declared_ms()) + " ago"},
+      {"timeout", absl::StrCat(c->timeout_s(), "s from the first commit")},
   };
-  if (c->first_commit_ms != 0) {
-    rows.push_back({"first commit", FormatAge(now_ms - c->first_commit_ms) + " ago"});
+  if (c->first_commit_ms() != 0) {
+    rows.push_back({"first commit", FormatAge(now_ms - c->first_commit_ms()) + " ago"});
   }
-  if (c->state != "pending") {
-    rows.push_back({"files", absl::StrCat(c->files, ", ", FormatBytes(c->bytes))});
-    if (c->ended_ms != 0) rows.push_back({"ended", FormatAge(now_ms - c->ended_ms) + " ago"});
+  if (c->state() != meta::PENDING) {
+    rows.push_back({"files", absl::StrCat(c->files(), ", ", FormatBytes(c->bytes()))});
+    if (c->ended_ms() != 0) {
+      rows.push_back({"ended", FormatAge(now_ms - c->ended_ms()) + " ago"});
+    }
   }
-  if (c->state == "aborted") rows.push_back({"error", AbortText(*c)});
-  std::cout << c->state << "\n" << FormatTable(rows);
+  if (c->state() == meta::ABORTED) rows.push_back({"error", AbortText(*c)});
+  std::cout << CheckpointStateName(c->state()) << "\n" << FormatTable(rows);
   return 0;
 }
 
@@ -93,10 +95,10 @@ int RunCkptLs(const ParsedFlags& flags) {
   static const CommandSpec spec = CkptLsSpec();
   const std::string& run_dir = flags.positionals()[0];
   const bool all = flags.GetBool("all");
-  std::vector<CheckpointLine> list;
+  std::vector<meta::CheckpointInfo> list;
   absl::StatusOr<std::string> text = ReadXattr(run_dir, kCheckpointsXattr);
   if (text.ok()) {
-    absl::StatusOr<std::vector<CheckpointLine>> parsed = ParseCheckpointList(*text);
+    absl::StatusOr<std::vector<meta::CheckpointInfo>> parsed = ParseCheckpointList(*text);
     if (!parsed.ok()) return Failure(spec, std::string(parsed.status().message()));
     list = *std::move(parsed);
   } else if (ErrnoFromStatus(text.status()) != ENODATA) {
@@ -105,7 +107,9 @@ int RunCkptLs(const ParsedFlags& flags) {
   absl::StatusOr<std::string> latest = ReadXattr(run_dir, kLatestXattr);
   if (!all) {
     list.erase(std::remove_if(list.begin(), list.end(),
-                              [](const CheckpointLine& c) { return c.state != "committed"; }),
+                              [](const meta::CheckpointInfo& c) {
+                                return c.state() != meta::COMMITTED;
+                              }),
                list.end());
   }
   if (list.empty()) {
@@ -113,16 +117,17 @@ int RunCkptLs(const ParsedFlags& flags) {
               << (all ? "" : " (--all shows pending and aborted ones)") << "\n";
     return 0;
   }
-  std::stable_sort(list.begin(), list.end(), [](const CheckpointLine& a, const CheckpointLine& b) {
-    return a.declared_ms < b.declared_ms;
-  });
+  std::stable_sort(list.begin(), list.end(),
+                   [](const meta::CheckpointInfo& a, const meta::CheckpointInfo& b) {
+                     return a.declared_ms() < b.declared_ms();
+                   });
   const int64_t now_ms = NowMs();
   std::vector<std::vector<std::string>> rows = {{"NAME", "STATE", "RANKS", "SIZE", "AGE", ""}};
-  for (const CheckpointLine& c : list) {
+  for (const meta::CheckpointInfo& c : list) {
     std::string note;
-    if (latest.ok() && *latest == c.name) note = "latest";
-    if (c.state == "aborted") note = AbortText(c);
-    rows.push_back({c.name, c.state, absl::StrCat(c.arrived, "/", c.ranks), Size(c),
+    if (latest.ok() && *latest == c.name()) note = "latest";
+    if (c.state() == meta::ABORTED) note = AbortText(c);
+    rows.push_back({c.name(), CheckpointStateName(c.state()), absl::StrCat(c.arrived(), "/", c.ranks()), Size(c),
                     Age(c, now_ms), note});
   }
   std::cout << FormatTable(rows);

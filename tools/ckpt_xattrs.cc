@@ -19,25 +19,6 @@ absl::Status XattrError(int err, const std::string& path) {
   return ErrnoStatus(err, absl::StrCat(path, ": ", ErrnoText(err)));
 }
 
-bool IsOctal(char c) { return c >= '0' && c <= '7'; }
-
-// Names in info lines escape space, tab, newline, '\\' and '=' as \ooo (as
-// /proc/mounts does); other bytes stand for themselves.
-std::string UnescapeName(absl::string_view escaped) {
-  std::string out;
-  for (size_t i = 0; i < escaped.size(); ++i) {
-    if (escaped[i] == '\\' && i + 3 < escaped.size() && IsOctal(escaped[i + 1]) &&
-        IsOctal(escaped[i + 2]) && IsOctal(escaped[i + 3])) {
-      out.push_back(static_cast<char>((escaped[i + 1] - '0') * 64 + (escaped[i + 2] - '0') * 8 +
-                                      (escaped[i + 3] - '0')));
-      i += 3;
-    } else {
-      out.push_back(escaped[i]);
-    }
-  }
-  return out;
-}
-
 }  // namespace
 
 absl::Status CheckOnCkptfs(const std::string& path) {
@@ -89,81 +70,6 @@ absl::Status CommitRank(const std::string& dir, uint64_t rank) {
     if (errno != EINTR) return XattrError(errno, dir);
   }
   return absl::OkStatus();
-}
-
-absl::StatusOr<CheckpointLine> ParseCheckpointLine(absl::string_view line) {
-  while (!line.empty() && (line.back() == '\n' || line.back() == '\r')) line.remove_suffix(1);
-  CheckpointLine info;
-  // `reason` is last and may hold spaces: everything after it is its value.
-  absl::string_view head = line;
-  if (absl::string_view::size_type at = line.find(" reason="); at != absl::string_view::npos) {
-    head = line.substr(0, at);
-    info.reason = std::string(line.substr(at + 8));
-  } else if (line.substr(0, 7) == "reason=") {
-    head = "";
-    info.reason = std::string(line.substr(7));
-  }
-  std::vector<std::pair<std::string, std::string>> fields;
-  for (absl::string_view word : absl::StrSplit(head, ' ', absl::SkipEmpty())) {
-    const absl::string_view::size_type eq = word.find('=');
-    if (eq == absl::string_view::npos) {
-      if (fields.empty()) {
-        return absl::InvalidArgumentError(absl::StrCat("checkpoint info: stray \"", word, "\""));
-      }
-      absl::StrAppend(&fields.back().second, " ", word);
-      continue;
-    }
-    fields.emplace_back(std::string(word.substr(0, eq)), std::string(word.substr(eq + 1)));
-  }
-  bool has_name = false;
-  bool has_state = false;
-  for (const auto& [key, value] : fields) {
-    bool ok = true;
-    if (key == "name") {
-      info.name = UnescapeName(value);
-      has_name = true;
-    } else if (key == "state") {
-      info.state = value;
-      has_state = true;
-    } else if (key == "ranks") {
-      ok = absl::SimpleAtoi(value, &info.ranks);
-    } else if (key == "arrived") {
-      ok = absl::SimpleAtoi(value, &info.arrived);
-    } else if (key == "files") {
-      ok = absl::SimpleAtoi(value, &info.files);
-    } else if (key == "bytes") {
-      ok = absl::SimpleAtoi(value, &info.bytes);
-    } else if (key == "declared_ms") {
-      ok = absl::SimpleAtoi(value, &info.declared_ms);
-    } else if (key == "first_commit_ms") {
-      ok = absl::SimpleAtoi(value, &info.first_commit_ms);
-    } else if (key == "ended_ms") {
-      ok = absl::SimpleAtoi(value, &info.ended_ms);
-    } else if (key == "timeout_s") {
-      ok = absl::SimpleAtoi(value, &info.timeout_s);
-    } else if (key == "errno") {
-      ok = absl::SimpleAtoi(value, &info.err);
-    }
-    if (!ok) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("checkpoint info: bad number ", key, "=", value));
-    }
-  }
-  if (!has_name || !has_state) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("checkpoint info: no name= or state= in \"", line, "\""));
-  }
-  return info;
-}
-
-absl::StatusOr<std::vector<CheckpointLine>> ParseCheckpointList(absl::string_view text) {
-  std::vector<CheckpointLine> list;
-  for (absl::string_view line : absl::StrSplit(text, '\n', absl::SkipWhitespace())) {
-    absl::StatusOr<CheckpointLine> info = ParseCheckpointLine(line);
-    if (!info.ok()) return info.status();
-    list.push_back(*std::move(info));
-  }
-  return list;
 }
 
 std::string FormatAge(int64_t ms) {

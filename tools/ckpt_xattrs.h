@@ -17,8 +17,8 @@
 // setxattr on it, so through one mount only one setxattr commit per
 // checkpoint can wait at a time, while any number of getxattr commits can.
 //
-// The info line format (one checkpoint, space-separated key=value, `reason`
-// last and free text) is parsed here; the mount formats it.
+// The info lines the mount serves are parsed with ParseCheckpointInfo and
+// ParseCheckpointList (common/checkpoint_info_text.h).
 // Thread-safe: free functions over the file system.
 #ifndef CKPTFS_TOOLS_CKPT_XATTRS_H_
 #define CKPTFS_TOOLS_CKPT_XATTRS_H_
@@ -30,6 +30,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "common/checkpoint_info_text.h"
 #include "common/checkpoint_xattrs.h"
 
 namespace ckptfs::tools {
@@ -58,32 +59,6 @@ absl::Status CommitRank(const std::string& dir, uint64_t rank);
 
 // "Connection timed out (ETIMEDOUT)".
 std::string ErrnoText(int err);
-
-// One checkpoint as user.ckptfs.info describes it. Absent keys stay at
-// their defaults; unknown keys are ignored.
-struct CheckpointLine {
-  std::string name;
-  std::string state;  // "pending", "committed" or "aborted"
-  uint64_t ranks = 0;
-  uint64_t arrived = 0;
-  uint64_t files = 0;
-  uint64_t bytes = 0;
-  int64_t declared_ms = 0;
-  int64_t first_commit_ms = 0;
-  int64_t ended_ms = 0;  // 0 while pending
-  uint64_t timeout_s = 0;
-  int err = 0;  // abort errno
-  std::string reason;  // abort reason, free text
-};
-
-// Parses one info line ("name=step_1 state=committed ranks=4 ... reason=").
-// The name's escapes (\ooo for space, tab, newline, '\\', '=') are undone;
-// a word without '=' continues the previous value.
-// InvalidArgument if the line has no name= or state=, or a number is bad.
-absl::StatusOr<CheckpointLine> ParseCheckpointLine(absl::string_view line);
-
-// Parses user.ckptfs.checkpoints: one info line per checkpoint.
-absl::StatusOr<std::vector<CheckpointLine>> ParseCheckpointList(absl::string_view text);
 
 // "12s", "5m", "3h", "2d" for a span in milliseconds (negative: "0s").
 std::string FormatAge(int64_t ms);

@@ -1,5 +1,5 @@
-// Tests of the checkpoint info parser and of the xattr helpers' errors
-// (ckpt_xattrs.h). The mount side is tested end to end in
+// Tests of the checkpoint info parser (common/checkpoint_info_text.h) on the
+// lines the tools read, and of the xattr helpers' errors (ckpt_xattrs.h). The mount side is tested end to end in
 // tests/integration/checkpoint_test.cc.
 #include "tools/ckpt_xattrs.h"
 
@@ -12,39 +12,39 @@ namespace ckptfs::tools {
 namespace {
 
 TEST(CkptXattrsTest, ParsesAnInfoLineWithAReasonHoldingSpaces) {
-  auto c = ParseCheckpointLine(
+  auto c = ParseCheckpointInfo(
       "name=step_100 state=aborted ranks=4 arrived=3 files=7 bytes=123456 declared_ms=1000 "
       "first_commit_ms=2000 ended_ms=3000 timeout_s=5 errno=110 "
       "reason=rank 3 did not commit within 5 s\n");
   ASSERT_TRUE(c.ok()) << c.status();
-  EXPECT_EQ(c->name, "step_100");
-  EXPECT_EQ(c->state, "aborted");
-  EXPECT_EQ(c->ranks, 4u);
-  EXPECT_EQ(c->arrived, 3u);
-  EXPECT_EQ(c->files, 7u);
-  EXPECT_EQ(c->bytes, 123456u);
-  EXPECT_EQ(c->declared_ms, 1000);
-  EXPECT_EQ(c->first_commit_ms, 2000);
-  EXPECT_EQ(c->ended_ms, 3000);
-  EXPECT_EQ(c->timeout_s, 5u);
-  EXPECT_EQ(c->err, ETIMEDOUT);
-  EXPECT_EQ(c->reason, "rank 3 did not commit within 5 s");
+  EXPECT_EQ(c->name(), "step_100");
+  EXPECT_EQ(c->state(), meta::ABORTED);
+  EXPECT_EQ(c->ranks(), 4u);
+  EXPECT_EQ(c->arrived(), 3u);
+  EXPECT_EQ(c->files(), 7u);
+  EXPECT_EQ(c->bytes(), 123456u);
+  EXPECT_EQ(c->declared_ms(), 1000);
+  EXPECT_EQ(c->first_commit_ms(), 2000);
+  EXPECT_EQ(c->ended_ms(), 3000);
+  EXPECT_EQ(c->timeout_s(), 5u);
+  EXPECT_EQ(c->abort_errno(), ETIMEDOUT);
+  EXPECT_EQ(c->abort_reason(), "rank 3 did not commit within 5 s");
 }
 
 TEST(CkptXattrsTest, EmptyReasonAndNameWithSpace) {
-  auto c = ParseCheckpointLine("name=step\\0407\\075x state=committed ranks=2 arrived=2 reason=");
+  auto c = ParseCheckpointInfo("name=step\\0407\\075x state=committed ranks=2 arrived=2 reason=");
   ASSERT_TRUE(c.ok()) << c.status();
-  EXPECT_EQ(c->name, "step 7=x");
-  EXPECT_EQ(c->state, "committed");
-  EXPECT_EQ(c->reason, "");
-  EXPECT_EQ(c->err, 0);
+  EXPECT_EQ(c->name(), "step 7=x");
+  EXPECT_EQ(c->state(), meta::COMMITTED);
+  EXPECT_EQ(c->abort_reason(), "");
+  EXPECT_EQ(c->abort_errno(), 0);
 }
 
 TEST(CkptXattrsTest, RejectsLinesWithoutNameOrStateOrWithBadNumbers) {
-  EXPECT_FALSE(ParseCheckpointLine("state=pending ranks=2").ok());
-  EXPECT_FALSE(ParseCheckpointLine("name=a ranks=2").ok());
-  EXPECT_FALSE(ParseCheckpointLine("name=a state=pending ranks=two").ok());
-  EXPECT_FALSE(ParseCheckpointLine("garbage").ok());
+  EXPECT_FALSE(ParseCheckpointInfo("state=pending ranks=2").ok());
+  EXPECT_FALSE(ParseCheckpointInfo("name=a ranks=2").ok());
+  EXPECT_FALSE(ParseCheckpointInfo("name=a state=pending ranks=two").ok());
+  EXPECT_FALSE(ParseCheckpointInfo("garbage").ok());
 }
 
 TEST(CkptXattrsTest, ParsesAListOfLines) {
@@ -53,8 +53,8 @@ TEST(CkptXattrsTest, ParsesAListOfLines) {
       "name=b state=pending ranks=2 arrived=0 reason=\n");
   ASSERT_TRUE(list.ok()) << list.status();
   ASSERT_EQ(list->size(), 2u);
-  EXPECT_EQ((*list)[0].name, "a");
-  EXPECT_EQ((*list)[1].state, "pending");
+  EXPECT_EQ((*list)[0].name(), "a");
+  EXPECT_EQ((*list)[1].state(), meta::PENDING);
   auto empty = ParseCheckpointList("");
   ASSERT_TRUE(empty.ok());
   EXPECT_TRUE(empty->empty());

@@ -61,10 +61,10 @@ TEST_F(CheckpointCommitTest, AllRanksCommitTogetherDurablyAndLatestNamesIt) {
           if (!BlockedInCommit(p->pid())) return false;
         }
         auto info = InfoOf(ckpt);
-        return info && info->arrived == kRanks - 1;
+        return info && info->arrived() == kRanks - 1;
       },
       absl::Seconds(30)))
-      << "arrived: " << (InfoOf(ckpt) ? InfoOf(ckpt)->arrived : 0);
+      << "arrived: " << (InfoOf(ckpt) ? InfoOf(ckpt)->arrived() : 0);
   // A retried rank counts once: with 3 of 4 arrived the barrier holds.
   EXPECT_EQ(StateOf(ckpt), "pending");
   for (auto& p : waiting) EXPECT_TRUE(p->Running());
@@ -92,11 +92,11 @@ TEST_F(CheckpointCommitTest, AllRanksCommitTogetherDurablyAndLatestNamesIt) {
   }
   auto info = InfoOf(ckpt);
   ASSERT_TRUE(info.has_value());
-  EXPECT_EQ(info->state, "committed");
-  EXPECT_EQ(info->ranks, static_cast<uint64_t>(kRanks));
-  EXPECT_EQ(info->arrived, static_cast<uint64_t>(kRanks));
-  EXPECT_EQ(info->files, static_cast<uint64_t>(2 * kRanks));
-  EXPECT_EQ(info->bytes, static_cast<uint64_t>(2 * kRanks) * 3145728);
+  EXPECT_EQ(info->state(), meta::COMMITTED);
+  EXPECT_EQ(info->ranks(), static_cast<uint64_t>(kRanks));
+  EXPECT_EQ(info->arrived(), static_cast<uint64_t>(kRanks));
+  EXPECT_EQ(info->files(), static_cast<uint64_t>(2 * kRanks));
+  EXPECT_EQ(info->bytes(), static_cast<uint64_t>(2 * kRanks) * 3145728);
 
   // One whole-store sync per storage server holding a chunk of it (every
   // server: each 3 MiB file has a 1 MiB chunk on each), not one per file.
@@ -175,10 +175,10 @@ TEST_F(CheckpointCommitTest, KilledRankTimesOutAndAbortsForEveryone) {
   }
   auto info = InfoOf(ckpt);
   ASSERT_TRUE(info.has_value());
-  EXPECT_EQ(info->state, "aborted");
-  EXPECT_EQ(info->err, ETIMEDOUT);
-  EXPECT_EQ(info->arrived, 2u);
-  EXPECT_FALSE(info->reason.empty());
+  EXPECT_EQ(info->state(), meta::ABORTED);
+  EXPECT_EQ(info->abort_errno(), ETIMEDOUT);
+  EXPECT_EQ(info->arrived(), 2u);
+  EXPECT_FALSE(info->abort_reason().empty());
   EXPECT_EQ(LatestOf(RunDir()), "step_1");
   // Emptied, still reachable by name, hidden from the listing.
   EXPECT_EQ(ListNames(ckpt), std::vector<std::string>{});
@@ -191,7 +191,7 @@ TEST_F(CheckpointCommitTest, KilledRankTimesOutAndAbortsForEveryone) {
   std::string out;
   EXPECT_EQ(Ckptfs(absl::StrCat("ckpt commit ", ckpt, " 2"), &out), 1) << out;
   EXPECT_NE(out.find("Connection timed out (ETIMEDOUT)"), std::string::npos) << out;
-  EXPECT_NE(out.find(info->reason), std::string::npos) << out;
+  EXPECT_NE(out.find(info->abort_reason()), std::string::npos) << out;
 }
 
 // Point 3, first half: a rank commits with a file still open for writing:
@@ -209,10 +209,11 @@ TEST_F(CheckpointCommitTest, FileStillOpenForWritingAbortsForEveryone) {
   }
   auto info = InfoOf(ckpt);
   ASSERT_TRUE(info.has_value());
-  EXPECT_EQ(info->state, "aborted");
-  EXPECT_EQ(info->err, EBUSY);
-  EXPECT_NE(info->reason.find("rank0_0.bin"), std::string::npos) << info->reason;
-  EXPECT_NE(info->reason.find("still open for writing"), std::string::npos) << info->reason;
+  EXPECT_EQ(info->state(), meta::ABORTED);
+  EXPECT_EQ(info->abort_errno(), EBUSY);
+  EXPECT_NE(info->abort_reason().find("rank0_0.bin"), std::string::npos) << info->abort_reason();
+  EXPECT_NE(info->abort_reason().find("still open for writing"), std::string::npos)
+      << info->abort_reason();
   EXPECT_EQ(ListNames(ckpt), std::vector<std::string>{});
   EXPECT_EQ(LatestOf(RunDir()), "");
 }
@@ -239,8 +240,8 @@ TEST_F(CheckpointCommitTest, FailedWriteAbortsForEveryone) {
       << "the write did not fail: " << failing->Log();
   auto info = InfoOf(ckpt);
   ASSERT_TRUE(info.has_value());
-  EXPECT_EQ(info->state, "aborted");
-  EXPECT_EQ(info->err, EIO);
+  EXPECT_EQ(info->state(), meta::ABORTED);
+  EXPECT_EQ(info->abort_errno(), EIO);
   EXPECT_EQ(ListNames(ckpt), std::vector<std::string>{});
 }
 
@@ -298,7 +299,7 @@ TEST_F(CheckpointCommitTest, MetaRestartWhileRanksWaitNeverHalfCommits) {
             if (!p->Ready() || !BlockedInCommit(p->pid())) return false;
           }
           auto info = InfoOf(ckpt);
-          return info && info->arrived == kRanks - 1;
+          return info && info->arrived() == kRanks - 1;
         },
         absl::Seconds(60)));
     restart_meta();

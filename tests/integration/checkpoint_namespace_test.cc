@@ -78,10 +78,10 @@ TEST_F(CheckpointNamespaceTest, BadRequestsChangeNothingAndSayWhy) {
   EXPECT_NE(call.find("CALL error errno=EINVAL"), std::string::npos) << call;
   auto info = InfoOf(ckpt);
   ASSERT_TRUE(info.has_value());
-  EXPECT_EQ(info->state, "pending");
-  EXPECT_EQ(info->ranks, 2u);
-  EXPECT_EQ(info->arrived, 0u);
-  EXPECT_EQ(info->first_commit_ms, 0);  // no timer was started
+  EXPECT_EQ(info->state(), meta::PENDING);
+  EXPECT_EQ(info->ranks(), 2u);
+  EXPECT_EQ(info->arrived(), 0u);
+  EXPECT_EQ(info->first_commit_ms(), 0);  // no timer was started
 
   // Commit it properly, then try to change it.
   auto r0 = StartSave(ckpt, 0, {"--bytes", "100000"});

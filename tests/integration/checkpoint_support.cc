@@ -153,10 +153,10 @@ std::string StateOf(const std::string& dir) { return XattrOrErrno(dir, kStateXat
 
 std::string LatestOf(const std::string& dir) { return XattrOrErrno(dir, kLatestXattr); }
 
-std::optional<tools::CheckpointLine> InfoOf(const std::string& dir) {
+std::optional<meta::CheckpointInfo> InfoOf(const std::string& dir) {
   absl::StatusOr<std::string> text = tools::ReadXattr(dir, kInfoXattr);
   if (!text.ok()) return std::nullopt;
-  absl::StatusOr<tools::CheckpointLine> info = tools::ParseCheckpointLine(*text);
+  absl::StatusOr<meta::CheckpointInfo> info = ParseCheckpointInfo(*text);
   if (!info.ok()) {
     ADD_FAILURE() << "unparsable user.ckptfs.info of " << dir << ": " << info.status();
     return std::nullopt;

@@ -86,7 +86,7 @@ std::string StateOf(const std::string& dir);
 // user.ckptfs.latest of run directory `dir`, same conventions as StateOf.
 std::string LatestOf(const std::string& dir);
 // user.ckptfs.info of `dir`, parsed; nullopt if unreadable.
-std::optional<tools::CheckpointLine> InfoOf(const std::string& dir);
+std::optional<meta::CheckpointInfo> InfoOf(const std::string& dir);
 // setxattr / getxattr; 0 or the errno.
 int SetXattrErrno(const std::string& path, const char* name, const std::string& value);
 int GetXattrErrno(const std::string& path, const std::string& name);
