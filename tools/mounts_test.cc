@@ -46,10 +46,15 @@ TEST(MountHoldersTest, FindsAProcessWhoseCwdIsInside) {
   auto sleeper = SpawnDetached(
       {"/bin/sh", "-c", "cd " + dir + "/sub && exec sleep 30"}, dir + "/log");
   ASSERT_TRUE(sleeper.ok());
+  // Until the shell has exec'd sleep: before that it is "sh", and between
+  // its cd and the exec it may be seen through other links than its cwd.
   std::vector<MountHolder> holders;
-  for (int i = 0; i < 100; ++i) {
+  auto is_sleeper = [&](const MountHolder& h) {
+    return h.pid == sleeper->pid && h.command == "sleep";
+  };
+  for (int i = 0; i < 250; ++i) {
     holders = FindMountHolders(dir);
-    if (!holders.empty()) break;
+    if (std::any_of(holders.begin(), holders.end(), is_sleeper)) break;
     absl::SleepFor(absl::Milliseconds(20));
   }
   const auto it = std::find_if(holders.begin(), holders.end(), [&](const MountHolder& h) {
