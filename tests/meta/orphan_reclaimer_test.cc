@@ -2,92 +2,20 @@
 // frames it receives: an unlinked file's chunks are trimmed only after the
 // grace period, on every stripe server, and the orphan is forgotten only
 // when every trim succeeded; a down or failing server means "retry later".
-#include <poll.h>
-#include <sys/socket.h>
 
-#include <atomic>
-#include <thread>
 #include <vector>
 
 #include "absl/synchronization/mutex.h"
-#include "common/frame.h"
 #include "common/net.h"
 #include "gtest/gtest.h"
 #include "proto/data.pb.h"
 #include "server/meta/keys.h"
 #include "server/meta/orphan_reclaimer.h"
+#include "tests/meta/fake_storage_server.h"
 #include "tests/meta/meta_test_util.h"
 
 namespace ckptfs::meta {
 namespace {
-
-// Answers every frame with `error` (0: success) and records its header.
-// One connection at a time, served on its own thread.
-class FakeStorageServer {
- public:
-  FakeStorageServer() {
-    auto fd = ListenTcp(HostPort{"127.0.0.1", 0});
-    EXPECT_TRUE(fd.ok()) << fd.status();
-    listen_fd_ = *std::move(fd);
-    port_ = *LocalPort(listen_fd_.get());
-    thread_ = std::thread([this] { Serve(); });
-  }
-  ~FakeStorageServer() {
-    stop_ = true;
-    {
-      absl::MutexLock lock(&mu_);
-      if (conn_fd_ >= 0) ::shutdown(conn_fd_, SHUT_RDWR);
-    }
-    thread_.join();
-  }
-
-  std::string address() const { return absl::StrCat("127.0.0.1:", port_); }
-  void set_error(int error) { error_ = error; }
-  std::vector<data::RequestHeader> requests() {
-    absl::MutexLock lock(&mu_);
-    return requests_;
-  }
-
- private:
-  void Serve() {
-    while (!stop_) {
-      pollfd pfd{listen_fd_.get(), POLLIN, 0};
-      if (::poll(&pfd, 1, 20) <= 0) continue;
-      UniqueFd conn(::accept(listen_fd_.get(), nullptr, nullptr));
-      if (!conn.valid()) continue;
-      {
-        absl::MutexLock lock(&mu_);
-        conn_fd_ = conn.get();
-      }
-      while (!stop_) {
-        data::RequestHeader request;
-        auto prefix = ReadFrameHead(conn.get(), request);
-        if (!prefix.ok()) break;
-        if (!DiscardPayload(conn.get(), prefix->payload_len).ok()) break;
-        {
-          absl::MutexLock lock(&mu_);
-          requests_.push_back(request);
-        }
-        data::ResponseHeader response;
-        response.set_request_id(request.request_id());
-        response.set_error(error_);
-        if (error_ != 0) response.set_message("injected failure");
-        if (!WriteFrame(conn.get(), response, nullptr, 0).ok()) break;
-      }
-      absl::MutexLock lock(&mu_);
-      conn_fd_ = -1;
-    }
-  }
-
-  UniqueFd listen_fd_;
-  uint16_t port_ = 0;
-  std::atomic<bool> stop_{false};
-  std::atomic<int> error_{0};
-  std::thread thread_;
-  absl::Mutex mu_;
-  int conn_fd_ ABSL_GUARDED_BY(mu_) = -1;
-  std::vector<data::RequestHeader> requests_ ABSL_GUARDED_BY(mu_);
-};
 
 // An address on which nothing listens.
 std::string ClosedAddress() {
