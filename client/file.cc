@@ -41,6 +41,11 @@ uint64_t File::ino() const { return state_->ino(); }
 uint64_t File::size() const { return state_->size(); }
 
 absl::StatusOr<size_t> File::Write(uint64_t offset, const void* data, size_t len) {
+  MemorySource source(data);
+  return WriteFrom(offset, source, len);
+}
+
+absl::StatusOr<size_t> File::WriteFrom(uint64_t offset, WriteSource& source, size_t len) {
   if (closed_.load()) return ErrnoStatus(EBADF, "write on a closed file");
   if ((flags_ & O_ACCMODE) == O_RDONLY || writer_handle_ == 0) {
     return ErrnoStatus(EBADF, "write on a file opened read-only");
@@ -61,7 +66,7 @@ absl::StatusOr<size_t> File::Write(uint64_t offset, const void* data, size_t len
     }
     writer_mu_.ReaderLock();
   }
-  absl::StatusOr<size_t> written = state_->Write(offset, data, len, (flags_ & O_APPEND) != 0);
+  absl::StatusOr<size_t> written = state_->Write(offset, source, len, (flags_ & O_APPEND) != 0);
   writer_mu_.ReaderUnlock();
   return written;
 }

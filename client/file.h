@@ -31,6 +31,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "client/write_source.h"
 #include "proto/meta.pb.h"
 
 namespace ckptfs::client {
@@ -59,6 +60,10 @@ class File {
   // as a writer again if a Flush released it (EROFS: the file has become
   // part of a committed checkpoint meanwhile).
   absl::StatusOr<size_t> Write(uint64_t offset, const void* data, size_t len);
+  // Write, with the `len` bytes taken from `source` (e.g. a pipe, so that
+  // they are copied once, straight into the chunk buffer). A source error
+  // fails the write; the bytes before it are written.
+  absl::StatusOr<size_t> WriteFrom(uint64_t offset, WriteSource& source, size_t len);
 
   // Reads up to `len` bytes at `offset`; short only at end of file. Holes
   // (never written) read as zeros. Sees this client's own unflushed writes.

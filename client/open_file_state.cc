@@ -11,6 +11,7 @@
 #include "client/io_errors.h"
 #include "client/layout.h"
 #include "client/stripe_ops.h"
+#include "common/crc32c.h"
 #include "common/errno_status.h"
 #include "common/log.h"
 
@@ -141,7 +142,7 @@ std::unique_ptr<char[]> OpenFileState::TakeBufferLocked() {
   }
 }
 
-absl::StatusOr<size_t> OpenFileState::Write(uint64_t offset, const void* data, size_t len,
+absl::StatusOr<size_t> OpenFileState::Write(uint64_t offset, WriteSource& source, size_t len,
                                             bool append) {
   // Appends run one at a time: a write may wait with mu_ released, and
   // another append must not take the end of file meanwhile.
@@ -154,7 +155,6 @@ absl::StatusOr<size_t> OpenFileState::Write(uint64_t offset, const void* data, s
   if (offset + len < offset || ChunkIndexOf(offset + len - 1, chunk_size_) > kMaxChunkIndex) {
     return ErrnoStatus(EFBIG, absl::StrCat("write past the largest file of inode ", ino_));
   }
-  const char* src = static_cast<const char*>(data);
   uint64_t done = 0;
   while (done < len) {
     const uint64_t at = offset + done;
@@ -180,7 +180,17 @@ absl::StatusOr<size_t> OpenFileState::Write(uint64_t offset, const void* data, s
       }
       dirty_ = DirtyChunk{index, in_chunk, in_chunk, std::move(buffer)};
     }
-    std::memcpy(dirty_->buffer.get() + in_chunk, src + done, n);
+    char* dst = dirty_->buffer.get() + in_chunk;
+    if (absl::Status copied = source.CopyTo(dst, n); !copied.ok()) {
+      // Bytes of the dirty range this write overlapped may be clobbered.
+      dirty_->crc32c.reset();
+      return copied;
+    }
+    if (dirty_->crc32c.has_value() && in_chunk == dirty_->hi) {
+      dirty_->crc32c = Crc32cExtend(*dirty_->crc32c, dst, n);
+    } else {
+      dirty_->crc32c.reset();
+    }
     dirty_->lo = std::min(dirty_->lo, in_chunk);
     dirty_->hi = std::max(dirty_->hi, in_chunk + n);
     cache_.Invalidate(index);

@@ -43,6 +43,7 @@
 #include "absl/synchronization/mutex.h"
 #include "client/client_services.h"
 #include "client/read_cache.h"
+#include "client/write_source.h"
 #include "proto/meta.pb.h"
 
 namespace ckptfs::client {
@@ -85,9 +86,10 @@ class OpenFileState : public std::enable_shared_from_this<OpenFileState> {
   void Refresh(const meta::Attr& attr, std::optional<uint64_t> version_before)
       ABSL_LOCKS_EXCLUDED(mu_);
 
-  // Writes data[0, len) at `offset`, or at the current size if `append`.
-  // Returns len, or the file's first write error.
-  absl::StatusOr<size_t> Write(uint64_t offset, const void* data, size_t len, bool append)
+  // Writes `len` bytes taken from `source` at `offset`, or at the current
+  // size if `append`. Returns len, or the file's first write error, or the
+  // source's error (the bytes before it are written).
+  absl::StatusOr<size_t> Write(uint64_t offset, WriteSource& source, size_t len, bool append)
       ABSL_LOCKS_EXCLUDED(mu_);
 
   // Reads up to len bytes at offset (short only at end of file).
@@ -139,6 +141,10 @@ class OpenFileState : public std::enable_shared_from_this<OpenFileState> {
     uint32_t lo = 0;  // dirty bytes [lo, hi) of the chunk
     uint32_t hi = 0;
     std::unique_ptr<char[]> buffer;
+    // CRC32C of bytes [lo, hi), kept while the chunk is filled by appends
+    // only (computed right after each copy, while the bytes are in the CPU
+    // cache); nullopt once a write lands elsewhere in it.
+    std::optional<uint32_t> crc32c = 0;
   };
 
   // Sends the dirty chunk, if any, waiting for its turn (FIFO), for a free

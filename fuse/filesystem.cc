@@ -10,11 +10,6 @@
 namespace ckptfs::fuse {
 namespace {
 
-// Background requests (readahead, async direct I/O pieces) the kernel may
-// have in flight at once. The kernel default, 12, starves a striped
-// filesystem whose chunk requests go to many servers in parallel.
-constexpr unsigned kMaxBackground = 64;
-
 void InitOp(void* userdata, struct fuse_conn_info* conn) {
   static_cast<Filesystem*>(userdata)->Init(conn);
 }
@@ -23,6 +18,7 @@ void InitOp(void* userdata, struct fuse_conn_info* conn) {
 
 Filesystem::Filesystem(std::unique_ptr<client::Client> client, FilesystemOptions options)
     : client_(std::move(client)),
+      options_(options),
       attr_timeout_s_(absl::ToDoubleSeconds(options.attr_timeout)),
       entry_timeout_s_(absl::ToDoubleSeconds(options.entry_timeout)) {}
 
@@ -84,15 +80,20 @@ void Filesystem::Init(struct fuse_conn_info* conn) {
   want_if_offered(FUSE_CAP_AUTO_INVAL_DATA);
   // A symlink's target never changes once created.
   want_if_offered(FUSE_CAP_CACHE_SYMLINKS);
-  // No writeback cache for now: writes go straight to the client, whose
-  // close() is the commit point. No splice: payload moves once, from the
-  // kernel's buffer to the client's chunk buffer. No readdirplus: ReadDir
-  // carries no attributes. Locks stay local to the kernel.
+  // Writeback cache and splice only when asked for (FilesystemOptions says
+  // why they are off by default). No splice move: the kernel no longer
+  // moves pages into a FUSE file's cache. No readdirplus: ReadDir carries
+  // no attributes. Locks stay local to the kernel.
   conn->want &= ~(FUSE_CAP_WRITEBACK_CACHE | FUSE_CAP_SPLICE_READ | FUSE_CAP_SPLICE_WRITE |
                   FUSE_CAP_SPLICE_MOVE | FUSE_CAP_READDIRPLUS | FUSE_CAP_READDIRPLUS_AUTO |
                   FUSE_CAP_POSIX_LOCKS | FUSE_CAP_FLOCK_LOCKS);
-  conn->max_background = kMaxBackground;
-  conn->congestion_threshold = kMaxBackground * 3 / 4;
+  if (options_.writeback_cache) want_if_offered(FUSE_CAP_WRITEBACK_CACHE);
+  if (options_.splice) {
+    want_if_offered(FUSE_CAP_SPLICE_READ);
+    want_if_offered(FUSE_CAP_SPLICE_WRITE);
+  }
+  conn->max_background = options_.max_background;
+  conn->congestion_threshold = options_.max_background * 3 / 4;
   conn->time_gran = 1;
 
   max_write_.store(conn->max_write);

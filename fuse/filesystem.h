@@ -43,6 +43,23 @@ struct FilesystemOptions {
   // kernel would hide it. Raise them only for read-mostly mounts.
   absl::Duration attr_timeout = absl::ZeroDuration();
   absl::Duration entry_timeout = absl::ZeroDuration();
+
+  // Data-path modes (issue 5 measured each; the defaults are the fastest):
+  // Write-only opens bypass the page cache (direct_io): a writer's payload
+  // goes from its buffer to the client's chunk buffer without filling the
+  // page cache, which on fresh memory is the slowest step of a save.
+  bool direct_io_writes = true;
+  // The kernel's writeback cache: writes land in the page cache and are
+  // sent in the background (then no open uses direct_io).
+  bool writeback_cache = false;
+  // Splice the kernel's requests through a pipe (FUSE_CAP_SPLICE_READ and
+  // _WRITE): a write's payload is read from the pipe straight into the
+  // chunk buffer.
+  bool splice = false;
+  // Background requests (readahead, async direct I/O pieces) the kernel
+  // may have in flight at once. The kernel default, 12, starves a striped
+  // filesystem whose chunk requests go to many servers in parallel.
+  unsigned max_background = 64;
 };
 
 class Filesystem {
@@ -60,6 +77,7 @@ class Filesystem {
   client::Client& client() { return *client_; }
   double attr_timeout_s() const { return attr_timeout_s_; }
   double entry_timeout_s() const { return entry_timeout_s_; }
+  const FilesystemOptions& options() const { return options_; }
 
   // FUSE_INIT: chooses the features this mount uses among those the kernel
   // offers, sets max_write, and logs what was negotiated.
@@ -81,6 +99,7 @@ class Filesystem {
 
  private:
   std::unique_ptr<client::Client> client_;
+  const FilesystemOptions options_;
   const double attr_timeout_s_;
   const double entry_timeout_s_;
   std::atomic<uint32_t> max_write_{0};

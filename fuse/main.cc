@@ -2,7 +2,9 @@
 //
 //   ckptfs-fuse --meta=127.0.0.1:7000 --mountpoint=/checkpoints [--foreground]
 //               [--threads=16] [--max_threads=512] [--attr_timeout_s=0]
-//               [--entry_timeout_s=0]
+//               [--entry_timeout_s=0] [--direct_io_writes] [--writeback_cache]
+//               [--splice] [--max_background=64] [--write_buffer_mb=2048]
+//               [--max_inflight_chunks=8]
 //               [--fuse_options=allow_other,...] [--log_level=info]
 //
 // Order of start-up: connect the Client (exit 1 with a clear message if the
@@ -61,6 +63,17 @@ ABSL_FLAG(std::string, fuse_options, "",
           "extra mount options, comma-separated (e.g. allow_other)");
 ABSL_FLAG(std::string, log_level, "info", "minimum log severity: debug, info, warning, error");
 ABSL_FLAG(bool, fuse_debug, false, "print libfuse's trace of every request on stderr");
+ABSL_FLAG(bool, direct_io_writes, true,
+          "write-only opens bypass the page cache (FUSE direct_io)");
+ABSL_FLAG(bool, writeback_cache, false,
+          "let the kernel cache writes and send them in the background (no direct_io then)");
+ABSL_FLAG(bool, splice, false, "move requests and replies through pipes (FUSE splice)");
+ABSL_FLAG(int32_t, max_background, 64,
+          "background requests (readahead, async direct I/O) the kernel may have in flight");
+ABSL_FLAG(int32_t, write_buffer_mb, 2048,
+          "write-behind memory of the mount in MiB: each file being written has one chunk "
+          "buffer, further ones come from this; writers wait (never fail) when it is spent");
+ABSL_FLAG(int32_t, max_inflight_chunks, 8, "chunk writes one open file may have in flight");
 ABSL_FLAG(int32_t, read_ahead_kb, 4096,
           "kernel readahead of the mount in KiB (needs root; 0 keeps the kernel default)");
 
@@ -171,9 +184,15 @@ int Main(int argc, char** argv) {
   const double entry_timeout_s = absl::GetFlag(FLAGS_entry_timeout_s);
   const int threads = absl::GetFlag(FLAGS_threads);
   const int max_threads = absl::GetFlag(FLAGS_max_threads);
-  if (attr_timeout_s < 0 || entry_timeout_s < 0 || threads < 1 || max_threads < 1) {
-    CKPTFS_LOG(kError) << "--attr_timeout_s and --entry_timeout_s must be >= 0, --threads and "
-                          "--max_threads >= 1";
+  const int max_background = absl::GetFlag(FLAGS_max_background);
+  const int write_buffer_mb = absl::GetFlag(FLAGS_write_buffer_mb);
+  const int max_inflight_chunks = absl::GetFlag(FLAGS_max_inflight_chunks);
+  if (attr_timeout_s < 0 || entry_timeout_s < 0 || threads < 1 || max_threads < 1 ||
+      max_background < 1 || max_background > 65535 || write_buffer_mb < 0 ||
+      max_inflight_chunks < 1) {
+    CKPTFS_LOG(kError) << "--attr_timeout_s and --entry_timeout_s must be >= 0, --threads, "
+                          "--max_threads and --max_inflight_chunks >= 1, --max_background in "
+                          "1..65535, --write_buffer_mb >= 0";
     return kExitFailure;
   }
   // Checked again by Mount::Create; here it fails before any fork or RPC.
@@ -191,6 +210,8 @@ int Main(int argc, char** argv) {
 
   client::ClientOptions client_options;
   client_options.meta_address = meta;
+  client_options.write_buffer_budget_bytes = int64_t{write_buffer_mb} << 20;
+  client_options.max_inflight_chunks_per_file = max_inflight_chunks;
   absl::StatusOr<std::unique_ptr<client::Client>> client = client::Client::Connect(client_options);
   if (!client.ok()) {
     // The Client's message names the address and what failed.
@@ -202,6 +223,10 @@ int Main(int argc, char** argv) {
   FilesystemOptions fs_options;
   fs_options.attr_timeout = absl::Seconds(attr_timeout_s);
   fs_options.entry_timeout = absl::Seconds(entry_timeout_s);
+  fs_options.direct_io_writes = absl::GetFlag(FLAGS_direct_io_writes);
+  fs_options.writeback_cache = absl::GetFlag(FLAGS_writeback_cache);
+  fs_options.splice = absl::GetFlag(FLAGS_splice);
+  fs_options.max_background = static_cast<unsigned>(max_background);
   MountOptions mount_options;
   mount_options.mountpoint = mountpoint;
   mount_options.threads = threads;

@@ -16,6 +16,8 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "common/errno_status.h"
 #include "common/log.h"
 #include "fuse/filesystem.h"
 #include "fuse/ops.h"
@@ -26,8 +28,9 @@ namespace {
 
 bool IsReadOnly(int flags) { return (flags & O_ACCMODE) == O_RDONLY; }
 
-void SetCacheMode(struct fuse_file_info* fi) {
-  fi->direct_io = (fi->flags & O_ACCMODE) == O_WRONLY;
+void SetCacheMode(const Filesystem& fs, struct fuse_file_info* fi) {
+  fi->direct_io = fs.options().direct_io_writes && !fs.options().writeback_cache &&
+                  (fi->flags & O_ACCMODE) == O_WRONLY;
   fi->keep_cache = 0;
   // A reader's close(2) has nothing to publish: the kernel may skip
   // FUSE_FLUSH for it entirely (one round trip less per load).
@@ -57,7 +60,7 @@ void Create(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode,
       fs.client().Create(parent, name, mode & 07777, ctx->uid, ctx->gid, fi->flags);
   if (!created.ok()) return ReplyError(req, created.status(), "create", parent);
   fuse_entry_param entry = MakeEntry(fs, created->attr);
-  SetCacheMode(fi);
+  SetCacheMode(fs, fi);
   HandOver(fs, std::move(created->file), fi, [&] { return fuse_reply_create(req, &entry, fi); });
 }
 
@@ -65,7 +68,7 @@ void Open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info* fi) {
   Filesystem& fs = FsOf(req);
   absl::StatusOr<std::unique_ptr<client::File>> file = fs.client().Open(ino, fi->flags);
   if (!file.ok()) return ReplyError(req, file.status(), "open", ino);
-  SetCacheMode(fi);
+  SetCacheMode(fs, fi);
   HandOver(fs, std::move(*file), fi, [&] { return fuse_reply_open(req, fi); });
 }
 
@@ -88,10 +91,38 @@ void Read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t offset, struct fuse
   fuse_reply_buf(req, buf, *n);
 }
 
-void Write(fuse_req_t req, fuse_ino_t ino, const char* buf, size_t size, off_t offset,
-           struct fuse_file_info* fi) {
+// A write's payload as libfuse hands it over: in memory, or (splice) still
+// in the pipe the kernel filled; fuse_buf_copy moves it either way, the
+// pipe case with one read() straight into the chunk buffer.
+class BufvecSource final : public client::WriteSource {
+ public:
+  explicit BufvecSource(struct fuse_bufvec* bufv) : bufv_(bufv) {}
+  absl::Status CopyTo(char* dst, size_t n) override {
+    size_t done = 0;
+    while (done < n) {  // a pipe read may return less than asked
+      struct fuse_bufvec to = FUSE_BUFVEC_INIT(n - done);
+      to.buf[0].mem = dst + done;
+      const ssize_t copied = fuse_buf_copy(&to, bufv_, static_cast<fuse_buf_copy_flags>(0));
+      if (copied < 0) return ErrnoStatus(static_cast<int>(-copied), "reading a write's payload");
+      if (copied == 0) {
+        return ErrnoStatus(EIO, absl::StrCat("a write's payload ended after ", done, " of ", n,
+                                             " bytes"));
+      }
+      done += static_cast<size_t>(copied);
+    }
+    return absl::OkStatus();
+  }
+
+ private:
+  struct fuse_bufvec* const bufv_;
+};
+
+void WriteBuf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec* bufv, off_t offset,
+              struct fuse_file_info* fi) {
+  const size_t size = fuse_buf_size(bufv);
+  BufvecSource source(bufv);
   absl::StatusOr<size_t> n =
-      Filesystem::FileOf(fi->fh).Write(static_cast<uint64_t>(offset), buf, size);
+      Filesystem::FileOf(fi->fh).WriteFrom(static_cast<uint64_t>(offset), source, size);
   if (!n.ok()) return ReplyError(req, n.status(), "write", ino);
   fuse_reply_write(req, *n);
 }
@@ -139,7 +170,7 @@ void AddFileOps(fuse_lowlevel_ops* ops) {
   ops->create = Create;
   ops->open = Open;
   ops->read = Read;
-  ops->write = Write;
+  ops->write_buf = WriteBuf;
   ops->flush = Flush;
   ops->release = Release;
   ops->fsync = Fsync;

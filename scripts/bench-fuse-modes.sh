@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# bench-fuse-modes.sh: the FUSE data-path table of issue 5 (point 4). For
+# each mode, mounts a running ckptfs cluster with ckptfs-fuse and those
+# flags, runs the same ckptfs-bench storm against it and a plain directory
+# (--baseline, alternating A B over --repeat), and prints one line per mode:
+# median A/B ratios of save and load GB/s, and ckptfs's CPU s/GiB.
+#
+#   scripts/bench-fuse-modes.sh --meta 127.0.0.1:7000 --mountpoint /tmp/m \
+#       --baseline /var/tmp/plain [--build build] [--workload raw]
+#       [--ranks 8] [--size 256M] [--repeat 3] [--modes "name:flags;..."]
+#
+# The mountpoint must exist and be unmounted; the script mounts and
+# unmounts it once per mode and stops only the ckptfs-fuse it started.
+set -euo pipefail
+
+meta="" mnt="" baseline="" build="build" workload="raw" ranks=8 size=256M repeat=3
+modes="default:;no-direct-io:--direct_io_writes=false;writeback:--writeback_cache;splice:--splice;threads-4:--threads=4 --max_threads=4;bg-12:--max_background=12;bg-256:--max_background=256"
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    --meta) meta="$2"; shift 2 ;;
+    --mountpoint) mnt="$2"; shift 2 ;;
+    --baseline) baseline="$2"; shift 2 ;;
+    --build) build="$2"; shift 2 ;;
+    --workload) workload="$2"; shift 2 ;;
+    --ranks) ranks="$2"; shift 2 ;;
+    --size) size="$2"; shift 2 ;;
+    --repeat) repeat="$2"; shift 2 ;;
+    --modes) modes="$2"; shift 2 ;;
+    *) echo "bench-fuse-modes.sh: unknown argument $1" >&2; exit 2 ;;
+  esac
+done
+if [[ -z "$meta" || -z "$mnt" || -z "$baseline" ]]; then
+  echo "usage: bench-fuse-modes.sh --meta HOST:PORT --mountpoint DIR --baseline DIR [...]" >&2
+  exit 2
+fi
+if mountpoint -q "$mnt"; then
+  echo "bench-fuse-modes.sh: $mnt is mounted; unmount it first" >&2
+  exit 2
+fi
+
+fuse_pid=""
+cleanup() {
+  if [[ -n "$fuse_pid" ]]; then
+    fusermount3 -u "$mnt" 2>/dev/null || true
+    wait "$fuse_pid" 2>/dev/null || true
+    fuse_pid=""
+  fi
+}
+trap cleanup EXIT
+
+printf '%-14s %-40s %9s %9s %9s %9s %9s\n' mode flags save_A/B load_A/B save_GB/s load_GB/s cpu_s/GiB
+IFS=';' read -ra entries <<< "$modes"
+for entry in "${entries[@]}"; do
+  name="${entry%%:*}"
+  flags="${entry#*:}"
+  # shellcheck disable=SC2086  # flags are words on purpose
+  "$build/bin/ckptfs-fuse" --meta="$meta" --mountpoint="$mnt" --foreground $flags \
+      2>"/tmp/bench-fuse-modes.$name.log" &
+  fuse_pid=$!
+  for _ in $(seq 100); do mountpoint -q "$mnt" && break; sleep 0.1; done
+  mountpoint -q "$mnt" || { echo "mode $name: the mount did not come up" >&2; exit 1; }
+  json="/tmp/bench-fuse-modes.$name.json"
+  "$build/bin/ckptfs-bench" --dir "$mnt" --baseline "$baseline" --workload "$workload" \
+      --ranks "$ranks" --size "$size" --repeat "$repeat" --phases save,load \
+      --progress off --json "$json" >/dev/null
+  python3 - "$json" "$name" "$flags" <<'EOF'
+import json, sys
+d = json.load(open(sys.argv[1]))
+fig = {(s["phase"], s["figure"]): s for s in d["summary"]}
+def get(phase, figure, key):
+    s = fig.get((phase, figure))
+    return s[key] if s and s.get(key) is not None else float("nan")
+print(f'{sys.argv[2]:<14} {sys.argv[3] or "-":<40} '
+      f'{get("save","agg_gbps","ratio_median"):9.2f} {get("load","agg_gbps","ratio_median"):9.2f} '
+      f'{get("save","agg_gbps","median_a"):9.3f} {get("load","agg_gbps","median_a"):9.3f} '
+      f'{get("save","target_cpu_s_per_gib","median_a"):9.2f}')
+EOF
+  cleanup
+done
