@@ -141,24 +141,28 @@ Reactor* MetaServiceImpl::DeclareCheckpoint(Context* ctx,
 Reactor* MetaServiceImpl::CommitCheckpoint(Context* ctx, const CommitCheckpointRequest* request,
                                            CheckpointInfo* reply) {
   Reactor* reactor = ctx->DefaultReactor();
-  // Runs once, on whichever thread ends the wait; `reply` and `reactor`
-  // live until Finish.
-  checkpoints_->Commit(
-      request->ino(), request->rank(), request->wait_ms(),
-      [reactor, reply, ino = request->ino(), rank = request->rank()](
-          absl::StatusOr<CheckpointInfo> result) {
-        if (result.ok()) *reply = *std::move(result);
-        const absl::Status& status = result.status();
-        CKPTFS_LOG(kDebug) << "CommitCheckpoint of rank " << rank << " of inode " << ino << ": "
-                           << (status.ok() ? CheckpointState_Name(reply->state())
-                                           : status.ToString());
-        if (IsServiceStoppingError(status)) {
-          reactor->Finish(grpc::Status(grpc::StatusCode::UNAVAILABLE,
-                                       std::string(status.message())));
-          return;
-        }
-        reactor->Finish(ToGrpcStatus(status));
-      });
+  // Runs once, on whichever thread ends the wait (on this one before
+  // Commit returns for a no_wait arrival); `reply` and `reactor` live until
+  // Finish.
+  auto finish = [reactor, reply, ino = request->ino(), rank = request->rank()](
+                    absl::StatusOr<CheckpointInfo> result) {
+    if (result.ok()) *reply = *std::move(result);
+    const absl::Status& status = result.status();
+    CKPTFS_LOG(kDebug) << "CommitCheckpoint of rank " << rank << " of inode " << ino << ": "
+                       << (status.ok() ? CheckpointState_Name(reply->state())
+                                       : status.ToString());
+    if (IsServiceStoppingError(status)) {
+      reactor->Finish(grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                                   std::string(status.message())));
+      return;
+    }
+    reactor->Finish(ToGrpcStatus(status));
+  };
+  if (request->no_wait()) {
+    checkpoints_->CommitNoWait(request->ino(), request->rank(), std::move(finish));
+  } else {
+    checkpoints_->Commit(request->ino(), request->rank(), request->wait_ms(), std::move(finish));
+  }
   return reactor;
 }
 

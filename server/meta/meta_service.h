@@ -11,8 +11,9 @@
 // coordinator finishes it from its own threads when the checkpoint ends or
 // the poll runs out (an aborted checkpoint: the abort_errno in
 // error_details, abort_reason as the message; the service stopping:
-// UNAVAILABLE without an errno, which clients retry). Every call is logged
-// at debug level.
+// UNAVAILABLE without an errno, which clients retry). A no_wait commit is
+// finished before the handler returns, like the other RPCs. Every call is
+// logged at debug level.
 //
 // Thread-safety: thread-safe (handlers run concurrently). Namespace,
 // Membership and the coordinator are borrowed and must outlive the service.

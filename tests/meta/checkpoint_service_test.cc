@@ -2,8 +2,8 @@
 // with a fake storage server: many ranks blocked in CommitCheckpoint at once
 // (long polls held by the service without a thread each), errors carrying
 // their errno (an aborted checkpoint's abort_errno and reason), a failed
-// write aborting the checkpoint through CommitWrite, and a restart of the
-// service while a rank waits.
+// write aborting the checkpoint through CommitWrite, a restart of the
+// service while a rank waits, and no_wait arrivals beside one long poll.
 #include <grpcpp/grpcpp.h>
 
 #include <atomic>
@@ -88,6 +88,17 @@ class CheckpointServiceTest : public ::testing::Test {
     return stub_->CommitCheckpoint(Context(120).get(), request, info);
   }
 
+  // A no_wait arrival; a deadline far below a long poll's, so that one
+  // held by the service fails the test.
+  grpc::Status Arrive(uint64_t dir, uint32_t rank, CheckpointInfo* info) {
+    CommitCheckpointRequest request;
+    request.set_ino(dir);
+    request.set_rank(rank);
+    request.set_wait_ms(600000);  // ignored
+    request.set_no_wait(true);
+    return stub_->CommitCheckpoint(Context(20).get(), request, info);
+  }
+
   CheckpointInfo Get(uint64_t dir) {
     InodeRequest request;
     request.set_ino(dir);
@@ -165,6 +176,36 @@ TEST_F(CheckpointServiceTest, ManyRanksBlockInCommitAndReturnTogether) {
   ASSERT_TRUE(stub_->ListCheckpoints(Context().get(), request, &list).ok());
   EXPECT_EQ(list.checkpoints_size(), 0);
   EXPECT_EQ(list.latest(), "");
+}
+
+TEST_F(CheckpointServiceTest, NoWaitArrivalsShareOneLongPoll) {
+  // One client's ranks: rank 0 holds the long poll, the others arrive.
+  const uint64_t run = Mkdir(kRootIno, "run");
+  const uint64_t ckpt = Mkdir(run, "step-1");
+  ASSERT_TRUE(Declare(ckpt, 3).ok());
+  WriteFile(ckpt, "model.pt", 4096);
+  CheckpointInfo info;
+  EXPECT_EQ(Arrive(ckpt, 3, &info).error_details(), absl::StrCat(EINVAL));
+  grpc::Status polled;
+  CheckpointInfo outcome;
+  std::thread poller([&] { polled = Commit(ckpt, 0, &outcome); });
+  for (int i = 0; i < 6000 && Get(ckpt).arrived() < 1; ++i) {
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  grpc::Status status = Arrive(ckpt, 1, &info);
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  EXPECT_EQ(info.state(), PENDING);
+  EXPECT_EQ(info.arrived(), 2u);
+  status = Arrive(ckpt, 2, &info);  // the last arrival
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  EXPECT_NE(info.state(), ABORTED);
+  poller.join();
+  ASSERT_TRUE(polled.ok()) << polled.error_message();
+  EXPECT_EQ(outcome.state(), COMMITTED);
+  EXPECT_EQ(outcome.arrived(), 3u);
+  status = Arrive(ckpt, 1, &info);
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  EXPECT_EQ(info.state(), COMMITTED);
 }
 
 TEST_F(CheckpointServiceTest, ErrorsCarryTheirErrno) {

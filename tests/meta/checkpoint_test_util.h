@@ -104,6 +104,17 @@ class CheckpointFixture : public NamespaceFixture {
     return call;
   }
 
+  // A no_wait arrival (CommitCheckpointRequest.no_wait): the coordinator
+  // answers it before CommitNoWait returns.
+  std::shared_ptr<CommitCall> StartCommitNoWait(uint64_t ckpt, uint32_t rank) {
+    auto call = std::make_shared<CommitCall>();
+    coordinator_->CommitNoWait(ckpt, rank, [call](absl::StatusOr<CheckpointInfo> result) {
+      call->result = std::move(result);
+      call->done.Notify();
+    });
+    return call;
+  }
+
   // Every rank of `ckpt` commits; returns rank 0's outcome.
   absl::StatusOr<CheckpointInfo> CommitAll(uint64_t ckpt, uint32_t ranks) {
     std::vector<std::shared_ptr<CommitCall>> calls;

@@ -108,6 +108,19 @@ void CheckpointCoordinator::QueueCommit(uint64_t ino, Barrier& barrier) {
 }
 
 void CheckpointCoordinator::Commit(uint64_t ino, uint32_t rank, uint32_t wait_ms, Done done) {
+  const absl::Duration wait =
+      wait_ms == 0 ? options_.default_poll
+                   : std::clamp(absl::Milliseconds(wait_ms), absl::Milliseconds(1),
+                                options_.max_poll);
+  Arrive(ino, rank, wait, std::move(done));
+}
+
+void CheckpointCoordinator::CommitNoWait(uint64_t ino, uint32_t rank, Done done) {
+  Arrive(ino, rank, std::nullopt, std::move(done));
+}
+
+void CheckpointCoordinator::Arrive(uint64_t ino, uint32_t rank,
+                                   std::optional<absl::Duration> wait, Done done) {
   {
     absl::MutexLock lock(&mu_);
     if (stopping_) {
@@ -124,16 +137,14 @@ void CheckpointCoordinator::Commit(uint64_t ino, uint32_t rank, uint32_t wait_ms
     done(Outcome(*std::move(info)));
     return;
   }
-  const absl::Duration wait =
-      wait_ms == 0 ? options_.default_poll
-                   : std::clamp(absl::Milliseconds(wait_ms), absl::Milliseconds(1),
-                                options_.max_poll);
   // The first arrival this process sees creates the barrier at once and
   // counts the stored arrivals in afterwards, outside the lock: the ranks
   // arriving meanwhile join the new barrier instead of each scanning the
   // store.
   const Barrier* created = nullptr;
   bool stopping = false;
+  // A no_wait arrival's answer, given once the lock is released.
+  std::optional<CheckpointInfo> pending;
   {
     absl::MutexLock lock(&mu_);
     stopping = stopping_;
@@ -146,28 +157,39 @@ void CheckpointCoordinator::Commit(uint64_t ino, uint32_t rank, uint32_t wait_ms
       }
       barrier->Arrive(rank);
       const absl::Time now = absl::Now();
-      const absl::Time poll_deadline = now + wait;
-      barrier->AddWaiter(poll_deadline, Barrier::Waiter{rank, std::move(done)});
+      absl::Time due = absl::InfiniteFuture();
+      if (wait.has_value()) {
+        due = now + *wait;
+        barrier->AddWaiter(due, Barrier::Waiter{rank, std::move(done)});
+      }
       if (barrier->loaded && barrier->complete() && !barrier->ending) {
         QueueCommit(ino, *barrier);
       }
       // The timer thread looks at least every max_timer_sleep; poke it only
       // for something due sooner.
-      absl::Time due = poll_deadline;
       if (std::optional<int64_t> deadline = barrier->deadline_ms(); deadline.has_value()) {
         due = std::min(due, now + absl::Milliseconds(*deadline - clock_->NowMs()));
       }
       if (due < now + options_.max_timer_sleep) timer_poked_ = true;
+      if (!wait.has_value() && created == nullptr) pending = barrier->Snapshot();
     }
   }
   if (stopping) {
     done(ServiceStoppingError());
     return;
   }
-  if (created == nullptr) return;
+  if (created == nullptr) {
+    if (pending.has_value()) done(*std::move(pending));
+    return;
+  }
+  // From here on `done` is still ours only for a no_wait arrival.
+  auto answer = [&](absl::StatusOr<CheckpointInfo> result) {
+    if (!wait.has_value()) done(std::move(result));
+  };
   absl::StatusOr<std::vector<uint32_t>> arrivals = store_->Arrivals(ino);
   if (!arrivals.ok()) {
     Forget(ino, arrivals.status());
+    answer(arrivals.status());
     return;
   }
   {
@@ -180,6 +202,7 @@ void CheckpointCoordinator::Commit(uint64_t ino, uint32_t rank, uint32_t wait_ms
       }
       barrier.loaded = true;
       if (barrier.complete() && !barrier.ending) QueueCommit(ino, barrier);
+      if (!wait.has_value()) pending = barrier.Snapshot();
     }
   }
   // The checkpoint may have ended between the arrival and the new barrier
@@ -187,8 +210,12 @@ void CheckpointCoordinator::Commit(uint64_t ino, uint32_t rank, uint32_t wait_ms
   absl::StatusOr<CheckpointInfo> now = store_->Get(ino);
   if (!now.ok()) {
     Forget(ino, now.status());
+    answer(now.status());
   } else if (now->state() != PENDING) {
     Conclude(ino, *now);
+    answer(Outcome(*now));
+  } else {
+    answer(pending.has_value() ? *std::move(pending) : *std::move(now));
   }
 }
 

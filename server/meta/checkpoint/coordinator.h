@@ -5,7 +5,9 @@
 //
 // Threads: none per waiting rank. A commit call records the arrival (a KV
 // transaction on the caller's thread), then leaves a callback in the
-// checkpoint's Barrier and returns; the callback runs later on whichever
+// checkpoint's Barrier and returns (a no_wait arrival leaves none: it is
+// answered PENDING at once, for clients that hold one long poll per
+// checkpoint for all their ranks); the callback runs later on whichever
 // thread ends the barrier:
 //   - the commit worker (one thread): Committer::Run for each checkpoint
 //     whose ranks all arrived (verify, SYNC storage servers, commit);
@@ -26,6 +28,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -93,6 +96,15 @@ class CheckpointCoordinator {
   // first. `done` may run on this thread before Commit returns (an error, or
   // a checkpoint already ended).
   void Commit(uint64_t ino, uint32_t rank, uint32_t wait_ms, Done done);
+  // Rank `rank` commits checkpoint `ino` without waiting (the request's
+  // no_wait: a client whose ranks share one long poll): the arrival is
+  // stored and counted into the barrier exactly as by Commit (completing it
+  // queues the commit), but `done` runs before this returns, with the
+  // checkpoint PENDING (arrived as the barrier counts it, this rank
+  // included; arrived == ranks once the barrier is complete and its commit
+  // queued or running), or its outcome if it already ended (COMMITTED;
+  // ABORTED as AbortedStatus), or an error.
+  void CommitNoWait(uint64_t ino, uint32_t rank, Done done);
   absl::StatusOr<CheckpointInfo> Get(uint64_t ino) { return store_->Get(ino); }
   absl::StatusOr<ListCheckpointsReply> List(uint64_t run_dir) { return store_->List(run_dir); }
   // Removes checkpoint `name` of `run_dir`; commits waiting on it fail
@@ -107,6 +119,8 @@ class CheckpointCoordinator {
   void RunTimers();
 
  private:
+  // Commit and CommitNoWait: `wait` is the long poll, nullopt for no_wait.
+  void Arrive(uint64_t ino, uint32_t rank, std::optional<absl::Duration> wait, Done done);
   // The timer pass: returns when the next one is due.
   absl::Time TimerPass();
   void TimerLoop();
