@@ -24,6 +24,24 @@ Ring::~Ring() {
   if (entries_ > 0) io_uring_queue_exit(&ring_);
 }
 
+absl::Status Ring::RegisterBuffers(const std::vector<iovec>& regions) {
+  if (!fixed_.empty()) return ErrnoStatus(EBUSY, "ring already has registered buffers");
+  const int rc = io_uring_register_buffers(&ring_, regions.data(),
+                                           static_cast<unsigned>(regions.size()));
+  if (rc < 0) return SyscallError(-rc, "io_uring_register_buffers");
+  fixed_ = regions;
+  return absl::OkStatus();
+}
+
+int Ring::FixedIndex(const void* buf, size_t len) const {
+  const auto* p = static_cast<const char*>(buf);
+  for (size_t i = 0; i < fixed_.size(); ++i) {
+    const auto* base = static_cast<const char*>(fixed_[i].iov_base);
+    if (p >= base && p + len <= base + fixed_[i].iov_len) return static_cast<int>(i);
+  }
+  return -1;
+}
+
 absl::Status Ring::Run(std::vector<Op>& ops) {
   // done[i]: bytes moved so far for op i (reads/writes resume after short I/O).
   std::vector<size_t> done(ops.size(), 0);
@@ -38,12 +56,21 @@ absl::Status Ring::Run(std::vector<Op>& ops) {
     char* base = static_cast<char*>(op.buf) + done[i];
     // At most 1 GiB per submission; the rest follows as a short transfer.
     const unsigned len = static_cast<unsigned>(std::min<size_t>(op.len - done[i], size_t{1} << 30));
+    const int fixed = op.kind == OpKind::kFdatasync ? -1 : FixedIndex(base, len);
     switch (op.kind) {
       case OpKind::kRead:
-        io_uring_prep_read(sqe, op.fd, base, len, op.offset + done[i]);
+        if (fixed >= 0) {
+          io_uring_prep_read_fixed(sqe, op.fd, base, len, op.offset + done[i], fixed);
+        } else {
+          io_uring_prep_read(sqe, op.fd, base, len, op.offset + done[i]);
+        }
         break;
       case OpKind::kWrite:
-        io_uring_prep_write(sqe, op.fd, base, len, op.offset + done[i]);
+        if (fixed >= 0) {
+          io_uring_prep_write_fixed(sqe, op.fd, base, len, op.offset + done[i], fixed);
+        } else {
+          io_uring_prep_write(sqe, op.fd, base, len, op.offset + done[i]);
+        }
         break;
       case OpKind::kFdatasync:
         io_uring_prep_fsync(sqe, op.fd, IORING_FSYNC_DATASYNC);

@@ -11,8 +11,9 @@ namespace ckptfs::storage {
 absl::Status AlignedBuffer::Reserve(size_t n) {
   const size_t want = RoundUpToBlock(n);
   if (want <= capacity_) return absl::OkStatus();
-  std::free(data_);
+  FreeOwned();
   data_ = nullptr;
+  owned_ = true;
   capacity_ = 0;
   size_ = 0;
   void* memory = nullptr;
@@ -26,8 +27,9 @@ absl::Status AlignedBuffer::Reserve(size_t n) {
 
 void AlignedBuffer::ShrinkTo(size_t max_keep) {
   if (capacity_ <= max_keep) return;
-  std::free(data_);
+  FreeOwned();
   data_ = nullptr;
+  owned_ = true;
   capacity_ = 0;
   size_ = 0;
 }

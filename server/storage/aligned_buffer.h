@@ -4,7 +4,12 @@
 // payload of a WRITE is received straight into one and written to disk from
 // it, so it crosses user space once. Capacity is always a multiple of
 // kAlignment, so a payload of any length can be padded to whole blocks in
-// place. Buffers are meant to be allocated once per thread and reused.
+// place. Buffers are meant to be allocated once and reused.
+//
+// A buffer either owns its heap memory or borrows memory it never frees
+// (Borrow: a slice of the server's BufferPool region, owned by a lease).
+// Growing a borrowed buffer (Reserve past its capacity) switches it to
+// fresh owned heap memory; the borrowed slice is left to its owner.
 //
 // Thread-safety: none; one owner at a time. Move-only.
 #ifndef CKPTFS_SERVER_STORAGE_ALIGNED_BUFFER_H_
@@ -33,22 +38,37 @@ class AlignedBuffer {
   AlignedBuffer(AlignedBuffer&& other) noexcept
       : data_(std::exchange(other.data_, nullptr)),
         capacity_(std::exchange(other.capacity_, 0)),
-        size_(std::exchange(other.size_, 0)) {}
+        size_(std::exchange(other.size_, 0)),
+        owned_(std::exchange(other.owned_, true)) {}
   AlignedBuffer& operator=(AlignedBuffer&& other) noexcept {
     if (this != &other) {
-      std::free(data_);
+      FreeOwned();
       data_ = std::exchange(other.data_, nullptr);
       capacity_ = std::exchange(other.capacity_, 0);
       size_ = std::exchange(other.size_, 0);
+      owned_ = std::exchange(other.owned_, true);
     }
     return *this;
   }
   AlignedBuffer(const AlignedBuffer&) = delete;
   AlignedBuffer& operator=(const AlignedBuffer&) = delete;
-  ~AlignedBuffer() { std::free(data_); }
+  ~AlignedBuffer() { FreeOwned(); }
+
+  // A buffer over `capacity` bytes at `data` that it does not own (never
+  // frees). REQUIRES: `data` is kBlockSize-aligned, `capacity` a multiple of
+  // kBlockSize, and the memory outlives every use of the buffer.
+  static AlignedBuffer Borrow(char* data, size_t capacity) {
+    AlignedBuffer buffer;
+    buffer.data_ = data;
+    buffer.capacity_ = capacity;
+    buffer.owned_ = false;
+    return buffer;
+  }
+  bool borrowed() const { return !owned_ && data_ != nullptr; }
 
   // Makes capacity() >= RoundUpToBlock(n). Contents are NOT preserved when
-  // the buffer grows; size() becomes 0 then. ENOMEM when memory is short.
+  // the buffer grows (a borrowed one then owns new heap memory); size()
+  // becomes 0 then. ENOMEM when memory is short.
   absl::Status Reserve(size_t n);
 
   // Frees the memory when the buffer holds more than `max_keep` bytes, so a
@@ -66,9 +86,14 @@ class AlignedBuffer {
   absl::string_view view() const { return absl::string_view(data_, size_); }
 
  private:
+  void FreeOwned() {
+    if (owned_) std::free(data_);
+  }
+
   char* data_ = nullptr;
   size_t capacity_ = 0;
   size_t size_ = 0;
+  bool owned_ = true;  // data_ is ours to free (when not null)
 };
 
 }  // namespace ckptfs::storage

@@ -1,74 +1,165 @@
-// Connection: serves one client's TCP connection on the thread that calls
-// Run(), with blocking socket I/O (the io_uring network path is a later
-// step; RequestHandler is shared with it).
+// Connection: one client's TCP connection, served by an EventLoop's
+// io_uring: no thread of its own, many requests in flight.
 //
-// Per frame: validate the prefix, parse the header, receive the payload
-// straight into an aligned buffer (its only copy in user space), execute it
-// with RequestHandler and send the reply. A stream that cannot be trusted
-// any more — bad magic, an oversized header or payload length, a header that
-// does not parse — gets one error frame (request_id 0, EBADMSG or EMSGSIZE,
-// saying what was wrong) and is closed, since the next frame boundary is
-// unknown. Errors of a well-formed request are replied and the connection
-// goes on. Nothing a peer sends affects other connections.
+// Receiving: a frame's 12-byte prefix, then its header, then — once the
+// request's buffer is taken from the BufferPool — its payload, straight into
+// that buffer (its only copy in user space). The request then goes to the
+// disk workers and the next frame is read at once, so a client may pipeline
+// requests; replies are sent in the order the disk finishes them, matched by
+// request_id. Short receives and sends are resumed where they stopped.
 //
-// Ownership: owns the socket and its io_uring Ring; payload buffers come
-// from the server's BufferPool, and their bytes from its MemoryBudget, for
-// the duration of one request.
-// Thread-safety: Run() on one thread; Shutdown() and finished() from any.
+// Backpressure: while the pool has no room for a request's buffer, or
+// while `max_in_flight` requests of the connection are unanswered, the
+// connection does not read its socket, and TCP slows the client down.
+//
+// Errors: a stream that cannot be trusted any more — bad magic, an
+// oversized header or payload length, a header that does not parse — gets
+// one error frame (request_id 0, EBADMSG or EMSGSIZE, saying what was
+// wrong; replies not yet started are dropped) and a lingering close: after
+// the frame is sent the connection says FIN and reads and drops the peer's
+// input (bounded in bytes and time) so that the peer can finish its send and
+// read why. Errors of a well-formed request are replied and the connection
+// goes on. A peer that closes (even inside a frame) or stalls inside a frame
+// or on its replies for `stall_timeout` is closed: requests it has in flight
+// finish, their replies are dropped, and the connection's buffers return to
+// the pool. Nothing a peer sends affects other connections.
+//
+// Ownership: owned by its EventLoop, which destroys it once Finished().
+// Thread-safety: loop thread only.
 #ifndef CKPTFS_SERVER_STORAGE_CONNECTION_H_
 #define CKPTFS_SERVER_STORAGE_CONNECTION_H_
 
-#include <atomic>
+#include <sys/socket.h>
+#include <sys/uio.h>
+
+#include <cstdint>
+#include <deque>
+#include <list>
+#include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "common/frame.h"
 #include "common/unique_fd.h"
 #include "server/storage/buffer_pool.h"
-#include "server/storage/memory_budget.h"
-#include "server/storage/request_handler.h"
+#include "server/storage/request.h"
 
 namespace ckptfs::storage {
 
+class EventLoop;
+
 class Connection {
  public:
-  // `handler`, `buffers` and `budget` are shared with the other connections and must
-  // outlive this one.
-  Connection(UniqueFd socket, std::string peer, RequestHandler& handler, BufferPool& buffers,
-             MemoryBudget& budget)
-      : socket_(std::move(socket)),
-        peer_(std::move(peer)),
-        handler_(handler),
-        buffers_(buffers),
-        budget_(budget) {}
+  // The requests covered by one zero-copy send, kept until the kernel says
+  // it no longer reads their memory.
+  struct ZeroCopySend {
+    Connection* connection;
+    std::vector<Request*> requests;
+  };
+
+  // `served`: counts as a served connection (not a refused one).
+  Connection(UniqueFd socket, std::string peer, EventLoop& loop, bool served);
   Connection(const Connection&) = delete;
   Connection& operator=(const Connection&) = delete;
+  ~Connection();
 
-  // Serves frames until the peer closes, the stream breaks or Shutdown().
-  // The socket is shut down (the peer sees the close) before it returns;
-  // it is closed when the Connection is destroyed.
-  void Run();
+  // Starts reading frames; with a non-OK `refusal`, only tells the peer why
+  // (an error frame) and closes.
+  void Start(const absl::Status& refusal);
 
-  // Makes Run() return soon: shuts the socket down in both directions.
-  void Shutdown();
+  // Completions of this connection's operations (res as in the CQE).
+  void OnRecv(int res);
+  void OnSend(int res, uint32_t flags, ZeroCopySend* zero_copy);
+  // A request's buffer, granted by the pool after a wait.
+  void OnBufferGranted(BufferPool::Lease lease);
+  // A request back from the disk workers.
+  void OnDone(std::unique_ptr<Request> request);
+  // Submits what could not be submitted earlier (the ring was full).
+  void Resume();
+  // Closes the connection if it stalled or lingered long enough.
+  void Tick(absl::Time now);
 
-  // True once Run() has returned.
-  bool finished() const { return finished_.load(std::memory_order_acquire); }
+  // Closes now: no more reading or sending. `why` (if not empty) is logged.
+  void Close(absl::string_view why);
+
+  // True once closed with nothing of it left in flight anywhere: the loop
+  // may destroy it.
+  bool Finished() const;
+
+  bool served() const { return served_; }
   const std::string& peer() const { return peer_; }
+  std::list<std::unique_ptr<Connection>>::iterator self;  // the loop's handle
+  bool retry_queued = false;  // in the loop's list of connections to Resume()
 
  private:
-  absl::Status Serve();
-  // Reads and drops the peer's input until it closes, or a bounded amount
-  // or time has passed.
-  void DrainInput();
-  // Sends an error frame; the status' errno (EIO if none) and message.
-  absl::Status SendError(uint64_t request_id, const absl::Status& status);
+  enum class Phase {
+    kPrefix,      // a frame's prefix (idle while none of it has come)
+    kHeader,      // its header
+    kWaitBuffer,  // waiting for the pool to grant its buffer
+    kPayload,     // its payload, into the request's buffer
+    kDiscard,     // a payload its op has no use for, dropped
+    kPaused,      // too many requests in flight: not reading
+    kErrorSent,   // an error frame queued: nothing more is read
+    kLinger,      // after the error frame: reading and dropping input
+    kClosed,
+  };
+
+  void StartRecv();
+  void StartSend();
+  void OnFrameBytes(size_t n);
+  void OnPrefix();
+  void OnHeader();
+  void UseLease(BufferPool::Lease lease);
+  void AfterBuffer();
+  void Dispatch();
+  void NextFrame();
+  // Sends `status` as an error frame with request_id 0 and closes after it.
+  void Fail(const absl::Status& status);
+  // Drops replies not yet started (the stream is ending).
+  void DropUnsentReplies();
+  // Retires requests whose replies were sent completely.
+  void Advance(size_t sent);
+  void ReleaseZeroCopy(ZeroCopySend* send);
+  void Retire(std::unique_ptr<Request> request);
+  void RetryLater();
 
   UniqueFd socket_;
   const std::string peer_;
-  RequestHandler& handler_;
-  BufferPool& buffers_;
-  MemoryBudget& budget_;
-  std::atomic<bool> finished_{false};
+  EventLoop& loop_;
+  const bool served_;
+
+  Phase phase_ = Phase::kPrefix;
+  bool closed_ = false;
+  bool recv_pending_ = false;
+  bool send_pending_ = false;
+  int zero_copy_notifications_ = 0;  // zero-copy sends awaiting their notification
+  // The pool has queued this connection's request (0: not waiting) / has
+  // granted it, and the lease is on its way through the loop's mailbox.
+  uint64_t ticket_ = 0;
+  bool grant_pending_ = false;
+  size_t in_flight_ = 0;  // requests received whose replies are not sent
+
+  // The frame being received.
+  char prefix_[kFramePrefixSize];
+  FramePrefix frame_;
+  std::string header_bytes_;
+  size_t got_ = 0;             // bytes of the current part received
+  size_t discard_left_ = 0;    // kDiscard / kLinger: bytes still to drop
+  std::unique_ptr<Request> request_;
+  absl::Time last_recv_ = absl::InfinitePast();  // last progress receiving
+  absl::Time last_send_ = absl::InfinitePast();  // last progress sending
+  absl::Time linger_until_ = absl::InfiniteFuture();
+
+  // Replies in the order they are sent; the front may be partly sent.
+  std::deque<std::unique_ptr<Request>> out_;
+  // Sent replies whose memory a zero-copy send may still read.
+  std::vector<std::unique_ptr<Request>> zero_copy_held_;
+  std::vector<iovec> iov_;  // the send in flight
+  size_t sending_ = 0;      // replies (from the front of out_) it covers
+  msghdr msg_{};
+  ZeroCopySend* zero_copy_send_ = nullptr;  // the send in flight, if zero-copy
 };
 
 }  // namespace ckptfs::storage

@@ -30,8 +30,13 @@ absl::Status CheckRange(const data::RequestHeader& request, uint64_t length,
 
 }  // namespace
 
+size_t ReadBufferSize(const data::RequestHeader& request) {
+  const uint64_t end = uint64_t{request.offset()} + request.length();
+  return end > kMaxChunkLength ? 0 : ChunkFileSize(end);
+}
+
 Reply RequestHandler::Handle(Ring& ring, const data::RequestHeader& request,
-                             AlignedBuffer& payload) {
+                             AlignedBuffer& payload, AlignedBuffer& read_buffer) {
   // Id 0 marks connection-level error frames; a request carrying it could
   // not be told apart from one (and a successful reply to it would be an
   // all-default, zero-length header, which frames cannot carry).
@@ -39,7 +44,7 @@ Reply RequestHandler::Handle(Ring& ring, const data::RequestHeader& request,
       request.request_id() == 0
           ? ErrnoStatus(EINVAL, "request_id 0 is reserved for connection errors; number "
                                 "requests from 1")
-          : Execute(ring, request, payload);
+          : Execute(ring, request, payload, read_buffer);
   if (!reply.ok()) {
     int err = ErrnoFromStatus(reply.status());
     if (err == 0) err = EIO;
@@ -56,14 +61,15 @@ Reply RequestHandler::Handle(Ring& ring, const data::RequestHeader& request,
 }
 
 absl::StatusOr<Reply> RequestHandler::Execute(Ring& ring, const data::RequestHeader& request,
-                                              AlignedBuffer& payload) {
+                                              AlignedBuffer& payload,
+                                              AlignedBuffer& read_buffer) {
   absl::Status status;
   switch (request.op()) {
     case data::WRITE:
       status = DoWrite(ring, request, payload);
       break;
     case data::READ:
-      return DoRead(ring, request);
+      return DoRead(ring, request, read_buffer);
     case data::TRIM:
       status = store_.Trim(ring, request.ino(), request.trim_size(), request.chunk_size());
       break;
@@ -97,21 +103,13 @@ absl::Status RequestHandler::DoWrite(Ring& ring, const data::RequestHeader& requ
                       request.replace(), crc);
 }
 
-absl::StatusOr<Reply> RequestHandler::DoRead(Ring& ring, const data::RequestHeader& request) {
+absl::StatusOr<Reply> RequestHandler::DoRead(Ring& ring, const data::RequestHeader& request,
+                                             AlignedBuffer& read_buffer) {
   if (absl::Status s = CheckRange(request, request.length(), "read"); !s.ok()) return s;
-  // Room for the whole chunk file when the chunk ends within the range asked
-  // for (the usual case); Read grows the buffer otherwise.
-  auto buffer = buffers_.Take(ChunkFileSize(
-      std::min<uint64_t>(uint64_t{request.offset()} + request.length(), kMaxChunkLength)));
-  if (!buffer.ok()) return buffer.status();
-  Reply reply;
-  reply.buffer = *std::move(buffer);
-  auto slice = store_.Read(ring, reply.buffer, {request.ino(), request.chunk_index()},
+  auto slice = store_.Read(ring, read_buffer, {request.ino(), request.chunk_index()},
                            request.offset(), request.length());
-  if (!slice.ok()) {
-    buffers_.Give(std::move(reply.buffer));
-    return slice.status();
-  }
+  if (!slice.ok()) return slice.status();
+  Reply reply;
   reply.payload = slice->data;
   reply.header.set_chunk_length(slice->chunk_length);
   reply.header.set_payload_crc32c(slice->data_crc32c);

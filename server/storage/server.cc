@@ -1,46 +1,16 @@
 // See server.h.
 #include "server/storage/server.h"
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <cerrno>
-#include <cstring>
 
 #include "absl/strings/str_cat.h"
-#include "absl/time/clock.h"
 #include "common/errno_status.h"
-#include "common/frame.h"
 #include "common/log.h"
-#include "proto/data.pb.h"
 
 namespace ckptfs::storage {
-namespace {
-
-// TCP keepalive on accepted connections: first probe after this many idle
-// seconds, then one every kKeepIntervalS; kKeepCount unanswered probes end it.
-constexpr int kKeepIdleS = 60;
-constexpr int kKeepIntervalS = 10;
-constexpr int kKeepCount = 6;
-
-std::string PeerName(const sockaddr_storage& addr) {
-  char host[INET6_ADDRSTRLEN] = "?";
-  uint16_t port = 0;
-  if (addr.ss_family == AF_INET) {
-    const auto* in = reinterpret_cast<const sockaddr_in*>(&addr);
-    ::inet_ntop(AF_INET, &in->sin_addr, host, sizeof(host));
-    port = ntohs(in->sin_port);
-  } else if (addr.ss_family == AF_INET6) {
-    const auto* in6 = reinterpret_cast<const sockaddr_in6*>(&addr);
-    ::inet_ntop(AF_INET6, &in6->sin6_addr, host, sizeof(host));
-    port = ntohs(in6->sin6_port);
-  }
-  return HostPort{host, port}.ToString();
-}
-
-}  // namespace
 
 absl::StatusOr<std::unique_ptr<Server>> Server::Start(ChunkStore& store,
                                                       const HostPort& listen,
@@ -49,105 +19,80 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(ChunkStore& store,
   if (!fd.ok()) return fd.status();
   auto port = LocalPort(fd->get());
   if (!port.ok()) return port.status();
-  HostPort address{listen.host, *port};
-  std::unique_ptr<Server> server(
-      new Server(store, *std::move(fd), std::move(address), options));
-  server->accept_thread_ = std::thread([s = server.get()] { s->AcceptLoop(); });
+  options.net_threads = std::max<size_t>(options.net_threads, 1);
+  options.disk_threads = std::max<size_t>(options.disk_threads, 1);
+  options.buffer_pool_bytes = std::max(options.buffer_pool_bytes, kMinBufferPoolBytes);
+  options.max_requests_per_connection = std::max<size_t>(options.max_requests_per_connection, 1);
+  std::unique_ptr<Server> server(new Server(store, HostPort{listen.host, *port}, options));
+  server->listen_fd_ = *std::move(fd);
+
+  auto pool = BufferPool::Create(options.buffer_pool_bytes);
+  if (!pool.ok()) return pool.status();
+  server->pool_ = *std::move(pool);
+  auto disk = DiskWorkers::Start(options.disk_threads, server->handler_,
+                                 server->pool_->regions());
+  if (!disk.ok()) return disk.status();
+  server->disk_ = *std::move(disk);
+
+  EventLoop::Options loop_options;
+  loop_options.ring_entries = options.ring_entries;
+  loop_options.zero_copy_send = options.zero_copy_send;
+  loop_options.stall_timeout = options.stall_timeout;
+  loop_options.max_in_flight = options.max_requests_per_connection;
+  const EventLoop::Shared shared{server->pool_.get(), server->disk_.get(),
+                                 &server->connections_};
+  for (size_t i = 0; i < options.net_threads; ++i) {
+    auto loop = EventLoop::Create(loop_options, shared);
+    if (!loop.ok()) return loop.status();  // the destructor stops what started
+    server->loops_.push_back(*std::move(loop));
+  }
+  Server* raw = server.get();
+  server->loops_[0]->AcceptOn(server->listen_fd_.get(),
+                              [raw](UniqueFd socket, std::string peer) {
+                                raw->OnAccept(std::move(socket), std::move(peer));
+                              });
+  for (auto& loop : server->loops_) loop->Start();
   return server;
 }
 
-void Server::AcceptLoop() {
-  for (;;) {
-    sockaddr_storage peer{};
-    socklen_t peer_len = sizeof(peer);
-    UniqueFd socket(::accept4(listen_fd_.get(), reinterpret_cast<sockaddr*>(&peer), &peer_len,
-                              SOCK_CLOEXEC));
-    const int err = errno;
-    absl::MutexLock lock(&mu_);
-    if (stopping_) return;
-    ReapFinished();
-    if (!socket.valid()) {
-      if (err == EINTR || err == ECONNABORTED) continue;
-      CKPTFS_LOG(kWarning) << "accept on " << address_.ToString() << ": " << std::strerror(err);
-      if (err == EMFILE || err == ENFILE || err == ENOBUFS || err == ENOMEM) {
-        // Out of descriptors or memory: back off instead of spinning.
-        mu_.Unlock();
-        absl::SleepFor(absl::Milliseconds(100));
-        mu_.Lock();
-        continue;
-      }
-      if (err == EINVAL || err == EBADF) return;  // listener shut down
-      continue;
-    }
-    int one = 1;
-    ::setsockopt(socket.get(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-    // A connection idles without limit between frames, so a client whose
-    // host died (no FIN, no RST) would hold its thread, ring and fd forever
-    // and, over time, fill max_connections. TCP keepalive finds such peers
-    // (after about kKeepIdleS + kKeepCount * kKeepIntervalS) and the blocked
-    // read then fails, ending the connection.
-    ::setsockopt(socket.get(), SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one));
-    ::setsockopt(socket.get(), IPPROTO_TCP, TCP_KEEPIDLE, &kKeepIdleS, sizeof(kKeepIdleS));
-    ::setsockopt(socket.get(), IPPROTO_TCP, TCP_KEEPINTVL, &kKeepIntervalS,
-                 sizeof(kKeepIntervalS));
-    ::setsockopt(socket.get(), IPPROTO_TCP, TCP_KEEPCNT, &kKeepCount, sizeof(kKeepCount));
-    if (connections_.size() >= options_.max_connections) {
-      Refuse(std::move(socket));
-      continue;
-    }
-    auto connection =
-        std::make_unique<Connection>(std::move(socket), PeerName(peer), handler_, buffers_,
-                                     budget_);
-    Connection* raw = connection.get();
-    connections_.push_back({std::move(connection), std::thread([raw] { raw->Run(); })});
+void Server::OnAccept(UniqueFd socket, std::string peer) {
+  EventLoop& loop = *loops_[next_loop_];
+  next_loop_ = (next_loop_ + 1) % loops_.size();
+  if (connections_.fetch_add(1) >= options_.max_connections) {
+    connections_.fetch_sub(1);
+    loop.Adopt(std::move(socket), std::move(peer),
+               ErrnoStatus(EAGAIN, absl::StrCat("storage server ", address_.ToString(),
+                                                " serves ", options_.max_connections,
+                                                " connections already; try again later")),
+               /*served=*/false);
+    return;
   }
+  loop.Adopt(std::move(socket), std::move(peer), absl::OkStatus(), /*served=*/true);
 }
 
-void Server::Refuse(UniqueFd socket) {
-  CKPTFS_LOG(kWarning) << "refusing a connection: already serving " << connections_.size()
-                       << " (the limit)";
-  data::ResponseHeader reply;
-  reply.set_error(EAGAIN);
-  reply.set_message(absl::StrCat("storage server ", address_.ToString(), " serves ",
-                                 options_.max_connections,
-                                 " connections already; try again later"));
-  // A fresh socket's send buffer takes this small frame without blocking.
-  SetSocketTimeouts(socket.get(), absl::Seconds(1)).IgnoreError();
-  WriteFrame(socket.get(), reply, nullptr, 0).IgnoreError();
-}
-
-void Server::ReapFinished() {
-  for (auto it = connections_.begin(); it != connections_.end();) {
-    if (it->connection->finished()) {
-      it->thread.join();
-      it = connections_.erase(it);
-    } else {
-      ++it;
-    }
+Server::Stats Server::stats() const {
+  Stats stats;
+  for (const auto& loop : loops_) {
+    const EventLoop::Stats s = loop->stats();
+    stats.sq_full += s.sq_full;
+    stats.sends += s.sends;
+    stats.zero_copy_sends += s.zero_copy_sends;
+    stats.recvs += s.recvs;
   }
-}
-
-size_t Server::active_connections() {
-  absl::MutexLock lock(&mu_);
-  ReapFinished();
-  return connections_.size();
+  stats.fixed_disk_buffers = disk_ != nullptr && disk_->fixed_buffers();
+  return stats;
 }
 
 void Server::Stop() {
-  std::list<Active> connections;
-  {
-    absl::MutexLock lock(&mu_);
-    if (stopping_) return;
-    stopping_ = true;
-    // Wakes the accept thread: accept() fails with EINVAL on a shut socket.
-    ::shutdown(listen_fd_.get(), SHUT_RDWR);
-    for (Active& active : connections_) active.connection->Shutdown();
-    budget_.Close();  // a connection waiting for memory gives up now
-    connections = std::move(connections_);
-    connections_.clear();
-  }
-  if (accept_thread_.joinable()) accept_thread_.join();
-  for (Active& active : connections) active.thread.join();
+  if (stopped_) return;
+  stopped_ = true;
+  // No new connections: the accepting loop's accept fails, and loop 0
+  // stops first so that nothing is handed to a stopped loop.
+  if (listen_fd_.valid()) ::shutdown(listen_fd_.get(), SHUT_RDWR);
+  for (auto& loop : loops_) loop->Stop();  // each waits for its requests on disk
+  if (disk_) disk_->Stop();
+  loops_.clear();
+  disk_.reset();
   listen_fd_.Reset();
 }
 
