@@ -1,8 +1,10 @@
 // ChunkTransport: the client's view of the storage servers — write, read,
 // trim and sync the chunks of one inode on one server, named by its id.
 //
-// The real implementation (data_chunk_transport.h) speaks the framed data
-// protocol over pooled TCP connections; the fake
+// The real implementations speak the framed data protocol over TCP:
+// uring_chunk_transport.h (the default: one io_uring event loop, many
+// requests in flight per connection) and data_chunk_transport.h (a blocking
+// connection per request in flight, kept for comparison); the fake
 // (client/testing/fake_chunk_transport.h) keeps chunks in memory and can
 // inject failures. Each call blocks until the server answers; callers run
 // several at once on the IoExecutor.
@@ -13,6 +15,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -26,9 +29,17 @@ class ChunkTransport {
   // Stores data[0, length) at `offset` within the chunk. With `replace` the
   // chunk becomes exactly those bytes (REQUIRES offset == 0); without, they
   // are merged into the chunk's existing bytes (a gap reads as zeros).
+  // `crc32c` is the CRC32C of data[0, length) when the caller already has
+  // it; nullopt: the transport computes it.
   virtual absl::Status WriteChunk(uint32_t server_id, uint64_t ino, uint64_t chunk_index,
                                   uint32_t offset, const void* data, size_t length,
-                                  bool replace) = 0;
+                                  bool replace, std::optional<uint32_t> crc32c) = 0;
+  // The same without a CRC32C (the transport computes it). Implementations
+  // add `using ChunkTransport::WriteChunk;` so that it stays callable on them.
+  absl::Status WriteChunk(uint32_t server_id, uint64_t ino, uint64_t chunk_index,
+                          uint32_t offset, const void* data, size_t length, bool replace) {
+    return WriteChunk(server_id, ino, chunk_index, offset, data, length, replace, std::nullopt);
+  }
 
   // Reads up to `length` bytes at `offset` within the chunk into buf.
   // Returns the bytes received: fewer than `length` when the chunk's stored

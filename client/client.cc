@@ -16,10 +16,35 @@
 #include "client/client_impl.h"
 #include "client/data_chunk_transport.h"
 #include "client/grpc_meta_client.h"
+#include "client/uring_chunk_transport.h"
 #include "common/errno_status.h"
+#include "common/log.h"
 #include "common/names.h"
 
 namespace ckptfs::client {
+namespace {
+
+// The chunk transport ClientOptions ask for, with its server map loaded
+// (an unreachable metadata service fails here, not at the first write).
+absl::StatusOr<std::unique_ptr<ChunkTransport>> MakeChunkTransport(const ClientOptions& options,
+                                                                   MetaClient* meta) {
+  if (options.data_transport == ClientOptions::DataTransport::kUring) {
+    UringChunkTransport::Options uring;
+    uring.connections_per_server = options.data_connections_per_server;
+    auto made = UringChunkTransport::Create(meta, options.data_timeout, uring);
+    if (made.ok()) {
+      if (absl::Status status = (*made)->RefreshServers(); !status.ok()) return status;
+      return std::unique_ptr<ChunkTransport>(*std::move(made));
+    }
+    CKPTFS_LOG(kWarning) << "io_uring data transport unavailable (" << made.status().message()
+                         << "); using blocking connections";
+  }
+  auto blocking = std::make_unique<DataChunkTransport>(meta, options.data_timeout);
+  if (absl::Status status = blocking->RefreshServers(); !status.ok()) return status;
+  return std::unique_ptr<ChunkTransport>(std::move(blocking));
+}
+
+}  // namespace
 
 ClientImpl::ClientImpl(const ClientOptions& options, std::unique_ptr<MetaClient> meta,
                        std::unique_ptr<ChunkTransport> transport)
@@ -66,11 +91,9 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Connect(const ClientOptions& opt
     }
   }
   auto meta = std::make_unique<GrpcMetaClient>(options.meta_address, options.rpc_timeout);
-  auto transport = std::make_unique<DataChunkTransport>(meta.get(), options.data_timeout);
-  if (absl::Status status = transport->RefreshServers(); !status.ok()) {
-    return unreachable(status);
-  }
-  return CreateWithServices(options, std::move(meta), std::move(transport));
+  auto transport = MakeChunkTransport(options, meta.get());
+  if (!transport.ok()) return unreachable(transport.status());
+  return CreateWithServices(options, std::move(meta), *std::move(transport));
 }
 
 std::unique_ptr<Client> Client::CreateWithServices(const ClientOptions& options,

@@ -48,6 +48,16 @@ struct ClientOptions {
   absl::Duration rpc_timeout = absl::Seconds(30);
   // Deadline of each chunk request to a storage server.
   absl::Duration data_timeout = absl::Seconds(60);
+  // How chunk requests reach the storage servers. kUring: one event-loop
+  // thread with an io_uring carries them all, many in flight on each of a
+  // few connections per server (client/uring_chunk_transport.h). kBlocking:
+  // each request in flight holds a blocking connection of its own
+  // (client/data_chunk_transport.h), kept for comparison and used when
+  // io_uring is unavailable.
+  enum class DataTransport { kUring, kBlocking };
+  DataTransport data_transport = DataTransport::kUring;
+  // kUring: TCP connections to each storage server.
+  int data_connections_per_server = 2;
   // Chunk writes one open file may have in flight at once.
   int max_inflight_chunks_per_file = 8;
   // Chunks read ahead of a sequential reader.

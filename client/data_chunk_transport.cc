@@ -125,13 +125,14 @@ absl::StatusOr<DataConnection::Response> DataChunkTransport::Call(
 
 absl::Status DataChunkTransport::WriteChunk(uint32_t server_id, uint64_t ino,
                                             uint64_t chunk_index, uint32_t offset,
-                                            const void* data, size_t length, bool replace) {
+                                            const void* data, size_t length, bool replace,
+                                            std::optional<uint32_t> crc32c) {
   data::RequestHeader request;
   request.set_op(data::WRITE);
   request.set_ino(ino);
   request.set_chunk_index(static_cast<uint32_t>(chunk_index));
   request.set_offset(offset);
-  request.set_payload_crc32c(Crc32c(data, length));
+  request.set_payload_crc32c(crc32c.has_value() ? *crc32c : Crc32c(data, length));
   request.set_replace(replace);
   return Call(server_id, request, data, length, nullptr, 0).status();
 }

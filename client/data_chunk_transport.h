@@ -1,6 +1,9 @@
 // DataChunkTransport: ChunkTransport over the framed data protocol
 // (common/data_connection.h), with a pool of idle connections per storage
-// server.
+// server and one blocking connection per request in flight. The Client uses
+// UringChunkTransport by default; this one stays selectable
+// (ClientOptions::data_transport) for comparison and as the fallback where
+// io_uring is unavailable.
 //
 // Server ids map to addresses through the metadata service's ListServers;
 // the map is refreshed when an unknown id shows up or a connection to a
@@ -18,6 +21,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -41,9 +45,10 @@ class DataChunkTransport : public ChunkTransport {
   // unreachable service fails the connect, not the first write).
   absl::Status RefreshServers();
 
+  using ChunkTransport::WriteChunk;
   absl::Status WriteChunk(uint32_t server_id, uint64_t ino, uint64_t chunk_index,
-                          uint32_t offset, const void* data, size_t length,
-                          bool replace) override;
+                          uint32_t offset, const void* data, size_t length, bool replace,
+                          std::optional<uint32_t> crc32c) override;
   absl::StatusOr<size_t> ReadChunk(uint32_t server_id, uint64_t ino, uint64_t chunk_index,
                                    uint32_t offset, void* buf, size_t length) override;
   absl::Status TrimChunks(uint32_t server_id, uint64_t ino, uint64_t trim_size,

@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "common/crc32c.h"
 #include "common/errno_status.h"
 
 namespace ckptfs::client::testing {
@@ -22,11 +23,18 @@ void FakeChunkTransport::Delay() const {
 
 absl::Status FakeChunkTransport::WriteChunk(uint32_t server_id, uint64_t ino,
                                             uint64_t chunk_index, uint32_t offset,
-                                            const void* data, size_t length, bool replace) {
+                                            const void* data, size_t length, bool replace,
+                                            std::optional<uint32_t> crc32c) {
+  if (crc32c.has_value() && *crc32c != Crc32c(data, length)) {
+    return ErrnoStatus(EBADMSG, absl::StrCat("fake storage server ", server_id, ": payload of ",
+                                             length, " bytes for chunk ", chunk_index,
+                                             " of inode ", ino, " does not match its CRC32C"));
+  }
   {
     absl::MutexLock lock(&mu_);
     ++counts_.writes;
     if (replace) ++counts_.replace_writes;
+    if (crc32c.has_value()) ++counts_.writes_with_crc;
     ++inflight_writes_;
     counts_.max_inflight_writes = std::max(counts_.max_inflight_writes, inflight_writes_);
   }

@@ -2,7 +2,8 @@
 // client and of anything built on it (fuse/ may use it too).
 //
 // Chunks are kept per (server id, inode, chunk index) with the semantics of
-// the real storage server: WRITE replace / merge, READ of a missing chunk
+// the real storage server: WRITE replace / merge (a caller's CRC32C that
+// does not match the payload fails with EBADMSG), READ of a missing chunk
 // fails with ENOENT, a short chunk reads short, TRIM deletes and cuts, SYNC
 // counts. Tests can make writes fail, slow every request down (to make
 // requests overlap), and count requests, including the most chunk writes
@@ -29,9 +30,10 @@ class FakeChunkTransport : public ChunkTransport {
  public:
   FakeChunkTransport() = default;
 
+  using ChunkTransport::WriteChunk;
   absl::Status WriteChunk(uint32_t server_id, uint64_t ino, uint64_t chunk_index,
-                          uint32_t offset, const void* data, size_t length,
-                          bool replace) override;
+                          uint32_t offset, const void* data, size_t length, bool replace,
+                          std::optional<uint32_t> crc32c) override;
   absl::StatusOr<size_t> ReadChunk(uint32_t server_id, uint64_t ino, uint64_t chunk_index,
                                    uint32_t offset, void* buf, size_t length) override;
   absl::Status TrimChunks(uint32_t server_id, uint64_t ino, uint64_t trim_size,
@@ -52,6 +54,7 @@ class FakeChunkTransport : public ChunkTransport {
   struct Counts {
     int writes = 0;
     int replace_writes = 0;
+    int writes_with_crc = 0;  // WRITEs whose caller passed the CRC32C
     int reads = 0;
     int trims = 0;
     int syncs = 0;

@@ -1,0 +1,338 @@
+// UringChunkTransport against PipelinedStandIn: round trips and server
+// errors, replies a byte at a time, -EAGAIN from non-blocking sockets, a
+// full submission queue, 64 requests in flight on one connection answered
+// newest first, a server closing in the middle of a reply (fail over, or a
+// clean transport error when it is gone), per-request deadlines, garbage
+// replies, refused connections and the server-id map refresh.
+#include "client/uring_chunk_transport.h"
+
+#include <cerrno>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "client/testing/fake_meta_client.h"
+#include "common/crc32c.h"
+#include "common/errno_status.h"
+#include "common/net.h"
+#include "gtest/gtest.h"
+#include "tests/client/pipelined_stand_in.h"
+
+namespace ckptfs::client {
+namespace {
+
+using testing::PipelinedStandIn;
+
+// The fake service, but storage servers at addresses the test chooses.
+class AddressBook : public testing::FakeMetaClient {
+ public:
+  void Set(uint32_t id, std::string address) {
+    absl::MutexLock lock(&mu_);
+    addresses_[id] = std::move(address);
+  }
+  absl::StatusOr<meta::ListServersReply> ListServers(const meta::Empty&) override {
+    absl::MutexLock lock(&mu_);
+    meta::ListServersReply reply;
+    for (const auto& [id, address] : addresses_) {
+      meta::ServerInfo* info = reply.add_servers();
+      info->set_id(id);
+      info->set_address(address);
+    }
+    return reply;
+  }
+
+ private:
+  absl::Mutex mu_;
+  std::map<uint32_t, std::string> addresses_ ABSL_GUARDED_BY(mu_);
+};
+
+struct TransportSetup {
+  absl::Duration timeout = absl::Seconds(20);
+  int connections = 2;
+  unsigned ring_entries = 64;
+  bool nonblocking = false;
+};
+
+TransportSetup OneConnection() {
+  TransportSetup setup;
+  setup.connections = 1;
+  return setup;
+}
+
+std::unique_ptr<UringChunkTransport> MakeTransport(AddressBook& meta, const TransportSetup& setup = {}) {
+  UringChunkTransport::Options options;
+  options.connections_per_server = setup.connections;
+  options.loop.ring_entries = setup.ring_entries;
+  options.loop.nonblocking_io_for_testing = setup.nonblocking;
+  auto transport = UringChunkTransport::Create(&meta, setup.timeout, options);
+  EXPECT_TRUE(transport.ok()) << transport.status();
+  return transport.ok() ? *std::move(transport) : nullptr;
+}
+
+// Runs fn(0..n-1) on n threads at once and waits for all.
+void RunConcurrently(int n, const std::function<void(int)>& fn) {
+  std::vector<std::thread> threads;
+  for (int i = 0; i < n; ++i) threads.emplace_back([&fn, i] { fn(i); });
+  for (std::thread& t : threads) t.join();
+}
+
+// A chunk's content that names it.
+std::string Content(int i, size_t size) {
+  std::string s = absl::StrCat("chunk ", i, ":");
+  while (s.size() < size) s += static_cast<char>('a' + (s.size() * 7 + i) % 26);
+  s.resize(size);
+  return s;
+}
+
+// Writes then reads back chunk i of inode 1 on server `id`; "" on success,
+// else what went wrong.
+std::string WriteAndReadBack(UringChunkTransport& transport, uint32_t id, int i, size_t size) {
+  const std::string data = Content(i, size);
+  absl::Status written = transport.WriteChunk(id, 1, i, 0, data.data(), data.size(), true);
+  if (!written.ok()) return absl::StrCat("write ", i, ": ", written.ToString());
+  std::string back(size + 10, '\0');
+  auto n = transport.ReadChunk(id, 1, i, 0, back.data(), back.size());
+  if (!n.ok()) return absl::StrCat("read ", i, ": ", n.status().ToString());
+  back.resize(*n);
+  if (back != data) return absl::StrCat("chunk ", i, " read back wrong");
+  return "";
+}
+
+class UringChunkTransportTest : public ::testing::Test {
+ protected:
+  UringChunkTransportTest() { meta_.Set(1, storage_.address()); }
+  PipelinedStandIn storage_;
+  AddressBook meta_;
+};
+
+TEST_F(UringChunkTransportTest, WriteReadHolesAndServerErrors) {
+  auto transport = MakeTransport(meta_);
+  ASSERT_TRUE(transport->RefreshServers().ok());
+  const std::string data = "checkpoint bytes";
+  ASSERT_TRUE(transport->WriteChunk(1, 9, 3, 0, data.data(), data.size(), true).ok());
+  char buf[64];
+  auto n = transport->ReadChunk(1, 9, 3, 0, buf, sizeof(buf));
+  ASSERT_TRUE(n.ok()) << n.status();
+  EXPECT_EQ(std::string(buf, *n), data);  // short: the chunk ends there
+  auto missing = transport->ReadChunk(1, 9, 4, 0, buf, sizeof(buf));
+  ASSERT_FALSE(missing.ok());
+  EXPECT_EQ(ErrnoFromStatus(missing.status()), ENOENT);
+  // The caller's CRC32C goes out as given: right, the write lands; wrong,
+  // the server's EBADMSG comes back as is (not sent again).
+  const std::string more = "more";
+  ASSERT_TRUE(transport->WriteChunk(1, 9, 3, 16, more.data(), more.size(), false,
+                                    Crc32c(more.data(), more.size()))
+                  .ok());
+  EXPECT_EQ(storage_.Chunk(9, 3), "checkpoint bytesmore");
+  const int requests = storage_.requests.load();
+  absl::Status bad = transport->WriteChunk(1, 9, 3, 0, more.data(), more.size(), false, 12345u);
+  EXPECT_EQ(ErrnoFromStatus(bad), EBADMSG) << bad;
+  EXPECT_EQ(storage_.requests.load(), requests + 1);
+  // One caller at a time: every request went over one connection.
+  EXPECT_EQ(storage_.connections.load(), 1);
+}
+
+TEST_F(UringChunkTransportTest, RepliesArrivingOneByteAtATime) {
+  storage_.split_replies = true;
+  auto transport = MakeTransport(meta_);
+  std::vector<std::string> errors(16);
+  RunConcurrently(16, [&](int i) { errors[i] = WriteAndReadBack(*transport, 1, i, 700); });
+  for (const std::string& e : errors) EXPECT_EQ(e, "");
+}
+
+TEST_F(UringChunkTransportTest, EagainFromNonblockingSocketsIsRetried) {
+  storage_.split_replies = true;
+  TransportSetup setup;
+  setup.nonblocking = true;
+  auto transport = MakeTransport(meta_, setup);
+  std::vector<std::string> errors(8);
+  RunConcurrently(8, [&](int i) { errors[i] = WriteAndReadBack(*transport, 1, i, 500); });
+  for (const std::string& e : errors) EXPECT_EQ(e, "");
+  // The replies trickle in, so recvs found empty sockets.
+  EXPECT_GT(transport->loop_counters().recv_again.load(), 0u);
+}
+
+TEST_F(UringChunkTransportTest, FullSocketsMakeSendsShortOrEagainAndTheyResume) {
+  PipelinedStandIn slow;
+  slow.read_delay_us = 2000;
+  meta_.Set(2, slow.address());
+  TransportSetup setup;
+  setup.connections = 1;
+  setup.nonblocking = true;
+  auto transport = MakeTransport(meta_, setup);
+  std::vector<std::string> errors(4);
+  RunConcurrently(4, [&](int i) { errors[i] = WriteAndReadBack(*transport, 2, i, 4 << 20); });
+  for (const std::string& e : errors) EXPECT_EQ(e, "");
+  const auto& counters = transport->loop_counters();
+  EXPECT_GT(counters.resumed_sends.load() + counters.send_again.load(), 0u);
+}
+
+TEST_F(UringChunkTransportTest, FullSubmissionQueueWith200Callers) {
+  PipelinedStandIn second;
+  meta_.Set(2, second.address());
+  // One submission slot for 8 connections, each wanting a recv and a send.
+  TransportSetup setup;
+  setup.connections = 4;
+  setup.ring_entries = 1;
+  auto transport = MakeTransport(meta_, setup);
+  std::vector<std::string> errors(200);
+  RunConcurrently(200, [&](int i) {
+    errors[i] = WriteAndReadBack(*transport, 1 + i % 2, i, 3000 + i);
+  });
+  for (const std::string& e : errors) EXPECT_EQ(e, "");
+  EXPECT_GT(transport->loop_counters().ring_full.load(), 0u);
+  EXPECT_LE(storage_.connections.load() + second.connections.load(), 8);
+}
+
+TEST_F(UringChunkTransportTest, SixtyFourInFlightOnOneConnectionAnsweredNewestFirst) {
+  auto transport = MakeTransport(meta_, OneConnection());
+  constexpr int kCalls = 64;
+  for (int i = 0; i < kCalls; ++i) {
+    const std::string data = Content(i, 1000 + i);
+    ASSERT_TRUE(transport->WriteChunk(1, 1, i, 0, data.data(), data.size(), true).ok());
+  }
+  // The server answers only once it holds 64 requests, newest first: each
+  // READ's payload must land in its own caller's buffer.
+  storage_.hold_until = kCalls;
+  std::vector<std::string> got(kCalls);
+  std::vector<absl::Status> statuses(kCalls);
+  RunConcurrently(kCalls, [&](int i) {
+    std::string buf(4096, '\0');
+    auto n = transport->ReadChunk(1, 1, i, 0, buf.data(), buf.size());
+    statuses[i] = n.status();
+    if (n.ok()) got[i] = buf.substr(0, *n);
+  });
+  for (int i = 0; i < kCalls; ++i) {
+    ASSERT_TRUE(statuses[i].ok()) << statuses[i];
+    EXPECT_EQ(got[i], Content(i, 1000 + i)) << "chunk " << i;
+  }
+  EXPECT_GE(storage_.most_pending.load(), kCalls);
+  EXPECT_GE(transport->loop_counters().most_waiting.load(), static_cast<uint64_t>(kCalls));
+  // WRITEs too, with their payloads.
+  RunConcurrently(kCalls, [&](int i) {
+    const std::string data = Content(i + 100, 2000);
+    statuses[i] = transport->WriteChunk(1, 2, i, 0, data.data(), data.size(), true);
+  });
+  for (int i = 0; i < kCalls; ++i) {
+    ASSERT_TRUE(statuses[i].ok()) << statuses[i];
+    EXPECT_EQ(storage_.Chunk(2, i), Content(i + 100, 2000));
+  }
+  EXPECT_EQ(storage_.connections.load(), 1);
+}
+
+TEST_F(UringChunkTransportTest, ServerClosingMidFrameFailsOverToAFreshConnection) {
+  auto transport = MakeTransport(meta_, OneConnection());
+  ASSERT_TRUE(transport->WriteChunk(1, 1, 0, 0, "x", 1, true).ok());
+  // 16 requests in flight; the first reply stops halfway and the server
+  // closes: all 16 fail on that connection and go again on a new one.
+  storage_.hold_until = 16;
+  storage_.close_mid_frame_next = 1;
+  std::vector<std::string> errors(16);
+  RunConcurrently(16, [&](int i) {
+    const std::string data = Content(i, 5000);
+    absl::Status s = transport->WriteChunk(1, 3, i, 0, data.data(), data.size(), true);
+    if (!s.ok()) errors[i] = s.ToString();
+  });
+  for (const std::string& e : errors) EXPECT_EQ(e, "");
+  for (int i = 0; i < 16; ++i) EXPECT_EQ(storage_.Chunk(3, i), Content(i, 5000));
+  EXPECT_EQ(storage_.connections.load(), 2);
+}
+
+TEST_F(UringChunkTransportTest, ServerGoneIsACleanTransportError) {
+  auto transport = MakeTransport(meta_);
+  ASSERT_TRUE(transport->WriteChunk(1, 1, 0, 0, "x", 1, true).ok());
+  storage_.close_mid_frame_next = 1000;  // every reply cut short
+  char buf[16];
+  auto n = transport->ReadChunk(1, 1, 0, 0, buf, sizeof(buf));
+  ASSERT_FALSE(n.ok());
+  EXPECT_EQ(n.status().code(), absl::StatusCode::kUnavailable) << n.status();
+  EXPECT_EQ(ErrnoFromStatus(n.status()), ECONNRESET) << n.status();
+  storage_.Stop();  // nothing listens any more
+  absl::Status s = transport->WriteChunk(1, 1, 0, 0, "y", 1, true);
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable) << s;
+}
+
+TEST_F(UringChunkTransportTest, RequestsPastTheirDeadline) {
+  TransportSetup setup;
+  setup.timeout = absl::Seconds(1);
+  auto transport = MakeTransport(meta_, setup);
+  ASSERT_TRUE(transport->WriteChunk(1, 9, 0, 0, "a", 1, true).ok());
+  // A READ that gets no answer fails its connection and is asked again.
+  storage_.stall_next = 1;
+  char buf[4];
+  auto n = transport->ReadChunk(1, 9, 0, 0, buf, sizeof(buf));
+  ASSERT_TRUE(n.ok()) << n.status();
+  EXPECT_EQ(std::string(buf, *n), "a");
+  EXPECT_EQ(storage_.connections.load(), 2);
+  // A WRITE is not: the slow server may still apply it after a newer one.
+  storage_.stall_next = 1;
+  const int applied = storage_.writes_applied.load();
+  absl::Status s = transport->WriteChunk(1, 9, 0, 0, "b", 1, true);
+  EXPECT_EQ(ErrnoFromStatus(s), ETIMEDOUT) << s;
+  EXPECT_EQ(storage_.writes_applied.load(), applied + 1) << "the write was sent again";
+}
+
+TEST_F(UringChunkTransportTest, GarbageOrUnexpectedRepliesBreakTheConnection) {
+  auto transport = MakeTransport(meta_, OneConnection());
+  storage_.garbage_next = 1;
+  ASSERT_TRUE(transport->WriteChunk(1, 1, 0, 0, "a", 1, true).ok());
+  EXPECT_EQ(storage_.connections.load(), 2);
+  storage_.wrong_id_next = 1;
+  ASSERT_TRUE(transport->WriteChunk(1, 1, 0, 0, "b", 1, true).ok());
+  EXPECT_EQ(storage_.connections.load(), 3);
+  storage_.garbage_next = 2;  // on the fresh connection too
+  absl::Status s = transport->WriteChunk(1, 1, 0, 0, "c", 1, true);
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable) << s;
+  EXPECT_EQ(ErrnoFromStatus(s), EBADMSG) << s;
+}
+
+TEST_F(UringChunkTransportTest, RefusedConnectionKeepsTheServersErrno) {
+  storage_.refuse_with = EAGAIN;
+  auto transport = MakeTransport(meta_);
+  absl::Status s = transport->WriteChunk(1, 1, 0, 0, "a", 1, true);
+  EXPECT_EQ(ErrnoFromStatus(s), EAGAIN) << s;
+  EXPECT_NE(s.message().find("too many connections"), absl::string_view::npos) << s;
+}
+
+TEST_F(UringChunkTransportTest, ServerMapIsRefreshedForUnknownIdsAndMovedServers) {
+  AddressBook meta;
+  auto transport = MakeTransport(meta);
+  ASSERT_TRUE(transport->RefreshServers().ok());  // empty
+  meta.Set(5, storage_.address());                // a server registers later
+  ASSERT_TRUE(transport->WriteChunk(5, 1, 0, 0, "x", 1, true).ok());
+  absl::Status unknown = transport->WriteChunk(6, 1, 0, 0, "x", 1, true);
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_NE(unknown.message().find("unknown"), absl::string_view::npos) << unknown;
+  // Server 5 restarts elsewhere: its old connection fails, the map is
+  // loaded again, and the request reaches the new address.
+  PipelinedStandIn moved;
+  meta.Set(5, moved.address());
+  storage_.Stop();
+  ASSERT_TRUE(transport->WriteChunk(5, 1, 0, 0, "y", 1, true).ok());
+  EXPECT_EQ(moved.Chunk(1, 0), "y");
+}
+
+TEST_F(UringChunkTransportTest, DeadServerIsAnError) {
+  AddressBook meta;
+  uint16_t port = 0;
+  {
+    auto fd = ListenTcp(HostPort{"127.0.0.1", 0});  // bound, then closed
+    ASSERT_TRUE(fd.ok());
+    port = *LocalPort(fd->get());
+  }
+  meta.Set(1, absl::StrCat("127.0.0.1:", port));
+  TransportSetup setup;
+  setup.timeout = absl::Seconds(2);
+  auto transport = MakeTransport(meta, setup);
+  absl::Status s = transport->WriteChunk(1, 1, 0, 0, "x", 1, true);
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable);
+}
+
+}  // namespace
+}  // namespace ckptfs::client
