@@ -326,6 +326,25 @@ TEST_F(CheckpointBarrierTest, AChangeDuringTheSyncIsVerifiedAgain) {
   EXPECT_TRUE(absl::StrContains(result.status().message(), "late.pt")) << result.status();
 }
 
+TEST_F(CheckpointBarrierTest, AFileGrowingDuringTheSyncIsCountedAsItIsAtTheCommit) {
+  // Only the file's inode changes (not the directory): the commit, staged
+  // in the transaction that verified the files, must still notice.
+  const uint64_t ckpt = Dir(kRootIno, "ckpt");
+  ASSERT_OK(Declare(ckpt, 1));
+  const uint64_t file = File(ckpt, "model.pt", 1000);
+  storage_.Hold();
+  auto rank0 = StartCommit(ckpt, 0);
+  storage_.WaitForRequests(1);  // the committer is in its sync
+  ASSERT_OK(ns_->CommitWrite(file, 5000, 0));
+  storage_.Release();
+  auto result = rank0->Wait();
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_EQ(result->state(), COMMITTED);
+  EXPECT_EQ(result->bytes(), 5000u);
+  EXPECT_EQ(ckpts_->Get(ckpt)->bytes(), 5000u);
+  EXPECT_EQ(storage_.Count(data::SYNC), 2u);  // verified and synced again
+}
+
 TEST_F(CheckpointBarrierTest, ACommitThatKeepsFailingAbortsWithEioInsteadOfWaitingForever) {
   FaultKvStore faulty(store_.get());
   DropCheckpointParts();

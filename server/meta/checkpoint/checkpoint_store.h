@@ -22,6 +22,8 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -95,6 +97,10 @@ class CheckpointStore {
     uint64_t bytes = 0;
     // Every key read, with the version read: FinishCommit's precondition.
     std::map<std::string, int64_t> versions;
+    // The transaction that read them (nothing staged): FinishCommit stages
+    // the commit in it, so that its compares are checked once, by the KV
+    // commit, instead of being read again first. Consumed by FinishCommit.
+    std::unique_ptr<MetaTxn> txn;
   };
   absl::StatusOr<Prepared> PrepareCommit(uint64_t ino);
 
@@ -105,7 +111,10 @@ class CheckpointStore {
   // Marks the checkpoint COMMITTED (durably, with ended_ms, files, bytes) and
   // points its parent's `latest` symlink at it, if nothing `prepared` read
   // has changed. A checkpoint that ended meanwhile is returned as it is.
-  absl::StatusOr<Finished> FinishCommit(uint64_t ino, const Prepared& prepared);
+  // First in prepared.txn (one KV commit, whose compares are the versions
+  // read); on a conflict, in fresh transactions that read the versions
+  // again to tell a change of the checkpoint from one elsewhere.
+  absl::StatusOr<Finished> FinishCommit(uint64_t ino, Prepared& prepared);
 
   // Aborts PENDING checkpoint `ino`: ABORTED with `err` and `reason`; every
   // file of its subtree becomes an orphan due for reclamation now, its
@@ -140,6 +149,11 @@ class CheckpointStore {
   const Options& options() const { return options_; }
 
  private:
+  // Stages checkpoint `dir`'s commit in `txn` (as read through it, PENDING)
+  // and sets `committed` to its info as committed.
+  absl::Status StageCommit(MetaTxn& txn, InodeRecord& dir, const Prepared& prepared,
+                           std::optional<uint64_t>& latest_ino, CheckpointInfo& committed);
+
   int64_t BusyGraceMs() const { return absl::ToInt64Milliseconds(options_.busy_file_grace); }
 
   KvStore* const kv_;

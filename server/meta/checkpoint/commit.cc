@@ -29,7 +29,9 @@ void AddChunkServers(const Attr& attr, std::set<uint32_t>& servers) {
 }  // namespace
 
 absl::StatusOr<CheckpointStore::Prepared> CheckpointStore::PrepareCommit(uint64_t ino) {
-  MetaTxn txn(kv_);  // read-only: never committed; its compares are the versions
+  // Nothing staged here; its compares are the versions.
+  auto owned = std::make_unique<MetaTxn>(kv_);
+  MetaTxn& txn = *owned;
   absl::StatusOr<InodeRecord> dir = GetDir(txn, ino);
   if (!dir.ok()) return dir.status();
   if (!IsCheckpointDir(*dir)) {
@@ -61,13 +63,58 @@ absl::StatusOr<CheckpointStore::Prepared> CheckpointStore::PrepareCommit(uint64_
     prepared.abort_reason = absl::StrCat("a write to ", damaged, " failed");
   }
   prepared.versions = txn.txn().compares();
+  prepared.txn = std::move(owned);
   return prepared;
 }
 
-absl::StatusOr<CheckpointStore::Finished> CheckpointStore::FinishCommit(
-    uint64_t ino, const Prepared& prepared) {
+absl::Status CheckpointStore::StageCommit(MetaTxn& txn, InodeRecord& dir,
+                                          const Prepared& prepared,
+                                          std::optional<uint64_t>& latest_ino,
+                                          CheckpointInfo& committed) {
+  const int64_t now_ns = clock_->NowNs();
+  CheckpointInfo* info = dir.mutable_checkpoint()->mutable_info();
+  info->set_state(COMMITTED);
+  info->set_arrived(info->ranks());
+  info->set_ended_ms(now_ns / 1'000'000);
+  info->set_files(prepared.files);
+  info->set_bytes(prepared.bytes);
+  txn.PutInode(dir);
+  txn.Delete(PendingCheckpointKey(dir.attr().ino()));
+  txn.RequireDurable();
+  absl::StatusOr<InodeRecord> run_dir = GetDir(txn, dir.parent());
+  if (!run_dir.ok()) return run_dir.status();
+  int64_t inode_delta = 0;
+  if (absl::Status latest = PointLatestAt(txn, *inodes_, latest_ino, *run_dir, info->name(),
+                                          now_ns, inode_delta);
+      !latest.ok()) {
+    return latest;
+  }
+  if (inode_delta != 0) {
+    if (absl::Status count = txn.AddInodeCount(inode_delta); !count.ok()) return count;
+  }
+  committed = *info;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<CheckpointStore::Finished> CheckpointStore::FinishCommit(uint64_t ino,
+                                                                        Prepared& prepared) {
   std::optional<uint64_t> latest_ino;  // allocated once, kept across retries
   Finished finished;
+  // Fast path: the prepare's own transaction, whose reads are the versions;
+  // the KV commit checks them. A conflict may be a change of the checkpoint
+  // or of something else (the run directory): the fresh transactions below
+  // tell which.
+  if (std::unique_ptr<MetaTxn> txn = std::move(prepared.txn); txn != nullptr) {
+    absl::StatusOr<InodeRecord> dir = GetDir(*txn, ino);  // as prepared: no read
+    if (!dir.ok()) return dir.status();
+    if (dir->checkpoint().info().state() == PENDING) {
+      absl::Status staged = StageCommit(*txn, *dir, prepared, latest_ino, finished.info);
+      if (!staged.ok()) return staged;
+      absl::StatusOr<int64_t> committed = kv_->Commit(txn->txn());
+      if (committed.ok()) return finished;
+      if (!IsTxnConflict(committed.status())) return committed.status();
+    }
+  }
   absl::Status status = RunTxn(kv_, "commit checkpoint", [&](MetaTxn& txn) -> absl::Status {
     finished = Finished();
     // Not an error of the operation: ends the body without committing.
@@ -84,29 +131,7 @@ absl::StatusOr<CheckpointStore::Finished> CheckpointStore::FinishCommit(
       if (!value.ok()) return value.status();
       if (txn.txn().compares().at(key) != version) return changed();
     }
-    const int64_t now_ns = clock_->NowNs();
-    CheckpointInfo* info = dir->mutable_checkpoint()->mutable_info();
-    info->set_state(COMMITTED);
-    info->set_arrived(info->ranks());
-    info->set_ended_ms(now_ns / 1'000'000);
-    info->set_files(prepared.files);
-    info->set_bytes(prepared.bytes);
-    txn.PutInode(*dir);
-    txn.Delete(PendingCheckpointKey(ino));
-    txn.RequireDurable();
-    absl::StatusOr<InodeRecord> run_dir = GetDir(txn, dir->parent());
-    if (!run_dir.ok()) return run_dir.status();
-    int64_t inode_delta = 0;
-    if (absl::Status latest = PointLatestAt(txn, *inodes_, latest_ino, *run_dir, info->name(),
-                                            now_ns, inode_delta);
-        !latest.ok()) {
-      return latest;
-    }
-    if (inode_delta != 0) {
-      if (absl::Status count = txn.AddInodeCount(inode_delta); !count.ok()) return count;
-    }
-    finished.info = *info;
-    return absl::OkStatus();
+    return StageCommit(txn, *dir, prepared, latest_ino, finished.info);
   });
   if (finished.changed) return finished;
   if (!status.ok()) return status;

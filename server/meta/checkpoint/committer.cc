@@ -12,6 +12,7 @@ namespace ckptfs::meta {
 
 absl::StatusOr<CheckpointInfo> Committer::Run(uint64_t ino) {
   for (int round = 0; round < options_.max_rounds; ++round) {
+    const absl::Time prepare_start = absl::Now();
     absl::StatusOr<CheckpointStore::Prepared> prepared = store_->PrepareCommit(ino);
     if (!prepared.ok()) return prepared.status();
     if (prepared->info.state() != PENDING) return prepared->info;
@@ -26,6 +27,7 @@ absl::StatusOr<CheckpointInfo> Committer::Run(uint64_t ino) {
                            << ") aborts: " << synced.message();
       return store_->Abort(ino, EIO, synced.message());
     }
+    const absl::Time finish_start = absl::Now();
     absl::StatusOr<CheckpointStore::Finished> finished = store_->FinishCommit(ino, *prepared);
     if (!finished.ok()) return finished.status();
     if (!finished->changed) {
@@ -33,9 +35,11 @@ absl::StatusOr<CheckpointInfo> Committer::Run(uint64_t ino) {
         CKPTFS_LOG(kInfo) << "checkpoint " << finished->info.name() << " (inode " << ino
                           << ") committed: " << finished->info.ranks() << " ranks, "
                           << finished->info.files() << " files, " << finished->info.bytes()
-                          << " bytes; synced " << prepared->servers.size()
-                          << " storage servers in "
-                          << absl::FormatDuration(absl::Now() - sync_start);
+                          << " bytes; verified in "
+                          << absl::FormatDuration(sync_start - prepare_start) << ", synced "
+                          << prepared->servers.size() << " storage servers in "
+                          << absl::FormatDuration(finish_start - sync_start)
+                          << ", recorded in " << absl::FormatDuration(absl::Now() - finish_start);
       }
       return finished->info;
     }

@@ -288,9 +288,10 @@ void CheckpointCoordinator::CommitLoop() {
       ino = commit_queue_.front();
       commit_queue_.pop_front();
     }
+    const absl::Time started = absl::Now();
     absl::StatusOr<CheckpointInfo> outcome = committer_->Run(ino);
     if (outcome.ok() && outcome->state() != PENDING) {
-      Conclude(ino, *outcome);
+      Conclude(ino, *outcome, CommitTiming{started, absl::Now()});
       continue;
     }
     const int err = outcome.ok() ? 0 : ErrnoFromStatus(outcome.status());
@@ -346,7 +347,8 @@ void CheckpointCoordinator::AbortNow(uint64_t ino, int err, const std::string& r
   }
 }
 
-void CheckpointCoordinator::Conclude(uint64_t ino, const CheckpointInfo& info) {
+void CheckpointCoordinator::Conclude(uint64_t ino, const CheckpointInfo& info,
+                                     std::optional<CommitTiming> timing) {
   std::unique_ptr<Barrier> barrier;
   {
     absl::MutexLock lock(&mu_);
@@ -358,18 +360,29 @@ void CheckpointCoordinator::Conclude(uint64_t ino, const CheckpointInfo& info) {
   }
   if (barrier != nullptr) {
     const absl::StatusOr<CheckpointInfo> outcome = Outcome(info);
+    const absl::Time answering = absl::Now();
     std::vector<Barrier::Waiter> waiters = barrier->TakeAll();
     for (Barrier::Waiter& waiter : waiters) waiter.done(outcome);
+    const absl::Time answered = absl::Now();
     if (info.state() == COMMITTED && barrier->completed_at().has_value()) {
       // The barrier's own latency, without the network: from the last
-      // arrival counted to the last waiting commit answered.
+      // arrival counted to the last waiting commit answered; and its parts.
+      const absl::Time last_arrival = *barrier->completed_at();
+      auto ms = [](absl::Duration d) {
+        return absl::StrFormat("%.1f", absl::ToDoubleMilliseconds(d));
+      };
+      std::string parts;
+      if (timing.has_value()) {
+        parts = absl::StrCat(" (the commit started after ", ms(timing->started - last_arrival),
+                             " ms and ran ", ms(timing->finished - timing->started), " ms; ");
+      } else {
+        parts = " (";
+      }
+      absl::StrAppend(&parts, "answering took ", ms(answered - answering), " ms)");
       CKPTFS_LOG(kInfo) << "checkpoint " << info.name() << " (" << ino << ") committed: "
                         << info.ranks() << " ranks, " << waiters.size()
-                        << " waiting commits answered "
-                        << absl::StrFormat("%.1f",
-                                           absl::ToDoubleMilliseconds(
-                                               absl::Now() - *barrier->completed_at()))
-                        << " ms after the last arrival";
+                        << " waiting commits answered " << ms(answered - last_arrival)
+                        << " ms after the last arrival" << parts;
     }
   }
   if (absl::Status dropped = store_->DropArrivals(ino); !dropped.ok()) {

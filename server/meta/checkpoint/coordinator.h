@@ -128,9 +128,15 @@ class CheckpointCoordinator {
   // Aborts `ino` in the store and concludes it; on a store failure the
   // barrier retries after retry_delay.
   void AbortNow(uint64_t ino, int err, const std::string& reason);
+  // When the commit worker ran a checkpoint's commit, for the release log.
+  struct CommitTiming {
+    absl::Time started;
+    absl::Time finished;
+  };
   // `ino` ended as `info` (COMMITTED or ABORTED): answers its waiters, drops
   // its arrival records, applies retention after a commit. Harmless twice.
-  void Conclude(uint64_t ino, const CheckpointInfo& info);
+  void Conclude(uint64_t ino, const CheckpointInfo& info,
+                std::optional<CommitTiming> timing = std::nullopt);
   // Forgets `ino`'s barrier, answering its waiters with `status`.
   void Forget(uint64_t ino, const absl::Status& status);
   // Queues `ino`'s commit. REQUIRES: mu_ held.
