@@ -235,7 +235,7 @@ void OpenFileState::DispatchLocked() {
       [self = shared_from_this(), chunk = std::move(chunk), server, replace]() mutable {
         absl::Status status = self->services_.transport->WriteChunk(
             server, self->ino_, chunk.index, chunk.lo, chunk.buffer.get() + chunk.lo,
-            chunk.hi - chunk.lo, replace);
+            chunk.hi - chunk.lo, replace, chunk.crc32c);
         self->WriteDone(chunk.index, std::move(chunk.buffer), std::move(status));
       });
 }
@@ -511,6 +511,7 @@ absl::Status OpenFileState::TruncateStorage(uint64_t new_size, uint64_t service_
         changed_.SignalAll();
       } else if (new_size < start + dirty_->hi) {
         dirty_->hi = static_cast<uint32_t>(new_size - start);
+        dirty_->crc32c.reset();  // it covered the bytes cut off
       }
     }
     DrainLocked();

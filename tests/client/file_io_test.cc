@@ -72,6 +72,31 @@ TEST_F(FileIoTest, SequentialWriteReplacesWholeChunksAndSpreadsThem) {
   EXPECT_NE(attr->layout().stripe(0), attr->layout().stripe(1));
 }
 
+TEST_F(FileIoTest, AppendedChunksCarryTheirCrcAndOverwrittenOnesDoNot) {
+  // Sequential writes: every chunk's CRC32C is computed as it is filled and
+  // handed to the transport (the fake checks it against the bytes).
+  const std::string data = RandomBytes(3ull * kTestChunk, 8);
+  auto file = CreateFile("crc");
+  WriteInOddPieces(*file, data);
+  ASSERT_TRUE(file->Close().ok());
+  EXPECT_EQ(transport_->counts().writes, 3);
+  EXPECT_EQ(transport_->counts().writes_with_crc, 3);
+
+  // A chunk rewritten in its middle before it is sent has no running CRC:
+  // the transport computes it (a wrong one would fail the write).
+  auto again = CreateFile("crc2");
+  std::string model = RandomBytes(kTestChunk / 2, 9);
+  ASSERT_TRUE(again->Write(0, model.data(), model.size()).ok());
+  const std::string patch = RandomBytes(100, 10);
+  ASSERT_TRUE(again->Write(10, patch.data(), patch.size()).ok());
+  model.replace(10, patch.size(), patch);
+  const uint64_t ino = again->ino();
+  ASSERT_TRUE(again->Close().ok());
+  EXPECT_EQ(transport_->counts().writes, 4);
+  EXPECT_EQ(transport_->counts().writes_with_crc, 3);
+  EXPECT_TRUE(SameBytes(ReadAll(ino), model));
+}
+
 TEST_F(FileIoTest, RandomOverwritesPastEndMatchModel) {
   std::mt19937 rng(42);
   std::string model;
