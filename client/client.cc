@@ -49,6 +49,7 @@ absl::StatusOr<std::unique_ptr<ChunkTransport>> MakeChunkTransport(const ClientO
 ClientImpl::ClientImpl(const ClientOptions& options, std::unique_ptr<MetaClient> meta,
                        std::unique_ptr<ChunkTransport> transport)
     : meta_(std::move(meta)),
+      commits_(meta_.get()),
       transport_(std::move(transport)),
       buffers_(static_cast<size_t>(std::max<int64_t>(0, options.idle_buffer_bytes)),
                static_cast<size_t>(std::max<int64_t>(0, options.write_buffer_budget_bytes))) {

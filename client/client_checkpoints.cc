@@ -1,11 +1,14 @@
 // Client's checkpoint calls (client.h, "Checkpoint transactions") and the
 // checkpoint extended attributes that SetXattr / GetXattr route here.
 //
-// CommitCheckpoint is a loop of long polls: each CommitCheckpoint RPC waits
-// in the service up to options.commit_poll and answers PENDING if the
-// barrier has not ended; calling again is safe (a commit is idempotent).
-// The service stores each arrival before it answers, so a poll that fails
-// because the service is restarting is simply sent again once it is back.
+// CommitCheckpoint is a loop of long polls: each round waits up to
+// options.commit_poll and answers PENDING if the barrier has not ended;
+// calling again is safe (a commit is idempotent). The rounds go through the
+// client's CommitCoalescer, so that the ranks committing one checkpoint
+// through this client share one long poll (the others send only their
+// arrival). The service stores each arrival before it answers, so a poll
+// that fails because the service is restarting is simply sent again once it
+// is back.
 #include <algorithm>
 #include <cerrno>
 #include <optional>
@@ -72,11 +75,9 @@ absl::StatusOr<meta::CheckpointInfo> Client::CommitCheckpoint(uint64_t dir, uint
   const absl::Time start = absl::Now();
   std::optional<uint32_t> timeout_s;  // learned from the first answer
   absl::Duration backoff = kMinBackoff;
-  meta::CommitCheckpointRequest request;
-  request.set_ino(dir);
-  request.set_rank(rank);
-  request.set_wait_ms(static_cast<uint32_t>(
-      std::max<int64_t>(1, absl::ToInt64Milliseconds(options.commit_poll))));
+  const uint32_t wait_ms = static_cast<uint32_t>(
+      std::max<int64_t>(1, absl::ToInt64Milliseconds(options.commit_poll)));
+  bool arrived = false;  // the service acknowledged this rank's arrival
   auto give_up_at = [&] {
     return start + absl::Seconds(timeout_s.value_or(kDefaultCommitTimeoutS)) +
            options.commit_unreachable_slack;
@@ -84,7 +85,7 @@ absl::StatusOr<meta::CheckpointInfo> Client::CommitCheckpoint(uint64_t dir, uint
   while (true) {
     if (cancel != nullptr && cancel->cancelled()) return Interrupted(dir, rank);
     absl::StatusOr<meta::CheckpointInfo> reply =
-        impl_->meta().CommitCheckpoint(request, cancel);
+        impl_->commits().Round(dir, rank, wait_ms, &arrived, cancel);
     if (cancel != nullptr && cancel->cancelled()) return Interrupted(dir, rank);
     if (reply.ok()) {
       backoff = kMinBackoff;

@@ -1,6 +1,6 @@
-// ClientImpl: what a Client owns — the metadata client, the chunk
-// transport, the I/O threads and the registry of open files — and the
-// helpers its methods share. Private to client/*.cc.
+// ClientImpl: what a Client owns — the metadata client, the commit
+// coalescer, the chunk transport, the I/O threads and the registry of open
+// files — and the helpers its methods share. Private to client/*.cc.
 //
 // Member order is destruction order in reverse: the executor goes first,
 // running every submitted chunk request (which may still use the transport,
@@ -16,6 +16,7 @@
 #include "client/chunk_transport.h"
 #include "client/client.h"
 #include "client/client_services.h"
+#include "client/commit_coalescer.h"
 #include "client/io_executor.h"
 #include "client/meta_client.h"
 #include "client/open_file_registry.h"
@@ -30,6 +31,8 @@ class ClientImpl {
              std::unique_ptr<ChunkTransport> transport);
 
   MetaClient& meta() { return *meta_; }
+  // The checkpoint commits of every rank using this client.
+  CommitCoalescer& commits() { return commits_; }
   ChunkTransport& transport() { return *transport_; }
   IoExecutor& executor() { return *executor_; }
   OpenFileRegistry& registry() { return registry_; }
@@ -65,6 +68,7 @@ class ClientImpl {
 
  private:
   std::unique_ptr<MetaClient> meta_;
+  CommitCoalescer commits_;
   std::unique_ptr<ChunkTransport> transport_;
   BufferPool buffers_;
   OpenFileRegistry registry_;

@@ -16,7 +16,8 @@
 // its timeout (counted from the first commit) aborts with ETIMEDOUT when a
 // call next looks at it; committed and aborted ones are read-only (EROFS);
 // ReadDir hides pending and aborted ones. Commit long polls wait on a
-// condition variable (no thread per checkpoint). Storage is not modelled:
+// condition variable (no thread per checkpoint); a no_wait commit records
+// the arrival and answers at once. Storage is not modelled:
 // no SYNC is sent, aborted files' chunks stay in the fake transport.
 //
 // Thread-safety: thread-safe (one mutex).
@@ -97,15 +98,30 @@ class FakeMetaClient : public MetaClient {
   // Every CommitWrite request that reached the fake, in order.
   std::vector<meta::CommitWriteRequest> CommitWrites() const;
 
-  // Checkpoints: commit polls blocked right now (tests wait for ranks to
-  // block); the timeout used when neither the request nor an xattr says.
+  // Checkpoints: the ranks waiting for an outcome, for tests that wait for
+  // ranks to block: long polls blocked in the fake right now, plus the
+  // ranks whose no_wait arrival was answered PENDING while that checkpoint
+  // is still PENDING (their client holds them until its one long poll is
+  // answered; one that gave up meanwhile still counts); the timeout used
+  // when neither the request nor an xattr says.
   int WaitingCommits() const;
+  // CommitCheckpoint calls that got past the injected failures and the
+  // request checks (a bad rank, an undeclared directory): long polls and
+  // no_wait arrivals, and the most long polls in the fake at one time.
+  struct CommitCounts {
+    int long_polls = 0;
+    int no_wait = 0;
+    int long_polls_peak = 0;
+  };
+  CommitCounts CommitCheckpointCounts() const;
   void set_default_commit_timeout_s(uint32_t seconds);
 
  private:
   struct Checkpoint {
     meta::CheckpointInfo info;  // name and arrived are filled when served
     std::set<uint32_t> arrived;
+    // Ranks answered PENDING to a no_wait arrival (and not polling since).
+    std::set<uint32_t> arrived_no_wait;
   };
 
   struct Inode {
@@ -184,6 +200,10 @@ class FakeMetaClient : public MetaClient {
   // Signalled whenever a checkpoint's state or arrivals change.
   absl::CondVar checkpoint_changed_;
   int waiting_commits_ ABSL_GUARDED_BY(mu_) = 0;
+  int long_polls_ ABSL_GUARDED_BY(mu_) = 0;
+  int long_polls_in_flight_ ABSL_GUARDED_BY(mu_) = 0;
+  int long_polls_peak_ ABSL_GUARDED_BY(mu_) = 0;
+  int no_wait_commits_ ABSL_GUARDED_BY(mu_) = 0;
   uint32_t default_commit_timeout_s_ ABSL_GUARDED_BY(mu_) = 600;
 };
 

@@ -38,7 +38,18 @@ uint64_t PositiveDecimal(absl::string_view value) {
 
 int FakeMetaClient::WaitingCommits() const {
   absl::MutexLock lock(&mu_);
-  return waiting_commits_;
+  int waiting = waiting_commits_;
+  for (const auto& [ino, inode] : inodes_) {
+    if (inode.checkpoint.has_value() && inode.checkpoint->info.state() == meta::PENDING) {
+      waiting += static_cast<int>(inode.checkpoint->arrived_no_wait.size());
+    }
+  }
+  return waiting;
+}
+
+FakeMetaClient::CommitCounts FakeMetaClient::CommitCheckpointCounts() const {
+  absl::MutexLock lock(&mu_);
+  return CommitCounts{long_polls_, no_wait_commits_, long_polls_peak_};
 }
 
 void FakeMetaClient::set_default_commit_timeout_s(uint32_t seconds) {
@@ -347,6 +358,24 @@ absl::StatusOr<meta::CheckpointInfo> FakeMetaClient::CommitCheckpoint(
       FinishLocked(ino);
     }
   }
+  Checkpoint& checkpoint = *inodes_.at(ino).checkpoint;
+  if (request.no_wait()) {
+    ++no_wait_commits_;
+    const meta::CheckpointInfo& info = checkpoint.info;
+    if (info.state() == meta::ABORTED) {
+      return ErrnoStatus(info.abort_errno() > 0 ? info.abort_errno() : EIO, info.abort_reason());
+    }
+    if (info.state() == meta::PENDING) checkpoint.arrived_no_wait.insert(request.rank());
+    return ServeInfo(ino);
+  }
+  checkpoint.arrived_no_wait.erase(request.rank());
+  ++long_polls_;
+  ++long_polls_in_flight_;
+  long_polls_peak_ = std::max(long_polls_peak_, long_polls_in_flight_);
+  struct InFlight {
+    int* count;
+    ~InFlight() { --*count; }
+  } in_flight{&long_polls_in_flight_};
   const absl::Time poll_end =
       absl::Now() + absl::Milliseconds(request.wait_ms() != 0 ? request.wait_ms()
                                                               : kDefaultWaitMs);
