@@ -1,6 +1,6 @@
 // RunBarrierStorm (barrier_storm.h): setup with blocking calls, then the
-// commit storm with gRPC's callback API — one outstanding call per rank, no
-// thread per rank.
+// commit storm with gRPC's callback API — one outstanding call per rank (a
+// client's long poll or a no_wait arrival), no thread per rank.
 #include "tools/bench/barrier_storm.h"
 
 #include <grpcpp/grpcpp.h>
@@ -100,8 +100,10 @@ struct RankCall {
 }  // namespace
 
 absl::StatusOr<BarrierStormResult> RunBarrierStorm(const BarrierStormOptions& options) {
-  if (options.ranks == 0 || options.channels <= 0 || options.name.empty()) {
-    return ErrnoStatus(EINVAL, "barrier storm: ranks, channels and name must be set");
+  if (options.ranks == 0 || options.channels <= 0 || options.ranks_per_client == 0 ||
+      options.name.empty()) {
+    return ErrnoStatus(EINVAL,
+                       "barrier storm: ranks, channels, ranks_per_client and name must be set");
   }
   std::vector<std::unique_ptr<meta::MetaService::Stub>> stubs;
   for (int i = 0; i < options.channels; ++i) stubs.push_back(NewStub(options.meta_address, i));
@@ -134,6 +136,9 @@ absl::StatusOr<BarrierStormResult> RunBarrierStorm(const BarrierStormOptions& op
     if (!status.ok()) return Failed(status, absl::StrCat("declare /", options.name));
   }
 
+  const uint32_t per_client = options.ranks_per_client;
+  // The first rank of each client holds its long poll; the others arrive.
+  auto polls = [per_client](uint32_t rank) { return rank % per_client == 0; };
   std::vector<std::unique_ptr<RankCall>> calls(options.ranks);
   absl::Mutex mu;
   uint32_t finished = 0;  // guarded by mu
@@ -143,8 +148,13 @@ absl::StatusOr<BarrierStormResult> RunBarrierStorm(const BarrierStormOptions& op
     auto call = std::make_unique<RankCall>();
     call->request.set_ino(*dir);
     call->request.set_rank(rank);
-    call->request.set_wait_ms(kCommitWaitMs);
-    SetDeadline(call->context, absl::Milliseconds(kCommitWaitMs) + kSetupDeadline);
+    if (polls(rank)) {
+      call->request.set_wait_ms(kCommitWaitMs);
+      SetDeadline(call->context, absl::Milliseconds(kCommitWaitMs) + kSetupDeadline);
+    } else {
+      call->request.set_no_wait(true);
+      SetDeadline(call->context, kSetupDeadline);
+    }
     calls[rank] = std::move(call);
   }
   for (uint32_t rank = 0; rank < options.ranks; ++rank) {
@@ -156,8 +166,9 @@ absl::StatusOr<BarrierStormResult> RunBarrierStorm(const BarrierStormOptions& op
       call->status = std::move(s);
       all_finished = ++finished == total;
     };
-    stubs[rank % stubs.size()]->async()->CommitCheckpoint(&call->context, &call->request,
-                                                          &call->reply, std::move(on_reply));
+    // A client's commits share its channel.
+    stubs[(rank / per_client) % stubs.size()]->async()->CommitCheckpoint(
+        &call->context, &call->request, &call->reply, std::move(on_reply));
   }
   {
     absl::MutexLock lock(&mu);
@@ -165,18 +176,29 @@ absl::StatusOr<BarrierStormResult> RunBarrierStorm(const BarrierStormOptions& op
   }
   const absl::Time first_sent = calls.front()->sent;
   const absl::Time last_sent = calls.back()->sent;
+  result.ranks_per_client = per_client;
   result.arrivals_s = absl::ToDoubleSeconds(last_sent - first_sent);
   std::vector<double> release;
   release.reserve(calls.size());
   for (uint32_t rank = 0; rank < options.ranks; ++rank) {
     const RankCall& call = *calls[rank];
     if (!call.status.ok()) return Failed(call.status, absl::StrCat("commit of rank ", rank));
+    if (!polls(rank)) {
+      if (call.reply.state() == meta::ABORTED) {
+        return ErrnoStatus(EIO, absl::StrCat("the arrival of rank ", rank, " answered ABORTED"));
+      }
+      continue;
+    }
+    ++result.long_polls;
     if (call.reply.state() != meta::COMMITTED) {
       return ErrnoStatus(EIO, absl::StrCat("commit of rank ", rank, " answered state ",
                                            meta::CheckpointState_Name(call.reply.state()),
                                            " (a long poll ran out: raise the wait)"));
     }
-    release.push_back(absl::ToDoubleSeconds(call.answered - last_sent));
+  }
+  for (uint32_t rank = 0; rank < options.ranks; ++rank) {
+    const RankCall& poll = *calls[rank - rank % per_client];
+    release.push_back(absl::ToDoubleSeconds(poll.answered - last_sent));
   }
   result.release_p50_s = Percentile(release, 50);
   result.release_p99_s = Percentile(release, 99);
