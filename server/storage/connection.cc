@@ -463,12 +463,10 @@ void Connection::Close(absl::string_view why) {
   closed_ = true;
   phase_ = Phase::kClosed;
   // Ends the operations in flight on the socket: a receive sees EOF, a send
-  // EPIPE. The descriptor itself is closed with the Connection.
+  // EPIPE. The descriptor itself is closed with the Connection. (No
+  // io_uring cancel by descriptor: it could be submitted after the
+  // descriptor was closed and reused by a new connection.)
   ::shutdown(socket_.get(), SHUT_RDWR);
-  if (io_uring_sqe* sqe = loop_.Sqe(); sqe != nullptr) {
-    io_uring_prep_cancel_fd(sqe, socket_.get(), IORING_ASYNC_CANCEL_ALL);
-    io_uring_sqe_set_data64(sqe, 0);
-  }
   if (ticket_ != 0) {
     if (!loop_.pool().Cancel(ticket_)) grant_pending_ = true;  // the grant is on its way
     ticket_ = 0;
