@@ -1,6 +1,8 @@
 // See coordinator.h.
 #include "server/meta/checkpoint/coordinator.h"
 
+#include <time.h>
+
 #include <algorithm>
 #include <cerrno>
 #include <utility>
@@ -32,6 +34,13 @@ std::string TimeoutReason(const Barrier& barrier) {
                     info.ranks() - barrier.arrived() > missing.size() ? ", ..." : "", ")");
   }
   return reason;
+}
+
+// CPU time of the calling thread so far (zero if the clock is missing).
+absl::Duration ThreadCpuTime() {
+  timespec now{};
+  if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &now) != 0) return absl::ZeroDuration();
+  return absl::DurationFromTimespec(now);
 }
 
 // How a waiter learns that the checkpoint ended as `info`.
@@ -289,9 +298,10 @@ void CheckpointCoordinator::CommitLoop() {
       commit_queue_.pop_front();
     }
     const absl::Time started = absl::Now();
+    const absl::Duration started_cpu = ThreadCpuTime();
     absl::StatusOr<CheckpointInfo> outcome = committer_->Run(ino);
     if (outcome.ok() && outcome->state() != PENDING) {
-      Conclude(ino, *outcome, CommitTiming{started, absl::Now()});
+      Conclude(ino, *outcome, CommitTiming{started, absl::Now(), ThreadCpuTime() - started_cpu});
       continue;
     }
     const int err = outcome.ok() ? 0 : ErrnoFromStatus(outcome.status());
@@ -361,9 +371,11 @@ void CheckpointCoordinator::Conclude(uint64_t ino, const CheckpointInfo& info,
   if (barrier != nullptr) {
     const absl::StatusOr<CheckpointInfo> outcome = Outcome(info);
     const absl::Time answering = absl::Now();
+    const absl::Duration answering_cpu = ThreadCpuTime();
     std::vector<Barrier::Waiter> waiters = barrier->TakeAll();
     for (Barrier::Waiter& waiter : waiters) waiter.done(outcome);
     const absl::Time answered = absl::Now();
+    const absl::Duration answered_cpu = ThreadCpuTime();
     if (info.state() == COMMITTED && barrier->completed_at().has_value()) {
       // The barrier's own latency, without the network: from the last
       // arrival counted to the last waiting commit answered; and its parts.
@@ -374,11 +386,13 @@ void CheckpointCoordinator::Conclude(uint64_t ino, const CheckpointInfo& info,
       std::string parts;
       if (timing.has_value()) {
         parts = absl::StrCat(" (the commit started after ", ms(timing->started - last_arrival),
-                             " ms and ran ", ms(timing->finished - timing->started), " ms; ");
+                             " ms and ran ", ms(timing->finished - timing->started),
+                             " ms, CPU ", ms(timing->cpu), " ms; ");
       } else {
         parts = " (";
       }
-      absl::StrAppend(&parts, "answering took ", ms(answered - answering), " ms)");
+      absl::StrAppend(&parts, "answering took ", ms(answered - answering), " ms, CPU ",
+                      ms(answered_cpu - answering_cpu), " ms)");
       CKPTFS_LOG(kInfo) << "checkpoint " << info.name() << " (" << ino << ") committed: "
                         << info.ranks() << " ranks, " << waiters.size()
                         << " waiting commits answered " << ms(answered - last_arrival)

@@ -128,10 +128,12 @@ class CheckpointCoordinator {
   // Aborts `ino` in the store and concludes it; on a store failure the
   // barrier retries after retry_delay.
   void AbortNow(uint64_t ino, int err, const std::string& reason);
-  // When the commit worker ran a checkpoint's commit, for the release log.
+  // When the commit worker ran a checkpoint's commit and the CPU time it
+  // took, for the release log (on a loaded machine the two differ).
   struct CommitTiming {
     absl::Time started;
     absl::Time finished;
+    absl::Duration cpu;
   };
   // `ino` ended as `info` (COMMITTED or ABORTED): answers its waiters, drops
   // its arrival records, applies retention after a commit. Harmless twice.

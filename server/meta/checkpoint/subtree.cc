@@ -58,18 +58,20 @@ absl::StatusOr<std::vector<SubtreeEntry>> ReadSubtree(MetaTxn& txn, uint64_t roo
     absl::StatusOr<std::vector<std::pair<std::string, DentryRecord>>> entries =
         ListEntries(txn, current.dir);
     if (!entries.ok()) return entries.status();
+    // Built in place: an InodeRecord is costly to construct, so a checkpoint
+    // of thousands of files must not move its entries around.
+    out.reserve(out.size() + entries->size());
     for (auto& [name, dentry] : *entries) {
       absl::StatusOr<InodeRecord> inode = txn.GetInode(dentry.ino());
       if (!inode.ok()) return inode.status();
-      SubtreeEntry entry;
+      SubtreeEntry& entry = out.emplace_back();
       entry.parent = current.dir;
       entry.path = current.path.empty() ? name : absl::StrCat(current.path, "/", name);
       entry.name = std::move(name);
-      entry.inode = *std::move(inode);
+      entry.inode.Swap(&*inode);
       if (IsDir(entry.inode)) {
         stack.push_back({entry.inode.attr().ino(), entry.path, current.depth + 1});
       }
-      out.push_back(std::move(entry));
     }
   }
   return out;
