@@ -11,6 +11,7 @@
 //
 //   ckptfs-barrier-bench                      # 1024 and 4096 ranks, 8 per client
 //   ckptfs-barrier-bench --ranks-per-client 1 # one long poll per rank
+//   TMPDIR=/dev/shm ckptfs-barrier-bench      # the clusters on tmpfs (no disk fsync)
 //   ckptfs-barrier-bench --ranks 256,1024,4096 --files-per-rank 2
 //   ckptfs-barrier-bench --meta 127.0.0.1:7000 --meta-pid 1234 --ranks 4096
 #include <signal.h>
@@ -69,6 +70,9 @@ constexpr char kUsage[] =
     "                    (then the service's CPU and memory are\n"
     "                    reported only with --meta-pid)\n"
     "  --meta-pid        pid of that service, for its CPU time and peak memory\n"
+    "\n"
+    "The per-storm clusters live in $TMPDIR (default /tmp): the commit waits\n"
+    "for one fsync of the metadata log there.\n"
     "\n"
     "Example: ckptfs-barrier-bench --ranks 1024,4096\n";
 
@@ -178,9 +182,13 @@ class OwnCluster {
     if (!meta_binary.ok()) return meta_binary.status();
     absl::StatusOr<std::string> storage_binary = tools::FindDaemonBinary(tools::kStorageBinary);
     if (!storage_binary.ok()) return storage_binary.status();
-    char dir_template[] = "/tmp/ckptfs-barrier-bench-XXXXXX";
-    if (mkdtemp(dir_template) == nullptr) {
-      return absl::InternalError("mkdtemp /tmp/ckptfs-barrier-bench-XXXXXX failed");
+    // $TMPDIR picks the file system whose fsync the commit waits for (the
+    // metadata WAL is synced once per commit).
+    const char* tmpdir = std::getenv("TMPDIR");
+    std::string dir_template = absl::StrCat(tmpdir != nullptr && *tmpdir != '\0' ? tmpdir : "/tmp",
+                                            "/ckptfs-barrier-bench-XXXXXX");
+    if (mkdtemp(dir_template.data()) == nullptr) {
+      return absl::InternalError(absl::StrCat("mkdtemp ", dir_template, " failed"));
     }
     auto cluster = std::unique_ptr<OwnCluster>(new OwnCluster(dir_template));
     std::optional<uint16_t> port = tools::FindFreePortRange("127.0.0.1", 20000, 2, {});
