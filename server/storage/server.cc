@@ -89,6 +89,12 @@ void Server::Stop() {
   // No new connections: the accepting loop's accept fails, and loop 0
   // stops first so that nothing is handed to a stopped loop.
   if (listen_fd_.valid()) ::shutdown(listen_fd_.get(), SHUT_RDWR);
+  {
+    const Stats s = stats();
+    CKPTFS_LOG(kInfo) << "data path served with " << s.recvs << " receives, " << s.sends
+                      << " sends (" << s.zero_copy_sends << " zero-copy), submission queue "
+                      << "full " << s.sq_full << " times";
+  }
   for (auto& loop : loops_) loop->Stop();  // each waits for its requests on disk
   if (disk_) disk_->Stop();
   loops_.clear();
