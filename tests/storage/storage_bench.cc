@@ -8,6 +8,10 @@
 //
 //   storage_bench --server=build/bin/ckptfs-storage --clients=8 --chunks=32
 //
+// Measuring starts once the server answers a PING and every client has
+// written and read `--warmup_chunks` chunks, so start-up work and lazily
+// allocated buffers are left out.
+//
 // The client side verifies nothing but reply headers (READ payload CRCs
 // are not recomputed) so that its CPU use does not hide the server's.
 #include <signal.h>
@@ -44,6 +48,10 @@ ABSL_FLAG(int, chunks, 32, "chunks each client writes and reads");
 ABSL_FLAG(int, chunk_mb, 4, "chunk size in MiB");
 ABSL_FLAG(int, depth, 1, "requests in flight per connection");
 ABSL_FLAG(int, port, 7391, "port for the server");
+ABSL_FLAG(bool, read, true, "after writing, read everything back");
+ABSL_FLAG(int, warmup_chunks, 2,
+          "chunks each client writes and reads before measuring (not counted), so that "
+          "a server allocating buffers lazily is measured warm");
 
 namespace ckptfs {
 namespace {
@@ -144,9 +152,19 @@ int Main() {
     ::_exit(127);
   }
   const HostPort server{"127.0.0.1", static_cast<uint16_t>(port)};
+  // Up means answering: a server may listen before it has finished
+  // starting (allocating its buffers), and that must not be measured.
   bool up = false;
   for (int i = 0; i < 200 && !up; ++i) {
-    up = ConnectTcp(server, absl::Seconds(1)).ok();
+    auto fd = ConnectTcp(server, absl::Seconds(1));
+    if (fd.ok()) {
+      SetSocketTimeouts(fd->get(), absl::Seconds(30)).IgnoreError();
+      data::RequestHeader ping;
+      ping.set_request_id(1);
+      ping.set_op(data::PING);
+      data::ResponseHeader reply;
+      up = WriteFrame(fd->get(), ping, nullptr, 0).ok() && ReadFrameHead(fd->get(), reply).ok();
+    }
     if (!up) absl::SleepFor(absl::Milliseconds(50));
   }
   int rc = 0;
@@ -155,7 +173,19 @@ int Main() {
     for (size_t i = 0; i < chunk; ++i) payload[i] = static_cast<char>(i * 2654435761u >> 13);
     const uint32_t crc = Crc32c(payload.data(), payload.size());
     const double gib = double(clients) * chunks * double(chunk) / double(1u << 30);
+    if (const int warmup = absl::GetFlag(FLAGS_warmup_chunks); warmup > 0) {
+      std::vector<std::thread> threads;
+      for (int c = 0; c < clients; ++c) {
+        threads.emplace_back([&, c] {
+          std::string own(chunk, '\0');
+          RunClient(server, c, true, payload, crc, warmup, 1, own);
+          RunClient(server, c, false, payload, crc, warmup, 1, own);
+        });
+      }
+      for (auto& t : threads) t.join();
+    }
     for (bool write : {true, false}) {
+      if (!write && !absl::GetFlag(FLAGS_read)) break;
       std::vector<std::string> sinks(clients, std::string(chunk, '\0'));
       std::atomic<int> failures{0};
       const double cpu0 = CpuSeconds(pid);
