@@ -41,6 +41,7 @@ ABSL_FLAG(int, buffer_pool_mb, 256,
           "payload memory allocated at start-up and shared by all requests in flight (at "
           "least 65 MiB: one 64 MiB chunk); requests that do not fit wait. 256: 64 writers "
           "with a 4 MiB chunk in flight each");
+ABSL_FLAG(int, memory_budget_mb, 0, "deprecated name of --buffer_pool_mb (used when set)");
 ABSL_FLAG(int, net_threads, 2, "network event-loop threads, each with its own io_uring");
 ABSL_FLAG(int, disk_threads, 8, "disk worker threads, each with its own io_uring");
 ABSL_FLAG(bool, zero_copy_send, false,
@@ -86,7 +87,11 @@ int Main() {
   }
   const int heartbeat_s = absl::GetFlag(FLAGS_heartbeat_interval_s);
   if (heartbeat_s <= 0) return Fail(kExitConfig, "--heartbeat_interval_s must be positive");
-  const int pool_mb = absl::GetFlag(FLAGS_buffer_pool_mb);
+  int pool_mb = absl::GetFlag(FLAGS_buffer_pool_mb);
+  if (const int budget_mb = absl::GetFlag(FLAGS_memory_budget_mb); budget_mb != 0) {
+    CKPTFS_LOG(kWarning) << "--memory_budget_mb is deprecated; it now sets --buffer_pool_mb";
+    pool_mb = budget_mb;
+  }
   const int min_pool_mb = static_cast<int>((kMinBufferPoolBytes + (1 << 20) - 1) >> 20);
   if (pool_mb < min_pool_mb) {
     return Fail(kExitConfig, absl::StrCat("--buffer_pool_mb must be at least ", min_pool_mb,

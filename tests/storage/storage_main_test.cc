@@ -238,6 +238,42 @@ TEST_F(StorageProcessTest, BusyPortExitsTwoNamingTheAddress) {
   EXPECT_NE(log.find("in use"), std::string::npos) << log;
 }
 
+TEST_F(StorageProcessTest, DataPathFlagsOutOfRangeExitTwo) {
+  const std::vector<std::pair<std::string, std::string>> bad = {
+      {"--buffer_pool_mb=10", "at least 65"},
+      {"--net_threads=0", "--net_threads"},
+      {"--disk_threads=0", "--disk_threads"}};
+  for (const auto& [flag, says] : bad) {
+    std::vector<std::string> args = Args(UnusedPort(), dir_.path() + "/data");
+    args.push_back(flag);
+    const pid_t pid = Spawn(args, dir_.path() + "/log");
+    EXPECT_EQ(WaitExit(pid, absl::Seconds(20)), 2) << flag;
+    const std::string log = ReadFile(dir_.path() + "/log");
+    EXPECT_NE(log.find(says), std::string::npos) << flag << ": " << log;
+  }
+}
+
+// The data-path flags reach the server: one network loop and one disk
+// thread, a zero-copy sender and the smallest pool still serve.
+TEST_F(StorageProcessTest, ServesWithTheSmallestDataPathSettings) {
+  const uint16_t port = UnusedPort();
+  std::vector<std::string> args = Args(port, dir_.path() + "/data");
+  for (const char* flag : {"--buffer_pool_mb=65", "--net_threads=1", "--disk_threads=1",
+                           "--zero_copy_send"}) {
+    args.push_back(flag);
+  }
+  const pid_t pid = Spawn(args, dir_.path() + "/log");
+  auto c = ConnectWhenUp(port);
+  ASSERT_NE(c, nullptr) << ReadFile(dir_.path() + "/log");
+  const std::string data(3 << 20, 'z');
+  ASSERT_TRUE(WriteChunk(*c, 2, data).ok());
+  auto back = ReadChunk(*c, 2);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_TRUE(*back == data);
+  ASSERT_EQ(::kill(pid, SIGTERM), 0);
+  EXPECT_EQ(WaitExit(pid, absl::Seconds(10)), 0) << ReadFile(dir_.path() + "/log");
+}
+
 TEST_F(StorageProcessTest, SecondServerOnTheSameDataDirIsRefused) {
   const std::string data = dir_.path() + "/data";
   const uint16_t port1 = UnusedPort();
