@@ -6,6 +6,8 @@
 #include <fcntl.h>
 
 #include <cerrno>
+#include <cstring>
+#include <utility>
 
 #include "client/open_file_state.h"
 #include "common/errno_status.h"
@@ -20,6 +22,59 @@ namespace {
 constexpr uint64_t kSequentialSlack = 8 << 20;
 
 }  // namespace
+
+ReadView::ReadView(ReadView&& other) noexcept
+    : state_(std::move(other.state_)),
+      spans_(std::move(other.spans_)),
+      pins_(std::move(other.pins_)),
+      owned_(std::move(other.owned_)),
+      size_(other.size_) {
+  // A moved-from InlinedVector keeps its (moved-from) elements.
+  other.spans_.clear();
+  other.pins_.clear();
+  other.owned_.clear();
+  other.size_ = 0;
+}
+
+ReadView& ReadView::operator=(ReadView&& other) noexcept {
+  if (this != &other) {
+    Release();
+    state_ = std::move(other.state_);
+    spans_ = std::move(other.spans_);
+    pins_ = std::move(other.pins_);
+    owned_ = std::move(other.owned_);
+    size_ = other.size_;
+    other.spans_.clear();
+    other.pins_.clear();
+    other.owned_.clear();
+    other.size_ = 0;
+  }
+  return *this;
+}
+
+ReadView::~ReadView() { Release(); }
+
+void ReadView::Release() {
+  if (state_ != nullptr) {
+    // Keep the state alive through EndView even if this view held the last
+    // reference to it.
+    std::shared_ptr<OpenFileState> state = std::move(state_);
+    state->EndView(*this);
+  }
+  spans_.clear();
+  pins_.clear();
+  owned_.clear();
+  size_ = 0;
+}
+
+void ReadView::CopyTo(void* out) const {
+  char* at = static_cast<char*>(out);
+  for (const struct iovec& span : spans_) {
+    // File::Read has bytes fetched straight from a server put in place.
+    if (span.iov_base != at) std::memcpy(at, span.iov_base, span.iov_len);
+    at += span.iov_len;
+  }
+}
 
 File::File(std::shared_ptr<OpenFileState> state, int flags, uint64_t writer_handle)
     : state_(std::move(state)),
@@ -82,6 +137,11 @@ absl::StatusOr<size_t> File::Read(uint64_t offset, void* buf, size_t len) {
   // Reads through a write-only handle are allowed: the kernel's page cache
   // reads through whatever handle it has.
   return state_->Read(offset, buf, len, NoteRead(offset, len));
+}
+
+absl::StatusOr<ReadView> File::View(uint64_t offset, size_t len) {
+  if (closed_.load()) return ErrnoStatus(EBADF, "read on a closed file");
+  return state_->View(offset, len, NoteRead(offset, len));
 }
 
 absl::Status File::Flush() {

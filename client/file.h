@@ -19,24 +19,73 @@
 // that registers the handle again first; Close releases a handle still
 // registered.
 //
+// Reads: View returns the bytes where they lie (a ReadView), so that the
+// FUSE daemon hands the read cache's buffers to the kernel without copying
+// them; Read copies a view into the caller's buffer.
+//
 // Thread-safety: all methods may be called concurrently from any thread.
 #ifndef CKPTFS_CLIENT_FILE_H_
 #define CKPTFS_CLIENT_FILE_H_
+
+#include <sys/uio.h>
 
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
 
+#include "absl/container/inlined_vector.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/types/span.h"
+#include "client/read_cache.h"
 #include "client/write_source.h"
 #include "proto/meta.pb.h"
 
 namespace ckptfs::client {
 
 class OpenFileState;  // shared by every handle of one inode in one Client
+
+// ReadView: the bytes of one read, left where they lie — in chunk buffers
+// of the file's read cache, pinned so that nothing reuses them while the
+// view lives, or in buffers the view owns (bytes fetched straight from a
+// server, when the read did not go through the cache). Move-only. The
+// destructor unpins (taking the file's mutex briefly) and gives owned
+// buffers back to the Client's BufferPool.
+//
+// Thread-safety: a view is used by one thread at a time; views of one file
+// may be read and destroyed concurrently from any threads.
+class ReadView {
+ public:
+  ReadView() = default;  // empty
+  ReadView(ReadView&& other) noexcept;
+  ReadView& operator=(ReadView&& other) noexcept;
+  ReadView(const ReadView&) = delete;
+  ReadView& operator=(const ReadView&) = delete;
+  ~ReadView();
+
+  // Bytes in all spans.
+  size_t size() const { return size_; }
+  // The bytes in order, one span per chunk the read touched. They stay
+  // unchanged until the view is destroyed or moved from.
+  absl::Span<const struct iovec> spans() const { return spans_; }
+  // Copies all size() bytes to `out`.
+  void CopyTo(void* out) const;
+
+ private:
+  friend class OpenFileState;
+  explicit ReadView(std::shared_ptr<OpenFileState> state) : state_(std::move(state)) {}
+  // Unpins and returns the owned buffers; leaves the view empty.
+  void Release();
+
+  std::shared_ptr<OpenFileState> state_;  // null when empty
+  absl::InlinedVector<struct iovec, 2> spans_;
+  absl::InlinedVector<ReadCache::PinRef, 2> pins_;
+  // Chunk-size buffers from the BufferPool.
+  absl::InlinedVector<std::unique_ptr<char[]>, 1> owned_;
+  size_t size_ = 0;
+};
 
 class File {
  public:
@@ -68,6 +117,9 @@ class File {
   // Reads up to `len` bytes at `offset`; short only at end of file. Holes
   // (never written) read as zeros. Sees this client's own unflushed writes.
   absl::StatusOr<size_t> Read(uint64_t offset, void* buf, size_t len);
+  // Read without the copy: the same bytes, left where they lie (see
+  // ReadView). Short only at end of file (an empty view there).
+  absl::StatusOr<ReadView> View(uint64_t offset, size_t len);
 
   // Waits for every buffered chunk of the file to be acknowledged and
   // commits the size in the metadata service (close-to-open), releasing

@@ -274,36 +274,58 @@ void OpenFileState::SettleChunksLocked(uint64_t first, uint64_t last) {
 
 absl::StatusOr<size_t> OpenFileState::Read(uint64_t offset, void* buf, size_t len,
                                            bool sequential) {
+  absl::StatusOr<ReadView> view = ViewInto(offset, len, sequential, static_cast<char*>(buf));
+  if (!view.ok()) return view.status();
+  view->CopyTo(buf);
+  return view->size();
+}
+
+absl::StatusOr<ReadView> OpenFileState::View(uint64_t offset, size_t len, bool sequential) {
+  return ViewInto(offset, len, sequential, nullptr);
+}
+
+absl::StatusOr<ReadView> OpenFileState::ViewInto(uint64_t offset, size_t len, bool sequential,
+                                                 char* direct_out) {
   absl::MutexLock lock(&mu_);
   if (!error_.ok()) return error_;
-  if (len == 0 || offset >= size_) return 0;
+  if (len == 0 || offset >= size_) return ReadView();
   len = static_cast<size_t>(std::min<uint64_t>(len, size_ - offset));
   SettleChunksLocked(ChunkIndexOf(offset, chunk_size_),
                      ChunkIndexOf(offset + len - 1, chunk_size_));
   if (!error_.ok()) return error_;
-  if (offset >= size_) return 0;  // truncated meanwhile
+  if (offset >= size_) return ReadView();  // truncated meanwhile
   len = static_cast<size_t>(std::min<uint64_t>(len, size_ - offset));
   const bool use_cache = sequential || handles_ > 1;
-  char* out = static_cast<char*>(buf);
+  ReadView view(shared_from_this());
   uint64_t last_index = 0;
   for (const ChunkPiece& piece : SplitRange(offset, len, chunk_size_)) {
-    absl::Status status = ReadPieceLocked(piece.chunk_index, piece.offset_in_chunk,
-                                          piece.length, out + piece.range_offset, use_cache);
-    if (!status.ok()) return status;
+    char* out = direct_out == nullptr ? nullptr : direct_out + piece.range_offset;
+    absl::Status status = ViewPieceLocked(piece.chunk_index, piece.offset_in_chunk,
+                                          piece.length, use_cache, out, view);
+    if (!status.ok()) {
+      EndViewLocked(view);  // its destructor would take mu_
+      return status;
+    }
     last_index = piece.chunk_index;
   }
   if (sequential) ReadAheadLocked(last_index);
-  return len;
+  return view;  // moved out before `lock` is released; the moved-from view is empty
 }
 
-absl::Status OpenFileState::ReadPieceLocked(uint64_t index, uint32_t offset, uint32_t length,
-                                            char* out, bool use_cache) {
+absl::Status OpenFileState::ViewPieceLocked(uint64_t index, uint32_t offset, uint32_t length,
+                                            bool use_cache, char* direct_out, ReadView& view) {
   const uint32_t needed = offset + length;
   while (true) {
     switch (cache_.Find(index, needed)) {
-      case ReadCache::Lookup::kReady:
-        cache_.Copy(index, offset, length, out);
+      case ReadCache::Lookup::kReady: {
+        // Read in place: the pin keeps the buffer unchanged after mu_ is
+        // released, whatever writes, truncates or evictions come.
+        ReadCache::Pinned pinned = cache_.Pin(index);
+        view.pins_.push_back(pinned.ref);
+        view.spans_.push_back({const_cast<char*>(pinned.data) + offset, length});
+        view.size_ += length;
         return absl::OkStatus();
+      }
       case ReadCache::Lookup::kFetching:
         // Another reader or the read-ahead is fetching it: wait, don't fetch
         // it again.
@@ -316,19 +338,56 @@ absl::Status OpenFileState::ReadPieceLocked(uint64_t index, uint32_t offset, uin
     const uint32_t cover =
         std::max(needed, ChunkLengthInFile(index, chunk_size_, size_));
     ReadCache::Fetch fetch = cache_.StartFetch(index, cover);
-    if (fetch.buffer == nullptr) break;  // cache full of fetches: read directly
+    if (fetch.buffer == nullptr) break;  // cache full of fetches and pins: read directly
     mu_.Unlock();
     absl::StatusOr<uint32_t> stored = FetchChunk(index, 0, cover, fetch.buffer);
     mu_.Lock();
     cache_.FinishFetch(index, fetch.id, stored.ok(), stored.ok() ? *stored : 0);
     changed_.SignalAll();
     if (!stored.ok()) return stored.status();
-    // Loop: copy from the cache (or fetch again if a write invalidated it).
+    // Loop: pin it (or fetch again if a write invalidated it).
   }
+  // Straight from the server: into the caller's buffer, or into one of the
+  // view's (the network's one copy; no other).
   mu_.Unlock();
+  std::unique_ptr<char[]> owned;
+  char* out = direct_out;
+  if (out == nullptr) {
+    owned = services_.buffers->Acquire(chunk_size_);
+    out = owned.get();
+  }
   absl::StatusOr<uint32_t> stored = FetchChunk(index, offset, length, out);
+  if (!stored.ok() && owned != nullptr) {
+    services_.buffers->Release(chunk_size_, std::move(owned));
+  }
   mu_.Lock();
-  return stored.status();
+  if (!stored.ok()) return stored.status();
+  view.spans_.push_back({out, length});
+  if (owned != nullptr) view.owned_.push_back(std::move(owned));
+  view.size_ += length;
+  return absl::OkStatus();
+}
+
+void OpenFileState::EndView(ReadView& view) {
+  if (!view.pins_.empty()) {
+    absl::MutexLock lock(&mu_);
+    for (const ReadCache::PinRef& pin : view.pins_) cache_.Unpin(pin);
+  }
+  for (std::unique_ptr<char[]>& buffer : view.owned_) {
+    services_.buffers->Release(chunk_size_, std::move(buffer));
+  }
+}
+
+void OpenFileState::EndViewLocked(ReadView& view) {
+  for (const ReadCache::PinRef& pin : view.pins_) cache_.Unpin(pin);
+  view.pins_.clear();
+  for (std::unique_ptr<char[]>& buffer : view.owned_) {
+    services_.buffers->Release(chunk_size_, std::move(buffer));
+  }
+  view.owned_.clear();
+  view.spans_.clear();
+  view.size_ = 0;
+  view.state_.reset();  // the caller holds this state too
 }
 
 absl::StatusOr<uint32_t> OpenFileState::FetchChunk(uint64_t index, uint32_t offset,

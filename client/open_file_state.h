@@ -18,9 +18,11 @@
 // so a handle sees its own writes. Sequential readers (and any reader while
 // several handles are open) go through the shared ReadCache, which fetches
 // whole chunks once and reads ahead options.readahead_chunks; other reads
-// go straight from the server into the caller's buffer. Never-written
+// go straight from the server into a buffer of the reader's. Never-written
 // chunks and bytes past a chunk's stored length read as zeros, and nothing
-// past the file size is returned.
+// past the file size is returned. A read is a ReadView: cached chunks are
+// pinned and read in place, outside mu_, so concurrent readers of one file
+// share mu_ only to look up and pin; Read copies the view out.
 //
 // Thread-safety: every public method may be called from any thread. mu_
 // guards all mutable state and is never held across network I/O. Lock
@@ -42,6 +44,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "client/client_services.h"
+#include "client/file.h"
 #include "client/read_cache.h"
 #include "client/write_source.h"
 #include "proto/meta.pb.h"
@@ -92,9 +95,14 @@ class OpenFileState : public std::enable_shared_from_this<OpenFileState> {
   absl::StatusOr<size_t> Write(uint64_t offset, WriteSource& source, size_t len, bool append)
       ABSL_LOCKS_EXCLUDED(mu_);
 
-  // Reads up to len bytes at offset (short only at end of file).
+  // Reads up to len bytes at offset (short only at end of file) into buf:
+  // the bytes of View, copied once, outside mu_ (bytes fetched straight
+  // from a server land in buf directly).
   // `sequential`: the handle reads sequentially, so read ahead.
   absl::StatusOr<size_t> Read(uint64_t offset, void* buf, size_t len, bool sequential)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // The bytes Read would return, left where they lie (see ReadView).
+  absl::StatusOr<ReadView> View(uint64_t offset, size_t len, bool sequential)
       ABSL_LOCKS_EXCLUDED(mu_);
 
   // Waits for every chunk write, then commits the size in the metadata
@@ -169,9 +177,20 @@ class OpenFileState : public std::enable_shared_from_this<OpenFileState> {
   // Flush and FlushAndReleaseWriter (release_writer 0: a plain flush).
   FlushRelease FlushCommit(uint64_t release_writer) ABSL_LOCKS_EXCLUDED(mu_);
 
-  // Reads one piece of chunk `index`, through the cache or directly.
-  absl::Status ReadPieceLocked(uint64_t index, uint32_t offset, uint32_t length, char* out,
-                               bool use_cache) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  friend class ReadView;
+  // View, with bytes fetched straight from a server put at `direct_out`
+  // (the caller's buffer, for Read) instead of in buffers the view owns.
+  absl::StatusOr<ReadView> ViewInto(uint64_t offset, size_t len, bool sequential,
+                                    char* direct_out) ABSL_LOCKS_EXCLUDED(mu_);
+  // Adds one piece of chunk `index` to `view`: a pinned cache entry, or a
+  // fetch straight from the server into `direct_out` (if not null) or into
+  // a buffer the view owns.
+  absl::Status ViewPieceLocked(uint64_t index, uint32_t offset, uint32_t length, bool use_cache,
+                               char* direct_out, ReadView& view)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Ends a view: unpins its cache entries and gives its buffers back.
+  void EndView(ReadView& view) ABSL_LOCKS_EXCLUDED(mu_);
+  void EndViewLocked(ReadView& view) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Fetches chunk bytes [offset, offset + length) into out, zero-filling
   // holes; returns the bytes the server had. No lock held.
   absl::StatusOr<uint32_t> FetchChunk(uint64_t index, uint32_t offset, uint32_t length,

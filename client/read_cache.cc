@@ -2,6 +2,7 @@
 #include "client/read_cache.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <iterator>
 #include <utility>
@@ -11,7 +12,11 @@ namespace ckptfs::client {
 ReadCache::ReadCache(size_t capacity, uint32_t chunk_size, BufferPool* pool)
     : capacity_(capacity), chunk_size_(chunk_size), pool_(pool) {}
 
-ReadCache::~ReadCache() { ReleaseMemory(); }
+ReadCache::~ReadCache() {
+  ReleaseMemory();
+  // A pin outliving the cache would read freed memory.
+  if (!aside_.empty()) std::abort();
+}
 
 ReadCache::Lookup ReadCache::Find(uint64_t index, uint32_t needed) const {
   auto it = entries_.find(index);
@@ -20,13 +25,23 @@ ReadCache::Lookup ReadCache::Find(uint64_t index, uint32_t needed) const {
   return it->second.cover >= needed ? Lookup::kReady : Lookup::kMiss;
 }
 
-void ReadCache::Copy(uint64_t index, uint32_t offset, uint32_t length, char* out) {
+ReadCache::Pinned ReadCache::Pin(uint64_t index) {
   Entry& entry = entries_.at(index);
   entry.last_use = ++clock_;
-  uint32_t from_data = 0;
-  if (offset < entry.stored) from_data = std::min(length, entry.stored - offset);
-  if (from_data > 0) std::memcpy(out, entry.data.get() + offset, from_data);
-  if (from_data < length) std::memset(out + from_data, 0, length - from_data);
+  ++entry.pins;
+  return Pinned{entry.data.get(), PinRef{index, entry.fetch_id}};
+}
+
+void ReadCache::Unpin(const PinRef& ref) {
+  if (auto it = entries_.find(ref.index); it != entries_.end() && it->second.fetch_id == ref.id) {
+    --it->second.pins;
+    return;
+  }
+  auto aside = aside_.find(ref.id);
+  if (aside == aside_.end()) std::abort();  // unpinned twice: a broken invariant
+  if (--aside->second.pins > 0) return;
+  pool_->Release(chunk_size_, std::move(aside->second.data));
+  aside_.erase(aside);
 }
 
 std::unique_ptr<char[]> ReadCache::TakeBuffer() {
@@ -39,10 +54,13 @@ std::unique_ptr<char[]> ReadCache::TakeBuffer() {
 }
 
 void ReadCache::Drop(absl::flat_hash_map<uint64_t, Entry>::iterator it) {
-  if (it->second.fetching) {
-    stale_.emplace(it->second.fetch_id, std::move(it->second.data));
+  Entry& entry = it->second;
+  if (entry.fetching) {
+    stale_.emplace(entry.fetch_id, std::move(entry.data));
+  } else if (entry.pins > 0) {
+    aside_.emplace(entry.fetch_id, Aside{std::move(entry.data), entry.pins});
   } else {
-    free_.push_back(std::move(it->second.data));
+    free_.push_back(std::move(entry.data));
   }
   entries_.erase(it);
 }
@@ -52,7 +70,7 @@ ReadCache::Fetch ReadCache::StartFetch(uint64_t index, uint32_t cover) {
   if (entries_.size() >= capacity_) {
     auto victim = entries_.end();
     for (auto it = entries_.begin(); it != entries_.end(); ++it) {
-      if (it->second.fetching) continue;
+      if (it->second.fetching || it->second.pins > 0) continue;
       if (victim == entries_.end() || it->second.last_use < victim->second.last_use) victim = it;
     }
     if (victim == entries_.end()) return Fetch{};
@@ -61,10 +79,10 @@ ReadCache::Fetch ReadCache::StartFetch(uint64_t index, uint32_t cover) {
   Entry& entry = entries_[index];
   entry.data = TakeBuffer();
   entry.cover = cover;
-  entry.stored = 0;
   entry.fetching = true;
   entry.fetch_id = next_fetch_id_++;
   entry.last_use = ++clock_;
+  entry.pins = 0;
   return Fetch{entry.data.get(), entry.fetch_id};
 }
 
@@ -76,12 +94,14 @@ void ReadCache::FinishFetch(uint64_t index, uint64_t id, bool ok, uint32_t store
   }
   auto it = entries_.find(index);
   if (it == entries_.end() || it->second.fetch_id != id) return;  // cannot happen
-  it->second.fetching = false;
+  Entry& entry = it->second;
+  entry.fetching = false;
   if (!ok) {
     Drop(it);
     return;
   }
-  it->second.stored = std::min(stored, it->second.cover);
+  // Readers take the buffer as it is: holes must read as zeros.
+  if (stored < entry.cover) std::memset(entry.data.get() + stored, 0, entry.cover - stored);
 }
 
 void ReadCache::Invalidate(uint64_t index) {

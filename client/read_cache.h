@@ -7,9 +7,17 @@
 // stale: its fetch completes into a buffer nobody reads, and FinishFetch
 // drops it. Buffers of evicted entries are reused for later fetches.
 //
+// Readers do not copy out of the cache: they pin a ready entry and read its
+// buffer in place (e.g. while the FUSE reply hands it to the kernel). A
+// pinned buffer is never reused or freed while pinned: invalidating or
+// dropping a pinned entry moves its buffer aside, where it stays until its
+// last Unpin and then goes back to the BufferPool; eviction takes only
+// unpinned ready entries.
+//
 // Thread-safety: not thread-safe. The owning OpenFileState guards it with
 // its mutex; only the buffer of an entry being fetched is written outside
-// the lock, by the one thread that started the fetch.
+// the lock, by the one thread that started the fetch, and pinned buffers
+// are read outside the lock by whoever pinned them.
 #ifndef CKPTFS_CLIENT_READ_CACHE_H_
 #define CKPTFS_CLIENT_READ_CACHE_H_
 
@@ -30,7 +38,8 @@ class ReadCache {
   ReadCache(size_t capacity, uint32_t chunk_size, BufferPool* pool);
   ReadCache(const ReadCache&) = delete;
   ReadCache& operator=(const ReadCache&) = delete;
-  // Gives every buffer back to the pool. REQUIRES: no fetch in progress.
+  // Gives every buffer back to the pool. REQUIRES: no fetch in progress and
+  // no pin held.
   ~ReadCache();
 
   // Changes the bound; entries over it are evicted by later fetches.
@@ -41,46 +50,70 @@ class ReadCache {
   // chunk covered (a chunk fetched when the file was shorter covers less).
   Lookup Find(uint64_t index, uint32_t needed) const;
 
-  // Copies chunk bytes [offset, offset + length) to `out`; bytes past what
-  // the server stored read as zeros. REQUIRES: Find(index, offset + length)
-  // == kReady.
-  void Copy(uint64_t index, uint32_t offset, uint32_t length, char* out);
+  // Names one pin of one entry, still valid after the entry is dropped.
+  struct PinRef {
+    uint64_t index = 0;
+    uint64_t id = 0;  // the entry's fetch id
+  };
+  struct Pinned {
+    // The chunk's bytes [0, cover); bytes past what the server stored read
+    // as zeros. Unchanged and readable without the lock until Unpin(ref).
+    const char* data = nullptr;
+    PinRef ref;
+  };
+  // Pins chunk `index` (a use, for LRU). Every Pin needs one Unpin.
+  // REQUIRES: Find(index, n) == kReady for the n bytes the caller reads.
+  Pinned Pin(uint64_t index);
+  // Ends a pin. The last pin of a dropped entry gives its buffer back to
+  // the pool.
+  void Unpin(const PinRef& ref);
 
   struct Fetch {
     char* buffer = nullptr;  // chunk_size bytes to fill; nullptr: no room
     uint64_t id = 0;
   };
   // Starts fetching chunk `index`, covering its first `cover` bytes. The
-  // buffer is null when the cache is full of fetches in progress. Evicts
-  // the least recently used ready entry when full.
+  // buffer is null when every entry of a full cache is being fetched or
+  // pinned. Evicts the least recently used unpinned ready entry when full.
   // REQUIRES: Find(index, ...) != kFetching.
   Fetch StartFetch(uint64_t index, uint32_t cover);
 
   // Ends fetch `id` of `index`: `ok` with `stored` bytes received (the rest
-  // of the covered bytes are holes), or !ok to forget the entry. A fetch
-  // invalidated meanwhile just gives its buffer back.
+  // of the covered bytes are holes, zeroed here), or !ok to forget the
+  // entry. A fetch invalidated meanwhile just gives its buffer back.
   void FinishFetch(uint64_t index, uint64_t id, bool ok, uint32_t stored);
 
   // Forgets chunk `index` / every chunk at or after `first_index` / all.
+  // Pinned buffers stay readable until unpinned.
   void Invalidate(uint64_t index);
   void InvalidateFrom(uint64_t first_index);
   void Clear();
 
-  // Drops every ready entry and gives idle buffers back to the pool.
+  // Drops every ready entry and gives idle buffers back to the pool
+  // (pinned ones go back at their last Unpin).
   void ReleaseMemory();
+
+  // Buffers of dropped entries still pinned (for tests and accounting).
+  size_t pinned_aside() const { return aside_.size(); }
 
  private:
   struct Entry {
     std::unique_ptr<char[]> data;
     uint32_t cover = 0;   // chunk bytes [0, cover) are valid
-    uint32_t stored = 0;  // of which [0, stored) came from the server
     bool fetching = false;
     uint64_t fetch_id = 0;
     uint64_t last_use = 0;
+    int pins = 0;
+  };
+  // The buffer of a dropped entry that is still pinned.
+  struct Aside {
+    std::unique_ptr<char[]> data;
+    int pins = 0;
   };
 
   std::unique_ptr<char[]> TakeBuffer();
-  // Removes an entry; the buffer of one being fetched moves to stale_.
+  // Removes an entry; the buffer of one being fetched moves to stale_, that
+  // of a pinned one to aside_.
   void Drop(absl::flat_hash_map<uint64_t, Entry>::iterator it);
 
   size_t capacity_;
@@ -92,6 +125,8 @@ class ReadCache {
   // Buffers of fetches invalidated while in progress, by fetch id: they
   // are still being written and come back at FinishFetch.
   absl::flat_hash_map<uint64_t, std::unique_ptr<char[]>> stale_;
+  // Buffers of dropped entries still pinned, by fetch id.
+  absl::flat_hash_map<uint64_t, Aside> aside_;
   std::vector<std::unique_ptr<char[]>> free_;
 };
 

@@ -7,7 +7,11 @@
 // so mmap works, with keep_cache off so each open sees the newest data
 // (close-to-open). close(2) sends FUSE_FLUSH, which waits for every chunk
 // and commits the size: that is where close(2) gets a write's error.
+// A read replies from the bytes where the client holds them (a ReadView of
+// pinned read-cache chunks), without a copy in this process.
 #include <fcntl.h>
+#include <limits.h>
+#include <sys/uio.h>
 
 #include <cerrno>
 #include <memory>
@@ -17,6 +21,8 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "absl/types/span.h"
+#include "client/file.h"
 #include "common/errno_status.h"
 #include "common/log.h"
 #include "fuse/filesystem.h"
@@ -74,21 +80,40 @@ void Open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info* fi) {
 
 // --- read / write ------------------------------------------------------------
 
-// One read buffer per worker thread, grown to the largest read seen (at most
-// max_write-sized pages) and reused: fuse_reply_buf copies it out before the
-// thread takes its next request.
+// Copying fallback of ReplyView: one buffer per worker thread, grown to
+// the largest read seen and reused.
 char* ReadBuffer(size_t size) {
   thread_local std::vector<char> buffer;
   if (buffer.size() < size) buffer.resize(size);
   return buffer.data();
 }
 
+// Replies with the view's bytes where they lie (pinned read-cache chunks,
+// or the buffer a direct fetch filled): the header and every span go to
+// the kernel in one writev, which copies them into the reader's pages —
+// the hop's one copy, and no copy in user space. fuse_reply_iov rather than
+// fuse_reply_data: libfuse 3.14's fuse_reply_data copies a bufvec of more
+// than one buffer into a temporary one first (a read straddling two
+// chunks), and with --splice it write()s even a single memory buffer into
+// a pipe before splicing it. The view must live until this returns.
+int ReplyView(fuse_req_t req, const client::ReadView& view) {
+  const absl::Span<const struct iovec> spans = view.spans();
+  if (spans.empty()) return fuse_reply_buf(req, nullptr, 0);
+  // One span per chunk touched: a 1 MiB read over chunks of at least 64 KiB
+  // has at most 17, far below writev's limit (one more for the header).
+  if (spans.size() < IOV_MAX) {
+    return fuse_reply_iov(req, spans.data(), static_cast<int>(spans.size()));
+  }
+  char* buf = ReadBuffer(view.size());
+  view.CopyTo(buf);
+  return fuse_reply_buf(req, buf, view.size());
+}
+
 void Read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t offset, struct fuse_file_info* fi) {
-  char* buf = ReadBuffer(size);
-  absl::StatusOr<size_t> n =
-      Filesystem::FileOf(fi->fh).Read(static_cast<uint64_t>(offset), buf, size);
-  if (!n.ok()) return ReplyError(req, n.status(), "read", ino);
-  fuse_reply_buf(req, buf, *n);
+  absl::StatusOr<client::ReadView> view =
+      Filesystem::FileOf(fi->fh).View(static_cast<uint64_t>(offset), size);
+  if (!view.ok()) return ReplyError(req, view.status(), "read", ino);
+  ReplyView(req, *view);
 }
 
 // A write's payload as libfuse hands it over: in memory, or (splice) still

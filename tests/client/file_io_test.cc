@@ -1,11 +1,18 @@
 // File data path over the fakes: byte-exact write/read of files at chunk
 // edges, random overwrites past the end against an in-memory model, holes,
-// truncate, O_TRUNC, O_APPEND, and two handles of one inode.
+// truncate, O_TRUNC, O_APPEND, and two handles of one inode; reads as
+// views (ReadView) across chunk edges, holes and end of file, a view that
+// stays exact while another handle overwrites its chunk, views past the
+// cache's capacity, and many threads taking views of one file at once.
 #include <fcntl.h>
 
 #include <algorithm>
+#include <atomic>
+#include <deque>
 #include <random>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "client/file.h"
 #include "client/layout.h"
@@ -367,6 +374,219 @@ TEST_F(FileIoTest, TruncateKeepsAnotherClientsBytesBelowTheNewSize) {
   expected += other.substr(0, kTestChunk - 10);
   EXPECT_TRUE(SameBytes(ReadAll(ino), expected));
   ASSERT_TRUE((*reader)->Close().ok());
+}
+
+// The bytes of a view, in order.
+std::string Bytes(const ReadView& view) {
+  std::string out;
+  for (const struct iovec& span : view.spans()) {
+    out.append(static_cast<const char*>(span.iov_base), span.iov_len);
+  }
+  EXPECT_EQ(out.size(), view.size());
+  return out;
+}
+
+TEST_F(FileIoTest, ViewsAcrossChunkEdgesHolesAndEndOfFile) {
+  // Chunk 0 written, chunk 1 a hole, chunk 2 written up to the end of file.
+  auto file = CreateFile("view-edges");
+  const uint64_t ino = file->ino();
+  std::string model = RandomBytes(kTestChunk, 41);
+  model.resize(2ull * kTestChunk, '\0');
+  const std::string tail = RandomBytes(kTestChunk / 2, 42);
+  model += tail;
+  ASSERT_TRUE(file->Write(0, model.data(), kTestChunk).ok());
+  ASSERT_TRUE(file->Write(2ull * kTestChunk, tail.data(), tail.size()).ok());
+  ASSERT_TRUE(file->Close().ok());
+
+  for (bool sequential : {true, false}) {
+    SCOPED_TRACE(sequential ? "through the cache" : "straight from the servers");
+    auto reader = client_->Open(ino, O_RDONLY);
+    ASSERT_TRUE(reader.ok());
+    struct Case {
+      uint64_t offset;
+      size_t len;
+      size_t spans;  // one per chunk touched
+    };
+    const Case cases[] = {
+        {0, 1000, 1},                                   // inside a chunk
+        {kTestChunk - 100, 300, 2},                     // chunk edge, into the hole
+        {kTestChunk + 5, 100, 1},                       // inside the hole
+        {kTestChunk / 2, 2ull * kTestChunk, 3},         // three chunks
+        {2ull * kTestChunk + 10, kTestChunk, 1},        // past the end: short
+        {0, 4ull * kTestChunk, 3},                      // the whole file
+    };
+    for (const Case& c : cases) {
+      SCOPED_TRACE(c.offset);
+      // An empty read sets where the handle's sequential stream continues:
+      // right here, or far away (then the read goes straight to the
+      // servers: one handle, not sequential).
+      auto restart = [&] {
+        ASSERT_TRUE((*reader)->View(sequential ? c.offset : 1ull << 40, 0).ok());
+      };
+      restart();
+      auto view = (*reader)->View(c.offset, c.len);
+      ASSERT_TRUE(view.ok()) << view.status();
+      const size_t want = std::min<uint64_t>(c.len, model.size() - c.offset);
+      EXPECT_EQ(view->size(), want);
+      EXPECT_EQ(view->spans().size(), c.spans);
+      EXPECT_TRUE(SameBytes(Bytes(*view), model.substr(c.offset, want)));
+      // Read gives the same bytes.
+      restart();
+      std::string copied(c.len, '\x55');
+      auto n = (*reader)->Read(c.offset, copied.data(), c.len);
+      ASSERT_TRUE(n.ok());
+      copied.resize(*n);
+      EXPECT_TRUE(SameBytes(copied, model.substr(c.offset, want)));
+    }
+    // At and past the end of file: empty views.
+    for (uint64_t at : {static_cast<uint64_t>(model.size()), uint64_t{1} << 40}) {
+      auto empty = (*reader)->View(at, 100);
+      ASSERT_TRUE(empty.ok());
+      EXPECT_EQ(empty->size(), 0u);
+      EXPECT_TRUE(empty->spans().empty());
+    }
+    ASSERT_TRUE((*reader)->Close().ok());
+    auto closed = (*reader)->View(0, 10);
+    ASSERT_FALSE(closed.ok());
+    EXPECT_EQ(ErrnoFromStatus(closed.status()), EBADF);
+  }
+}
+
+TEST_F(FileIoTest, ViewSeesTheHandlesOwnUnflushedWrites) {
+  auto file = CreateFile("view-own");
+  const std::string data = RandomBytes(kTestChunk + 300, 43);
+  ASSERT_TRUE(file->Write(0, data.data(), data.size()).ok());  // the tail is buffered
+  auto view = file->View(kTestChunk - 50, 400);
+  ASSERT_TRUE(view.ok()) << view.status();
+  EXPECT_TRUE(SameBytes(Bytes(*view), data.substr(kTestChunk - 50)));
+  ASSERT_TRUE(file->Close().ok());
+}
+
+TEST_F(FileIoTest, ViewStaysExactWhileAnotherHandleOverwritesItsChunk) {
+  auto file = CreateFile("view-overwrite");
+  const uint64_t ino = file->ino();
+  const std::string old_data = RandomBytes(2ull * kTestChunk, 44);
+  ASSERT_TRUE(file->Write(0, old_data.data(), old_data.size()).ok());
+  ASSERT_TRUE(file->Close().ok());
+
+  auto reader = client_->Open(ino, O_RDONLY);
+  auto writer = client_->Open(ino, O_RDWR);
+  ASSERT_TRUE(reader.ok() && writer.ok());
+  auto old_view = (*reader)->View(100, kTestChunk - 200);  // cached: two handles are open
+  ASSERT_TRUE(old_view.ok());
+  const std::string old_bytes = old_data.substr(100, kTestChunk - 200);
+  ASSERT_TRUE(SameBytes(Bytes(*old_view), old_bytes));
+  EXPECT_EQ(transport_->ReadsOf(ino, 0), 1);
+
+  // The other handle rewrites chunk 0 and flushes: the cached chunk is
+  // dropped, and the reader's next read fetches it again.
+  const std::string new_data = RandomBytes(kTestChunk, 45);
+  ASSERT_TRUE((*writer)->Write(0, new_data.data(), new_data.size()).ok());
+  ASSERT_TRUE((*writer)->Flush().ok());
+  auto new_view = (*reader)->View(100, kTestChunk - 200);
+  ASSERT_TRUE(new_view.ok());
+  EXPECT_TRUE(SameBytes(Bytes(*new_view), new_data.substr(100, kTestChunk - 200)));
+  EXPECT_EQ(transport_->ReadsOf(ino, 0), 2);
+  EXPECT_NE(new_view->spans()[0].iov_base, old_view->spans()[0].iov_base);
+  // Fill the cache's buffers with other chunks meanwhile: none may reuse
+  // the pinned one.
+  for (int i = 0; i < 30; ++i) {
+    const std::string more = RandomBytes(kTestChunk, 100 + i);
+    ASSERT_TRUE((*writer)->Write(0, more.data(), more.size()).ok());
+    ASSERT_TRUE((*writer)->Flush().ok());
+    auto again = (*reader)->View(0, kTestChunk);
+    ASSERT_TRUE(again.ok());
+    ASSERT_TRUE(SameBytes(Bytes(*again), more));
+  }
+  EXPECT_TRUE(SameBytes(Bytes(*old_view), old_bytes));
+
+  // Destroyed after its file's handles close: still fine.
+  ASSERT_TRUE((*writer)->Close().ok());
+  ASSERT_TRUE((*reader)->Close().ok());
+  EXPECT_TRUE(SameBytes(Bytes(*old_view), old_bytes));
+  *old_view = ReadView();
+  *new_view = std::move(*old_view);  // move-assigning an empty view ends new_view
+  EXPECT_EQ(new_view->size(), 0u);
+}
+
+TEST_F(FileIoTest, ViewsHeldPastTheCacheCapacityReadStraightFromServers) {
+  constexpr uint64_t kChunks = 12;  // the cache of one handle holds 3 + 4
+  auto file = CreateFile("view-many");
+  const uint64_t ino = file->ino();
+  const std::string data = RandomBytes(kChunks * kTestChunk, 46);
+  ASSERT_TRUE(file->Write(0, data.data(), data.size()).ok());
+  ASSERT_TRUE(file->Close().ok());
+  auto reader = client_->Open(ino, O_RDONLY);
+  ASSERT_TRUE(reader.ok());
+  std::vector<ReadView> views;
+  for (uint64_t c = 0; c < kChunks; ++c) {
+    auto view = (*reader)->View(c * kTestChunk, kTestChunk);
+    ASSERT_TRUE(view.ok()) << view.status();
+    views.push_back(*std::move(view));
+  }
+  for (uint64_t c = 0; c < kChunks; ++c) {
+    EXPECT_TRUE(SameBytes(Bytes(views[c]), data.substr(c * kTestChunk, kTestChunk)))
+        << "chunk " << c;
+  }
+  views.clear();
+  // Every pin ended: the cache works as before.
+  auto again = (*reader)->View(0, 3 * kTestChunk);
+  ASSERT_TRUE(again.ok());
+  EXPECT_TRUE(SameBytes(Bytes(*again), data.substr(0, 3 * kTestChunk)));
+  ASSERT_TRUE((*reader)->Close().ok());
+}
+
+TEST_F(FileIoTest, ManyThreadsTakeViewsOfOneFile) {
+  constexpr int kThreads = 8;
+  constexpr uint64_t kChunks = 20;
+  auto file = CreateFile("view-threads");
+  const uint64_t ino = file->ino();
+  const std::string data = RandomBytes(kChunks * kTestChunk - 77, 47);
+  ASSERT_TRUE(file->Write(0, data.data(), data.size()).ok());
+  ASSERT_TRUE(file->Close().ok());
+  std::vector<std::unique_ptr<File>> handles;
+  for (int i = 0; i < kThreads; ++i) {
+    auto opened = client_->Open(ino, O_RDONLY);
+    ASSERT_TRUE(opened.ok());
+    handles.push_back(*std::move(opened));
+  }
+  std::atomic<int> mismatches{0};
+  std::atomic<int> failures{0};
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kThreads; ++i) {
+    threads.emplace_back([&, i] {
+      // Odd-sized reads that straddle chunk edges, each thread keeping its
+      // last three views alive (pins held while others read), and a few
+      // random jumps; the first half of the threads read the file twice.
+      std::mt19937 rng(500 + i);
+      std::deque<std::pair<uint64_t, ReadView>> held;
+      const size_t step = 40000 + 3001 * i;
+      for (int pass = 0; pass < (i < kThreads / 2 ? 2 : 1); ++pass) {
+        for (uint64_t at = 0; at < data.size(); at += step) {
+          const uint64_t offset = rng() % 8 == 0 ? rng() % data.size() : at;
+          auto view = handles[i]->View(offset, step);
+          if (!view.ok()) {
+            ++failures;
+            return;
+          }
+          const size_t want = std::min<uint64_t>(step, data.size() - offset);
+          if (view->size() != want || Bytes(*view) != data.substr(offset, want)) ++mismatches;
+          held.emplace_back(offset, *std::move(view));
+          if (held.size() > 3) {
+            // Still exact after other threads' reads and evictions.
+            const auto& [old_offset, old_view] = held.front();
+            if (Bytes(old_view) != data.substr(old_offset, old_view.size())) ++mismatches;
+            held.pop_front();
+          }
+        }
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  EXPECT_EQ(failures.load(), 0);
+  EXPECT_EQ(mismatches.load(), 0);
+  for (auto& handle : handles) ASSERT_TRUE(handle->Close().ok());
+  EXPECT_TRUE(SameBytes(ReadAll(ino), data));
 }
 
 TEST_F(FileIoTest, ChunkSizeComesFromTheDirectory) {

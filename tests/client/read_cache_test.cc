@@ -1,7 +1,8 @@
 // ReadCache and IoExecutor, the small pieces under OpenFileState: cache
 // states, holes past the stored bytes, invalidation while a fetch is in
-// progress, LRU eviction that spares fetches; the executor's parallelism
-// and drain-on-destruction.
+// progress, LRU eviction that spares fetches and pins, pinned buffers that
+// outlive invalidation and go back to the pool at the last unpin; the
+// executor's parallelism and drain-on-destruction.
 #include "client/read_cache.h"
 
 #include <atomic>
@@ -20,7 +21,23 @@ namespace {
 
 constexpr uint32_t kChunk = 16;
 
-TEST(ReadCacheTest, FetchThenCopyWithHolesAsZeros) {
+// The bytes of a ready entry, read as OpenFileState does: pinned, in place.
+std::string Read(ReadCache& cache, uint64_t index, uint32_t offset, uint32_t length) {
+  ReadCache::Pinned pinned = cache.Pin(index);
+  std::string bytes(pinned.data + offset, length);
+  cache.Unpin(pinned.ref);
+  return bytes;
+}
+
+// Fetches chunk `index` whole, filled with `fill`.
+void FetchFilled(ReadCache& cache, uint64_t index, char fill) {
+  ReadCache::Fetch fetch = cache.StartFetch(index, kChunk);
+  ASSERT_NE(fetch.buffer, nullptr);
+  std::memset(fetch.buffer, fill, kChunk);
+  cache.FinishFetch(index, fetch.id, /*ok=*/true, kChunk);
+}
+
+TEST(ReadCacheTest, FetchThenReadWithHolesAsZeros) {
   BufferPool pool(1 << 20);
   ReadCache cache(4, kChunk, &pool);
   EXPECT_EQ(cache.Find(3, 10), ReadCache::Lookup::kMiss);
@@ -28,12 +45,12 @@ TEST(ReadCacheTest, FetchThenCopyWithHolesAsZeros) {
   ASSERT_NE(fetch.buffer, nullptr);
   EXPECT_EQ(cache.Find(3, 10), ReadCache::Lookup::kFetching);
   std::memcpy(fetch.buffer, "abcdefgh", 8);
+  std::memset(fetch.buffer + 8, 'x', kChunk - 8);  // garbage past the stored bytes
   cache.FinishFetch(3, fetch.id, /*ok=*/true, /*stored=*/8);
   EXPECT_EQ(cache.Find(3, 12), ReadCache::Lookup::kReady);
   EXPECT_EQ(cache.Find(3, 13), ReadCache::Lookup::kMiss);  // covers only 12 bytes
-  char out[6];
-  cache.Copy(3, 5, 6, out);  // bytes 5..10: "fgh" then hole
-  EXPECT_EQ(std::string(out, 6), std::string("fgh\0\0\0", 6));
+  // Bytes 5..10: "fgh" then hole.
+  EXPECT_EQ(Read(cache, 3, 5, 6), std::string("fgh\0\0\0", 6));
 }
 
 TEST(ReadCacheTest, FailedFetchIsForgotten) {
@@ -58,9 +75,7 @@ TEST(ReadCacheTest, InvalidatedWhileFetchingIsDropped) {
   cache.FinishFetch(2, old_fetch.id, true, kChunk);  // stale: ignored
   EXPECT_EQ(cache.Find(2, 1), ReadCache::Lookup::kFetching);
   cache.FinishFetch(2, new_fetch.id, true, kChunk);
-  char out[1];
-  cache.Copy(2, 0, 1, out);
-  EXPECT_EQ(out[0], 'n');
+  EXPECT_EQ(Read(cache, 2, 0, 1), "n");
 }
 
 TEST(ReadCacheTest, EvictsLeastRecentlyUsedButNeverAFetch) {
@@ -72,8 +87,7 @@ TEST(ReadCacheTest, EvictsLeastRecentlyUsedButNeverAFetch) {
   EXPECT_EQ(cache.StartFetch(2, kChunk).buffer, nullptr);
   cache.FinishFetch(0, a.id, true, kChunk);
   cache.FinishFetch(1, b.id, true, kChunk);
-  char out[1];
-  cache.Copy(0, 0, 1, out);  // chunk 0 is now the most recently used
+  Read(cache, 0, 0, 1);  // chunk 0 is now the most recently used
   ASSERT_NE(cache.StartFetch(2, kChunk).buffer, nullptr);
   EXPECT_EQ(cache.Find(1, 1), ReadCache::Lookup::kMiss);  // evicted
   EXPECT_EQ(cache.Find(0, 1), ReadCache::Lookup::kReady);
@@ -93,6 +107,104 @@ TEST(ReadCacheTest, InvalidateFromDropsTheTail) {
   cache.ReleaseMemory();
   EXPECT_EQ(cache.Find(0, 1), ReadCache::Lookup::kMiss);
   EXPECT_GT(pool.idle_bytes(), 0u);  // buffers went back to the pool
+}
+
+TEST(ReadCacheTest, PinnedEntrySurvivesInvalidateUntilUnpinned) {
+  BufferPool pool(1 << 20);
+  ReadCache cache(4, kChunk, &pool);
+  FetchFilled(cache, 0, 'a');
+  ReadCache::Pinned first = cache.Pin(0);
+  ReadCache::Pinned second = cache.Pin(0);
+  const size_t idle_before = pool.idle_bytes();
+  cache.Invalidate(0);  // a write to chunk 0
+  EXPECT_EQ(cache.Find(0, 1), ReadCache::Lookup::kMiss);
+  EXPECT_EQ(cache.pinned_aside(), 1u);
+  // A new fetch of the chunk gets another buffer; the pinned one is intact.
+  ReadCache::Fetch again = cache.StartFetch(0, kChunk);
+  ASSERT_NE(again.buffer, nullptr);
+  EXPECT_NE(again.buffer, first.data);
+  std::memset(again.buffer, 'b', kChunk);
+  cache.FinishFetch(0, again.id, true, kChunk);
+  EXPECT_EQ(std::string(first.data, kChunk), std::string(kChunk, 'a'));
+  EXPECT_EQ(Read(cache, 0, 0, kChunk), std::string(kChunk, 'b'));
+  // The buffer goes back to the pool at the last unpin, not before.
+  cache.Unpin(first.ref);
+  EXPECT_EQ(cache.pinned_aside(), 1u);
+  EXPECT_EQ(pool.idle_bytes(), idle_before);
+  cache.Unpin(second.ref);
+  EXPECT_EQ(cache.pinned_aside(), 0u);
+  EXPECT_EQ(pool.idle_bytes(), idle_before + kChunk);
+  EXPECT_EQ(cache.Find(0, kChunk), ReadCache::Lookup::kReady);  // the new entry stays
+}
+
+TEST(ReadCacheTest, UnpinOfALiveEntryKeepsIt) {
+  BufferPool pool(1 << 20);
+  ReadCache cache(4, kChunk, &pool);
+  FetchFilled(cache, 5, 'p');
+  ReadCache::Pinned pinned = cache.Pin(5);
+  cache.Unpin(pinned.ref);
+  EXPECT_EQ(cache.pinned_aside(), 0u);
+  EXPECT_EQ(cache.Find(5, kChunk), ReadCache::Lookup::kReady);
+  EXPECT_EQ(Read(cache, 5, 3, 2), "pp");
+}
+
+TEST(ReadCacheTest, EvictionSkipsPinnedEntries) {
+  BufferPool pool(1 << 20);
+  ReadCache cache(2, kChunk, &pool);
+  FetchFilled(cache, 0, '0');
+  FetchFilled(cache, 1, '1');
+  ReadCache::Pinned pinned = cache.Pin(0);  // 0 would be the LRU victim...
+  Read(cache, 1, 0, 1);                     // ...the more so after this use of 1
+  FetchFilled(cache, 2, '2');
+  EXPECT_EQ(cache.Find(0, 1), ReadCache::Lookup::kReady);  // pinned: kept
+  EXPECT_EQ(cache.Find(1, 1), ReadCache::Lookup::kMiss);   // evicted instead
+  // Full of a pinned entry and a fetch: no room, as when full of fetches.
+  ReadCache::Fetch fetching = cache.StartFetch(3, kChunk);
+  ASSERT_NE(fetching.buffer, nullptr);  // evicted 2
+  EXPECT_EQ(cache.StartFetch(4, kChunk).buffer, nullptr);
+  EXPECT_EQ(std::string(pinned.data, kChunk), std::string(kChunk, '0'));
+  cache.Unpin(pinned.ref);
+  ASSERT_NE(cache.StartFetch(4, kChunk).buffer, nullptr);  // 0 may go now
+  EXPECT_EQ(cache.Find(0, 1), ReadCache::Lookup::kMiss);
+  cache.FinishFetch(3, fetching.id, true, kChunk);
+}
+
+TEST(ReadCacheTest, ReleaseMemoryWaitsForPinsBeforeFreeing) {
+  BufferPool pool(1 << 20);
+  ReadCache cache(4, kChunk, &pool);
+  FetchFilled(cache, 0, 'r');
+  FetchFilled(cache, 1, 's');
+  ReadCache::Pinned pinned = cache.Pin(1);
+  cache.ReleaseMemory();  // the last handle of the file closed
+  EXPECT_EQ(pool.idle_bytes(), kChunk);  // only the unpinned buffer
+  EXPECT_EQ(std::string(pinned.data, kChunk), std::string(kChunk, 's'));
+  // The next fetch must not get the pinned buffer.
+  ReadCache::Fetch fetch = cache.StartFetch(1, kChunk);
+  EXPECT_NE(fetch.buffer, pinned.data);
+  cache.FinishFetch(1, fetch.id, false, 0);
+  cache.Unpin(pinned.ref);
+  EXPECT_EQ(cache.pinned_aside(), 0u);
+  cache.ReleaseMemory();
+  EXPECT_EQ(pool.idle_bytes(), 2u * kChunk);
+}
+
+TEST(ReadCacheTest, TooShortPinnedEntryIsRefetchedIntoAnotherBuffer) {
+  BufferPool pool(1 << 20);
+  ReadCache cache(4, kChunk, &pool);
+  ReadCache::Fetch fetch = cache.StartFetch(7, /*cover=*/4);  // the file was 4 bytes
+  std::memcpy(fetch.buffer, "abcd", 4);
+  cache.FinishFetch(7, fetch.id, true, 4);
+  ReadCache::Pinned pinned = cache.Pin(7);
+  ASSERT_EQ(cache.Find(7, 8), ReadCache::Lookup::kMiss);  // the file grew
+  ReadCache::Fetch longer = cache.StartFetch(7, 8);
+  ASSERT_NE(longer.buffer, nullptr);
+  EXPECT_NE(longer.buffer, pinned.data);
+  std::memcpy(longer.buffer, "ABCDEFGH", 8);
+  cache.FinishFetch(7, longer.id, true, 8);
+  EXPECT_EQ(std::string(pinned.data, 4), "abcd");
+  cache.Unpin(pinned.ref);  // of the dropped entry, not the new one
+  EXPECT_EQ(Read(cache, 7, 0, 8), "ABCDEFGH");
+  EXPECT_EQ(cache.pinned_aside(), 0u);
 }
 
 TEST(IoExecutorTest, RunsTasksInParallel) {
