@@ -103,7 +103,9 @@ void Connection::StartRecv() {
     RetryLater();
     return;
   }
-  io_uring_prep_recv(sqe, socket_.get(), buffer, length, 0);
+  const bool dont_wait = loop_.options().nonblocking_sockets && !recv_poll_first_;
+  io_uring_prep_recv(sqe, socket_.get(), buffer, length, dont_wait ? MSG_DONTWAIT : 0);
+  if (recv_poll_first_) sqe->ioprio |= IORING_RECVSEND_POLL_FIRST;  // wait, don't spin
   io_uring_sqe_set_data64(sqe, reinterpret_cast<uint64_t>(this) | EventLoop::kTagRecv);
   recv_pending_ = true;
   loop_.CountRecv();
@@ -111,12 +113,14 @@ void Connection::StartRecv() {
 
 void Connection::OnRecv(int res) {
   recv_pending_ = false;
+  recv_poll_first_ = res == -EAGAIN;
   if (closed_) {
     request_.reset();  // the buffer it was receiving into is free now
     return;
   }
   if (res < 0) {
     if (Transient(res)) {
+      loop_.CountRetry();
       StartRecv();
       return;
     }
@@ -325,7 +329,10 @@ void Connection::StartSend() {
     zero_copy_send_ = send;
     loop_.CountSend(true);
   } else {
-    io_uring_prep_sendmsg(sqe, socket_.get(), &msg_, MSG_NOSIGNAL);
+    const bool dont_wait = loop_.options().nonblocking_sockets && !send_poll_first_;
+    io_uring_prep_sendmsg(sqe, socket_.get(), &msg_,
+                          MSG_NOSIGNAL | (dont_wait ? MSG_DONTWAIT : 0));
+    if (send_poll_first_) sqe->ioprio |= IORING_RECVSEND_POLL_FIRST;
     io_uring_sqe_set_data64(sqe, reinterpret_cast<uint64_t>(this) | EventLoop::kTagSend);
     loop_.CountSend(false);
   }
@@ -343,6 +350,7 @@ void Connection::OnSend(int res, uint32_t flags, ZeroCopySend* zero_copy) {
   }
   send_pending_ = false;
   sending_ = 0;
+  send_poll_first_ = res == -EAGAIN;
   if (zero_copy != nullptr) {
     zero_copy_send_ = nullptr;
     if ((flags & IORING_CQE_F_MORE) != 0) {
@@ -361,6 +369,7 @@ void Connection::OnSend(int res, uint32_t flags, ZeroCopySend* zero_copy) {
   }
   if (res < 0) {
     if (Transient(res)) {
+      loop_.CountRetry();
       StartSend();
       return;
     }

@@ -6,7 +6,8 @@
 // that buffer (its only copy in user space). The request then goes to the
 // disk workers and the next frame is read at once, so a client may pipeline
 // requests; replies are sent in the order the disk finishes them, matched by
-// request_id. Short receives and sends are resumed where they stopped.
+// request_id. Short receives and sends are resumed where they stopped;
+// EAGAIN, EINTR and ENOBUFS are retried.
 //
 // Backpressure: while the pool has no room for a request's buffer, or
 // while `max_in_flight` requests of the connection are unanswered, the
@@ -134,6 +135,10 @@ class Connection {
   bool closed_ = false;
   bool recv_pending_ = false;
   bool send_pending_ = false;
+  // The last receive / send failed with EAGAIN (a non-blocking socket): the
+  // next one waits for readiness first (IORING_RECVSEND_POLL_FIRST).
+  bool recv_poll_first_ = false;
+  bool send_poll_first_ = false;
   int zero_copy_notifications_ = 0;  // zero-copy sends awaiting their notification
   // The pool has queued this connection's request (0: not waiting) / has
   // granted it, and the lease is on its way through the loop's mailbox.

@@ -159,6 +159,7 @@ EventLoop::Stats EventLoop::stats() const {
   stats.zero_copy_sends = zero_copy_sends_.load(std::memory_order_relaxed);
   stats.sends = sends_.load(std::memory_order_relaxed);
   stats.recvs = recvs_.load(std::memory_order_relaxed);
+  stats.retries = retries_.load(std::memory_order_relaxed);
   return stats;
 }
 

@@ -51,6 +51,11 @@ class EventLoop : public RequestSink {
     bool zero_copy_send = false;  // replies with IORING_OP_SENDMSG_ZC
     absl::Duration stall_timeout = absl::Seconds(60);
     size_t max_in_flight = 256;  // unanswered requests per connection
+    // Receive and send with MSG_DONTWAIT first: a socket with nothing to do
+    // answers EAGAIN at once and the operation is resubmitted to wait for
+    // readiness. Costs a round trip per wait; tests use it to drive the
+    // EAGAIN path, which io_uring otherwise hides by polling.
+    bool nonblocking_sockets = false;
   };
 
   // What the loops of one server share; outlives them.
@@ -66,6 +71,7 @@ class EventLoop : public RequestSink {
     uint64_t zero_copy_sends = 0;
     uint64_t sends = 0;
     uint64_t recvs = 0;
+    uint64_t retries = 0;  // receives and sends retried after EAGAIN/EINTR/ENOBUFS
   };
 
   using AcceptFn = absl::AnyInvocable<void(UniqueFd socket, std::string peer)>;
@@ -111,6 +117,7 @@ class EventLoop : public RequestSink {
     (zero_copy ? zero_copy_sends_ : sends_).fetch_add(1, std::memory_order_relaxed);
   }
   void CountRecv() { recvs_.fetch_add(1, std::memory_order_relaxed); }
+  void CountRetry() { retries_.fetch_add(1, std::memory_order_relaxed); }
 
   // user_data tags: the low 3 bits of a CQE's user_data say what completed.
   static constexpr uint64_t kTagRecv = 1;      // Connection*
@@ -176,6 +183,7 @@ class EventLoop : public RequestSink {
   std::atomic<uint64_t> zero_copy_sends_{0};
   std::atomic<uint64_t> sends_{0};
   std::atomic<uint64_t> recvs_{0};
+  std::atomic<uint64_t> retries_{0};
 };
 
 }  // namespace ckptfs::storage

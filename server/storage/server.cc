@@ -39,6 +39,7 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(ChunkStore& store,
   loop_options.zero_copy_send = options.zero_copy_send;
   loop_options.stall_timeout = options.stall_timeout;
   loop_options.max_in_flight = options.max_requests_per_connection;
+  loop_options.nonblocking_sockets = options.nonblocking_sockets;
   const EventLoop::Shared shared{server->pool_.get(), server->disk_.get(),
                                  &server->connections_};
   for (size_t i = 0; i < options.net_threads; ++i) {
@@ -78,6 +79,7 @@ Server::Stats Server::stats() const {
     stats.sends += s.sends;
     stats.zero_copy_sends += s.zero_copy_sends;
     stats.recvs += s.recvs;
+    stats.retries += s.retries;
   }
   stats.fixed_disk_buffers = disk_ != nullptr && disk_->fixed_buffers();
   return stats;
@@ -92,8 +94,8 @@ void Server::Stop() {
   {
     const Stats s = stats();
     CKPTFS_LOG(kInfo) << "data path served with " << s.recvs << " receives, " << s.sends
-                      << " sends (" << s.zero_copy_sends << " zero-copy), submission queue "
-                      << "full " << s.sq_full << " times";
+                      << " sends (" << s.zero_copy_sends << " zero-copy), " << s.retries
+                      << " retried, submission queue full " << s.sq_full << " times";
   }
   for (auto& loop : loops_) loop->Stop();  // each waits for its requests on disk
   if (disk_) disk_->Stop();

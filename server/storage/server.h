@@ -64,6 +64,8 @@ class Server {
     absl::Duration stall_timeout = absl::Seconds(60);
     // Unanswered requests per connection; at the limit it is not read.
     size_t max_requests_per_connection = 256;
+    // See EventLoop::Options::nonblocking_sockets (tests of EAGAIN).
+    bool nonblocking_sockets = false;
   };
 
   // Sums over the loops, for tests and measurements.
@@ -72,6 +74,7 @@ class Server {
     uint64_t sends = 0;
     uint64_t zero_copy_sends = 0;
     uint64_t recvs = 0;
+    uint64_t retries = 0;
     bool fixed_disk_buffers = false;
   };
 

@@ -171,6 +171,44 @@ TEST_F(PipelineTest, FrameSentOneByteAtATimeIsServed) {
   EXPECT_EQ(reply->header.payload_crc32c(), Crc32c(data.data(), data.size()));
 }
 
+// With nonblocking_sockets every receive or send that finds nothing to do
+// comes back EAGAIN (io_uring otherwise waits inside the kernel); each must
+// be retried, and nothing may be lost or reordered within a frame.
+TEST_F(PipelineTest, EagainIsRetried) {
+  Server::Options options;
+  options.nonblocking_sockets = true;
+  ASSERT_NO_FATAL_FAILURE(StartServer(options));
+  UniqueFd raw = RawSocket();
+  // A frame in two parts: the receive for the rest finds nothing at first.
+  const std::string data = Pattern(4 << 20, 11);
+  const std::string frame = Frame(WriteHeader(2, 11, 0, data), data);
+  ASSERT_TRUE(SendAll(raw.get(), frame.data(), kFramePrefixSize).ok());
+  ASSERT_TRUE(Eventually([&] { return server_->stats().retries > 0; }));
+  ASSERT_TRUE(SendAll(raw.get(), frame.data() + kFramePrefixSize,
+                      frame.size() - kFramePrefixSize).ok());
+  auto reply = ReadRawReply(raw.get());
+  ASSERT_TRUE(reply.ok()) << reply.status();
+  EXPECT_EQ(reply->header.error(), 0) << reply->header.message();
+  // 16 MiB of replies to a reader that is not reading yet: sends find the
+  // socket full.
+  std::string reads;
+  for (int i = 0; i < 4; ++i) reads += Frame(ReadHeader(10 + i, 11, 0, 4 << 20));
+  const uint64_t before_reads = server_->stats().retries;
+  ASSERT_TRUE(SendAll(raw.get(), reads.data(), reads.size()).ok());
+  ASSERT_TRUE(Eventually([&] { return server_->stats().retries > before_reads + 1; }));
+  for (int i = 0; i < 4; ++i) {
+    auto back = ReadRawReply(raw.get());
+    ASSERT_TRUE(back.ok()) << back.status();
+    EXPECT_EQ(back->header.error(), 0);
+    EXPECT_TRUE(back->payload == data);
+  }
+  // And a plain client works throughout.
+  auto c = Connect();
+  ASSERT_NE(c, nullptr);
+  ASSERT_TRUE(Write(*c, 11, 1, "small").ok());
+  EXPECT_EQ(*Read(*c, 11, 1, 100), "small");
+}
+
 TEST_F(PipelineTest, ManyRequestsInFlightOnOneConnectionAreAllAnswered) {
   ASSERT_NO_FATAL_FAILURE(StartServer(Server::Options()));
   constexpr int kRequests = 96;
