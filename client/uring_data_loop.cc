@@ -6,6 +6,7 @@
 #include "client/uring_data_loop.h"
 
 #include <poll.h>
+#include <pthread.h>
 #include <sys/eventfd.h>
 
 #include <algorithm>
@@ -53,6 +54,7 @@ absl::StatusOr<std::unique_ptr<UringDataLoop>> UringDataLoop::Start(const Option
   absl::Status init;
   UringDataLoop* self = loop.get();
   loop->thread_ = std::thread([self, &ready, &init] {
+    ::pthread_setname_np(::pthread_self(), "ckptfs-data");
     io_uring_params params{};
     params.flags = IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN;
     const unsigned entries = std::max(1u, self->options_.ring_entries);
@@ -250,6 +252,9 @@ bool UringDataLoop::ArmRecv(DataConnection& conn) {
     io_uring_prep_recv(sqe, conn.fd_.get(), out, conn.payload_len_ - conn.payload_got_,
                        base_flags_ | wait_all);
     io_uring_sqe_set_data(sqe, &conn.recv_tag_);
+    if (conn.payload_len_ - conn.payload_got_ >= options_.offload_bytes) {
+      io_uring_sqe_set_flags(sqe, IOSQE_ASYNC);
+    }
   } else {
     if (conn.stage_begin_ > 0) {
       std::memmove(conn.stage_.get(), conn.stage_.get() + conn.stage_begin_,
