@@ -86,7 +86,7 @@ class PipelinedStandIn {
 
   // --- Knobs ---------------------------------------------------------------
   // Replies wait until this many requests are pending on the connection (or
-  // none arrives for 2 s), then go out newest first.
+  // none arrives for 10 s), then go out newest first.
   std::atomic<int> hold_until{0};
   // Every reply is sent one byte per send().
   std::atomic<bool> split_replies{false};
@@ -181,7 +181,7 @@ class PipelinedStandIn {
     while (true) {
       if (!pending.empty()) {
         pollfd pfd{fd, POLLIN, 0};
-        if (::poll(&pfd, 1, 2000) == 0 && !flush()) return;  // nothing more is coming
+        if (::poll(&pfd, 1, 10000) == 0 && !flush()) return;  // nothing more is coming
       }
       if (const int us = read_delay_us.load(); us > 0) absl::SleepFor(absl::Microseconds(us));
       data::RequestHeader request;
