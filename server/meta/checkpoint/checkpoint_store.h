@@ -34,6 +34,7 @@
 #include "absl/strings/string_view.h"
 #include "proto/meta.pb.h"
 #include "proto/meta_store.pb.h"
+#include "server/meta/checkpoint/subtree.h"
 #include "server/meta/clock.h"
 #include "server/meta/inode_allocator.h"
 #include "server/meta/kv_store.h"
@@ -100,6 +101,8 @@ class CheckpointStore {
     // The transaction that read them (nothing staged): FinishCommit stages
     // the commit in it, so that its compares are checked once, by the KV
     // commit, instead of being read again first. Consumed by FinishCommit.
+    // It reads through `read_ahead`, which must outlive it.
+    std::unique_ptr<SubtreeReadAhead> read_ahead;
     std::unique_ptr<MetaTxn> txn;
   };
   absl::StatusOr<Prepared> PrepareCommit(uint64_t ino);

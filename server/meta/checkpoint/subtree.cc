@@ -1,6 +1,7 @@
 // See subtree.h.
 #include "server/meta/checkpoint/subtree.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <utility>
 
@@ -37,9 +38,46 @@ absl::StatusOr<std::vector<std::pair<std::string, DentryRecord>>> ListEntries(Me
   return entries;
 }
 
+// Read-ahead pays off from this many inodes of one directory, and while
+// the scanned range holds at most this many keys per inode wanted.
+constexpr size_t kMinReadAhead = 32;
+constexpr uint64_t kMaxReadAheadSpread = 2;
+
 }  // namespace
 
-absl::StatusOr<std::vector<SubtreeEntry>> ReadSubtree(MetaTxn& txn, uint64_t root) {
+absl::Status SubtreeReadAhead::ReadInodes(const std::vector<uint64_t>& inos) {
+  if (inos.size() < kMinReadAhead) return absl::OkStatus();
+  const auto [lowest, highest] = std::minmax_element(inos.begin(), inos.end());
+  if (*lowest == 0) return absl::OkStatus();
+  const uint64_t span = *highest - *lowest + 1;
+  if (span > kMaxReadAheadSpread * inos.size()) return absl::OkStatus();
+  // Keys strictly after the one below `lowest`, in pages.
+  std::string start_after = EncodeU64(*lowest - 1);
+  uint64_t left = span;
+  while (left > 0) {
+    const size_t page = static_cast<size_t>(std::min<uint64_t>(left, kScanPage));
+    absl::StatusOr<std::vector<KeyValue>> read = kv_->Scan(kInodePrefix, start_after, page);
+    if (!read.ok()) return read.status();
+    for (KeyValue& kv : *read) {
+      ahead_.insert_or_assign(kv.key, VersionedValue{std::move(kv.value), kv.version});
+    }
+    if (read->size() < page) break;
+    start_after = read->back().key.substr(kInodePrefix.size());
+    left -= page;
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::optional<VersionedValue>> SubtreeReadAhead::Get(absl::string_view key) {
+  auto it = ahead_.find(key);
+  if (it == ahead_.end()) return kv_->Get(key);
+  std::optional<VersionedValue> value(std::move(it->second));
+  ahead_.erase(it);
+  return value;
+}
+
+absl::StatusOr<std::vector<SubtreeEntry>> ReadSubtree(MetaTxn& txn, uint64_t root,
+                                                      SubtreeReadAhead* read_ahead) {
   std::vector<SubtreeEntry> out;
   // (directory, its path, its depth); a stack, so the walk is depth-first.
   struct Pending {
@@ -58,6 +96,12 @@ absl::StatusOr<std::vector<SubtreeEntry>> ReadSubtree(MetaTxn& txn, uint64_t roo
     absl::StatusOr<std::vector<std::pair<std::string, DentryRecord>>> entries =
         ListEntries(txn, current.dir);
     if (!entries.ok()) return entries.status();
+    if (read_ahead != nullptr) {
+      std::vector<uint64_t> inos;
+      inos.reserve(entries->size());
+      for (const auto& [name, dentry] : *entries) inos.push_back(dentry.ino());
+      if (absl::Status read = read_ahead->ReadInodes(inos); !read.ok()) return read;
+    }
     // Built in place: an InodeRecord is costly to construct, so a checkpoint
     // of thousands of files must not move its entries around.
     out.reserve(out.size() + entries->size());
