@@ -7,7 +7,10 @@
 //
 // Needs root, /dev/fuse and fusermount3; skipped otherwise. TearDown kills
 // (by pid) and unmounts whatever a test left behind.
+#include <arpa/inet.h>
 #include <dirent.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/mount.h>
@@ -16,6 +19,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <functional>
@@ -94,6 +98,24 @@ bool WaitFor(absl::Duration timeout, const std::function<bool()>& done) {
 }
 
 // The pid of a process other than us whose command line contains `needle`.
+// A TCP port of 127.0.0.1 that was free a moment ago (ckptfs-storage
+// needs a real port: it advertises it).
+int FreePort() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return -1;
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(addr);
+  int port = -1;
+  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 &&
+      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0) {
+    port = ntohs(addr.sin_port);
+  }
+  close(fd);
+  return port;
+}
+
 pid_t FindProcess(const std::string& needle) {
   DIR* proc = opendir("/proc");
   if (proc == nullptr) return -1;
@@ -145,6 +167,10 @@ class FuseMainTest : public ::testing::Test {
     }
     if (fuse_pid_ > 0) WaitExit(fuse_pid_, absl::Seconds(5));
     if (IsMounted(mnt_)) umount2(mnt_.c_str(), MNT_DETACH);
+    if (storage_pid_ > 0) {
+      kill(storage_pid_, SIGKILL);
+      WaitExit(storage_pid_, absl::Seconds(5));
+    }
     if (meta_pid_ > 0) {
       kill(meta_pid_, SIGKILL);
       WaitExit(meta_pid_, absl::Seconds(5));
@@ -161,6 +187,7 @@ class FuseMainTest : public ::testing::Test {
 
   std::string root_, mnt_, meta_;
   pid_t meta_pid_ = -1;
+  pid_t storage_pid_ = -1;  // only for tests that move data
   pid_t fuse_pid_ = -1;
 };
 
@@ -170,6 +197,57 @@ TEST_F(FuseMainTest, MissingMountpointFailsClearly) {
   EXPECT_EQ(WaitExit(fuse_pid_, absl::Seconds(20)), 1);
   fuse_pid_ = -1;
   EXPECT_NE(ReadAll(log).find("does not exist"), std::string::npos) << ReadAll(log);
+}
+
+TEST_F(FuseMainTest, OutOfRangeDataPathFlagsFailClearlyBeforeMounting) {
+  for (const std::string flag : {"--max_background=0", "--max_background=70000",
+                                 "--write_buffer_mb=-1", "--max_inflight_chunks=0"}) {
+    SCOPED_TRACE(flag);
+    const std::string log = root_ + "/fuse.log";
+    std::vector<std::string> argv = FuseArgv(mnt_, false);
+    argv.push_back(flag);
+    fuse_pid_ = Spawn(argv, log);
+    EXPECT_EQ(WaitExit(fuse_pid_, absl::Seconds(20)), 1);
+    fuse_pid_ = -1;
+    EXPECT_NE(ReadAll(log).find("--max_background in 1..65535"), std::string::npos)
+        << ReadAll(log);
+    EXPECT_FALSE(IsMounted(mnt_));
+  }
+}
+
+TEST_F(FuseMainTest, SpliceAndWritebackModesServeWritesAndReads) {
+  ASSERT_EQ(mkdir((root_ + "/storage").c_str(), 0755), 0);
+  const int port = FreePort();
+  ASSERT_GT(port, 0);
+  storage_pid_ = Spawn({kBinDir + "/ckptfs-storage", absl::StrCat("--listen=127.0.0.1:", port),
+                        "--data_dir=" + root_ + "/storage", "--meta=" + meta_,
+                        "--buffer_pool_mb=65"},
+                       root_ + "/storage.log");
+  ASSERT_TRUE(WaitFor(absl::Seconds(20), [&] {
+    return ReadAll(root_ + "/meta.log").find("registered") != std::string::npos;
+  })) << ReadAll(root_ + "/storage.log");
+  for (const std::string flag : {"--splice", "--writeback_cache", "--direct_io_writes=false"}) {
+    SCOPED_TRACE(flag);
+    std::vector<std::string> argv = FuseArgv(mnt_, false);
+    argv.push_back(flag);
+    ASSERT_EQ(WaitExit(Spawn(argv, root_ + "/fuse.log"), absl::Seconds(30)), 0)
+        << ReadAll(root_ + "/fuse.log");
+    ASSERT_TRUE(IsMounted(mnt_));
+    const std::string path = mnt_ + "/f" + flag.substr(2, 6);
+    std::string data(3 * 1048576 + 12345, '\0');
+    for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<char>(i * 131 + 7);
+    {
+      std::FILE* f = std::fopen(path.c_str(), "wb");
+      ASSERT_NE(f, nullptr);
+      ASSERT_EQ(std::fwrite(data.data(), 1, data.size(), f), data.size());
+      ASSERT_EQ(std::fclose(f), 0);
+    }
+    EXPECT_TRUE(ReadAll(path) == data) << "the file read back differs";
+    ASSERT_EQ(std::system(("fusermount3 -u " + mnt_).c_str()), 0);
+    ASSERT_TRUE(WaitFor(absl::Seconds(20), [&] {
+      return FindProcess("--mountpoint=" + mnt_) <= 0;
+    }));
+  }
 }
 
 TEST_F(FuseMainTest, UnreachableMetadataServiceFailsClearly) {
