@@ -51,29 +51,35 @@ absl::Status SubtreeReadAhead::ReadInodes(const std::vector<uint64_t>& inos) {
   if (*lowest == 0) return absl::OkStatus();
   const uint64_t span = *highest - *lowest + 1;
   if (span > kMaxReadAheadSpread * inos.size()) return absl::OkStatus();
-  // Keys strictly after the one below `lowest`, in pages.
+  // Keys strictly after the one below `lowest`, in pages, each in key order.
   std::string start_after = EncodeU64(*lowest - 1);
   uint64_t left = span;
   while (left > 0) {
     const size_t page = static_cast<size_t>(std::min<uint64_t>(left, kScanPage));
     absl::StatusOr<std::vector<KeyValue>> read = kv_->Scan(kInodePrefix, start_after, page);
     if (!read.ok()) return read.status();
-    for (KeyValue& kv : *read) {
-      ahead_.insert_or_assign(kv.key, VersionedValue{std::move(kv.value), kv.version});
+    const bool last = read->size() < page;
+    if (!read->empty()) {
+      start_after = read->back().key.substr(kInodePrefix.size());
+      ahead_.push_back(*std::move(read));
     }
-    if (read->size() < page) break;
-    start_after = read->back().key.substr(kInodePrefix.size());
+    if (last) break;
     left -= page;
   }
   return absl::OkStatus();
 }
 
 absl::StatusOr<std::optional<VersionedValue>> SubtreeReadAhead::Get(absl::string_view key) {
-  auto it = ahead_.find(key);
-  if (it == ahead_.end()) return kv_->Get(key);
-  std::optional<VersionedValue> value(std::move(it->second));
-  ahead_.erase(it);
-  return value;
+  for (std::vector<KeyValue>& run : ahead_) {
+    auto it = std::lower_bound(run.begin(), run.end(), key,
+                               [](const KeyValue& kv, absl::string_view k) { return kv.key < k; });
+    if (it == run.end() || it->key != key || it->version == 0) continue;
+    // Taken: a MetaTxn reads each key once.
+    std::optional<VersionedValue> value(VersionedValue{std::move(it->value), it->version});
+    it->version = 0;
+    return value;
+  }
+  return kv_->Get(key);
 }
 
 absl::StatusOr<std::vector<SubtreeEntry>> ReadSubtree(MetaTxn& txn, uint64_t root,

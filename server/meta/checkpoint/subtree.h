@@ -17,7 +17,6 @@
 #include <string>
 #include <vector>
 
-#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -61,8 +60,8 @@ class SubtreeReadAhead : public KvStore {
 
  private:
   KvStore* const kv_;
-  // Read ahead and not yet asked for (a Get takes its entry).
-  absl::flat_hash_map<std::string, VersionedValue> ahead_;
+  // What each scan read, in key order; a Get takes its entry (version 0).
+  std::vector<std::vector<KeyValue>> ahead_;
 };
 
 // Every inode below directory `root` (not `root` itself), parents before
