@@ -5,13 +5,20 @@
 #include "client/client.h"
 
 #include <sys/xattr.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <fstream>
+#include <iterator>
 #include <optional>
 #include <utility>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
 #include "client/checkpoint_xattrs.h"
 #include "client/client_impl.h"
 #include "client/data_chunk_transport.h"
@@ -44,7 +51,71 @@ absl::StatusOr<std::unique_ptr<ChunkTransport>> MakeChunkTransport(const ClientO
   return std::unique_ptr<ChunkTransport>(std::move(blocking));
 }
 
+// The version a Client reports in its heartbeats.
+constexpr char kClientVersion[] = "ckptfs 0.1";
+
+std::string ReadSmallFile(const char* path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+// The mountpoint of a FUSE daemon, from its own command line
+// (`--mountpoint=DIR` or `--mountpoint DIR`, as ckptfs-fuse takes it); ""
+// for any other program.
+std::string MountpointFromCmdline() {
+  const std::vector<std::string> args =
+      absl::StrSplit(ReadSmallFile("/proc/self/cmdline"), '\0', absl::SkipEmpty());
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (absl::StartsWith(args[i], "--mountpoint=")) return args[i].substr(13);
+    if (args[i] == "--mountpoint" && i + 1 < args.size()) return args[i + 1];
+  }
+  return "";
+}
+
 }  // namespace
+
+meta::ClientInfo DescribeThisClient() {
+  meta::ClientInfo self;
+  self.set_client_id(absl::StrFormat("%016x", NewWriterHandle()));
+  char host[256] = {};
+  if (::gethostname(host, sizeof(host) - 1) == 0) self.set_hostname(host);
+  self.set_pid(static_cast<uint32_t>(::getpid()));
+  std::string comm = ReadSmallFile("/proc/self/comm");
+  while (!comm.empty() && comm.back() == '\n') comm.pop_back();
+  self.set_program(comm);
+  self.set_mountpoint(MountpointFromCmdline());
+  self.set_version(kClientVersion);
+  self.set_started_ms(absl::ToUnixMillis(absl::Now()));
+  return self;
+}
+
+ClientImpl::~ClientImpl() {
+  stop_heartbeat_.Notify();
+  if (heartbeat_.joinable()) heartbeat_.join();
+}
+
+void ClientImpl::StartHeartbeat(meta::ClientInfo self) {
+  heartbeat_ = std::thread([this, self = std::move(self)] {
+    meta::ClientHeartbeatRequest request;
+    *request.mutable_client() = self;
+    request.set_interval_ms(
+        static_cast<uint32_t>(absl::ToInt64Milliseconds(kClientHeartbeatInterval)));
+    bool warned = false;
+    do {
+      absl::StatusOr<meta::Empty> sent = meta_->ClientHeartbeat(request);
+      // Said once at debug level: a service that does not know the RPC
+      // (older build) or is restarting is not worth a log line each time.
+      if (!sent.ok() && !warned) {
+        CKPTFS_LOG(kDebug) << "client heartbeat failed (`ckptfs status` will not list this "
+                              "client until one succeeds): "
+                           << sent.status().message();
+        warned = true;
+      } else if (sent.ok()) {
+        warned = false;
+      }
+    } while (!stop_heartbeat_.WaitForNotificationWithTimeout(kClientHeartbeatInterval));
+  });
+}
 
 ClientImpl::ClientImpl(const ClientOptions& options, std::unique_ptr<MetaClient> meta,
                        std::unique_ptr<ChunkTransport> transport)
@@ -83,7 +154,10 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Connect(const ClientOptions& opt
   auto unreachable = [&](const absl::Status& status) {
     return ErrnoStatusWithCode(status.code(), ErrnoFromStatus(status),
                                absl::StrCat("cannot reach the metadata service at ",
-                                            options.meta_address, ": ", status.message()));
+                                            options.meta_address, ": ", status.message(),
+                                            " (is ckptfs-meta running there? `ckptfs status "
+                                            "--meta ",
+                                            options.meta_address, "` tells)"));
   };
   {
     GrpcMetaClient probe(options.meta_address, std::min(options.rpc_timeout, kConnectTimeout));
@@ -94,7 +168,10 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Connect(const ClientOptions& opt
   auto meta = std::make_unique<GrpcMetaClient>(options.meta_address, options.rpc_timeout);
   auto transport = MakeChunkTransport(options, meta.get());
   if (!transport.ok()) return unreachable(transport.status());
-  return CreateWithServices(options, std::move(meta), *std::move(transport));
+  std::unique_ptr<Client> client =
+      CreateWithServices(options, std::move(meta), *std::move(transport));
+  client->impl_->StartHeartbeat(DescribeThisClient());
+  return client;
 }
 
 std::unique_ptr<Client> Client::CreateWithServices(const ClientOptions& options,

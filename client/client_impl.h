@@ -6,13 +6,22 @@
 // running every submitted chunk request (which may still use the transport,
 // the metadata client and the registry) before those are destroyed.
 //
+// A Client made by Connect also announces itself to the metadata service
+// (ClientHeartbeat, for `ckptfs status`) from a small thread of its own:
+// at start and every kClientHeartbeatInterval, one short RPC whose failure
+// is ignored (the next one retries). The thread is the last member, so it
+// stops before anything it uses goes.
+//
 // Thread-safety: everything here is thread-safe.
 #ifndef CKPTFS_CLIENT_CLIENT_IMPL_H_
 #define CKPTFS_CLIENT_CLIENT_IMPL_H_
 
 #include <memory>
+#include <thread>
 
 #include "absl/status/statusor.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/time.h"
 #include "client/chunk_transport.h"
 #include "client/client.h"
 #include "client/client_services.h"
@@ -25,10 +34,21 @@
 
 namespace ckptfs::client {
 
+inline constexpr absl::Duration kClientHeartbeatInterval = absl::Seconds(5);
+
+// What a Client says of itself in its heartbeats.
+meta::ClientInfo DescribeThisClient();
+
 class ClientImpl {
  public:
   ClientImpl(const ClientOptions& options, std::unique_ptr<MetaClient> meta,
              std::unique_ptr<ChunkTransport> transport);
+  // Stops the heartbeat thread first.
+  ~ClientImpl();
+
+  // Starts the heartbeat thread (Connect does; clients over fakes do not).
+  // Call at most once.
+  void StartHeartbeat(meta::ClientInfo self);
 
   MetaClient& meta() { return *meta_; }
   // The checkpoint commits of every rank using this client.
@@ -74,6 +94,8 @@ class ClientImpl {
   OpenFileRegistry registry_;
   ClientServices services_;
   std::unique_ptr<IoExecutor> executor_;
+  absl::Notification stop_heartbeat_;
+  std::thread heartbeat_;  // last: stops first
 };
 
 // EISDIR for a directory, EINVAL for anything else but a regular file.

@@ -4,7 +4,8 @@
 // after the service applied a request (the reply was lost), so only calls
 // whose repetition leaves the same outcome are retried:
 //   - every read (Lookup, GetAttr, ReadLink, ReadDir, GetXattr, ListXattr,
-//     StatFs, ListServers);
+//     StatFs, ListServers, ClusterStatus); ClientHeartbeat is never retried
+//     (the next heartbeat is the retry);
 //   - Open (truncate to 0 twice is truncate once; the caller trimmed storage
 //     first; registering a writer twice is harmless), CommitWrite (size =
 //     max(current, size) is idempotent; releasing a writer twice is
@@ -179,6 +180,19 @@ absl::StatusOr<meta::Empty> GrpcMetaClient::Heartbeat(const meta::HeartbeatReque
 }
 absl::StatusOr<meta::ListServersReply> GrpcMetaClient::ListServers(const meta::Empty& request) {
   return Call("ListServers", Retry::kOnUnavailable, &Stub::ListServers, request);
+}
+
+absl::StatusOr<meta::Empty> GrpcMetaClient::ClientHeartbeat(
+    const meta::ClientHeartbeatRequest& request) {
+  // Short and never retried: a heartbeat must not queue behind a slow
+  // service; the next one is the retry.
+  return Call("ClientHeartbeat", Retry::kNo, &Stub::ClientHeartbeat, request,
+              std::min(rpc_timeout_, absl::Seconds(2)));
+}
+
+absl::StatusOr<meta::ClusterStatusReply> GrpcMetaClient::ClusterStatus(
+    const meta::ClusterStatusRequest& request) {
+  return Call("ClusterStatus", Retry::kOnUnavailable, &Stub::ClusterStatus, request);
 }
 
 }  // namespace ckptfs::client

@@ -57,6 +57,10 @@ class GrpcMetaClient : public MetaClient {
       const meta::RegisterServerRequest& request) override;
   absl::StatusOr<meta::Empty> Heartbeat(const meta::HeartbeatRequest& request) override;
   absl::StatusOr<meta::ListServersReply> ListServers(const meta::Empty& request) override;
+  absl::StatusOr<meta::Empty> ClientHeartbeat(
+      const meta::ClientHeartbeatRequest& request) override;
+  absl::StatusOr<meta::ClusterStatusReply> ClusterStatus(
+      const meta::ClusterStatusRequest& request) override;
 
   const std::string& address() const { return address_; }
 

@@ -28,14 +28,54 @@ bool IsTransportErrno(int err) {
   }
 }
 
+// What to do about a failure with errno `err` (the original one); "" when
+// the errno says it already (EROFS, EINVAL ...).
+absl::string_view Advice(int err) {
+  switch (err) {
+    case ECONNREFUSED:
+    case ECONNRESET:
+    case ECONNABORTED:
+    case EHOSTUNREACH:
+    case ENETUNREACH:
+    case ENETDOWN:
+    case EPIPE:
+      return "storage server unreachable: check `ckptfs status`";
+    case ETIMEDOUT:
+    case EAGAIN:
+      return "storage server did not answer in time: check `ckptfs status` for a down or "
+             "overloaded server";
+    case EBADMSG:
+    case EPROTO:
+      return "data garbled between client and storage server: check the network, then "
+             "retry";
+    case EIO:
+      return "the storage server could not read or write the chunk (a failed disk or a "
+             "chunk that fails its checksum): see the server's log; `ckptfs ckpt verify "
+             "DIR` lists damaged files";
+    case ENOSPC:
+    case EDQUOT:
+      return "storage server full: free space with `ckptfs ckpt gc RUN_DIR` or `ckptfs "
+             "ckpt rm`; `ckptfs status` shows each server's use";
+    default:
+      return "";
+  }
+}
+
 }  // namespace
 
 absl::Status FileIoError(const absl::Status& status, absl::string_view context) {
-  int err = ErrnoFromStatus(status);
+  const int original = ErrnoFromStatus(status);
+  int err = original;
   if (err == 0 || IsTransportErrno(err)) err = EIO;
+  std::string message = absl::StrCat(context, ": ", status.message());
+  const absl::string_view advice = Advice(original == 0 ? EIO : original);
+  // A status passed through twice keeps one piece of advice.
+  if (!advice.empty() && message.find("`ckptfs ") == std::string::npos) {
+    absl::StrAppend(&message, " (", advice, ")");
+  }
   return ErrnoStatusWithCode(status.code() == absl::StatusCode::kOk ? absl::StatusCode::kInternal
                                                                     : status.code(),
-                             err, absl::StrCat(context, ": ", status.message()));
+                             err, message);
 }
 
 }  // namespace ckptfs::client

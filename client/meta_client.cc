@@ -13,6 +13,15 @@ constexpr char kTransportPayloadUrl[] = "ckptfs/meta-transport";
 
 }  // namespace
 
+absl::StatusOr<meta::Empty> MetaClient::ClientHeartbeat(const meta::ClientHeartbeatRequest&) {
+  return absl::UnimplementedError("ClientHeartbeat is not implemented by this MetaClient");
+}
+
+absl::StatusOr<meta::ClusterStatusReply> MetaClient::ClusterStatus(
+    const meta::ClusterStatusRequest&) {
+  return absl::UnimplementedError("ClusterStatus is not implemented by this MetaClient");
+}
+
 absl::Status MetaTransportError(absl::StatusCode code, absl::string_view message) {
   const int err = code == absl::StatusCode::kDeadlineExceeded ? ETIMEDOUT : EIO;
   return MarkMetaTransportError(ErrnoStatusWithCode(code, err, message));

@@ -72,6 +72,15 @@ class MetaClient {
       const meta::RegisterServerRequest& request) = 0;
   virtual absl::StatusOr<meta::Empty> Heartbeat(const meta::HeartbeatRequest& request) = 0;
   virtual absl::StatusOr<meta::ListServersReply> ListServers(const meta::Empty& request) = 0;
+
+  // Status (`ckptfs status`). Not pure, so fakes need not implement them:
+  // the defaults answer UNIMPLEMENTED.
+  // Announces this client; one short try, no retry (the next heartbeat is
+  // the retry).
+  virtual absl::StatusOr<meta::Empty> ClientHeartbeat(
+      const meta::ClientHeartbeatRequest& request);
+  virtual absl::StatusOr<meta::ClusterStatusReply> ClusterStatus(
+      const meta::ClusterStatusRequest& request);
 };
 
 // A failure to reach the metadata service or to get its answer in time:

@@ -3,12 +3,16 @@
 // until each part is ready, and records what it started in cluster.state
 // (after every daemon, so `ckptfs down` can always clean up). If a step
 // fails it prints the failing daemon's log tail and stops what it started.
+// Each daemon whose build has --metrics_listen (asked with --helpfull, so
+// older daemons still start) serves Prometheus metrics on a port of its own
+// from --metrics-port on; the ports are recorded and printed.
 // Runs on main's thread only.
 #include <unistd.h>
 
 #include <algorithm>
 #include <filesystem>
 #include <iostream>
+#include <map>
 #include <memory>
 
 #include "absl/strings/match.h"
@@ -39,6 +43,8 @@ struct UpConfig {
   uint16_t storage_port = 0;
   int servers = 0;
   int64_t chunk_size = 0;  // 0: the metadata service's default
+  int64_t orphan_grace_s = -1;  // < 0: the metadata service's default
+  uint16_t metrics_port = 0;  // 0: no metrics endpoints
   absl::Duration timeout;
   std::string mountpoint;  // absolute
   std::string meta_binary, storage_binary, fuse_binary;
@@ -46,7 +52,40 @@ struct UpConfig {
   std::string Address(uint16_t port) const { return HostPort{host, port}.ToString(); }
   std::string MetaAddress() const { return Address(meta_port); }
   uint16_t StoragePort(int i) const { return static_cast<uint16_t>(storage_port + i); }
+  // Metrics ports: the service at the base, storage server i at base+1+i,
+  // the mount after them.
+  uint16_t MetaMetricsPort() const { return metrics_port; }
+  uint16_t StorageMetricsPort(int i) const { return static_cast<uint16_t>(metrics_port + 1 + i); }
+  uint16_t FuseMetricsPort() const { return static_cast<uint16_t>(metrics_port + 1 + servers); }
 };
+
+// Whether `binary` takes --metrics_listen (another build may not).
+bool SupportsMetrics(const std::string& binary) {
+  absl::StatusOr<CommandResult> help = RunCommand({binary, "--helpfull"});
+  return help.ok() && absl::StrContains(help->output, "metrics_listen");
+}
+
+// Every metrics port must be free too; a busy one is reported with a free
+// base to pass instead.
+absl::Status CheckMetricsPorts(const UpConfig& config) {
+  if (config.metrics_port == 0) return absl::OkStatus();
+  std::vector<uint16_t> busy;
+  for (int i = 0; i < config.servers + 2; ++i) {
+    const uint16_t port = static_cast<uint16_t>(config.metrics_port + i);
+    if (!CheckPortFree(config.host, port).ok()) busy.push_back(port);
+  }
+  if (busy.empty()) return absl::OkStatus();
+  std::vector<uint16_t> taken = {config.meta_port};
+  for (int i = 0; i < config.servers; ++i) taken.push_back(config.StoragePort(i));
+  std::optional<uint16_t> alt =
+      FindFreePortRange(config.host, config.metrics_port, config.servers + 2, taken);
+  return absl::FailedPreconditionError(absl::StrCat(
+      busy.size() == 1 ? "metrics port " : "metrics ports ", absl::StrJoin(busy, ", "),
+      " (--metrics-port ", config.metrics_port, ".." , config.metrics_port + config.servers + 1,
+      ") on ", config.host, busy.size() == 1 ? " is" : " are", " already in use",
+      alt ? absl::StrCat("; pass --metrics-port ", *alt) : "",
+      ", or --metrics-port 0 for no metrics endpoints"));
+}
 
 // Every port must be free before anything starts; a busy one is reported
 // with a free alternative to pass instead.
@@ -116,12 +155,19 @@ class ClusterStarter {
 
  private:
   // Starts one daemon, records it and saves the state file.
+  // `metrics_port` (0: none) is passed as --metrics_listen when the
+  // daemon's build has the flag.
   absl::Status Start(const std::string& role, const std::string& address,
-                     const std::string& data_dir, const std::vector<std::string>& argv) {
+                     const std::string& data_dir, std::vector<std::string> argv,
+                     uint16_t metrics_port) {
     DaemonRecord record;
     record.role = role;
     record.address = address;
     record.data_dir = data_dir;
+    if (metrics_port != 0 && SupportsMetricsCached(argv[0])) {
+      record.metrics_address = config_.Address(metrics_port);
+      argv.push_back("--metrics_listen=" + record.metrics_address);
+    }
     record.log_path = dir_.LogPath(role);
     failing_log_ = record.log_path;
     absl::StatusOr<ProcessRecord> process = SpawnDetached(argv, record.log_path);
@@ -129,6 +175,12 @@ class ClusterStarter {
     record.process = *process;
     state_.daemons.push_back(record);
     return dir_.Save(state_);
+  }
+
+  bool SupportsMetricsCached(const std::string& binary) {
+    auto [it, fresh] = metrics_support_.try_emplace(binary, false);
+    if (fresh) it->second = SupportsMetrics(binary);
+    return it->second;
   }
 
   absl::Status StartMeta() {
@@ -140,7 +192,12 @@ class ClusterStarter {
     if (config_.chunk_size > 0) {
       argv.push_back(absl::StrCat("--default_chunk_size=", config_.chunk_size));
     }
-    if (absl::Status s = Start("meta", config_.MetaAddress(), dir_.MetaDir(), argv); !s.ok()) {
+    if (config_.orphan_grace_s >= 0) {
+      argv.push_back(absl::StrCat("--orphan_grace_s=", config_.orphan_grace_s));
+    }
+    if (absl::Status s = Start("meta", config_.MetaAddress(), dir_.MetaDir(), argv,
+                               config_.MetaMetricsPort());
+        !s.ok()) {
       return s;
     }
     const pid_t pid = state_.daemons.back().process.pid;
@@ -173,7 +230,8 @@ class ClusterStarter {
       const std::string address = config_.Address(config_.StoragePort(i));
       absl::Status s = Start(absl::StrCat("storage-", i), address, data_dir,
                              {config_.storage_binary, "--listen=" + address,
-                              "--data_dir=" + data_dir, "--meta=" + config_.MetaAddress()});
+                              "--data_dir=" + data_dir, "--meta=" + config_.MetaAddress()},
+                             config_.metrics_port == 0 ? 0 : config_.StorageMetricsPort(i));
       if (!s.ok()) return s;
     }
     failing_log_.clear();
@@ -215,7 +273,9 @@ class ClusterStarter {
     options.meta_address = config_.MetaAddress();
     options.mountpoint = config_.mountpoint;
     state_.mountpoint = config_.mountpoint;
-    if (absl::Status s = Start("fuse", config_.mountpoint, "", FuseArgv(options)); !s.ok()) {
+    if (absl::Status s = Start("fuse", config_.mountpoint, "", FuseArgv(options),
+                               config_.metrics_port == 0 ? 0 : config_.FuseMetricsPort());
+        !s.ok()) {
       return s;
     }
     return WaitForMount(state_.daemons.back().process.pid, config_.mountpoint,
@@ -257,9 +317,10 @@ class ClusterStarter {
 
   void PrintSummary() {
     std::vector<std::vector<std::string>> rows = {
-        {"ROLE", "ADDRESS", "PID", "DATA DIR", "LOG"}};
+        {"ROLE", "ADDRESS", "PID", "METRICS", "DATA DIR", "LOG"}};
     for (const DaemonRecord& d : state_.daemons) {
       rows.push_back({d.role, d.address, absl::StrCat(d.process.pid),
+                      d.metrics_address.empty() ? "-" : "http://" + d.metrics_address + "/metrics",
                       d.data_dir.empty() ? "-" : d.data_dir, d.log_path});
     }
     std::cout << "\nckptfs cluster is up (state: " << dir_.StateFile() << ")\n\n"
@@ -281,6 +342,7 @@ class ClusterStarter {
   std::unique_ptr<MetaProbe> probe_;
   ClusterState state_;
   std::string failing_log_;  // the log to show if the current step fails
+  std::map<std::string, bool> metrics_support_;  // binary -> has --metrics_listen
 };
 
 // A cluster recorded in `dir` that still runs is an error; a dead one is
@@ -355,6 +417,13 @@ CommandSpec UpSpec() {
           {"servers", "N", "number of storage servers", "4"},
           {"chunk-size", "BYTES", "default chunk size of new files (metadata service default: 4 MiB)"},
           {"timeout-s", "SECONDS", "how long to wait for each part to become ready", "30"},
+          {"orphan-grace-s", "S",
+           "how long the chunks of a deleted file stay readable by handles still open "
+           "(the metadata service's --orphan_grace_s; its default: 3600)"},
+          {"metrics-port", "BASE",
+           "Prometheus metrics: the metadata service on BASE, storage server i on "
+           "BASE+1+i, the mount after them; 0: none",
+           "9400"},
       }};
 }
 
@@ -375,10 +444,28 @@ int RunUp(const ParsedFlags& flags) {
     if (!chunk.ok()) return UsageError(spec, std::string(chunk.status().message()));
     config.chunk_size = *chunk;
   }
+  if (flags.Given("orphan-grace-s")) {
+    absl::StatusOr<int64_t> grace = flags.GetInt("orphan-grace-s", 0, int64_t{1} << 31);
+    if (!grace.ok()) return UsageError(spec, std::string(grace.status().message()));
+    config.orphan_grace_s = *grace;
+  }
+  absl::StatusOr<int64_t> metrics_port = flags.GetInt("metrics-port", 0, 65535);
+  if (!metrics_port.ok()) return UsageError(spec, std::string(metrics_port.status().message()));
   config.meta_port = static_cast<uint16_t>(*meta_port);
   config.storage_port = static_cast<uint16_t>(*storage_port);
   config.servers = static_cast<int>(*servers);
   config.timeout = absl::Seconds(*timeout);
+  config.metrics_port = static_cast<uint16_t>(*metrics_port);
+  if (*metrics_port != 0) {
+    const int64_t last = *metrics_port + *servers + 1;
+    if (last > 65535) return UsageError(spec, "--metrics-port + --servers + 1 goes past port 65535");
+    auto overlaps = [&](int64_t lo, int64_t hi) { return lo <= last && *metrics_port <= hi; };
+    if (overlaps(*meta_port, *meta_port) ||
+        overlaps(*storage_port, *storage_port + *servers - 1)) {
+      return UsageError(spec, absl::StrCat("the metrics ports ", *metrics_port, "..", last,
+                                           " overlap the metadata or storage ports"));
+    }
+  }
   if (*storage_port + *servers - 1 > 65535) {
     return UsageError(spec, "--storage-port + --servers goes past port 65535");
   }
@@ -405,6 +492,9 @@ int RunUp(const ParsedFlags& flags) {
   }
   WarnAboutUnusedStorageDirs(*dir, config.servers);
   if (absl::Status s = CheckPorts(config); !s.ok()) {
+    return Failure(spec, std::string(s.message()));
+  }
+  if (absl::Status s = CheckMetricsPorts(config); !s.ok()) {
     return Failure(spec, std::string(s.message()));
   }
   // Before anything starts: the mountpoint must be a free directory.

@@ -11,7 +11,9 @@ const std::vector<Command>& AllCommands() {
       {UmountSpec(), RunUmount}, {StatusSpec(), RunStatus},
       {CkptDeclareSpec(), RunCkptDeclare}, {CkptCommitSpec(), RunCkptCommit},
       {CkptStateSpec(), RunCkptState},     {CkptLsSpec(), RunCkptLs},
+      {CkptShowSpec(), RunCkptShow},       {CkptVerifySpec(), RunCkptVerify},
       {CkptKeepSpec(), RunCkptKeep},       {CkptRmSpec(), RunCkptRm},
+      {CkptGcSpec(), RunCkptGc},
   };
   return *commands;
 }

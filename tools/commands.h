@@ -33,7 +33,7 @@ int RunMount(const ParsedFlags& flags);
 CommandSpec UmountSpec();
 int RunUmount(const ParsedFlags& flags);
 
-// status_cmd.cc: the storage servers a metadata service knows.
+// status_cmd.cc: servers, redundancy, clients, pending checkpoints.
 CommandSpec StatusSpec();
 int RunStatus(const ParsedFlags& flags);
 
@@ -51,6 +51,15 @@ CommandSpec CkptKeepSpec();
 int RunCkptKeep(const ParsedFlags& flags);
 CommandSpec CkptRmSpec();
 int RunCkptRm(const ParsedFlags& flags);
+// ckpt_gc_cmd.cc: retention now.
+CommandSpec CkptGcSpec();
+int RunCkptGc(const ParsedFlags& flags);
+// ckpt_verify_cmd.cc: files, chunks and CRC32C read from the storage
+// servers (ckpt_check.h).
+CommandSpec CkptShowSpec();
+int RunCkptShow(const ParsedFlags& flags);
+CommandSpec CkptVerifySpec();
+int RunCkptVerify(const ParsedFlags& flags);
 
 // Usage error inside Run (a flag value out of range, ...): prints
 // "ckptfs <cmd>: <message>" and the usage on stderr; returns 2.

@@ -27,4 +27,25 @@ absl::StatusOr<std::vector<meta::ServerInfo>> MetaProbe::ListServers(
   return std::vector<meta::ServerInfo>(reply.servers().begin(), reply.servers().end());
 }
 
+absl::StatusOr<meta::ClusterStatusReply> MetaProbe::ClusterStatus(absl::Duration deadline) {
+  grpc::ClientContext context;
+  context.set_deadline(absl::ToChronoTime(absl::Now() + deadline));
+  meta::ClusterStatusRequest request;
+  meta::ClusterStatusReply reply;
+  grpc::Status status = stub_->ClusterStatus(&context, request, &reply);
+  if (!status.ok()) return FromGrpcStatus(status, "ClusterStatus to " + address_);
+  return reply;
+}
+
+absl::StatusOr<meta::Attr> MetaProbe::GetAttr(uint64_t ino, absl::Duration deadline) {
+  grpc::ClientContext context;
+  context.set_deadline(absl::ToChronoTime(absl::Now() + deadline));
+  meta::InodeRequest request;
+  request.set_ino(ino);
+  meta::AttrReply reply;
+  grpc::Status status = stub_->GetAttr(&context, request, &reply);
+  if (!status.ok()) return FromGrpcStatus(status, "GetAttr to " + address_);
+  return reply.attr();
+}
+
 }  // namespace ckptfs::tools

@@ -1,7 +1,8 @@
 // Asks a metadata service which storage servers it knows (ListServers).
 //
 // Used by `ckptfs up` to wait until the service answers and until every
-// storage server has registered, and by `ckptfs status`. The channel uses
+// storage server has registered, by `ckptfs status` (ClusterStatus) and by
+// `ckptfs ckpt show|verify` (GetAttr for a file's layout). The channel uses
 // short reconnect backoffs so a service that comes up a moment later is
 // seen within a fraction of a second. Every call has a deadline.
 // Thread-safe (gRPC stubs are).
@@ -26,6 +27,15 @@ class MetaProbe {
   // ListServers with the given deadline; the service's error (or
   // UNAVAILABLE while nobody listens) otherwise.
   absl::StatusOr<std::vector<meta::ServerInfo>> ListServers(absl::Duration deadline);
+
+  // ClusterStatus with the given deadline. A service of an older build
+  // answers UNIMPLEMENTED.
+  absl::StatusOr<meta::ClusterStatusReply> ClusterStatus(absl::Duration deadline);
+
+  // GetAttr of inode `ino` (its size and layout).
+  absl::StatusOr<meta::Attr> GetAttr(uint64_t ino, absl::Duration deadline);
+
+  const std::string& address() const { return address_; }
 
  private:
   std::string address_;

@@ -71,7 +71,9 @@ int RunMount(const ParsedFlags& flags) {
       !servers.ok()) {
     return Failure(spec, absl::StrCat("cannot reach the metadata service at ",
                                       options.meta_address, ": ",
-                                      servers.status().message()));
+                                      servers.status().message(),
+                                      " (is ckptfs-meta running there, and is --meta its "
+                                      "host:port? `ckptfs up` starts a local cluster)"));
   }
   if (absl::Status s = PrepareMountpoint(options.mountpoint); !s.ok()) {
     return Failure(spec, std::string(s.message()));

@@ -45,6 +45,9 @@ std::string SerializeClusterState(const ClusterState& state) {
     absl::StrAppend(&out, prefix, "exe=", d.process.exe, "\n");
     absl::StrAppend(&out, prefix, "data_dir=", d.data_dir, "\n");
     absl::StrAppend(&out, prefix, "log=", d.log_path, "\n");
+    if (!d.metrics_address.empty()) {
+      absl::StrAppend(&out, prefix, "metrics=", d.metrics_address, "\n");
+    }
   }
   return out;
 }
@@ -76,6 +79,7 @@ absl::StatusOr<ClusterState> ParseClusterState(absl::string_view text) {
     d.address = kv[prefix + "address"];
     d.data_dir = kv[prefix + "data_dir"];
     d.log_path = kv[prefix + "log"];
+    d.metrics_address = kv[prefix + "metrics"];
     d.process.exe = kv[prefix + "exe"];
     if (d.role.empty() || !absl::SimpleAtoi(kv[prefix + "pid"], &d.process.pid) ||
         !absl::SimpleAtoi(kv[prefix + "start_time"], &d.process.start_time)) {

@@ -30,6 +30,9 @@ struct DaemonRecord {
   std::string address;   // host:port it serves; the mountpoint for "fuse"
   std::string data_dir;  // "" for "fuse"
   std::string log_path;
+  // host:port of its Prometheus metrics endpoint (--metrics_listen); "" when
+  // it serves none (a daemon built without the flag).
+  std::string metrics_address;
   ProcessRecord process;
 };
 

@@ -1,69 +1,167 @@
-// `ckptfs status`: the storage servers a metadata service knows, from
-// ListServers: id, address, alive, capacity, used, last heartbeat.
+// `ckptfs status`: one look at a cluster, from the metadata service's
+// ClusterStatus: the storage servers (up/down, capacity, use, load, last
+// heartbeat), the redundancy state, the clients (mounts, tools, jobs) that
+// announced themselves, and the pending checkpoints with ranks arrived.
+// --json prints the same reply as one JSON object (protobuf's JSON
+// mapping: 64-bit numbers are strings). A service of an older build without
+// ClusterStatus gets the servers table from ListServers only.
 // Runs on main's thread only.
+#include <google/protobuf/util/json_util.h>
+
 #include <algorithm>
 #include <iostream>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "tools/ckpt_xattrs.h"
+#include "tools/cluster_address.h"
 #include "tools/commands.h"
 #include "tools/meta_probe.h"
-#include "tools/state_dir.h"
 #include "tools/table.h"
 
 namespace ckptfs::tools {
+namespace {
+
+constexpr absl::Duration kDeadline = absl::Seconds(5);
+
+std::string Ago(int64_t now_ms, int64_t then_ms) {
+  return then_ms == 0 ? "never" : FormatAge(now_ms - then_ms) + " ago";
+}
+
+std::string ServerTable(const google::protobuf::RepeatedPtrField<meta::ServerStatus>& servers,
+                        int64_t now_ms) {
+  std::vector<std::vector<std::string>> rows = {{"ID", "ADDRESS", "STATE", "CAPACITY", "USED",
+                                                 "CONNS", "READ/S", "WRITE/S",
+                                                 "LAST HEARTBEAT"}};
+  for (const meta::ServerStatus& s : servers) {
+    const meta::ServerInfo& i = s.info();
+    const bool load = s.load_reported() && i.alive();
+    rows.push_back({absl::StrCat(i.id()), i.address(), i.alive() ? "up" : "DOWN",
+                    FormatBytes(i.capacity_bytes()), FormatBytes(i.used_bytes()),
+                    load ? absl::StrCat(s.connections()) : "-",
+                    load ? FormatBytes(s.read_bytes_per_s()) : "-",
+                    load ? FormatBytes(s.write_bytes_per_s()) : "-",
+                    Ago(now_ms, i.last_heartbeat_ms())});
+  }
+  return FormatTable(rows);
+}
+
+void PrintText(const meta::ClusterStatusReply& status) {
+  const int64_t now_ms = status.now_ms();
+  int up = 0;
+  for (const meta::ServerStatus& s : status.servers()) up += s.info().alive() ? 1 : 0;
+  const int down = status.servers_size() - up;
+  std::cout << "metadata service " << status.service_address() << " (" << status.version()
+            << "): " << status.servers_size() << " storage server"
+            << (status.servers_size() == 1 ? "" : "s") << ", " << up << " up";
+  if (down > 0) std::cout << ", " << down << " DOWN";
+  std::cout << "\n\nstorage servers\n"
+            << ServerTable(status.servers(), now_ms);
+
+  std::cout << "\nredundancy: " << status.redundancy()
+            << " (replication and erasure coding are not implemented; nothing to rebuild)\n";
+  if (down > 0) {
+    std::cout << "  " << down << " server" << (down == 1 ? " is" : "s are")
+              << " down: every file with a chunk there cannot be read until "
+              << (down == 1 ? "it returns" : "they return")
+              << " (a new file avoids down servers)\n";
+  } else {
+    std::cout << "  every chunk is readable (all servers up)\n";
+  }
+
+  std::cout << "\nclients seen (" << status.clients_size() << ")\n";
+  if (status.clients_size() > 0) {
+    std::vector<std::vector<std::string>> rows = {
+        {"HOST", "PID", "PROGRAM", "MOUNTPOINT", "VERSION", "STARTED", "LAST HEARTBEAT"}};
+    for (const meta::ClientInfo& c : status.clients()) {
+      rows.push_back({c.hostname(), absl::StrCat(c.pid()), c.program(),
+                      c.mountpoint().empty() ? "-" : c.mountpoint(), c.version(),
+                      Ago(now_ms, c.started_ms()), Ago(now_ms, c.last_heartbeat_ms())});
+    }
+    std::cout << FormatTable(rows);
+  }
+
+  std::cout << "\npending checkpoints (" << status.pending_checkpoints_size() << ")\n";
+  if (status.pending_checkpoints_size() > 0) {
+    std::vector<std::vector<std::string>> rows = {
+        {"NAME", "INODE", "RANKS", "DECLARED", "FIRST COMMIT", "TIMEOUT"}};
+    for (const meta::CheckpointInfo& c : status.pending_checkpoints()) {
+      rows.push_back({c.name(), absl::StrCat(c.ino()),
+                      absl::StrCat(c.arrived(), "/", c.ranks(), " arrived"),
+                      Ago(now_ms, c.declared_ms()), Ago(now_ms, c.first_commit_ms()),
+                      absl::StrCat(c.timeout_s(), "s")});
+    }
+    std::cout << FormatTable(rows);
+  }
+}
+
+}  // namespace
 
 CommandSpec StatusSpec() {
   return CommandSpec{
       "status",
-      "List the storage servers of a cluster (id, address, alive, capacity, used).",
-      "Give either --meta, or --state-dir of a cluster started with `ckptfs up`.",
+      "Show a cluster: storage servers and load, redundancy, clients, pending checkpoints.",
+      "Give either --meta, or --state-dir of a cluster started with `ckptfs up`.\n"
+      "Servers: up or DOWN (no heartbeat within the service's --server_timeout_s),\n"
+      "capacity and use of their data directory, open data connections and bytes/s\n"
+      "read and written (between their last two heartbeats). Clients: every mount,\n"
+      "tool and program using libckptfs that sent a heartbeat in the last 15 s.\n"
+      "Pending checkpoints: those the service has seen since it started, with\n"
+      "ranks arrived/declared. Exit status 1 if the service cannot be reached.",
       {
-          {"meta", "ADDR", "the metadata service, host:port"},
-          {"state-dir", "DIR", "read the metadata service's address from DIR/cluster.state"},
+          MetaFlag(),
+          StateDirFlag(),
+          {"json", "", "print one JSON object (protobuf JSON mapping) instead of tables"},
       }};
 }
 
 int RunStatus(const ParsedFlags& flags) {
   static const CommandSpec spec = StatusSpec();
-  std::string address = flags.Get("meta");
   if (flags.Given("meta") == flags.Given("state-dir")) {
     return UsageError(spec, "give exactly one of --meta and --state-dir");
   }
-  if (flags.Given("state-dir")) {
-    absl::StatusOr<StateDir> dir = StateDir::Open(flags.Get("state-dir"), /*create=*/false);
-    if (!dir.ok()) return Failure(spec, std::string(dir.status().message()));
-    absl::StatusOr<std::optional<ClusterState>> state = dir->Load();
-    if (!state.ok()) return Failure(spec, std::string(state.status().message()));
-    if (!state->has_value()) {
-      return Failure(spec, absl::StrCat("no cluster is running from ", dir->path()));
+  absl::StatusOr<std::string> address = ResolveMetaAddress(flags, "");
+  if (!address.ok()) return Failure(spec, std::string(address.status().message()));
+  MetaProbe probe(*address);
+  absl::StatusOr<meta::ClusterStatusReply> status = probe.ClusterStatus(kDeadline);
+  if (!status.ok() && status.status().code() == absl::StatusCode::kUnimplemented) {
+    // An older service: the servers are all it can tell.
+    absl::StatusOr<std::vector<meta::ServerInfo>> servers = probe.ListServers(kDeadline);
+    if (servers.ok()) {
+      status = meta::ClusterStatusReply();
+      status->set_now_ms(absl::ToUnixMillis(absl::Now()));
+      status->set_version("unknown (a service without ClusterStatus: servers only)");
+      status->set_copies(1);
+      status->set_redundancy("none (1 copy)");
+      for (const meta::ServerInfo& s : *servers) *status->add_servers()->mutable_info() = s;
+    } else {
+      status = servers.status();
     }
-    address = (*state)->meta_address;
   }
-  MetaProbe probe(address);
-  absl::StatusOr<std::vector<meta::ServerInfo>> servers = probe.ListServers(absl::Seconds(5));
-  if (!servers.ok()) {
-    return Failure(spec, absl::StrCat("cannot reach the metadata service at ", address, ": ",
-                                      servers.status().message()));
+  if (!status.ok()) {
+    return Failure(spec, absl::StrCat("cannot reach the metadata service at ", *address, ": ",
+                                      status.status().message(),
+                                      " (is it running? `ckptfs up` starts a local cluster)"));
   }
-  std::sort(servers->begin(), servers->end(),
-            [](const meta::ServerInfo& a, const meta::ServerInfo& b) { return a.id() < b.id(); });
-  const int64_t now_ms = absl::ToUnixMillis(absl::Now());
-  std::vector<std::vector<std::string>> rows = {
-      {"ID", "ADDRESS", "ALIVE", "CAPACITY", "USED", "LAST HEARTBEAT"}};
-  int alive = 0;
-  for (const meta::ServerInfo& s : *servers) {
-    alive += s.alive() ? 1 : 0;
-    rows.push_back({absl::StrCat(s.id()), s.address(), s.alive() ? "yes" : "NO",
-                    FormatBytes(s.capacity_bytes()), FormatBytes(s.used_bytes()),
-                    s.last_heartbeat_ms() == 0
-                        ? "never"
-                        : absl::StrCat((now_ms - s.last_heartbeat_ms()) / 1000, "s ago")});
+  status->set_service_address(*address);
+  std::sort(status->mutable_servers()->begin(), status->mutable_servers()->end(),
+            [](const meta::ServerStatus& a, const meta::ServerStatus& b) {
+              return a.info().id() < b.info().id();
+            });
+  if (flags.GetBool("json")) {
+    google::protobuf::util::JsonPrintOptions options;
+    options.add_whitespace = true;
+    options.always_print_primitive_fields = true;
+    options.preserve_proto_field_names = true;
+    std::string json;
+    if (auto s = google::protobuf::util::MessageToJsonString(*status, &json, options); !s.ok()) {
+      return Failure(spec, absl::StrCat("cannot write JSON: ", s.ToString()));
+    }
+    std::cout << json;
+    if (json.empty() || json.back() != '\n') std::cout << "\n";
+    return 0;
   }
-  std::cout << "metadata service " << address << ": " << servers->size()
-            << " storage server" << (servers->size() == 1 ? "" : "s") << ", " << alive
-            << " alive\n\n"
-            << FormatTable(rows);
+  PrintText(*status);
   return 0;
 }
 

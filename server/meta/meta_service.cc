@@ -3,6 +3,7 @@
 
 #include <utility>
 
+#include "absl/time/clock.h"
 #include "common/grpc_status.h"
 #include "common/log.h"
 
@@ -135,12 +136,16 @@ Reactor* MetaServiceImpl::DeclareCheckpoint(Context* ctx,
                                             const DeclareCheckpointRequest* request,
                                             CheckpointInfo* reply) {
   return FinishWith(ctx, "DeclareCheckpoint", checkpoints_->Declare(*request),
-                    [&](CheckpointInfo info) { *reply = std::move(info); });
+                    [&](CheckpointInfo info) {
+                      if (info.state() == PENDING) board_.SeeCheckpoint(info.ino());
+                      *reply = std::move(info);
+                    });
 }
 
 Reactor* MetaServiceImpl::CommitCheckpoint(Context* ctx, const CommitCheckpointRequest* request,
                                            CheckpointInfo* reply) {
   Reactor* reactor = ctx->DefaultReactor();
+  board_.SeeCheckpoint(request->ino());
   // Runs once, on whichever thread ends the wait (on this one before
   // Commit returns for a no_wait arrival); `reply` and `reactor` live until
   // Finish.
@@ -169,13 +174,21 @@ Reactor* MetaServiceImpl::CommitCheckpoint(Context* ctx, const CommitCheckpointR
 Reactor* MetaServiceImpl::GetCheckpoint(Context* ctx, const InodeRequest* request,
                                         CheckpointInfo* reply) {
   return FinishWith(ctx, "GetCheckpoint", checkpoints_->Get(request->ino()),
-                    [&](CheckpointInfo info) { *reply = std::move(info); });
+                    [&](CheckpointInfo info) {
+                      if (info.state() == PENDING) board_.SeeCheckpoint(info.ino());
+                      *reply = std::move(info);
+                    });
 }
 
 Reactor* MetaServiceImpl::ListCheckpoints(Context* ctx, const InodeRequest* request,
                                           ListCheckpointsReply* reply) {
   return FinishWith(ctx, "ListCheckpoints", checkpoints_->List(request->ino()),
-                    [&](ListCheckpointsReply list) { *reply = std::move(list); });
+                    [&](ListCheckpointsReply list) {
+                      for (const CheckpointInfo& c : list.checkpoints()) {
+                        if (c.state() == PENDING) board_.SeeCheckpoint(c.ino());
+                      }
+                      *reply = std::move(list);
+                    });
 }
 
 Reactor* MetaServiceImpl::RemoveCheckpoint(Context* ctx, const LookupRequest* request, Empty*) {
@@ -194,7 +207,9 @@ Reactor* MetaServiceImpl::RegisterServer(Context* ctx, const RegisterServerReque
 }
 
 Reactor* MetaServiceImpl::Heartbeat(Context* ctx, const HeartbeatRequest* request, Empty*) {
-  return Finish(ctx, "Heartbeat", membership_->Heartbeat(*request));
+  absl::Status status = membership_->Heartbeat(*request);
+  if (status.ok()) board_.ServerHeartbeat(*request, absl::ToUnixMillis(absl::Now()));
+  return Finish(ctx, "Heartbeat", status);
 }
 
 Reactor* MetaServiceImpl::ListServers(Context* ctx, const Empty*, ListServersReply* reply) {
@@ -202,6 +217,22 @@ Reactor* MetaServiceImpl::ListServers(Context* ctx, const Empty*, ListServersRep
                     [&](std::vector<ServerInfo> servers) {
                       for (ServerInfo& server : servers) *reply->add_servers() = std::move(server);
                     });
+}
+
+Reactor* MetaServiceImpl::ClientHeartbeat(Context* ctx, const ClientHeartbeatRequest* request,
+                                          Empty*) {
+  if (request->client().client_id().empty()) {
+    return Finish(ctx, "ClientHeartbeat",
+                  absl::InvalidArgumentError("ClientHeartbeat without a client_id"));
+  }
+  board_.ClientHeartbeat(*request, ctx->peer(), absl::ToUnixMillis(absl::Now()));
+  return Finish(ctx, "ClientHeartbeat", absl::OkStatus());
+}
+
+Reactor* MetaServiceImpl::ClusterStatus(Context* ctx, const ClusterStatusRequest*,
+                                        ClusterStatusReply* reply) {
+  return FinishWith(ctx, "ClusterStatus", BuildClusterStatus(),
+                    [&](ClusterStatusReply status) { *reply = std::move(status); });
 }
 
 }  // namespace ckptfs::meta

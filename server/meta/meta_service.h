@@ -15,6 +15,12 @@
 // finished before the handler returns, like the other RPCs. Every call is
 // logged at debug level.
 //
+// ClientHeartbeat and ClusterStatus (`ckptfs status`) use the service's own
+// StatusBoard (status_board.h), in memory only: no KV write on either path.
+// The storage Heartbeat also records the load a server reports there, and
+// the checkpoint RPCs note the checkpoints they see, so ClusterStatus lists
+// the pending ones without a scan.
+//
 // Thread-safety: thread-safe (handlers run concurrently). Namespace,
 // Membership and the coordinator are borrowed and must outlive the service.
 #ifndef CKPTFS_SERVER_META_META_SERVICE_H_
@@ -26,6 +32,7 @@
 #include "server/meta/checkpoint/coordinator.h"
 #include "server/meta/membership.h"
 #include "server/meta/namespace.h"
+#include "server/meta/status_board.h"
 
 namespace ckptfs::meta {
 
@@ -69,11 +76,19 @@ class MetaServiceImpl final : public MetaService::CallbackService {
                           RegisterServerReply* reply) override;
   Reactor* Heartbeat(Context* ctx, const HeartbeatRequest* request, Empty* reply) override;
   Reactor* ListServers(Context* ctx, const Empty* request, ListServersReply* reply) override;
+  Reactor* ClientHeartbeat(Context* ctx, const ClientHeartbeatRequest* request,
+                           Empty* reply) override;
+  Reactor* ClusterStatus(Context* ctx, const ClusterStatusRequest* request,
+                         ClusterStatusReply* reply) override;
+
+  // The ClusterStatus reply as of now (also for tests).
+  absl::StatusOr<ClusterStatusReply> BuildClusterStatus();
 
  private:
   Namespace* const ns_;
   Membership* const membership_;
   CheckpointCoordinator* const checkpoints_;
+  StatusBoard board_;
 };
 
 }  // namespace ckptfs::meta

@@ -73,6 +73,13 @@ absl::Status Registration::Heartbeat(uint32_t server_id) {
     request.set_capacity_bytes(space->capacity_bytes);
     request.set_used_bytes(space->used_bytes);
   }
+  if (options_.load) {
+    const Options::Load load = options_.load();
+    request.set_load_reported(true);
+    request.set_connections(load.connections);
+    request.set_bytes_read_total(load.bytes_read_total);
+    request.set_bytes_written_total(load.bytes_written_total);
+  }
   meta::Empty reply;
   grpc::ClientContext context;
   context.set_deadline(absl::ToChronoTime(absl::Now() + options_.rpc_deadline));

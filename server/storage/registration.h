@@ -41,6 +41,16 @@ class Registration {
     // Called on the registration thread after each successful
     // (re)registration with the id the service assigned.
     std::function<void(uint32_t server_id)> on_registered;
+    // The server's load, sent with each heartbeat for `ckptfs status`
+    // (HeartbeatRequest.load_reported and the fields after it). Called on
+    // the registration thread; must be cheap (read counters). Unset: no
+    // load is reported.
+    struct Load {
+      uint32_t connections = 0;          // data connections open now
+      uint64_t bytes_read_total = 0;     // chunk bytes served since start
+      uint64_t bytes_written_total = 0;  // chunk bytes stored since start
+    };
+    std::function<Load()> load;
   };
 
   // Starts the registration thread. `store` (for capacity and use) must

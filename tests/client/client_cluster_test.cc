@@ -2,7 +2,9 @@
 // ckptfs-storage on loopback (tests/integration's LocalCluster), no FUSE.
 // Checks what the fakes cannot: the storage server's WRITE merge/replace,
 // READ short/ENOENT and TRIM semantics match what the client relies on,
-// close-to-open across two Clients, and a dead server surfacing in Close.
+// close-to-open across two Clients, a dead server surfacing in Close with
+// a message that says what to do, and each Client announcing itself to the
+// service (ClientHeartbeat, listed by ClusterStatus).
 #include <fcntl.h>
 #include <signal.h>
 
@@ -11,9 +13,13 @@
 #include <memory>
 #include <random>
 #include <string>
+#include <vector>
+
+#include <unistd.h>
 
 #include "client/client.h"
 #include "client/file.h"
+#include "client/grpc_meta_client.h"
 #include "common/errno_status.h"
 #include "gtest/gtest.h"
 #include "tests/integration/local_cluster.h"
@@ -179,6 +185,44 @@ TEST_F(ClientClusterTest, DeadStorageServerFailsTheClose) {
   absl::Status closed = created->file->Close();
   ASSERT_FALSE(closed.ok());
   EXPECT_EQ(ErrnoFromStatus(closed), EIO);  // "connection refused" is in the message
+  // The message names the server and what to do.
+  EXPECT_NE(closed.message().find("127.0.0.1:"), absl::string_view::npos) << closed;
+  EXPECT_NE(closed.message().find("check `ckptfs status`"), absl::string_view::npos) << closed;
+}
+
+TEST_F(ClientClusterTest, ClientsAnnounceThemselvesInClusterStatus) {
+  GrpcMetaClient meta(cluster_->meta_address(), absl::Seconds(10));
+  // writer_ and reader_: two clients of this process. Their first heartbeat
+  // leaves as their thread starts; wait for both (bounded).
+  auto mine = [](const meta::ClusterStatusReply& reply) {
+    std::vector<meta::ClientInfo> out;
+    for (const meta::ClientInfo& c : reply.clients()) {
+      if (c.pid() == static_cast<uint32_t>(::getpid())) out.push_back(c);
+    }
+    return out;
+  };
+  absl::StatusOr<meta::ClusterStatusReply> status;
+  for (int i = 0; i < 100; ++i) {
+    status = meta.ClusterStatus(meta::ClusterStatusRequest());
+    ASSERT_TRUE(status.ok()) << status.status();
+    if (mine(*status).size() >= 2) break;
+    ::usleep(50 * 1000);
+  }
+  EXPECT_EQ(status->servers_size(), 3);
+  EXPECT_EQ(status->redundancy(), "none (1 copy)");
+  const std::vector<meta::ClientInfo> clients = mine(*status);
+  ASSERT_EQ(clients.size(), 2u) << status->DebugString();
+  EXPECT_NE(clients[0].client_id(), clients[1].client_id());
+  for (const meta::ClientInfo& c : clients) {
+    EXPECT_TRUE(c.mountpoint().empty());  // not a FUSE daemon
+    EXPECT_FALSE(c.version().empty());
+    EXPECT_FALSE(c.hostname().empty());
+    EXPECT_GT(c.started_ms(), 0);
+    EXPECT_GT(c.last_heartbeat_ms(), 0);
+  }
+  // A heartbeat without an id is refused.
+  meta::ClientHeartbeatRequest empty;
+  EXPECT_FALSE(meta.ClientHeartbeat(empty).ok());
 }
 
 }  // namespace

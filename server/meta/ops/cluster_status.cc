@@ -1,0 +1,39 @@
+// MetaServiceImpl::BuildClusterStatus: the answer to ClusterStatus
+// (`ckptfs status`). Servers come from Membership (KV reads) with the load
+// the StatusBoard holds; clients and the checkpoints to look at from the
+// StatusBoard; each of those checkpoints is read (GetCheckpoint) to keep
+// the pending ones, and the ones that ended are forgotten. Writes nothing.
+// Thread-safety: as MetaServiceImpl (any handler thread).
+#include "absl/time/clock.h"
+#include "server/meta/meta_service.h"
+
+namespace ckptfs::meta {
+
+absl::StatusOr<ClusterStatusReply> MetaServiceImpl::BuildClusterStatus() {
+  ClusterStatusReply reply;
+  const int64_t now_ms = absl::ToUnixMillis(absl::Now());
+  reply.set_now_ms(now_ms);
+  reply.set_version(kServiceVersion);
+  absl::StatusOr<std::vector<ServerInfo>> servers = membership_->ListServers();
+  if (!servers.ok()) return servers.status();
+  for (const ServerInfo& server : *servers) {
+    *reply.add_servers() = board_.ServerStatusOf(server);
+  }
+  // Replication and erasure coding are not implemented: one copy of each
+  // chunk, on the server its stripe names.
+  reply.set_copies(1);
+  reply.set_redundancy("none (1 copy)");
+  for (ClientInfo& client : board_.Clients(now_ms)) *reply.add_clients() = std::move(client);
+  for (uint64_t ino : board_.Checkpoints()) {
+    absl::StatusOr<CheckpointInfo> info = checkpoints_->Get(ino);
+    if (!info.ok() || info->state() != PENDING) {
+      // Ended, removed, or not a checkpoint any more.
+      board_.ForgetCheckpoint(ino);
+      continue;
+    }
+    *reply.add_pending_checkpoints() = *std::move(info);
+  }
+  return reply;
+}
+
+}  // namespace ckptfs::meta

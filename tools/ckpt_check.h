@@ -1,0 +1,83 @@
+// Reading a checkpoint's files chunk by chunk, straight from the storage
+// servers, for `ckptfs ckpt show` and `ckptfs ckpt verify`.
+//
+// The files are found by walking the directory on the mount (their inode
+// numbers are the service's); each file's size and layout come from the
+// metadata service (GetAttr), the servers' addresses from ListServers. Every
+// chunk is then READ whole from the server its stripe names: the server
+// checks the chunk file's stored CRC32C on the way off its disk (EIO when the
+// data or its header fails it), and the payload's CRC32C on the wire is
+// checked here (EBADMSG). The CRC32C printed per chunk and per file is
+// computed here over the bytes read (a hole reads as zeros), so a file's
+// CRC32C equals that of a copy of it anywhere else.
+//
+// Thread-safety: not thread-safe; one CheckpointReader per thread.
+#ifndef CKPTFS_TOOLS_CKPT_CHECK_H_
+#define CKPTFS_TOOLS_CKPT_CHECK_H_
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "common/data_connection.h"
+#include "proto/meta.pb.h"
+#include "tools/meta_probe.h"
+
+namespace ckptfs::tools {
+
+struct ChunkCheck {
+  uint32_t index = 0;
+  uint32_t server_id = 0;
+  std::string server;  // host:port, or "" if the id is not registered
+  uint64_t length = 0;  // bytes of the file in this chunk
+  uint32_t crc32c = 0;  // of those bytes, as read
+  absl::Status status;  // what failed, naming the server
+};
+
+struct FileCheck {
+  std::string path;  // relative to the directory checked
+  uint64_t ino = 0;
+  uint64_t size = 0;
+  uint32_t chunk_size = 0;
+  std::vector<ChunkCheck> chunks;
+  uint32_t crc32c = 0;  // of the whole file; meaningful when ok()
+  absl::Status status;  // the first failure (a chunk's, or the file's)
+  bool ok() const { return status.ok(); }
+};
+
+class CheckpointReader {
+ public:
+  // `probe` is borrowed. `timeout` bounds each connect and chunk READ.
+  CheckpointReader(MetaProbe* probe, absl::Duration timeout);
+
+  // Loads the server map (ListServers). Call before CheckFile.
+  absl::Status Init();
+
+  // Every regular file under `dir` (recursively, symlinks not followed), in
+  // path order. Errors of the walk itself (not a directory, unreadable).
+  absl::StatusOr<std::vector<std::string>> ListFiles(const std::string& dir);
+
+  // Reads every chunk of `dir`/`relative`; a failure is recorded in the
+  // result (never returned), so the caller reports each file.
+  FileCheck CheckFile(const std::string& dir, const std::string& relative);
+
+ private:
+  // A connection to server `id`, dialed on first use; nullptr and an error
+  // in *error if the server is unknown or unreachable.
+  absl::StatusOr<DataConnection*> ConnectionTo(uint32_t id);
+  std::string DescribeServer(uint32_t id) const;
+
+  MetaProbe* const probe_;
+  const absl::Duration timeout_;
+  std::map<uint32_t, meta::ServerInfo> servers_;
+  std::map<uint32_t, std::unique_ptr<DataConnection>> connections_;
+};
+
+}  // namespace ckptfs::tools
+
+#endif  // CKPTFS_TOOLS_CKPT_CHECK_H_

@@ -1,0 +1,105 @@
+// See cluster_address.h.
+#include "tools/cluster_address.h"
+
+#include <sys/types.h>
+
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <optional>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "tools/mounts.h"
+#include "tools/state_dir.h"
+
+namespace ckptfs::tools {
+namespace {
+
+std::string ReadAll(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+// The value of --name=V or --name V in `args`, if present.
+std::optional<std::string> FlagValue(const std::vector<std::string>& args,
+                                     const std::string& name) {
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (absl::StartsWith(args[i], "--" + name + "=")) return args[i].substr(name.size() + 3);
+    if (args[i] == "--" + name && i + 1 < args.size()) return args[i + 1];
+  }
+  return std::nullopt;
+}
+
+// The FUSE mount whose mount point is the longest prefix of `path`.
+std::optional<std::string> FuseMountHolding(const std::string& path) {
+  std::string best;
+  for (const MountEntry& m : ParseMountInfo(ReadAll("/proc/self/mountinfo"))) {
+    if (!m.is_fuse()) continue;
+    const bool under = path == m.mount_point ||
+                       (absl::StartsWith(path, m.mount_point) &&
+                        (m.mount_point == "/" || path[m.mount_point.size()] == '/'));
+    if (under && m.mount_point.size() > best.size()) best = m.mount_point;
+  }
+  if (best.empty()) return std::nullopt;
+  return best;
+}
+
+}  // namespace
+
+FlagSpec MetaFlag() { return {"meta", "ADDR", "the metadata service, host:port"}; }
+
+FlagSpec StateDirFlag() {
+  return {"state-dir", "DIR", "read the metadata service's address from DIR/cluster.state"};
+}
+
+absl::StatusOr<std::string> MetaAddressOfMount(const std::string& path) {
+  const std::string absolute = AbsolutePath(path);
+  std::optional<std::string> mount = FuseMountHolding(absolute);
+  if (!mount) {
+    return absl::NotFoundError(absl::StrCat(path, " is not on a ckptfs mount"));
+  }
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc", ec)) {
+    pid_t pid = 0;
+    if (!absl::SimpleAtoi(entry.path().filename().string(), &pid)) continue;
+    const std::vector<std::string> args = absl::StrSplit(
+        ReadAll(absl::StrCat("/proc/", pid, "/cmdline")), '\0', absl::SkipEmpty());
+    if (args.empty() || !absl::StrContains(args[0], "ckptfs-fuse")) continue;
+    std::optional<std::string> mountpoint = FlagValue(args, "mountpoint");
+    if (!mountpoint || AbsolutePath(*mountpoint) != *mount) continue;
+    // ckptfs-fuse's default when --meta is not given.
+    return FlagValue(args, "meta").value_or("127.0.0.1:7000");
+  }
+  return absl::NotFoundError(absl::StrCat(
+      "cannot tell which metadata service the mount at ", *mount,
+      " uses (no ckptfs-fuse process of this machine serves it); pass --meta ADDR"));
+}
+
+absl::StatusOr<std::string> ResolveMetaAddress(const ParsedFlags& flags,
+                                               const std::string& path) {
+  if (flags.Given("meta") && flags.Given("state-dir")) {
+    return absl::InvalidArgumentError("give at most one of --meta and --state-dir");
+  }
+  if (flags.Given("meta")) return flags.Get("meta");
+  if (flags.Given("state-dir")) {
+    absl::StatusOr<StateDir> dir = StateDir::Open(flags.Get("state-dir"), /*create=*/false);
+    if (!dir.ok()) return dir.status();
+    absl::StatusOr<std::optional<ClusterState>> state = dir->Load();
+    if (!state.ok()) return state.status();
+    if (!state->has_value()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "no cluster is running from ", dir->path(), " (start one with `ckptfs up`)"));
+    }
+    return (*state)->meta_address;
+  }
+  if (path.empty()) {
+    return absl::InvalidArgumentError("give --meta ADDR or --state-dir DIR");
+  }
+  return MetaAddressOfMount(path);
+}
+
+}  // namespace ckptfs::tools
