@@ -5,6 +5,28 @@
 
 namespace ckptfs::client {
 
+BufferPool::BufferPool(size_t max_idle_bytes, size_t write_budget_bytes)
+    : max_idle_bytes_(max_idle_bytes), write_budget_bytes_(write_budget_bytes) {
+  metrics::Registry& r = metrics::Registry::Default();
+  auto gauge = [&r](const char* name, const char* help) -> metrics::Gauge& {
+    return r.Gauge(name, help, {}).WithLabels({});
+  };
+  metric_callbacks_.push_back(r.AddGaugeCallback(
+      gauge("ckptfs_client_write_buffer_used_bytes",
+            "Write-behind memory taken from the write-buffer budget (--write_buffer_mb)."),
+      [this] { return static_cast<double>(reserved_bytes_.load(std::memory_order_relaxed)); }));
+  metric_callbacks_.push_back(r.AddGaugeCallback(
+      gauge("ckptfs_client_write_buffer_limit_bytes",
+            "The write-buffer budget (--write_buffer_mb); 0 when unlimited."),
+      [this] {
+        return write_budget_bytes_ == SIZE_MAX ? 0.0 : static_cast<double>(write_budget_bytes_);
+      }));
+  metric_callbacks_.push_back(r.AddGaugeCallback(
+      gauge("ckptfs_client_buffer_pool_idle_bytes",
+            "Chunk buffers kept for reuse by files opened next."),
+      [this] { return static_cast<double>(idle_bytes()); }));
+}
+
 std::unique_ptr<char[]> BufferPool::Acquire(uint32_t size) {
   {
     absl::MutexLock lock(&mu_);

@@ -9,6 +9,11 @@
 // It also keeps the Client-wide budget of extra write buffers (see
 // ClientOptions::write_buffer_budget_bytes): TryReserve / Unreserve.
 //
+// Metrics (computed at scrape time, summed over a process's pools):
+// ckptfs_client_write_buffer_used_bytes (reserved),
+// ckptfs_client_write_buffer_limit_bytes (the budget; 0 when unlimited),
+// ckptfs_client_buffer_pool_idle_bytes.
+//
 // Thread-safety: thread-safe.
 #ifndef CKPTFS_CLIENT_BUFFER_POOL_H_
 #define CKPTFS_CLIENT_BUFFER_POOL_H_
@@ -22,13 +27,13 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/synchronization/mutex.h"
+#include "common/metrics/metrics.h"
 
 namespace ckptfs::client {
 
 class BufferPool {
  public:
-  explicit BufferPool(size_t max_idle_bytes, size_t write_budget_bytes = SIZE_MAX)
-      : max_idle_bytes_(max_idle_bytes), write_budget_bytes_(write_budget_bytes) {}
+  explicit BufferPool(size_t max_idle_bytes, size_t write_budget_bytes = SIZE_MAX);
   BufferPool(const BufferPool&) = delete;
   BufferPool& operator=(const BufferPool&) = delete;
 
@@ -53,6 +58,8 @@ class BufferPool {
   absl::Mutex mu_;
   absl::flat_hash_map<uint32_t, std::vector<std::unique_ptr<char[]>>> idle_ ABSL_GUARDED_BY(mu_);
   size_t idle_bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  // Last: the scrape-time gauges go first.
+  std::vector<metrics::CallbackHandle> metric_callbacks_;
 };
 
 }  // namespace ckptfs::client

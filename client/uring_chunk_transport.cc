@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "client/chunk_request_metrics.h"
 #include "common/crc32c.h"
 #include "common/errno_status.h"
 #include "common/frame.h"
@@ -220,7 +221,8 @@ absl::Status UringChunkTransport::WriteChunk(uint32_t server_id, uint64_t ino,
   request.set_offset(offset);
   request.set_payload_crc32c(crc32c.has_value() ? *crc32c : Crc32c(data, length));
   request.set_replace(replace);
-  return Call(server_id, request, data, length, nullptr, 0).status();
+  ChunkRequestScope scope(ChunkOp::kWrite);
+  return scope.Finish(Call(server_id, request, data, length, nullptr, 0).status(), length);
 }
 
 absl::StatusOr<size_t> UringChunkTransport::ReadChunk(uint32_t server_id, uint64_t ino,
@@ -232,8 +234,10 @@ absl::StatusOr<size_t> UringChunkTransport::ReadChunk(uint32_t server_id, uint64
   request.set_chunk_index(static_cast<uint32_t>(chunk_index));
   request.set_offset(offset);
   request.set_length(static_cast<uint32_t>(length));
+  ChunkRequestScope scope(ChunkOp::kRead);
   auto response = Call(server_id, request, nullptr, 0, buf, length);
-  if (!response.ok()) return response.status();
+  if (!response.ok()) return scope.Finish(response.status(), 0);
+  scope.Finish(absl::OkStatus(), response->payload_len).IgnoreError();
   return response->payload_len;
 }
 
@@ -244,14 +248,16 @@ absl::Status UringChunkTransport::TrimChunks(uint32_t server_id, uint64_t ino,
   request.set_ino(ino);
   request.set_trim_size(trim_size);
   request.set_chunk_size(chunk_size);
-  return Call(server_id, request, nullptr, 0, nullptr, 0).status();
+  ChunkRequestScope scope(ChunkOp::kTrim);
+  return scope.Finish(Call(server_id, request, nullptr, 0, nullptr, 0).status(), 0);
 }
 
 absl::Status UringChunkTransport::SyncChunks(uint32_t server_id, uint64_t ino) {
   data::RequestHeader request;
   request.set_op(data::SYNC);
   request.set_ino(ino);
-  return Call(server_id, request, nullptr, 0, nullptr, 0).status();
+  ChunkRequestScope scope(ChunkOp::kSync);
+  return scope.Finish(Call(server_id, request, nullptr, 0, nullptr, 0).status(), 0);
 }
 
 }  // namespace ckptfs::client

@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "common/log.h"
+#include "fuse/op_metrics.h"
 #include "fuse/ops.h"
 
 namespace ckptfs::fuse {
@@ -49,6 +50,7 @@ const fuse_lowlevel_ops& Filesystem::Ops() {
     AddFileOps(&o);
     AddDirOps(&o);
     AddXattrOps(&o);
+    WrapWithMetrics(&o);
     return o;
   }();
   return ops;

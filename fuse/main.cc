@@ -6,6 +6,7 @@
 //               [--splice] [--max_background=64] [--write_buffer_mb=2048]
 //               [--max_inflight_chunks=8]
 //               [--fuse_options=allow_other,...] [--log_level=info]
+//               [--metrics_listen=HOST:PORT]
 //
 // Order of start-up: connect the Client (exit 1 with a clear message if the
 // metadata service is unreachable), then mount (exit 1 if the mountpoint is
@@ -42,6 +43,7 @@
 #include "absl/time/time.h"
 #include "client/client.h"
 #include "common/log.h"
+#include "common/metrics/http_server.h"
 #include "common/net.h"
 #include "common/unique_fd.h"
 #include "fuse/filesystem.h"
@@ -74,6 +76,8 @@ ABSL_FLAG(int32_t, write_buffer_mb, 2048,
           "write-behind memory of the mount in MiB: each file being written has one chunk "
           "buffer, further ones come from this; writers wait (never fail) when it is spent");
 ABSL_FLAG(int32_t, max_inflight_chunks, 8, "chunk writes one open file may have in flight");
+ABSL_FLAG(std::string, metrics_listen, "",
+          "host:port to serve Prometheus metrics on (GET /metrics); empty: no metrics server");
 ABSL_FLAG(int32_t, read_ahead_kb, 4096,
           "kernel readahead of the mount in KiB (needs root; 0 keeps the kernel default)");
 
@@ -203,6 +207,19 @@ int Main(int argc, char** argv) {
   }
   mountpoint = *canonical;
 
+  // Bound before the fork, so that a busy port fails in the caller's
+  // process; served (a thread) only in the daemon, once mounted.
+  UniqueFd metrics_listener;
+  if (const std::string metrics_listen = absl::GetFlag(FLAGS_metrics_listen);
+      !metrics_listen.empty()) {
+    absl::StatusOr<UniqueFd> listener = metrics::ListenForMetrics(metrics_listen);
+    if (!listener.ok()) {
+      CKPTFS_LOG(kError) << listener.status().message();
+      return kExitFailure;
+    }
+    metrics_listener = *std::move(listener);
+  }
+
   RaiseOpenFileLimit();
   UniqueFd report;
   if (!absl::GetFlag(FLAGS_foreground)) report = ForkDaemon();
@@ -245,6 +262,19 @@ int Main(int argc, char** argv) {
                     << " (" << threads << " idle threads, at most "
                     << MaxWorkerThreads(mount_options) << ", attr_timeout " << attr_timeout_s
                     << "s, entry_timeout " << entry_timeout_s << "s)";
+  std::unique_ptr<metrics::MetricsHttpServer> metrics_server;
+  if (metrics_listener.valid()) {
+    absl::StatusOr<std::unique_ptr<metrics::MetricsHttpServer>> started =
+        metrics::MetricsHttpServer::Start(std::move(metrics_listener),
+                                          &metrics::Registry::Default());
+    if (!started.ok()) {
+      CKPTFS_LOG(kError) << started.status().message();
+      ReportStartup(report, kExitFailure);
+      return kExitFailure;
+    }
+    metrics_server = *std::move(started);
+    CKPTFS_LOG(kInfo) << "metrics on http://" << metrics_server->address() << "/metrics";
+  }
   if (report.valid()) {
     DetachStdio();
     ReportStartup(report, 0);

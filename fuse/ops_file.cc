@@ -26,6 +26,7 @@
 #include "common/errno_status.h"
 #include "common/log.h"
 #include "fuse/filesystem.h"
+#include "fuse/op_metrics.h"
 #include "fuse/ops.h"
 #include "fuse/reply.h"
 
@@ -113,7 +114,7 @@ void Read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t offset, struct fuse
   absl::StatusOr<client::ReadView> view =
       Filesystem::FileOf(fi->fh).View(static_cast<uint64_t>(offset), size);
   if (!view.ok()) return ReplyError(req, view.status(), "read", ino);
-  ReplyView(req, *view);
+  if (ReplyView(req, *view) == 0) CountReadBytes(view->size());
 }
 
 // A write's payload as libfuse hands it over: in memory, or (splice) still
@@ -149,6 +150,7 @@ void WriteBuf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec* bufv, off_t of
   absl::StatusOr<size_t> n =
       Filesystem::FileOf(fi->fh).WriteFrom(static_cast<uint64_t>(offset), source, size);
   if (!n.ok()) return ReplyError(req, n.status(), "write", ino);
+  CountWrittenBytes(*n);
   fuse_reply_write(req, *n);
 }
 

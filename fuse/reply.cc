@@ -7,6 +7,7 @@
 #include "common/errno_status.h"
 #include "common/log.h"
 #include "fuse/attr.h"
+#include "fuse/op_metrics.h"
 
 namespace ckptfs::fuse {
 namespace {
@@ -50,6 +51,7 @@ int ReplyErrnoFor(const absl::Status& status) {
 void ReplyError(fuse_req_t req, const absl::Status& status, absl::string_view op,
                 uint64_t ino) {
   const int err = ReplyErrnoFor(status);
+  CountErrorReply(err);
   if (IsExpected(err)) {
     CKPTFS_LOG(kDebug) << op << " ino " << ino << ": " << std::strerror(err) << " (" << status
                        << ")";

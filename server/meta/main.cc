@@ -4,6 +4,7 @@
 //               [--server_timeout_s=10] [--default_chunk_size=4194304]
 //               [--reclaim_interval_s=5] [--commit_timeout_s=600]
 //               [--sync_commits] [--log_level=info]
+//               [--metrics_listen=HOST:PORT]
 //
 // Logs "ckptfs-meta: serving on ADDR" once it accepts calls. Exit status: 0
 // after SIGTERM/SIGINT (clean shutdown); 2 when the port or the data dir is
@@ -23,6 +24,7 @@
 #include "absl/synchronization/mutex.h"
 #include "common/errno_status.h"
 #include "common/log.h"
+#include "common/metrics/http_server.h"
 #include "server/meta/meta_server.h"
 
 ABSL_FLAG(std::string, listen, "127.0.0.1:7000", "host:port to serve the metadata gRPC API on");
@@ -42,6 +44,8 @@ ABSL_FLAG(int64_t, commit_timeout_s, 600,
           "the other ranks before it aborts (ETIMEDOUT), unless the declaration or "
           "user.ckptfs.commit_timeout_s of the checkpoint or its parent says otherwise");
 ABSL_FLAG(std::string, log_level, "info", "debug, info, warning or error");
+ABSL_FLAG(std::string, metrics_listen, "",
+          "host:port to serve Prometheus metrics on (GET /metrics); empty: no metrics server");
 
 namespace ckptfs::meta {
 namespace {
@@ -114,6 +118,20 @@ int Main() {
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
   signal(SIGPIPE, SIG_IGN);
 
+  // Bound before the service so that a busy metrics port fails start-up
+  // before anything else is opened.
+  std::unique_ptr<metrics::MetricsHttpServer> metrics_server;
+  if (const std::string metrics_listen = absl::GetFlag(FLAGS_metrics_listen);
+      !metrics_listen.empty()) {
+    absl::StatusOr<std::unique_ptr<metrics::MetricsHttpServer>> started =
+        metrics::StartMetricsServer(metrics_listen, &metrics::Registry::Default());
+    if (!started.ok()) {
+      CKPTFS_LOG(kError) << started.status().message();
+      return ErrnoFromStatus(started.status()) == EADDRINUSE ? kExitInUse : kExitFailure;
+    }
+    metrics_server = *std::move(started);
+  }
+
   absl::StatusOr<std::unique_ptr<MetaServer>> server = MetaServer::Start(options);
   if (!server.ok()) {
     CKPTFS_LOG(kError) << server.status().message();
@@ -126,6 +144,9 @@ int Main() {
                     << absl::FormatDuration(options.server_timeout)
                     << ", checkpoint commit timeout " << options.commit_timeout_s << " s"
                     << (options.sync_commits ? ", fsync per commit" : "");
+  if (metrics_server != nullptr) {
+    CKPTFS_LOG(kInfo) << "metrics on http://" << metrics_server->address() << "/metrics";
+  }
   CKPTFS_LOG(kInfo) << "serving on " << (*server)->address();
 
   int signal_number = 0;

@@ -6,6 +6,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/errno_status.h"
+#include "common/metrics/grpc_server_metrics.h"
 #include "common/net.h"
 
 namespace ckptfs::meta {
@@ -22,6 +23,46 @@ absl::StatusOr<HostPort> ParseListenAddress(absl::string_view text) {
     return parsed;
   }
   return ParseHostPort(text);
+}
+
+// Gauges of the storage servers as Membership knows them, computed at
+// scrape time (one ListServers each: a scan of a few keys per server).
+std::vector<metrics::CallbackHandle> AddMembershipGauges(Membership* membership) {
+  metrics::Registry& registry = metrics::Registry::Default();
+  metrics::Family<metrics::Gauge>& servers = registry.Gauge(
+      "ckptfs_meta_storage_servers",
+      "Registered storage servers, by state (alive: heartbeat within --server_timeout_s).",
+      {"state"});
+  metrics::Gauge& capacity =
+      registry.Gauge("ckptfs_meta_storage_capacity_bytes",
+                     "Disk capacity of the alive storage servers, as last heartbeated.", {})
+          .WithLabels({});
+  metrics::Gauge& used =
+      registry.Gauge("ckptfs_meta_storage_used_bytes",
+                     "Disk bytes used on the alive storage servers, as last heartbeated.", {})
+          .WithLabels({});
+  auto sum = [membership](auto field) {
+    return [membership, field]() -> double {
+      absl::StatusOr<std::vector<ServerInfo>> list = membership->ListServers();
+      double total = 0;
+      if (list.ok()) {
+        for (const ServerInfo& info : *list) total += field(info);
+      }
+      return total;
+    };
+  };
+  std::vector<metrics::CallbackHandle> handles;
+  handles.push_back(registry.AddGaugeCallback(
+      servers.WithLabels({"alive"}), sum([](const ServerInfo& s) { return s.alive() ? 1 : 0; })));
+  handles.push_back(registry.AddGaugeCallback(
+      servers.WithLabels({"down"}), sum([](const ServerInfo& s) { return s.alive() ? 0 : 1; })));
+  handles.push_back(registry.AddGaugeCallback(capacity, sum([](const ServerInfo& s) {
+    return s.alive() ? static_cast<double>(s.capacity_bytes()) : 0.0;
+  })));
+  handles.push_back(registry.AddGaugeCallback(used, sum([](const ServerInfo& s) {
+    return s.alive() ? static_cast<double>(s.used_bytes()) : 0.0;
+  })));
+  return handles;
 }
 
 }  // namespace
@@ -79,6 +120,9 @@ absl::StatusOr<std::unique_ptr<MetaServer>> MetaServer::Start(const Options& opt
   builder.AddListeningPort(options.listen, grpc::InsecureServerCredentials(), &server->port_);
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   builder.RegisterService(server->service_.get());
+  metrics::RpcMetricsFactory::Install(builder, &metrics::Registry::Default(), "ckptfs_meta",
+                                      {google::protobuf::DescriptorPool::generated_pool()
+                                           ->FindServiceByName(MetaService::service_full_name())});
   server->server_ = builder.BuildAndStart();
   if (server->server_ == nullptr || server->port_ == 0) {
     server->server_.reset();
@@ -87,6 +131,7 @@ absl::StatusOr<std::unique_ptr<MetaServer>> MetaServer::Start(const Options& opt
   }
   server->address_ = HostPort{listen->host, static_cast<uint16_t>(server->port_)}.ToString();
   server->reclaimer_->Start();
+  server->metric_callbacks_ = AddMembershipGauges(server->membership_.get());
   return server;
 }
 

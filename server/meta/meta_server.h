@@ -4,6 +4,11 @@
 // order. Used by main.cc and by
 // in-process tests (listen on 127.0.0.1:0, then ask address()).
 //
+// Metrics (common/metrics, the default registry): every RPC through
+// RpcMetricsFactory (ckptfs_meta_rpc*), the storage servers' count, capacity
+// and use computed from Membership at scrape time, and the commit barrier's
+// (CheckpointCoordinator).
+//
 // Thread-safety: Start and Shutdown from the owning thread; the accessors are
 // safe from any thread while the server runs.
 #ifndef CKPTFS_SERVER_META_META_SERVER_H_
@@ -14,9 +19,11 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "common/metrics/metrics.h"
 #include "server/meta/checkpoint/checkpoint_store.h"
 #include "server/meta/checkpoint/committer.h"
 #include "server/meta/checkpoint/coordinator.h"
@@ -88,6 +95,8 @@ class MetaServer {
   std::string address_;
   int port_ = 0;
   bool shut_down_ = false;
+  // Last: the scrape-time gauges go before the Membership they read.
+  std::vector<metrics::CallbackHandle> metric_callbacks_;
 };
 
 }  // namespace ckptfs::meta

@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/errno_status.h"
 #include "common/log.h"
+#include "common/metrics/metrics.h"
 #include "server/storage/event_loop.h"
 
 namespace ckptfs::storage {
@@ -259,11 +260,28 @@ void Connection::AfterBuffer() {
   StartRecv();
 }
 
+namespace {
+
+// Requests received on every connection whose replies are not sent yet.
+metrics::Gauge& RequestsInFlight() {
+  static metrics::Gauge& gauge =
+      metrics::Registry::Default()
+          .Gauge("ckptfs_storage_requests_in_flight",
+                 "Requests received whose replies are not sent yet (on disk, queued or "
+                 "being sent).",
+                 {})
+          .WithLabels({});
+  return gauge;
+}
+
+}  // namespace
+
 void Connection::Dispatch() {
   request_->connection = this;
   request_->sink = &loop_;
   request_->counted = true;
   ++in_flight_;
+  RequestsInFlight().Add(1);
   loop_.disk().Submit(std::move(request_));
   NextFrame();
 }
@@ -426,6 +444,7 @@ void Connection::ReleaseZeroCopy(ZeroCopySend* send) {
 void Connection::Retire(std::unique_ptr<Request> request) {
   if (request->counted) {
     --in_flight_;
+    RequestsInFlight().Sub(1);
     if (phase_ == Phase::kPaused && in_flight_ < loop_.options().max_in_flight) {
       phase_ = Phase::kPrefix;
       StartRecv();

@@ -5,9 +5,12 @@
 #include <cerrno>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "common/crc32c.h"
 #include "common/errno_status.h"
 #include "common/log.h"
+#include "common/metrics/errno_counters.h"
+#include "common/metrics/metrics.h"
 
 namespace ckptfs::storage {
 namespace {
@@ -28,6 +31,64 @@ absl::Status CheckRange(const data::RequestHeader& request, uint64_t length,
   return absl::OkStatus();
 }
 
+// Per-op metrics of the data path (children looked up once).
+struct OpMetrics {
+  metrics::Counter* requests;
+  metrics::Histogram* latency;
+};
+
+class StorageMetrics {
+ public:
+  static StorageMetrics& Get() {
+    static StorageMetrics* m = new StorageMetrics();
+    return *m;
+  }
+  const OpMetrics& ForOp(int op) const {
+    switch (op) {
+      case data::WRITE: return ops_[0];
+      case data::READ: return ops_[1];
+      case data::TRIM: return ops_[2];
+      case data::SYNC: return ops_[3];
+      case data::PING: return ops_[4];
+      default: return ops_[5];
+    }
+  }
+  metrics::ErrnoCounters& errors() { return errors_; }
+  metrics::Counter& written() { return *written_; }
+  metrics::Counter& read() { return *read_; }
+
+ private:
+  StorageMetrics()
+      : errors_(&metrics::Registry::Default().Counter(
+            "ckptfs_storage_errors_total",
+            "Requests answered with an error, by errno (ENOENT: a hole read; EBADMSG: a "
+            "payload damaged in transit; EIO: a damaged chunk or a disk error).",
+            {"kind"})) {
+    metrics::Registry& r = metrics::Registry::Default();
+    auto& requests = r.Counter("ckptfs_storage_requests_total",
+                               "Data-path requests executed, by op.", {"op"});
+    auto& latency = r.Histogram(
+        "ckptfs_storage_request_duration_seconds",
+        "Time a request took on its disk worker (checks, chunk I/O, fsync), by op.", {"op"},
+        metrics::LatencyBuckets());
+    const char* const names[] = {"WRITE", "READ", "TRIM", "SYNC", "PING", "OTHER"};
+    for (int i = 0; i < 6; ++i) {
+      ops_[i] = OpMetrics{&requests.WithLabels({names[i]}), &latency.WithLabels({names[i]})};
+    }
+    written_ = &r.Counter("ckptfs_storage_write_bytes_total",
+                          "Payload bytes of WRITE requests received.", {})
+                    .WithLabels({});
+    read_ = &r.Counter("ckptfs_storage_read_bytes_total",
+                       "Payload bytes of READ replies (chunk data sent to clients).", {})
+                 .WithLabels({});
+  }
+
+  OpMetrics ops_[6];
+  metrics::ErrnoCounters errors_;
+  metrics::Counter* written_;
+  metrics::Counter* read_;
+};
+
 }  // namespace
 
 size_t ReadBufferSize(const data::RequestHeader& request) {
@@ -40,6 +101,9 @@ Reply RequestHandler::Handle(Ring& ring, const data::RequestHeader& request,
   // Id 0 marks connection-level error frames; a request carrying it could
   // not be told apart from one (and a successful reply to it would be an
   // all-default, zero-length header, which frames cannot carry).
+  StorageMetrics& m = StorageMetrics::Get();
+  const absl::Time start = absl::Now();
+  if (request.op() == data::WRITE) m.written().Increment(payload.size());
   absl::StatusOr<Reply> reply =
       request.request_id() == 0
           ? ErrnoStatus(EINVAL, "request_id 0 is reserved for connection errors; number "
@@ -48,6 +112,7 @@ Reply RequestHandler::Handle(Ring& ring, const data::RequestHeader& request,
   if (!reply.ok()) {
     int err = ErrnoFromStatus(reply.status());
     if (err == 0) err = EIO;
+    m.errors().For(err).Increment();
     if (err != ENOENT) {  // ENOENT: a hole, part of normal reading
       CKPTFS_LOG(kWarning) << "request failed: " << reply.status().message();
     }
@@ -57,6 +122,10 @@ Reply RequestHandler::Handle(Ring& ring, const data::RequestHeader& request,
     reply = std::move(error);
   }
   reply->header.set_request_id(request.request_id());
+  m.read().Increment(reply->payload.size());
+  const OpMetrics& op = m.ForOp(request.op());
+  op.requests->Increment();
+  op.latency->ObserveDuration(absl::Now() - start);
   return *std::move(reply);
 }
 

@@ -53,7 +53,45 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(ChunkStore& store,
                                 raw->OnAccept(std::move(socket), std::move(peer));
                               });
   for (auto& loop : server->loops_) loop->Start();
+  server->metric_callbacks_ = AddGauges(server->pool_.get(), &store);
   return server;
+}
+
+std::vector<metrics::CallbackHandle> Server::AddGauges(BufferPool* pool, ChunkStore* store) {
+  metrics::Registry& r = metrics::Registry::Default();
+  auto gauge = [&r](const char* name, const char* help) -> metrics::Gauge& {
+    return r.Gauge(name, help, {}).WithLabels({});
+  };
+  std::vector<metrics::CallbackHandle> handles;
+  handles.push_back(r.AddGaugeCallback(
+      gauge("ckptfs_storage_buffer_pool_capacity_bytes",
+            "Payload memory of the buffer pool (--buffer_pool_mb)."),
+      [pool] { return static_cast<double>(pool->capacity()); }));
+  handles.push_back(r.AddGaugeCallback(
+      gauge("ckptfs_storage_buffer_pool_used_bytes",
+            "Buffer-pool bytes held by requests in flight."),
+      [pool] { return static_cast<double>(pool->stats().in_use); }));
+  handles.push_back(r.AddGaugeCallback(
+      gauge("ckptfs_storage_buffer_pool_waiting_requests",
+            "Requests waiting for buffer-pool memory."),
+      [pool] { return static_cast<double>(pool->stats().waiting); }));
+  // statvfs at scrape time.
+  handles.push_back(r.AddGaugeCallback(
+      gauge("ckptfs_storage_disk_capacity_bytes",
+            "Size of the file system holding the chunks."),
+      [store] {
+        absl::StatusOr<SpaceUsage> space = store->Space();
+        return space.ok() ? static_cast<double>(space->capacity_bytes) : 0.0;
+      }));
+  handles.push_back(r.AddGaugeCallback(
+      gauge("ckptfs_storage_disk_free_bytes",
+            "Bytes of the chunks' file system still available to the server."),
+      [store] {
+        absl::StatusOr<SpaceUsage> space = store->Space();
+        return space.ok() ? static_cast<double>(space->capacity_bytes - space->used_bytes)
+                          : 0.0;
+      }));
+  return handles;
 }
 
 void Server::OnAccept(UniqueFd socket, std::string peer) {
@@ -88,6 +126,7 @@ Server::Stats Server::stats() const {
 void Server::Stop() {
   if (stopped_) return;
   stopped_ = true;
+  metric_callbacks_.clear();
   // No new connections: the accepting loop's accept fails, and loop 0
   // stops first so that nothing is handed to a stopped loop.
   if (listen_fd_.valid()) ::shutdown(listen_fd_.get(), SHUT_RDWR);

@@ -13,6 +13,11 @@
 // the listener and every connection, waits for requests in flight on disk,
 // and joins every thread.
 //
+// Metrics (common/metrics, the default registry): requests, latency, bytes
+// and errors by op (request_handler.cc), requests in flight
+// (connection.cc), and, computed at scrape time while the Server runs, its
+// buffer pool's capacity/use and the chunks' file system's capacity/free.
+//
 // Ownership: the ChunkStore is borrowed and must outlive the Server.
 // Thread-safety: address(), port(), active_connections(), stats() and
 // buffer_pool() from any thread; Stop() (also run by the destructor) from
@@ -26,6 +31,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "common/metrics/metrics.h"
 #include "common/net.h"
 #include "common/unique_fd.h"
 #include "server/storage/buffer_pool.h"
@@ -108,6 +114,9 @@ class Server {
  private:
   Server(ChunkStore& store, HostPort address, Options options)
       : options_(options), handler_(store), address_(std::move(address)) {}
+  // The scrape-time gauges of the pool and the disk (metrics.h): buffer-pool
+  // capacity/used/waiting, disk capacity/free.
+  static std::vector<metrics::CallbackHandle> AddGauges(BufferPool* pool, ChunkStore* store);
   // On the first loop's thread: picks a loop for a new connection.
   void OnAccept(UniqueFd socket, std::string peer);
 
@@ -121,6 +130,8 @@ class Server {
   std::atomic<size_t> connections_{0};
   size_t next_loop_ = 0;  // first loop's thread only
   bool stopped_ = false;
+  // Dropped by Stop, before the pool they read.
+  std::vector<metrics::CallbackHandle> metric_callbacks_;
 };
 
 }  // namespace ckptfs::storage

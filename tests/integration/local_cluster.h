@@ -38,6 +38,13 @@ void RemoveTree(const std::string& path);
 // True if `path` is a mountpoint of type fuse.ckptfs in /proc/self/mountinfo.
 bool IsCkptfsMount(const std::string& path);
 
+// The flag that makes a daemon serve Prometheus metrics on 127.0.0.1:`port`
+// (common/metrics): pass it in LocalClusterOptions::meta_flags or a Mount's
+// extra_flags; a port from PickFreePort.
+inline std::string MetricsListenFlag(uint16_t port) {
+  return "--metrics_listen=127.0.0.1:" + std::to_string(port);
+}
+
 struct LocalClusterOptions {
   int storage_servers = 4;
   // Extra flags for every ckptfs-meta start, e.g. {"--orphan_grace_s=1"}.

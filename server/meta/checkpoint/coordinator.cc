@@ -43,6 +43,43 @@ absl::Duration ThreadCpuTime() {
   return absl::DurationFromTimespec(now);
 }
 
+struct CheckpointMetrics {
+  metrics::Counter& committed;
+  metrics::Counter& aborted;
+  metrics::Histogram& commit_latency;
+  metrics::Gauge& open_barriers;
+  metrics::Gauge& ranks_arrived;
+  metrics::Gauge& waiting_commits;
+};
+
+CheckpointMetrics& Metrics() {
+  static CheckpointMetrics* m = [] {
+    metrics::Registry& r = metrics::Registry::Default();
+    return new CheckpointMetrics{
+        r.Counter("ckptfs_meta_checkpoints_committed_total", "Checkpoints committed.", {})
+            .WithLabels({}),
+        r.Counter("ckptfs_meta_checkpoints_aborted_total",
+                  "Checkpoints aborted (timeout, failed write, failed commit).", {})
+            .WithLabels({}),
+        r.Histogram("ckptfs_meta_checkpoint_commit_seconds",
+                    "A committed checkpoint's barrier: from its last rank's arrival to its "
+                    "last waiting commit answered (verify, storage SYNC and record included).",
+                    {}, metrics::LatencyBuckets())
+            .WithLabels({}),
+        r.Gauge("ckptfs_meta_checkpoint_barriers_open",
+                "Pending checkpoints with a commit barrier in this service.", {})
+            .WithLabels({}),
+        r.Gauge("ckptfs_meta_checkpoint_ranks_arrived",
+                "Ranks arrived at the open commit barriers.", {})
+            .WithLabels({}),
+        r.Gauge("ckptfs_meta_checkpoint_waiting_commits",
+                "Commit calls (long polls) waiting at the open barriers.", {})
+            .WithLabels({}),
+    };
+  }();
+  return *m;
+}
+
 // How a waiter learns that the checkpoint ended as `info`.
 absl::StatusOr<CheckpointInfo> Outcome(CheckpointInfo info) {
   if (info.state() == ABORTED) return AbortedStatus(info);
@@ -90,12 +127,30 @@ absl::Status CheckpointCoordinator::Start() {
     absl::MutexLock lock(&mu_);
     started_ = true;
   }
+  CheckpointMetrics& m = Metrics();
+  metrics::Registry& registry = metrics::Registry::Default();
+  // Sums over the barriers, read under mu_ at scrape time.
+  auto sum = [this](auto field) {
+    return [this, field]() -> double {
+      absl::MutexLock lock(&mu_);
+      double total = 0;
+      for (const auto& [ino, barrier] : barriers_) total += field(*barrier);
+      return total;
+    };
+  };
+  metric_callbacks_.push_back(
+      registry.AddGaugeCallback(m.open_barriers, sum([](const Barrier&) { return 1.0; })));
+  metric_callbacks_.push_back(registry.AddGaugeCallback(
+      m.ranks_arrived, sum([](const Barrier& b) { return double(b.arrived()); })));
+  metric_callbacks_.push_back(registry.AddGaugeCallback(
+      m.waiting_commits, sum([](const Barrier& b) { return double(b.waiters()); })));
   timer_thread_ = std::thread([this] { TimerLoop(); });
   commit_thread_ = std::thread([this] { CommitLoop(); });
   return absl::OkStatus();
 }
 
 void CheckpointCoordinator::Stop() {
+  metric_callbacks_.clear();
   std::vector<Barrier::Waiter> waiters;
   {
     absl::MutexLock lock(&mu_);
@@ -301,6 +356,7 @@ void CheckpointCoordinator::CommitLoop() {
     const absl::Duration started_cpu = ThreadCpuTime();
     absl::StatusOr<CheckpointInfo> outcome = committer_->Run(ino);
     if (outcome.ok() && outcome->state() != PENDING) {
+      (outcome->state() == COMMITTED ? Metrics().committed : Metrics().aborted).Increment();
       Conclude(ino, *outcome, CommitTiming{started, absl::Now(), ThreadCpuTime() - started_cpu});
       continue;
     }
@@ -338,6 +394,7 @@ void CheckpointCoordinator::CommitLoop() {
 void CheckpointCoordinator::AbortNow(uint64_t ino, int err, const std::string& reason) {
   absl::StatusOr<CheckpointInfo> info = store_->Abort(ino, err, reason);
   if (info.ok()) {
+    if (info->state() == ABORTED) Metrics().aborted.Increment();
     Conclude(ino, *info);
     return;
   }
@@ -380,6 +437,7 @@ void CheckpointCoordinator::Conclude(uint64_t ino, const CheckpointInfo& info,
       // The barrier's own latency, without the network: from the last
       // arrival counted to the last waiting commit answered; and its parts.
       const absl::Time last_arrival = *barrier->completed_at();
+      Metrics().commit_latency.ObserveDuration(answered - last_arrival);
       auto ms = [](absl::Duration d) {
         return absl::StrFormat("%.1f", absl::ToDoubleMilliseconds(d));
       };

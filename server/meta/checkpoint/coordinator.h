@@ -17,8 +17,15 @@
 // Ending a checkpoint (Conclude) answers every waiter, drops the arrival
 // records, and after a commit applies the run directory's retention.
 //
-// Thread-safety: thread-safe. Lock order: mu_ is a leaf; it is never held
-// across a KV call, a storage call or a callback. CheckpointStore,
+// Metrics (the default registry): ckptfs_meta_checkpoint_barriers_open,
+// ckptfs_meta_checkpoint_ranks_arrived and ckptfs_meta_checkpoint_waiting_commits
+// (computed at scrape time), ckptfs_meta_checkpoints_committed_total,
+// ckptfs_meta_checkpoints_aborted_total and ckptfs_meta_checkpoint_commit_seconds
+// (from the last rank's arrival to the last waiting commit answered).
+//
+// Thread-safety: thread-safe. Lock order: mu_ is never held across a KV
+// call, a storage call or a callback; the metrics registry's mutex comes
+// before it (a scrape reads the barriers under mu_). CheckpointStore,
 // Committer and Clock are borrowed and must outlive the coordinator.
 #ifndef CKPTFS_SERVER_META_CHECKPOINT_COORDINATOR_H_
 #define CKPTFS_SERVER_META_CHECKPOINT_COORDINATOR_H_
@@ -31,12 +38,14 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "common/metrics/metrics.h"
 #include "proto/meta.pb.h"
 #include "server/meta/checkpoint/barrier.h"
 #include "server/meta/checkpoint/checkpoint_store.h"
@@ -160,6 +169,8 @@ class CheckpointCoordinator {
   bool timer_poked_ ABSL_GUARDED_BY(mu_) = false;
   std::thread timer_thread_;
   std::thread commit_thread_;
+  // The scrape-time barrier gauges; dropped by Stop (before barriers_ goes).
+  std::vector<metrics::CallbackHandle> metric_callbacks_;
 };
 
 }  // namespace ckptfs::meta
