@@ -44,6 +44,12 @@ struct KeyValue {
   int64_t version = 0;
 };
 
+// One compare of a Txn: `key` must have version `version` (0: absent).
+struct Compare {
+  absl::string_view key;  // borrowed from the Txn
+  int64_t version = 0;
+};
+
 // A set of compares and writes applied atomically, or not at all.
 // A key is written at most once per transaction: a later Put or Delete of the
 // same key replaces the earlier one (etcd rejects duplicate keys in a txn, so
@@ -53,6 +59,12 @@ class Txn {
   // The commit succeeds only if `key` currently has version `version`
   // (0: the key must be absent). Comparing one key twice keeps the first.
   void ExpectVersion(absl::string_view key, int64_t version);
+  // As ExpectVersion, for a caller that compares each key once (MetaTxn
+  // compares what it reads, once per key): appended as given, without the
+  // bookkeeping that collapses repeats, so that a transaction over thousands
+  // of keys costs no per-key tree insert. REQUIRES: `key` is compared by
+  // neither form already (if it is, the commit checks both compares).
+  void ExpectVersionOnce(absl::string_view key, int64_t version);
   void Put(absl::string_view key, absl::string_view value);
   void Delete(absl::string_view key);
   // The commit must reach stable storage before Commit returns (fsync of the
@@ -61,16 +73,24 @@ class Txn {
   void RequireDurable() { durable_ = true; }
   bool durable() const { return durable_; }
 
-  bool empty() const { return compares_.empty() && writes_.empty(); }
-  // key -> expected version.
-  const std::map<std::string, int64_t>& compares() const { return compares_; }
+  bool empty() const { return compares_.empty() && once_.empty() && writes_.empty(); }
+  size_t compare_count() const { return compares_.size() + once_.size(); }
+  // Every compare of both forms, sorted by key (a key compared by both forms
+  // appears twice). The keys are views into this Txn: valid while it is
+  // unchanged.
+  std::vector<Compare> SortedCompares() const;
   // key -> new value, or nullopt for a delete.
   const std::map<std::string, std::optional<std::string>>& writes() const {
     return writes_;
   }
 
  private:
+  struct OnceCompare {
+    std::string key;
+    int64_t version;
+  };
   std::map<std::string, int64_t> compares_;
+  std::vector<OnceCompare> once_;  // in the order given
   std::map<std::string, std::optional<std::string>> writes_;
   bool durable_ = false;
 };

@@ -29,10 +29,10 @@ absl::StatusOr<std::vector<KeyValue>> MemoryKvStore::Scan(absl::string_view pref
 
 absl::StatusOr<int64_t> MemoryKvStore::Commit(const Txn& txn) {
   absl::MutexLock lock(&mu_);
-  for (const auto& [key, expected] : txn.compares()) {
-    auto it = data_.find(key);
+  for (const Compare& compare : txn.SortedCompares()) {
+    auto it = data_.find(compare.key);
     const int64_t version = it == data_.end() ? 0 : it->second.version;
-    if (version != expected) return TxnConflictError(key);
+    if (version != compare.version) return TxnConflictError(compare.key);
   }
   if (txn.writes().empty()) return revision_;
   ++revision_;

@@ -1,6 +1,7 @@
 // See meta_txn.h.
 #include "server/meta/meta_txn.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <functional>
 #include <thread>
@@ -19,9 +20,22 @@ absl::Status MetaTxn::CorruptRecord(absl::string_view key) {
                                        absl::CHexEscape(key), "\""));
 }
 
-absl::StatusOr<std::optional<std::string>> MetaTxn::Get(absl::string_view key) {
-  auto cached = reads_.find(std::string(key));
-  if (cached != reads_.end()) return cached->second;
+absl::StatusOr<const std::string*> MetaTxn::Read(absl::string_view key) {
+  for (AheadRun& run : ahead_) {
+    auto it = std::lower_bound(
+        run.entries.begin(), run.entries.end(), key,
+        [](const KeyValue& entry, absl::string_view k) { return entry.key < k; });
+    if (it == run.entries.end() || it->key != key) continue;
+    AheadRun::State& state = run.state[static_cast<size_t>(it - run.entries.begin())];
+    if (state == AheadRun::kReadBefore) break;  // in reads_
+    if (state == AheadRun::kUnread) {
+      state = AheadRun::kRead;
+      txn_.ExpectVersionOnce(key, it->version);
+    }
+    return &it->value;
+  }
+  auto cached = reads_.find(key);
+  if (cached != reads_.end()) return cached->second ? &*cached->second : nullptr;
   absl::StatusOr<std::optional<VersionedValue>> value = kv_->Get(key);
   if (!value.ok()) return value.status();
   std::optional<std::string> result;
@@ -30,9 +44,35 @@ absl::StatusOr<std::optional<std::string>> MetaTxn::Get(absl::string_view key) {
     version = (*value)->version;
     result = std::move((*value)->value);
   }
-  txn_.ExpectVersion(key, version);
-  reads_.emplace(std::string(key), result);
-  return result;
+  // Not read before (neither here nor in a run), so compared once.
+  txn_.ExpectVersionOnce(key, version);
+  auto inserted = reads_.emplace(std::string(key), std::move(result)).first;
+  return inserted->second ? &*inserted->second : nullptr;
+}
+
+absl::StatusOr<std::optional<std::string>> MetaTxn::Get(absl::string_view key) {
+  absl::StatusOr<const std::string*> value = Read(key);
+  if (!value.ok()) return value.status();
+  if (*value == nullptr) return std::optional<std::string>();
+  return std::optional<std::string>(**value);
+}
+
+void MetaTxn::ReadAhead(std::vector<KeyValue> run) {
+  if (run.empty()) return;
+  AheadRun& added = ahead_.emplace_back();
+  added.state.assign(run.size(), AheadRun::kUnread);
+  // Keys read with a lookup before keep that read (usually none or a few:
+  // the directory being read, say).
+  for (auto read = reads_.lower_bound(run.front().key);
+       read != reads_.end() && read->first <= run.back().key; ++read) {
+    auto it = std::lower_bound(
+        run.begin(), run.end(), read->first,
+        [](const KeyValue& entry, const std::string& k) { return entry.key < k; });
+    if (it != run.end() && it->key == read->first) {
+      added.state[static_cast<size_t>(it - run.begin())] = AheadRun::kReadBefore;
+    }
+  }
+  added.entries = std::move(run);
 }
 
 absl::StatusOr<InodeRecord> MetaTxn::GetInode(uint64_t ino) {

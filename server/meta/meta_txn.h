@@ -14,6 +14,13 @@
 // version changes with every entry added or removed (those operations update
 // the directory's mtime).
 //
+// Read-ahead: a body that will read many keys close together (a
+// checkpoint's thousands of files' inodes) scans their range and hands the
+// scan's result to ReadAhead; Gets of those keys are then answered from it,
+// value and version, exactly as if Get had read them at the scan, and only
+// the keys actually read are compared. Each key read is compared once
+// (Txn::ExpectVersionOnce), without a per-key tree of compares.
+//
 // Thread-safety: a MetaTxn belongs to one thread; RunTxn is thread-safe.
 #ifndef CKPTFS_SERVER_META_META_TXN_H_
 #define CKPTFS_SERVER_META_META_TXN_H_
@@ -22,6 +29,8 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
@@ -41,19 +50,26 @@ class MetaTxn {
 
   // The value of `key` (nullopt if absent); the version read becomes a
   // compare. Repeated reads of a key return the first read's value. Reads
-  // see the store, never this transaction's own staged writes.
+  // see the store (or what ReadAhead was given of it), never this
+  // transaction's own staged writes.
   absl::StatusOr<std::optional<std::string>> Get(absl::string_view key);
 
   // Get + parse into `Record`; EIO if the stored bytes do not parse.
   template <typename Record>
   absl::StatusOr<std::optional<Record>> GetRecord(absl::string_view key) {
-    absl::StatusOr<std::optional<std::string>> bytes = Get(key);
+    absl::StatusOr<const std::string*> bytes = Read(key);
     if (!bytes.ok()) return bytes.status();
-    if (!bytes->has_value()) return std::optional<Record>();
+    if (*bytes == nullptr) return std::optional<Record>();
     Record record;
     if (!record.ParseFromString(**bytes)) return CorruptRecord(key);
     return std::optional<Record>(std::move(record));
   }
+
+  // Makes `run` — what a Scan of kv() returned: sorted by key, each key
+  // once — answer this transaction's later Gets of its keys (see the file
+  // comment). A key already read keeps its first read; a key of two runs is
+  // answered by the earlier one. Keys of `run` never read are not compared.
+  void ReadAhead(std::vector<KeyValue> run);
 
   // The inode `ino`; ENOENT when there is none (including ino 0).
   absl::StatusOr<InodeRecord> GetInode(uint64_t ino);
@@ -76,12 +92,27 @@ class MetaTxn {
   const Txn& txn() const { return txn_; }
   KvStore* kv() const { return kv_; }
 
+  // How many keys this transaction has read (each compared once).
+  size_t reads() const { return txn_.compare_count(); }
+
  private:
+  // What ReadAhead was given, and which of its keys were read.
+  struct AheadRun {
+    enum State : uint8_t { kUnread, kRead, kReadBefore };  // kReadBefore: not answered here
+    std::vector<KeyValue> entries;
+    std::vector<State> state;
+  };
+
   static absl::Status CorruptRecord(absl::string_view key);
+  // The first read's value of `key`; nullptr if it was absent. The pointer
+  // lives as long as this MetaTxn.
+  absl::StatusOr<const std::string*> Read(absl::string_view key);
 
   KvStore* const kv_;
   Txn txn_;
-  std::map<std::string, std::optional<std::string>> reads_;
+  // Keys read with a lookup, and their values.
+  std::map<std::string, std::optional<std::string>, std::less<>> reads_;
+  std::vector<AheadRun> ahead_;
 };
 
 // Runs `body` and commits what it staged, retrying on conflicts (at most

@@ -12,6 +12,10 @@
 // (only a kernel crash or power loss can drop the last commits). Options::sync
 // fsyncs the WAL on every commit for that stronger guarantee.
 //
+// A commit's compares are checked with a lookup each, or, for many keys,
+// with one iterator walking them in key order (Next between keys close
+// together, as a checkpoint's files' inodes are).
+//
 // Thread-safety: thread-safe. Commits are serialized by a mutex so that the
 // compare step and the write are one atomic step; Get and Scan run
 // concurrently with everything (RocksDB reads see whole WriteBatches).
@@ -58,6 +62,8 @@ class RocksDbKvStore : public KvStore {
 
  private:
   RocksDbKvStore(std::string path, const Options& options);
+  // OK if every compare of `txn` holds, else TxnConflictError (or EIO).
+  absl::Status CheckCompares(const Txn& txn) ABSL_EXCLUSIVE_LOCKS_REQUIRED(commit_mu_);
 
   const std::string path_;
   const Options options_;

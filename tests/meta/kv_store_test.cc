@@ -4,10 +4,14 @@
 // also persistence across close/reopen and exclusive opening. Also
 // the key encodings of keys.h.
 #include <functional>
+#include <map>
+#include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "gtest/gtest.h"
 #include "server/meta/keys.h"
 #include "server/meta/memory_kv_store.h"
@@ -281,10 +285,99 @@ std::string BackendName(const ::testing::TestParamInfo<Backend>& info) {
   return info.param.name;
 }
 
+// A commit over many keys (the iterator walk of RocksDbKvStore: Next
+// between neighbours, a seek across a gap, keys past the last one) holds
+// exactly when every compare does, whichever form gave it and in whatever
+// order; each kind of mismatch, anywhere, aborts and writes nothing.
+TEST_P(KvStoreTest, ManyComparesHoldOnlyWhenEveryOneDoes) {
+  std::map<std::string, int64_t> stored;
+  for (int i = 0; i < 120; ++i) {
+    // Dense keys, then a gap of 80 absent ones, then dense again.
+    const std::string key = absl::StrFormat("c/%04d", i < 60 ? i : i + 80);
+    stored[key] = Put(key, absl::StrCat("value-", i));
+  }
+  Put("a/before", "x");
+  // Every stored key, some absent ones (between neighbours, in the gap,
+  // before and past every key) at 0.
+  std::vector<std::pair<std::string, int64_t>> matching(stored.begin(), stored.end());
+  for (const char* absent : {"c/0010x", "c/0100", "c/0139", "b/absent", "z/absent", "c/9999"}) {
+    matching.emplace_back(absent, 0);
+  }
+  auto commit = [&](const std::vector<std::pair<std::string, int64_t>>& compares) {
+    Txn txn;
+    // Most given once, newest key first; every seventh through the
+    // collapsing form.
+    for (size_t i = compares.size(); i-- > 0;) {
+      if (i % 7 == 3) {
+        txn.ExpectVersion(compares[i].first, compares[i].second);
+      } else {
+        txn.ExpectVersionOnce(compares[i].first, compares[i].second);
+      }
+    }
+    txn.Put("w/result", "written");
+    return kv_->Commit(txn);
+  };
+  auto changed = [&](const std::string& key, int64_t version) {
+    std::vector<std::pair<std::string, int64_t>> compares = matching;
+    bool found = false;
+    for (auto& [k, v] : compares) {
+      if (k == key) {
+        v = version;
+        found = true;
+      }
+    }
+    if (!found) compares.emplace_back(key, version);
+    return compares;
+  };
+  const int64_t stale = stored.at("c/0030");
+  Put("c/0030", "rewritten");
+  stored["c/0030"] = VersionOf("c/0030");
+  matching = changed("c/0030", stored["c/0030"]);
+
+  const std::vector<std::pair<std::string, std::vector<std::pair<std::string, int64_t>>>>
+      mismatches = {
+          {"a stale version among neighbours", changed("c/0030", stale)},
+          {"the first key stale", changed("c/0000", stored.at("c/0000") + 1000)},
+          {"the last key stale", changed("c/0199", stored.at("c/0199") - 1)},
+          {"an absent key between neighbours expected present", changed("c/0010x", 5)},
+          {"an absent key in the gap expected present", changed("c/0100", 5)},
+          {"a key past every key expected present", changed("z/absent", 1)},
+          {"a present key expected absent", changed("c/0150", 0)},
+      };
+  for (const auto& [what, compares] : mismatches) {
+    auto result = commit(compares);
+    EXPECT_TRUE(IsTxnConflict(result.status())) << what << ": " << result.status();
+    EXPECT_EQ(VersionOf("w/result"), 0) << what;
+  }
+  auto result = commit(matching);
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_EQ(VersionOf("w/result"), *result);
+}
+
 INSTANTIATE_TEST_SUITE_P(Backends, KvStoreTest,
                          ::testing::Values(RocksDbBackend(), MemoryBackend()), BackendName);
 INSTANTIATE_TEST_SUITE_P(Persistent, RocksDbKvStoreTest, ::testing::Values(RocksDbBackend()),
                          BackendName);
+
+TEST(TxnTest, SortedComparesMergesBothFormsByKey) {
+  Txn txn;
+  txn.ExpectVersionOnce("k/3", 3);
+  txn.ExpectVersion("k/2", 2);
+  txn.ExpectVersionOnce("k/1", 1);
+  txn.ExpectVersion("k/2", 20);  // the collapsing form keeps the first
+  txn.ExpectVersion("k/5", 5);
+  txn.ExpectVersionOnce("k/4", 4);
+  EXPECT_EQ(txn.compare_count(), 5u);
+  std::vector<std::pair<std::string, int64_t>> sorted;
+  for (const Compare& compare : txn.SortedCompares()) {
+    sorted.emplace_back(std::string(compare.key), compare.version);
+  }
+  const std::vector<std::pair<std::string, int64_t>> expected = {
+      {"k/1", 1}, {"k/2", 2}, {"k/3", 3}, {"k/4", 4}, {"k/5", 5}};
+  EXPECT_EQ(sorted, expected);
+  EXPECT_FALSE(txn.empty());
+  EXPECT_TRUE(Txn().empty());
+}
 
 TEST(KeysTest, InodeKeysSortNumerically) {
   EXPECT_LT(InodeKey(2), InodeKey(10));

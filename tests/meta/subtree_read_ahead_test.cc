@@ -1,9 +1,10 @@
-// SubtreeReadAhead (server/meta/checkpoint/subtree.h): a subtree read with
-// read-ahead sees the same entries and records the same compares as one
-// without, reads a dense directory's inodes with scans instead of lookups
-// (and a sparse one's with lookups), and a value changed after it was read
-// ahead fails the commit.
+// Read-ahead (ReadInodesAhead in server/meta/checkpoint/subtree.h, over
+// MetaTxn::ReadAhead): a subtree read with read-ahead sees the same entries
+// and records the same compares as one without, reads a dense directory's
+// inodes with scans instead of lookups (and a sparse one's with lookups),
+// and a value changed after it was read ahead fails the commit.
 #include <atomic>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -37,6 +38,16 @@ class CountingKv : public KvStore {
   KvStore* const kv_;
 };
 
+// Every compare of `txn`, by key.
+std::map<std::string, int64_t> Compares(const Txn& txn) {
+  std::map<std::string, int64_t> out;
+  for (const Compare& compare : txn.SortedCompares()) {
+    EXPECT_TRUE(out.emplace(std::string(compare.key), compare.version).second)
+        << "key compared twice";
+  }
+  return out;
+}
+
 class SubtreeReadAheadTest : public CheckpointFixture {
  protected:
   // `count` files in a new directory `name`, plus a subdirectory with two.
@@ -59,9 +70,8 @@ TEST_F(SubtreeReadAheadTest, SameEntriesAndComparesWithFewerLookups) {
   const int plain_gets = counting.inode_gets.exchange(0);
   EXPECT_EQ(plain_gets, 203);  // 200 files, sub, a, b
 
-  SubtreeReadAhead read_ahead(&counting);
-  MetaTxn txn(&read_ahead);
-  auto with = ReadSubtree(txn, dir, &read_ahead);
+  MetaTxn txn(&counting);
+  auto with = ReadSubtree(txn, dir, /*read_ahead=*/true);
   ASSERT_TRUE(with.ok()) << with.status();
   // The 201 entries of the top directory came with one scan; the
   // subdirectory's two are too few to read ahead.
@@ -71,7 +81,7 @@ TEST_F(SubtreeReadAheadTest, SameEntriesAndComparesWithFewerLookups) {
     EXPECT_EQ((*with)[i].path, (*without)[i].path);
     EXPECT_EQ((*with)[i].inode.SerializeAsString(), (*without)[i].inode.SerializeAsString());
   }
-  EXPECT_EQ(txn.txn().compares(), plain.txn().compares());
+  EXPECT_EQ(Compares(txn.txn()), Compares(plain.txn()));
 }
 
 TEST_F(SubtreeReadAheadTest, SparseInodesAreLookedUpOneByOne) {
@@ -86,9 +96,8 @@ TEST_F(SubtreeReadAheadTest, SparseInodesAreLookedUpOneByOne) {
     File(c, absl::StrCat("f", i));
   }
   CountingKv counting(store_.get());
-  SubtreeReadAhead read_ahead(&counting);
-  MetaTxn txn(&read_ahead);
-  auto entries = ReadSubtree(txn, a, &read_ahead);
+  MetaTxn txn(&counting);
+  auto entries = ReadSubtree(txn, a, /*read_ahead=*/true);
   ASSERT_TRUE(entries.ok()) << entries.status();
   EXPECT_EQ(entries->size(), 64u);
   EXPECT_EQ(counting.inode_gets.load(), 64);
@@ -101,14 +110,13 @@ TEST_F(SubtreeReadAheadTest, AValueChangedSinceTheReadAheadFailsTheCommit) {
   ASSERT_TRUE(entries.ok()) << entries.status();
   std::vector<uint64_t> inos;
   for (const SubtreeEntry& entry : *entries) inos.push_back(entry.inode.attr().ino());
-  SubtreeReadAhead read_ahead(store_.get());
-  ASSERT_OK(read_ahead.ReadInodes(inos));
+  MetaTxn txn(store_.get());
+  ASSERT_OK(ReadInodesAhead(txn, inos));
   // A file grows after the read-ahead: the txn reads the value and version
   // the scan saw, and its commit must fail.
   const uint64_t file = inos[5];
   const uint64_t size = (*entries)[5].inode.attr().size();
   ASSERT_OK(ns_->CommitWrite(file, 5000, 0));
-  MetaTxn txn(&read_ahead);
   auto inode = txn.GetInode(file);
   ASSERT_TRUE(inode.ok()) << inode.status();
   EXPECT_EQ(inode->attr().size(), size);  // as read ahead

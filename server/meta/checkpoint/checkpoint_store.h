@@ -96,13 +96,10 @@ class CheckpointStore {
     std::set<uint32_t> servers;  // storage servers holding chunks of its files
     uint64_t files = 0;
     uint64_t bytes = 0;
-    // Every key read, with the version read: FinishCommit's precondition.
-    std::map<std::string, int64_t> versions;
-    // The transaction that read them (nothing staged): FinishCommit stages
-    // the commit in it, so that its compares are checked once, by the KV
-    // commit, instead of being read again first. Consumed by FinishCommit.
-    // It reads through `read_ahead`, which must outlive it.
-    std::unique_ptr<SubtreeReadAhead> read_ahead;
+    // The transaction that read the checkpoint (nothing staged): every key
+    // read, with the version read, is FinishCommit's precondition — its
+    // compares. FinishCommit stages the commit in it, so that they are
+    // checked once, by the KV commit, instead of being read again first.
     std::unique_ptr<MetaTxn> txn;
   };
   absl::StatusOr<Prepared> PrepareCommit(uint64_t ino);

@@ -31,8 +31,7 @@ void AddChunkServers(const Attr& attr, std::set<uint32_t>& servers) {
 absl::StatusOr<CheckpointStore::Prepared> CheckpointStore::PrepareCommit(uint64_t ino) {
   // Nothing staged here; its compares are the versions. The files' inodes
   // are read ahead, a scan instead of thousands of lookups.
-  auto read_ahead = std::make_unique<SubtreeReadAhead>(kv_);
-  auto owned = std::make_unique<MetaTxn>(read_ahead.get());
+  auto owned = std::make_unique<MetaTxn>(kv_);
   MetaTxn& txn = *owned;
   absl::StatusOr<InodeRecord> dir = GetDir(txn, ino);
   if (!dir.ok()) return dir.status();
@@ -42,7 +41,7 @@ absl::StatusOr<CheckpointStore::Prepared> CheckpointStore::PrepareCommit(uint64_
   Prepared prepared;
   prepared.info = dir->checkpoint().info();
   if (prepared.info.state() != PENDING) return prepared;
-  absl::StatusOr<std::vector<SubtreeEntry>> subtree = ReadSubtree(txn, ino, read_ahead.get());
+  absl::StatusOr<std::vector<SubtreeEntry>> subtree = ReadSubtree(txn, ino, /*read_ahead=*/true);
   if (!subtree.ok()) return subtree.status();
   const std::string& name = prepared.info.name();
   std::string open_for_writing, damaged;
@@ -64,8 +63,6 @@ absl::StatusOr<CheckpointStore::Prepared> CheckpointStore::PrepareCommit(uint64_
     prepared.abort_errno = EIO;
     prepared.abort_reason = absl::StrCat("a write to ", damaged, " failed");
   }
-  prepared.versions = txn.txn().compares();
-  prepared.read_ahead = std::move(read_ahead);
   prepared.txn = std::move(owned);
   return prepared;
 }
@@ -103,11 +100,17 @@ absl::StatusOr<CheckpointStore::Finished> CheckpointStore::FinishCommit(uint64_t
                                                                         Prepared& prepared) {
   std::optional<uint64_t> latest_ino;  // allocated once, kept across retries
   Finished finished;
+  // What the prepare read (before StageCommit reads more), by key; kept
+  // for the slow path. Copied: a Compare's key is a view into the txn.
+  std::vector<std::pair<std::string, int64_t>> prepared_reads;
   // Fast path: the prepare's own transaction, whose reads are the versions;
   // the KV commit checks them. A conflict may be a change of the checkpoint
   // or of something else (the run directory): the fresh transactions below
   // tell which.
-  if (std::unique_ptr<MetaTxn> txn = std::move(prepared.txn); txn != nullptr) {
+  if (const std::unique_ptr<MetaTxn> txn = std::move(prepared.txn); txn != nullptr) {
+    const std::vector<Compare> reads = txn->txn().SortedCompares();
+    prepared_reads.reserve(reads.size());
+    for (const Compare& read : reads) prepared_reads.emplace_back(read.key, read.version);
     absl::StatusOr<InodeRecord> dir = GetDir(*txn, ino);  // as prepared: no read
     if (!dir.ok()) return dir.status();
     if (dir->checkpoint().info().state() == PENDING) {
@@ -129,10 +132,19 @@ absl::StatusOr<CheckpointStore::Finished> CheckpointStore::FinishCommit(uint64_t
     if (!dir.ok()) return dir.status();
     finished.info = dir->checkpoint().info();
     if (finished.info.state() != PENDING) return absl::OkStatus();  // ended meanwhile
-    for (const auto& [key, version] : prepared.versions) {
+    // Read everything the prepare read again; its versions must not have
+    // moved (the keys read here are a superset, sorted alike).
+    for (const auto& [key, version] : prepared_reads) {
       absl::StatusOr<std::optional<std::string>> value = txn.Get(key);
       if (!value.ok()) return value.status();
-      if (txn.txn().compares().at(key) != version) return changed();
+    }
+    const std::vector<Compare> now = txn.txn().SortedCompares();
+    auto at = now.begin();
+    for (const auto& [key, version] : prepared_reads) {
+      at = std::lower_bound(at, now.end(), key, [](const Compare& c, absl::string_view k) {
+        return c.key < k;
+      });
+      if (at == now.end() || at->key != key || at->version != version) return changed();
     }
     return StageCommit(txn, *dir, prepared, latest_ino, finished.info);
   });

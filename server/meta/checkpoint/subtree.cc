@@ -45,7 +45,7 @@ constexpr uint64_t kMaxReadAheadSpread = 2;
 
 }  // namespace
 
-absl::Status SubtreeReadAhead::ReadInodes(const std::vector<uint64_t>& inos) {
+absl::Status ReadInodesAhead(MetaTxn& txn, const std::vector<uint64_t>& inos) {
   if (inos.size() < kMinReadAhead) return absl::OkStatus();
   const auto [lowest, highest] = std::minmax_element(inos.begin(), inos.end());
   if (*lowest == 0) return absl::OkStatus();
@@ -56,12 +56,12 @@ absl::Status SubtreeReadAhead::ReadInodes(const std::vector<uint64_t>& inos) {
   uint64_t left = span;
   while (left > 0) {
     const size_t page = static_cast<size_t>(std::min<uint64_t>(left, kScanPage));
-    absl::StatusOr<std::vector<KeyValue>> read = kv_->Scan(kInodePrefix, start_after, page);
+    absl::StatusOr<std::vector<KeyValue>> read = txn.kv()->Scan(kInodePrefix, start_after, page);
     if (!read.ok()) return read.status();
     const bool last = read->size() < page;
     if (!read->empty()) {
       start_after = read->back().key.substr(kInodePrefix.size());
-      ahead_.push_back(*std::move(read));
+      txn.ReadAhead(*std::move(read));
     }
     if (last) break;
     left -= page;
@@ -69,21 +69,8 @@ absl::Status SubtreeReadAhead::ReadInodes(const std::vector<uint64_t>& inos) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::optional<VersionedValue>> SubtreeReadAhead::Get(absl::string_view key) {
-  for (std::vector<KeyValue>& run : ahead_) {
-    auto it = std::lower_bound(run.begin(), run.end(), key,
-                               [](const KeyValue& kv, absl::string_view k) { return kv.key < k; });
-    if (it == run.end() || it->key != key || it->version == 0) continue;
-    // Taken: a MetaTxn reads each key once.
-    std::optional<VersionedValue> value(VersionedValue{std::move(it->value), it->version});
-    it->version = 0;
-    return value;
-  }
-  return kv_->Get(key);
-}
-
 absl::StatusOr<std::vector<SubtreeEntry>> ReadSubtree(MetaTxn& txn, uint64_t root,
-                                                      SubtreeReadAhead* read_ahead) {
+                                                      bool read_ahead) {
   std::vector<SubtreeEntry> out;
   // (directory, its path, its depth); a stack, so the walk is depth-first.
   struct Pending {
@@ -102,11 +89,11 @@ absl::StatusOr<std::vector<SubtreeEntry>> ReadSubtree(MetaTxn& txn, uint64_t roo
     absl::StatusOr<std::vector<std::pair<std::string, DentryRecord>>> entries =
         ListEntries(txn, current.dir);
     if (!entries.ok()) return entries.status();
-    if (read_ahead != nullptr) {
+    if (read_ahead) {
       std::vector<uint64_t> inos;
       inos.reserve(entries->size());
       for (const auto& [name, dentry] : *entries) inos.push_back(dentry.ino());
-      if (absl::Status read = read_ahead->ReadInodes(inos); !read.ok()) return read;
+      if (absl::Status read = ReadInodesAhead(txn, inos); !read.ok()) return read;
     }
     // Built in place: an InodeRecord is costly to construct, so a checkpoint
     // of thousands of files must not move its entries around.

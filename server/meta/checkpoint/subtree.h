@@ -33,42 +33,19 @@ struct SubtreeEntry {
   InodeRecord inode;
 };
 
-// A view of a KvStore for a MetaTxn that reads a large subtree: the inodes
-// of a directory's entries are read with one range scan of their inode keys
-// (when their numbers are dense, as a checkpoint's files created together
-// are) instead of a lookup each; the txn's Gets of them are answered from
-// what the scan read, value and version, so their compares are what
-// separate Gets would have recorded (the KV commit checks them the same
-// way). Every other call goes to the store beneath.
-//
-// Thread-safety: as its MetaTxn's (one thread). The store is borrowed.
-class SubtreeReadAhead : public KvStore {
- public:
-  explicit SubtreeReadAhead(KvStore* kv) : kv_(kv) {}
-
-  // Reads ahead the inodes `inos` (any order) if their numbers are dense
-  // enough for a scan of their range to beat a lookup each; else nothing.
-  absl::Status ReadInodes(const std::vector<uint64_t>& inos);
-
-  absl::StatusOr<std::optional<VersionedValue>> Get(absl::string_view key) override;
-  absl::StatusOr<std::vector<KeyValue>> Scan(absl::string_view prefix,
-                                             absl::string_view start_after,
-                                             size_t limit) override {
-    return kv_->Scan(prefix, start_after, limit);
-  }
-  absl::StatusOr<int64_t> Commit(const Txn& txn) override { return kv_->Commit(txn); }
-
- private:
-  KvStore* const kv_;
-  // What each scan read, in key order; a Get takes its entry (version 0).
-  std::vector<std::vector<KeyValue>> ahead_;
-};
+// Reads ahead, into `txn` (MetaTxn::ReadAhead), the inodes `inos` (any
+// order) with scans of their inode-number range, if their numbers are dense
+// enough (as a checkpoint's files created together are) for that to beat a
+// lookup each; else nothing. The txn's later GetInode of one of them is
+// answered from the scan, value and version, so its compare is what a
+// separate lookup would have recorded.
+absl::Status ReadInodesAhead(MetaTxn& txn, const std::vector<uint64_t>& inos);
 
 // Every inode below directory `root` (not `root` itself), parents before
-// their children. ELOOP beyond a depth of 4096. With `read_ahead` (the store
-// `txn` reads through), each directory's inodes are read ahead by it.
+// their children. ELOOP beyond a depth of 4096. With `read_ahead`, each
+// directory's inodes are read ahead (ReadInodesAhead).
 absl::StatusOr<std::vector<SubtreeEntry>> ReadSubtree(MetaTxn& txn, uint64_t root,
-                                                      SubtreeReadAhead* read_ahead = nullptr);
+                                                      bool read_ahead = false);
 
 // The name under which directory `parent` holds inode `ino` (a scan of the
 // parent's entries); ENOENT if it holds none.
