@@ -122,6 +122,44 @@ TEST_F(CheckpointNamespaceTest, FilesRenamedAcrossTheBoundaryChangeCheckpointDir
   EXPECT_ERRNO(Rename(run, "step-2", other, "step-2"), EXDEV);
 }
 
+// An exclusive create whose reply was lost, sent again by the same handle
+// (the same writer id): answered as the first attempt was, so the handle
+// owns the one registration and releases it; another writer, or none, still
+// gets EEXIST and registers nothing.
+TEST_F(CheckpointNamespaceTest, RetriedExclusiveCreateKeepsOneReleasableRegistration) {
+  CreateRequest create;
+  create.set_parent(kRootIno);
+  create.set_name("f");
+  create.set_mode(0644);
+  create.set_exclusive(true);
+  create.set_writer_handle(33);
+  auto first = ns_->Create(create);
+  ASSERT_TRUE(first.ok()) << first.status();
+  ASSERT_TRUE(first->created());
+  const uint64_t ino = first->attr().ino();
+  auto retried = ns_->Create(create);  // the first reply was lost
+  ASSERT_TRUE(retried.ok()) << retried.status();
+  EXPECT_TRUE(retried->created());
+  EXPECT_EQ(retried->attr().ino(), ino);
+  ASSERT_EQ(Inode(ino).writer_handles_size(), 1);
+
+  create.set_writer_handle(44);
+  EXPECT_ERRNO(ns_->Create(create), EEXIST);
+  create.set_writer_handle(0);
+  EXPECT_ERRNO(ns_->Create(create), EEXIST);
+  ASSERT_EQ(Inode(ino).writer_handles_size(), 1);
+
+  CommitWriteRequest close;
+  close.set_ino(ino);
+  close.set_release_writer(33);
+  ASSERT_OK(ns_->CommitWrite(close));
+  EXPECT_EQ(Inode(ino).writer_handles_size(), 0);
+  // Released, the id is nobody's: a create with it is a plain EEXIST.
+  create.set_writer_handle(33);
+  EXPECT_ERRNO(ns_->Create(create), EEXIST);
+  EXPECT_EQ(Inode(ino).writer_handles_size(), 0);
+}
+
 TEST_F(CheckpointNamespaceTest, WritersAreRegisteredAndReleased) {
   CreateRequest create;
   create.set_parent(kRootIno);

@@ -2,10 +2,12 @@
 // new inode. Each is one transaction: the new inode, its dentry, the parent's
 // times (and nlink for a directory) and the inode count. The new inode
 // inherits its parent's checkpoint; inside an ended checkpoint nothing is
-// created (EROFS).
+// created (EROFS). A retried exclusive create whose first reply was lost is
+// recognised by its writer id and answered as the first attempt was.
 #include <cerrno>
 #include <optional>
 
+#include "absl/algorithm/container.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/errno_status.h"
@@ -69,9 +71,20 @@ absl::StatusOr<CreateReply> Namespace::Create(const CreateRequest& request) {
     CreateReply reply;
 
     if (dentry->has_value()) {
-      if (request.exclusive()) return ExistsError(request.name(), request.parent());
       absl::StatusOr<InodeRecord> existing = txn.GetInode((*dentry)->ino());
       if (!existing.ok()) return existing.status();
+      // A writer id is random and the client's own: finding it registered
+      // means this is a retry of a create whose reply was lost. An exclusive
+      // one created the file then; answering EEXIST would leave that
+      // registration with no handle to release it (and the file busy for a
+      // checkpoint commit forever).
+      const bool retried = request.exclusive() && request.writer_handle() != 0 &&
+                           existing->attr().type() == REGULAR &&
+                           absl::c_linear_search(existing->writer_handles(),
+                                                 request.writer_handle());
+      if (request.exclusive() && !retried) {
+        return ExistsError(request.name(), request.parent());
+      }
       if (existing->attr().type() == DIRECTORY) {
         return ErrnoStatus(EISDIR, absl::StrCat("create: \"", request.name(),
                                                 "\" is a directory"));
@@ -97,7 +110,7 @@ absl::StatusOr<CreateReply> Namespace::Create(const CreateRequest& request) {
       }
       if (changed) txn.PutInode(*existing);
       *reply.mutable_attr() = existing->attr();
-      reply.set_created(false);
+      reply.set_created(retried);
       return reply;
     }
 
