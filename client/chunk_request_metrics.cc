@@ -53,6 +53,8 @@ const ClientChunkMetrics& Metrics() {
 
 }  // namespace
 
+void RegisterChunkRequestMetrics() { Metrics(); }
+
 ChunkRequestScope::ChunkRequestScope(ChunkOp op) : op_(op), start_(absl::Now()) {
   Metrics().in_flight->Add(1);
 }

@@ -23,6 +23,9 @@ namespace ckptfs::client {
 
 enum class ChunkOp { kWrite = 0, kRead = 1, kTrim = 2, kSync = 3 };
 
+// Registers the metrics above (they read 0 until the first request).
+void RegisterChunkRequestMetrics();
+
 class ChunkRequestScope {
  public:
   // Counts the request in flight until Finish.

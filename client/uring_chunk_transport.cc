@@ -38,7 +38,9 @@ absl::StatusOr<std::unique_ptr<UringChunkTransport>> UringChunkTransport::Create
 UringChunkTransport::UringChunkTransport(MetaClient* meta, absl::Duration timeout,
                                          const Options& options,
                                          std::unique_ptr<UringDataLoop> loop)
-    : meta_(meta), timeout_(timeout), options_(options), loop_(std::move(loop)) {}
+    : meta_(meta), timeout_(timeout), options_(options), loop_(std::move(loop)) {
+  RegisterChunkRequestMetrics();
+}
 
 absl::Status UringChunkTransport::RefreshServers() {
   auto reply = meta_->ListServers(meta::Empty());

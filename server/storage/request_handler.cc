@@ -81,6 +81,11 @@ class StorageMetrics {
     read_ = &r.Counter("ckptfs_storage_read_bytes_total",
                        "Payload bytes of READ replies (chunk data sent to clients).", {})
                  .WithLabels({});
+    // Kept by connection.cc; registered here so that it reads 0 from the start.
+    r.Gauge("ckptfs_storage_requests_in_flight",
+            "Requests received whose replies are not sent yet (on disk, queued or being sent).",
+            {})
+        .WithLabels({});
   }
 
   OpMetrics ops_[6];
@@ -90,6 +95,8 @@ class StorageMetrics {
 };
 
 }  // namespace
+
+RequestHandler::RequestHandler(ChunkStore& store) : store_(store) { StorageMetrics::Get(); }
 
 size_t ReadBufferSize(const data::RequestHeader& request) {
   const uint64_t end = uint64_t{request.offset()} + request.length();

@@ -37,7 +37,8 @@ size_t ReadBufferSize(const data::RequestHeader& request);
 
 class RequestHandler {
  public:
-  explicit RequestHandler(ChunkStore& store) : store_(store) {}
+  // Registers the data path's request metrics (they read 0 until used).
+  explicit RequestHandler(ChunkStore& store);
 
   // Executes `request` whose payload is payload.view(). Never fails as a
   // call: every error is an errno and message in the reply header, with the
