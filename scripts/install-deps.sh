@@ -9,6 +9,7 @@ PACKAGES=(
   libfuse3-dev fuse3 liburing-dev libabsl-dev
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libgtest-dev libgmock-dev librocksdb-dev libisal-dev
+  etcd-server
   python3 python3-torch python3-numpy
   strace
 )
