@@ -22,6 +22,8 @@ absl::Status MetaTxn::CorruptRecord(absl::string_view key) {
 
 absl::StatusOr<const std::string*> MetaTxn::Read(absl::string_view key) {
   for (AheadRun& run : ahead_) {
+    // Runs are usually disjoint pages of one scan: most hold no such key.
+    if (key < run.entries.front().key || run.entries.back().key < key) continue;
     auto it = std::lower_bound(
         run.entries.begin(), run.entries.end(), key,
         [](const KeyValue& entry, absl::string_view k) { return entry.key < k; });
