@@ -3,13 +3,19 @@
 //   ckptfs-meta --listen=127.0.0.1:7000 --data_dir=DIR [--orphan_grace_s=3600]
 //               [--server_timeout_s=10] [--default_chunk_size=4194304]
 //               [--reclaim_interval_s=5] [--commit_timeout_s=600]
-//               [--sync_commits] [--log_level=info]
+//               [--sync_commits] [--log_level=info] [--metrics_listen=HOST:PORT]
+//   ckptfs-meta --kv_backend=etcd --etcd_endpoints=HOST:PORT,... [--etcd_prefix=/ckptfs/]
+//
+// With etcd, one server serves a prefix at a time (EtcdServerLock): a second
+// one started on the same prefix waits as a standby and takes over when the
+// first dies (within --etcd_lock_ttl_s); a server that loses its lock exits 1.
 //               [--metrics_listen=HOST:PORT]
 //
 // Logs "ckptfs-meta: serving on ADDR" once it accepts calls. Exit status: 0
 // after SIGTERM/SIGINT (clean shutdown); 2 when the port or the data dir is
 // already in use; 1 for any other startup failure (bad flags included).
 #include <signal.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cstdint>
@@ -21,14 +27,29 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "common/errno_status.h"
 #include "common/log.h"
 #include "common/metrics/http_server.h"
+#include "server/meta/etcd/etcd_client.h"
+#include "server/meta/etcd/etcd_kv_store.h"
+#include "server/meta/etcd/etcd_server_lock.h"
 #include "server/meta/meta_server.h"
 
 ABSL_FLAG(std::string, listen, "127.0.0.1:7000", "host:port to serve the metadata gRPC API on");
-ABSL_FLAG(std::string, data_dir, "", "directory of the metadata store (created if missing)");
+ABSL_FLAG(std::string, data_dir, "",
+          "directory of the metadata store (created if missing); --kv_backend=rocksdb only");
+ABSL_FLAG(std::string, kv_backend, "rocksdb",
+          "where the metadata lives: rocksdb (embedded, in --data_dir) or etcd (an etcd v3 "
+          "cluster, --etcd_endpoints)");
+ABSL_FLAG(std::string, etcd_endpoints, "",
+          "client addresses of the etcd members, host:port,host:port,... (--kv_backend=etcd)");
+ABSL_FLAG(std::string, etcd_prefix, "/ckptfs/",
+          "prefix of this cluster's keys in etcd (one etcd cluster can hold several)");
+ABSL_FLAG(int64_t, etcd_lock_ttl_s, 10,
+          "with etcd, one metadata server serves a prefix at a time; another waits as a "
+          "standby and takes over within this many seconds of the first one's death");
 ABSL_FLAG(int64_t, orphan_grace_s, 3600,
           "seconds an unlinked file's chunks are kept for handles still open on it");
 ABSL_FLAG(int64_t, server_timeout_s, 10,
@@ -72,8 +93,25 @@ int Main() {
   MetaServer::Options options;
   options.listen = absl::GetFlag(FLAGS_listen);
   options.data_dir = absl::GetFlag(FLAGS_data_dir);
-  if (options.data_dir.empty()) {
-    CKPTFS_LOG(kError) << "--data_dir is required";
+  const std::string backend = absl::GetFlag(FLAGS_kv_backend);
+  if (backend != "rocksdb" && backend != "etcd") {
+    CKPTFS_LOG(kError) << "--kv_backend must be rocksdb or etcd, not \"" << backend << "\"";
+    return kExitFailure;
+  }
+  const bool on_etcd = backend == "etcd";
+  absl::StatusOr<std::vector<std::string>> etcd_endpoints;
+  if (on_etcd) {
+    etcd_endpoints = EtcdClient::ParseEndpoints(absl::GetFlag(FLAGS_etcd_endpoints));
+    if (!etcd_endpoints.ok()) {
+      CKPTFS_LOG(kError) << "--etcd_endpoints: " << etcd_endpoints.status().message();
+      return kExitFailure;
+    }
+    if (absl::GetFlag(FLAGS_etcd_lock_ttl_s) < 2) {
+      CKPTFS_LOG(kError) << "--etcd_lock_ttl_s must be at least 2";
+      return kExitFailure;
+    }
+  } else if (options.data_dir.empty()) {
+    CKPTFS_LOG(kError) << "--data_dir is required (or --kv_backend=etcd)";
     return kExitFailure;
   }
   if (absl::Status valid = ValidateChunkSize(absl::GetFlag(FLAGS_default_chunk_size));
@@ -102,7 +140,7 @@ int Main() {
   options.commit_timeout_s = static_cast<uint32_t>(commit_timeout_s);
 
   std::error_code error;
-  std::filesystem::create_directories(options.data_dir, error);
+  if (!on_etcd) std::filesystem::create_directories(options.data_dir, error);
   if (error) {
     CKPTFS_LOG(kError) << "cannot create --data_dir " << options.data_dir << ": "
                        << error.message();
@@ -132,13 +170,51 @@ int Main() {
     metrics_server = *std::move(started);
   }
 
-  absl::StatusOr<std::unique_ptr<MetaServer>> server = MetaServer::Start(options);
+  // On etcd: take the prefix's server lock (waiting as a standby while
+  // another server holds it), then open the store on the same client.
+  std::unique_ptr<KvStore> store;
+  std::unique_ptr<EtcdServerLock> etcd_lock;
+  if (on_etcd) {
+    auto client = std::make_shared<EtcdClient>(EtcdClient::Options{*etcd_endpoints});
+    EtcdServerLock::Options lock_options;
+    lock_options.key_prefix = absl::GetFlag(FLAGS_etcd_prefix);
+    lock_options.holder = absl::StrCat(options.listen, " (pid ", getpid(), ")");
+    lock_options.ttl = absl::Seconds(absl::GetFlag(FLAGS_etcd_lock_ttl_s));
+    lock_options.cancelled = [&stop_signals] {
+      const timespec now{0, 0};
+      return sigtimedwait(&stop_signals, nullptr, &now) > 0;
+    };
+    absl::StatusOr<std::unique_ptr<EtcdServerLock>> lock =
+        EtcdServerLock::Acquire(client, lock_options, [] {
+          CKPTFS_LOG(kError) << "exiting: another metadata server may take over the namespace";
+          _exit(kExitFailure);
+        });
+    if (!lock.ok()) {
+      if (absl::IsCancelled(lock.status())) return 0;
+      CKPTFS_LOG(kError) << lock.status().message();
+      return kExitFailure;
+    }
+    etcd_lock = *std::move(lock);
+    absl::StatusOr<std::unique_ptr<EtcdKvStore>> etcd =
+        EtcdKvStore::Open(client, EtcdKvStore::Options{lock_options.key_prefix});
+    if (!etcd.ok()) {
+      CKPTFS_LOG(kError) << etcd.status().message();
+      return kExitFailure;
+    }
+    store = *std::move(etcd);
+  }
+
+  absl::StatusOr<std::unique_ptr<MetaServer>> server = MetaServer::Start(options, std::move(store));
   if (!server.ok()) {
     CKPTFS_LOG(kError) << server.status().message();
     const int err = ErrnoFromStatus(server.status());
     return err == EADDRINUSE || err == EBUSY ? kExitInUse : kExitFailure;
   }
-  CKPTFS_LOG(kInfo) << "metadata in " << options.data_dir << "; default chunk size "
+  CKPTFS_LOG(kInfo) << "metadata in "
+                    << (on_etcd ? absl::StrCat("etcd ", absl::GetFlag(FLAGS_etcd_endpoints),
+                                               " under ", absl::GetFlag(FLAGS_etcd_prefix))
+                                : options.data_dir)
+                    << "; default chunk size "
                     << options.default_chunk_size << " B, orphan grace "
                     << absl::FormatDuration(options.orphan_grace) << ", server timeout "
                     << absl::FormatDuration(options.server_timeout)
@@ -154,6 +230,7 @@ int Main() {
   CKPTFS_LOG(kInfo) << "received " << strsignal(signal_number) << ", shutting down";
   (*server)->Shutdown();
   server->reset();
+  etcd_lock.reset();  // frees the prefix for a standby at once
   CKPTFS_LOG(kInfo) << "stopped";
   return 0;
 }

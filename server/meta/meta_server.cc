@@ -67,7 +67,8 @@ std::vector<metrics::CallbackHandle> AddMembershipGauges(Membership* membership)
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<MetaServer>> MetaServer::Start(const Options& options) {
+absl::StatusOr<std::unique_ptr<MetaServer>> MetaServer::Start(const Options& options,
+                                                               std::unique_ptr<KvStore> store) {
   absl::StatusOr<HostPort> listen = ParseListenAddress(options.listen);
   if (!listen.ok()) {
     return ErrnoStatus(EINVAL, absl::StrCat("--listen: ", listen.status().message()));
@@ -80,10 +81,14 @@ absl::StatusOr<std::unique_ptr<MetaServer>> MetaServer::Start(const Options& opt
   }
 
   std::unique_ptr<MetaServer> server(new MetaServer());
-  absl::StatusOr<std::unique_ptr<RocksDbKvStore>> store =
-      RocksDbKvStore::Open(options.data_dir, RocksDbKvStore::Options{options.sync_commits});
-  if (!store.ok()) return store.status();
-  server->store_ = *std::move(store);
+  if (store != nullptr) {
+    server->store_ = std::move(store);
+  } else {
+    absl::StatusOr<std::unique_ptr<RocksDbKvStore>> rocksdb =
+        RocksDbKvStore::Open(options.data_dir, RocksDbKvStore::Options{options.sync_commits});
+    if (!rocksdb.ok()) return rocksdb.status();
+    server->store_ = *std::move(rocksdb);
+  }
   server->membership_ = std::make_unique<Membership>(
       server->store_.get(), options.clock, Membership::Options{options.server_timeout});
   Namespace::Options ns_options;

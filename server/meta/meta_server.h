@@ -40,7 +40,7 @@ class MetaServer {
  public:
   struct Options {
     std::string listen = "127.0.0.1:7000";  // host:port; port 0 picks one
-    std::string data_dir;                   // REQUIRED; must exist
+    std::string data_dir;  // the RocksDB store's directory; must exist unless a store is given
     absl::Duration orphan_grace = absl::Hours(1);
     absl::Duration server_timeout = absl::Seconds(10);
     uint32_t default_chunk_size = 4u << 20;
@@ -55,11 +55,13 @@ class MetaServer {
     Clock* clock = Clock::Real();   // borrowed
   };
 
-  // Opens the store (EBUSY "data dir ... in use" if another process has it),
-  // creates the root directory on a new store, resumes pending checkpoints,
-  // binds `listen` (EADDRINUSE naming the address if busy) and starts
-  // serving and reclaiming.
-  static absl::StatusOr<std::unique_ptr<MetaServer>> Start(const Options& options);
+  // Opens the store — `store` when given (e.g. an EtcdKvStore), else the
+  // embedded RocksDB in options.data_dir (EBUSY "data dir ... in use" if
+  // another process has it) — creates the root directory on a new store,
+  // resumes pending checkpoints, binds `listen` (EADDRINUSE naming the
+  // address if busy) and starts serving and reclaiming.
+  static absl::StatusOr<std::unique_ptr<MetaServer>> Start(const Options& options,
+                                                           std::unique_ptr<KvStore> store = nullptr);
 
   MetaServer(const MetaServer&) = delete;
   MetaServer& operator=(const MetaServer&) = delete;
@@ -83,7 +85,7 @@ class MetaServer {
 
   // Destroyed in reverse order: the gRPC server, coordinator and reclaimer
   // before the namespace and the store they use.
-  std::unique_ptr<RocksDbKvStore> store_;
+  std::unique_ptr<KvStore> store_;
   std::unique_ptr<Membership> membership_;
   std::unique_ptr<Namespace> ns_;
   std::unique_ptr<OrphanReclaimer> reclaimer_;

@@ -3,6 +3,7 @@
 // configures them, and failover when the leader is killed mid-stream — with
 // no commit lost or applied twice. Skipped when etcd-server is not installed.
 #include "server/meta/etcd/etcd_kv_store.h"
+#include "server/meta/etcd/etcd_server_lock.h"
 
 #include <atomic>
 #include <string>
@@ -43,13 +44,18 @@ class EtcdKvStoreTest : public ::testing::Test {
                                     "/"));
   }
 
-  std::unique_ptr<EtcdKvStore> OpenStore(const std::string& prefix) {
-    EtcdKvStore::Options options;
-    auto endpoints = EtcdKvStore::ParseEndpoints(cluster_->endpoints());
+  static std::shared_ptr<EtcdClient> Client() {
+    EtcdClient::Options options;
+    auto endpoints = EtcdClient::ParseEndpoints(cluster_->endpoints());
     EXPECT_TRUE(endpoints.ok());
     options.endpoints = *endpoints;
+    return std::make_shared<EtcdClient>(options);
+  }
+
+  std::unique_ptr<EtcdKvStore> OpenStore(const std::string& prefix) {
+    EtcdKvStore::Options options;
     options.key_prefix = prefix;
-    auto store = EtcdKvStore::Open(options);
+    auto store = EtcdKvStore::Open(Client(), options);
     EXPECT_TRUE(store.ok()) << store.status();
     return store.ok() ? *std::move(store) : nullptr;
   }
@@ -69,28 +75,28 @@ class EtcdKvStoreTest : public ::testing::Test {
 EtcdCluster* EtcdKvStoreTest::cluster_ = nullptr;
 
 TEST(EtcdEndpoints, Parse) {
-  auto endpoints = EtcdKvStore::ParseEndpoints("127.0.0.1:2379, http://10.0.0.2:2379");
+  auto endpoints = EtcdClient::ParseEndpoints("127.0.0.1:2379, http://10.0.0.2:2379");
   ASSERT_TRUE(endpoints.ok());
   EXPECT_EQ(*endpoints, (std::vector<std::string>{"127.0.0.1:2379", "10.0.0.2:2379"}));
-  EXPECT_FALSE(EtcdKvStore::ParseEndpoints("").ok());
-  EXPECT_FALSE(EtcdKvStore::ParseEndpoints("127.0.0.1").ok());
-  EXPECT_FALSE(EtcdKvStore::ParseEndpoints("a:0").ok());
-  EXPECT_FALSE(EtcdKvStore::ParseEndpoints("a:99999").ok());
+  EXPECT_FALSE(EtcdClient::ParseEndpoints("").ok());
+  EXPECT_FALSE(EtcdClient::ParseEndpoints("127.0.0.1").ok());
+  EXPECT_FALSE(EtcdClient::ParseEndpoints("a:0").ok());
+  EXPECT_FALSE(EtcdClient::ParseEndpoints("a:99999").ok());
 }
 
 TEST(EtcdOpen, NoMemberAnswersIsAClearError) {
   auto port = ckptfs::testing::PickFreePort();
   ASSERT_TRUE(port.ok());
-  EtcdKvStore::Options options;
+  EtcdClient::Options options;
   options.endpoints = {absl::StrCat("127.0.0.1:", *port)};
   options.call_timeout = absl::Seconds(2);
   options.attempt_timeout = absl::Milliseconds(500);
-  auto store = EtcdKvStore::Open(options);
+  auto client = std::make_shared<EtcdClient>(options);
+  auto store = EtcdKvStore::Open(client, {});
   ASSERT_FALSE(store.ok());
   EXPECT_NE(store.status().message().find(options.endpoints[0]), std::string::npos)
       << store.status();
-  options.key_prefix = "";
-  EXPECT_EQ(EtcdKvStore::Open(options).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(EtcdKvStore::Open(client, {""}).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
 TEST_F(EtcdKvStoreTest, VersionsAreCommitRevisions) {
@@ -246,6 +252,41 @@ TEST_F(EtcdKvStoreTest, LeaderKilledMidStreamLosesNothing) {
   ASSERT_TRUE(next.ok()) << next.status();
   EXPECT_NE(*next, *leader);
   ASSERT_TRUE(cluster_->Restart(*leader).ok()) << cluster_->DescribeLogs();
+}
+
+// One server per prefix: a second waits as a standby, and takes over as soon
+// as the first releases; the holder keeps the lock through a leader change.
+TEST_F(EtcdKvStoreTest, ServerLockKeepsASecondServerWaiting) {
+  std::atomic<int> lost{0};
+  EtcdServerLock::Options options;
+  options.key_prefix = "/test/lock/";
+  options.holder = "first";
+  options.ttl = absl::Seconds(3);
+  auto first = EtcdServerLock::Acquire(Client(), options, [&] { lost.fetch_add(1); });
+  ASSERT_TRUE(first.ok()) << first.status();
+
+  options.holder = "second";
+  options.wait = absl::Seconds(1);
+  auto refused = EtcdServerLock::Acquire(Client(), options, [&] { lost.fetch_add(1); });
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("first"), std::string::npos) << refused.status();
+
+  // The holder renews through a leader change (ttl 3 s, election ~1 s).
+  absl::StatusOr<int> leader = cluster_->Leader();
+  ASSERT_TRUE(leader.ok());
+  ASSERT_TRUE(cluster_->Kill(*leader).ok());
+  absl::SleepFor(absl::Seconds(5));
+  EXPECT_EQ(lost.load(), 0);
+  options.wait = absl::Milliseconds(500);
+  EXPECT_FALSE(EtcdServerLock::Acquire(Client(), options, [] {}).ok());
+  ASSERT_TRUE(cluster_->Restart(*leader).ok()) << cluster_->DescribeLogs();
+
+  // Released: the standby gets it at once.
+  first->reset();
+  options.wait = absl::Seconds(5);
+  auto second = EtcdServerLock::Acquire(Client(), options, [&] { lost.fetch_add(1); });
+  EXPECT_TRUE(second.ok()) << second.status();
+  EXPECT_EQ(lost.load(), 0);
 }
 
 }  // namespace

@@ -13,9 +13,9 @@
 // nothing more to do. Revisions are etcd's: they increase across commits and
 // every key one commit writes gets that commit's revision.
 //
-// Failover: the store is given every member's address. A call that fails with
-// UNAVAILABLE or DEADLINE_EXCEEDED moves to the next member and is retried
-// until `call_timeout` (per call, over all attempts) runs out. A Txn whose
+// Failover: calls go through an EtcdClient (etcd_client.h), which knows
+// every member and retries on the next one after a connection-level failure
+// until its call timeout runs out. A Txn whose
 // outcome is unknown (the member died after it was sent) is resolved before
 // any retry: every Txn that writes also puts a marker key unique to it
 // (outside the key prefix: "<prefix without its last '/'>.txn/<store>/<n>",
@@ -33,13 +33,11 @@
 // few tens of MiB (`ckptfs up --meta-backend etcd` does). A Txn over the
 // limit fails with etcd's message, which names the flag.
 //
-// Thread-safety: thread-safe; Get, Scan and Commit run concurrently (gRPC
-// stubs are thread-safe; the current member is an atomic index).
+// Thread-safety: thread-safe; Get, Scan and Commit run concurrently.
 #ifndef CKPTFS_SERVER_META_ETCD_ETCD_KV_STORE_H_
 #define CKPTFS_SERVER_META_ETCD_ETCD_KV_STORE_H_
 
 #include <atomic>
-#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -48,7 +46,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "proto/etcd/rpc.grpc.pb.h"
+#include "server/meta/etcd/etcd_client.h"
 #include "server/meta/kv_store.h"
 
 namespace ckptfs::meta {
@@ -56,26 +54,17 @@ namespace ckptfs::meta {
 class EtcdKvStore : public KvStore {
  public:
   struct Options {
-    // host:port of each etcd member's client URL (plain-text gRPC), in the
-    // order tried first.
-    std::vector<std::string> endpoints;
     // Prefix of every key in etcd. Must not be empty (a ckptfs cluster never
     // owns a whole etcd keyspace).
     std::string key_prefix = "/ckptfs/";
-    // Deadline of one Get, Scan or Commit over all its attempts.
-    absl::Duration call_timeout = absl::Seconds(30);
-    // Deadline of one attempt on one member.
-    absl::Duration attempt_timeout = absl::Seconds(5);
   };
 
-  // Connects (lazily: gRPC channels) and checks that some member answers a
-  // read within call_timeout; UNAVAILABLE naming every endpoint if none does.
-  // InvalidArgument for an empty endpoint list or key prefix.
-  static absl::StatusOr<std::unique_ptr<EtcdKvStore>> Open(Options options);
-
-  // "a:1,b:2" -> {"a:1", "b:2"}; InvalidArgument for an empty list or an
-  // entry that is not host:port.
-  static absl::StatusOr<std::vector<std::string>> ParseEndpoints(absl::string_view list);
+  // Checks that some member answers a read within the client's call
+  // timeout: UNAVAILABLE naming every endpoint if none does. InvalidArgument
+  // for an empty key prefix, or a call timeout so long that a Txn's marker
+  // could expire before its outcome is checked.
+  static absl::StatusOr<std::unique_ptr<EtcdKvStore>> Open(std::shared_ptr<EtcdClient> client,
+                                                           Options options);
 
   EtcdKvStore(const EtcdKvStore&) = delete;
   EtcdKvStore& operator=(const EtcdKvStore&) = delete;
@@ -87,30 +76,19 @@ class EtcdKvStore : public KvStore {
                                              size_t limit) override;
   absl::StatusOr<int64_t> Commit(const Txn& txn) override;
 
- private:
-  struct Member;
-  explicit EtcdKvStore(Options options);
+  EtcdClient& client() { return *client_; }
 
-  // Runs `attempt` on the current member, moving on to the next member after
-  // a connection-level failure (UNAVAILABLE, DEADLINE_EXCEEDED), until it
-  // succeeds, fails otherwise, or the call's deadline passes. Before each
-  // retry, `applied` (may be empty) is asked whether the failed attempt took
-  // effect after all; true ends the call with OK.
-  absl::Status Call(absl::string_view what,
-                    const std::function<grpc::Status(Member&, grpc::ClientContext&)>& attempt,
-                    const std::function<absl::StatusOr<bool>()>& applied);
-  // Reads the range [key, range_end) (range_end empty: one key).
-  absl::StatusOr<etcdserverpb::RangeResponse> Range(const std::string& key,
-                                                    const std::string& range_end, int64_t limit);
+ private:
+  EtcdKvStore(std::shared_ptr<EtcdClient> client, Options options);
+
   // The lease markers are attached to: granted on first use and replaced
   // when half its time to live has passed (the old one expires by itself,
   // taking its markers with it).
   absl::StatusOr<int64_t> MarkerLease();
 
+  const std::shared_ptr<EtcdClient> client_;
   const Options options_;
   const std::string marker_prefix_;  // "<prefix>.txn/<random store id>/"
-  std::vector<std::unique_ptr<Member>> members_;
-  std::atomic<size_t> current_{0};
   std::atomic<uint64_t> next_marker_{1};
 
   absl::Mutex lease_mu_;
