@@ -41,21 +41,25 @@ absl::StatusOr<CheckpointStore::Prepared> CheckpointStore::PrepareCommit(uint64_
   Prepared prepared;
   prepared.info = dir->checkpoint().info();
   if (prepared.info.state() != PENDING) return prepared;
-  absl::StatusOr<std::vector<SubtreeEntry>> subtree = ReadSubtree(txn, ino, /*read_ahead=*/true);
-  if (!subtree.ok()) return subtree.status();
   const std::string& name = prepared.info.name();
   std::string open_for_writing, damaged;
-  for (const SubtreeEntry& entry : *subtree) {
-    const Attr& attr = entry.inode.attr();
-    if (attr.type() != REGULAR) continue;
-    if (entry.inode.writer_handles_size() > 0 && open_for_writing.empty()) {
-      open_for_writing = absl::StrCat(name, "/", entry.path);
-    }
-    if (entry.inode.damaged() && damaged.empty()) damaged = absl::StrCat(name, "/", entry.path);
-    ++prepared.files;
-    prepared.bytes += attr.size();
-    AddChunkServers(attr, prepared.servers);
-  }
+  // Visited, not kept: only the totals and the first offenders matter.
+  absl::Status walked =
+      VisitSubtree(txn, ino, /*read_ahead=*/true, [&](SubtreeEntry& entry) -> absl::Status {
+        const Attr& attr = entry.inode.attr();
+        if (attr.type() != REGULAR) return absl::OkStatus();
+        if (entry.inode.writer_handles_size() > 0 && open_for_writing.empty()) {
+          open_for_writing = absl::StrCat(name, "/", entry.path);
+        }
+        if (entry.inode.damaged() && damaged.empty()) {
+          damaged = absl::StrCat(name, "/", entry.path);
+        }
+        ++prepared.files;
+        prepared.bytes += attr.size();
+        AddChunkServers(attr, prepared.servers);
+        return absl::OkStatus();
+      });
+  if (!walked.ok()) return walked;
   if (!open_for_writing.empty()) {
     prepared.abort_errno = EBUSY;
     prepared.abort_reason = absl::StrCat(open_for_writing, " is still open for writing");

@@ -69,9 +69,8 @@ absl::Status ReadInodesAhead(MetaTxn& txn, const std::vector<uint64_t>& inos) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::vector<SubtreeEntry>> ReadSubtree(MetaTxn& txn, uint64_t root,
-                                                      bool read_ahead) {
-  std::vector<SubtreeEntry> out;
+absl::Status VisitSubtree(MetaTxn& txn, uint64_t root, bool read_ahead,
+                          absl::FunctionRef<absl::Status(SubtreeEntry&)> visit) {
   // (directory, its path, its depth); a stack, so the walk is depth-first.
   struct Pending {
     uint64_t dir;
@@ -79,6 +78,7 @@ absl::StatusOr<std::vector<SubtreeEntry>> ReadSubtree(MetaTxn& txn, uint64_t roo
     size_t depth;
   };
   std::vector<Pending> stack = {{root, "", 0}};
+  SubtreeEntry entry;  // reused: a visit may take its contents
   while (!stack.empty()) {
     Pending current = std::move(stack.back());
     stack.pop_back();
@@ -95,13 +95,9 @@ absl::StatusOr<std::vector<SubtreeEntry>> ReadSubtree(MetaTxn& txn, uint64_t roo
       for (const auto& [name, dentry] : *entries) inos.push_back(dentry.ino());
       if (absl::Status read = ReadInodesAhead(txn, inos); !read.ok()) return read;
     }
-    // Built in place: an InodeRecord is costly to construct, so a checkpoint
-    // of thousands of files must not move its entries around.
-    out.reserve(out.size() + entries->size());
     for (auto& [name, dentry] : *entries) {
       absl::StatusOr<InodeRecord> inode = txn.GetInode(dentry.ino());
       if (!inode.ok()) return inode.status();
-      SubtreeEntry& entry = out.emplace_back();
       entry.parent = current.dir;
       entry.path = current.path.empty() ? name : absl::StrCat(current.path, "/", name);
       entry.name = std::move(name);
@@ -109,8 +105,25 @@ absl::StatusOr<std::vector<SubtreeEntry>> ReadSubtree(MetaTxn& txn, uint64_t roo
       if (IsDir(entry.inode)) {
         stack.push_back({entry.inode.attr().ino(), entry.path, current.depth + 1});
       }
+      if (absl::Status visited = visit(entry); !visited.ok()) return visited;
     }
   }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<SubtreeEntry>> ReadSubtree(MetaTxn& txn, uint64_t root,
+                                                      bool read_ahead) {
+  std::vector<SubtreeEntry> out;
+  absl::Status walked = VisitSubtree(txn, root, read_ahead, [&out](SubtreeEntry& entry) {
+    // Built in place and swapped into: an InodeRecord costs to construct.
+    SubtreeEntry& kept = out.emplace_back();
+    kept.parent = entry.parent;
+    kept.name = std::move(entry.name);
+    kept.path = std::move(entry.path);
+    kept.inode.Swap(&entry.inode);
+    return absl::OkStatus();
+  });
+  if (!walked.ok()) return walked;
   return out;
 }
 

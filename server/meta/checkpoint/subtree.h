@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -46,6 +47,13 @@ absl::Status ReadInodesAhead(MetaTxn& txn, const std::vector<uint64_t>& inos);
 // directory's inodes are read ahead (ReadInodesAhead).
 absl::StatusOr<std::vector<SubtreeEntry>> ReadSubtree(MetaTxn& txn, uint64_t root,
                                                       bool read_ahead = false);
+
+// As ReadSubtree, but hands each entry to `visit` in turn instead of
+// keeping them all (a checkpoint's thousands of inodes need not be held at
+// once). The entry is reused for the next one: `visit` may move from it. A
+// visit's error ends the walk and is returned.
+absl::Status VisitSubtree(MetaTxn& txn, uint64_t root, bool read_ahead,
+                          absl::FunctionRef<absl::Status(SubtreeEntry&)> visit);
 
 // The name under which directory `parent` holds inode `ino` (a scan of the
 // parent's entries); ENOENT if it holds none.
