@@ -114,7 +114,9 @@ void Read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t offset, struct fuse
   absl::StatusOr<client::ReadView> view =
       Filesystem::FileOf(fi->fh).View(static_cast<uint64_t>(offset), size);
   if (!view.ok()) return ReplyError(req, view.status(), "read", ino);
-  if (ReplyView(req, *view) == 0) CountReadBytes(view->size());
+  // Counted first: once replied, the reader (or a scrape after it) may run.
+  CountReadBytes(view->size());
+  ReplyView(req, *view);
 }
 
 // A write's payload as libfuse hands it over: in memory, or (splice) still

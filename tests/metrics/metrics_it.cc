@@ -150,7 +150,9 @@ TEST_F(MetricsIntegrationTest, EveryDaemonServesMetricsThatCountTheBytesMoved) {
   ASSERT_TRUE(m.ok()) << m.status();
   EXPECT_GT(m->Sum("ckptfs_meta_rpcs_total"), 0);
   EXPECT_GE(Value(*m, "ckptfs_meta_rpcs_total", {{"method", "RegisterServer"}}), 1);
-  EXPECT_GE(Value(*m, "ckptfs_meta_rpcs_total", {{"method", "Heartbeat"}}), 1);
+  EXPECT_GE(Value(*m, "ckptfs_meta_rpcs_total", {{"method", "Create"}}), 1);
+  EXPECT_GE(Value(*m, "ckptfs_meta_rpcs_total", {{"method", "CommitWrite"}}), 1);
+  EXPECT_GE(Value(*m, "ckptfs_meta_rpc_duration_seconds_count", {{"method", "Create"}}), 1);
   EXPECT_EQ(Value(*m, "ckptfs_meta_storage_servers", {{"state", "alive"}}), 1);
   EXPECT_GT(Value(*m, "ckptfs_meta_storage_capacity_bytes"), 0);
   EXPECT_GE(Value(*m, "ckptfs_meta_rpc_errors_total", {{"code", "NOT_FOUND"}}), 1);  // the stat
