@@ -292,15 +292,18 @@ std::string BackendName(const ::testing::TestParamInfo<Backend>& info) {
 TEST_P(KvStoreTest, ManyComparesHoldOnlyWhenEveryOneDoes) {
   std::map<std::string, int64_t> stored;
   for (int i = 0; i < 120; ++i) {
-    // Dense keys, then a gap of 80 absent ones, then dense again.
+    // Dense keys, then a gap of 80, then dense again.
     const std::string key = absl::StrFormat("c/%04d", i < 60 ? i : i + 80);
     stored[key] = Put(key, absl::StrCat("value-", i));
   }
+  // Keys no compare names, inside the gap: the walk must seek past them.
+  for (int i = 70; i < 110; ++i) Put(absl::StrFormat("c/%04d", i), "not compared");
   Put("a/before", "x");
   // Every stored key, some absent ones (between neighbours, in the gap,
   // before and past every key) at 0.
   std::vector<std::pair<std::string, int64_t>> matching(stored.begin(), stored.end());
-  for (const char* absent : {"c/0010x", "c/0100", "c/0139", "b/absent", "z/absent", "c/9999"}) {
+  for (const char* absent :
+       {"c/0010x", "c/0065", "c/0100x", "c/0139", "b/absent", "z/absent", "c/9999"}) {
     matching.emplace_back(absent, 0);
   }
   auto commit = [&](const std::vector<std::pair<std::string, int64_t>>& compares) {
@@ -340,7 +343,8 @@ TEST_P(KvStoreTest, ManyComparesHoldOnlyWhenEveryOneDoes) {
           {"the first key stale", changed("c/0000", stored.at("c/0000") + 1000)},
           {"the last key stale", changed("c/0199", stored.at("c/0199") - 1)},
           {"an absent key between neighbours expected present", changed("c/0010x", 5)},
-          {"an absent key in the gap expected present", changed("c/0100", 5)},
+          {"an absent key in the gap expected present", changed("c/0100x", 5)},
+          {"a key past the uncompared ones stale", changed("c/0140", stored.at("c/0140") + 1)},
           {"a key past every key expected present", changed("z/absent", 1)},
           {"a present key expected absent", changed("c/0150", 0)},
       };
