@@ -49,9 +49,9 @@ absl::string_view Advice(int err) {
       return "data garbled between client and storage server: check the network, then "
              "retry";
     case EIO:
-      return "the storage server could not read or write the chunk (a failed disk or a "
-             "chunk that fails its checksum): see the server's log; `ckptfs ckpt verify "
-             "DIR` lists damaged files";
+      return "the storage server could not read or write the chunk: a failed disk, or a "
+             "chunk failing its checksum; see the server's log, and `ckptfs ckpt verify "
+             "DIR` for the damaged files";
     case ENOSPC:
     case EDQUOT:
       return "storage server full: free space with `ckptfs ckpt gc RUN_DIR` or `ckptfs "

@@ -175,8 +175,8 @@ int RunCkptVerify(const ParsedFlags& flags) {
             << bad_chunks << " chunk" << (bad_chunks == 1 ? "" : "s") << ")\n";
   std::cerr << "ckptfs ckpt verify: " << dir << " is damaged: "
             << absl::StrJoin(bad_files, ", ")
-            << " (restore from another checkpoint; a server marked DOWN in `ckptfs status` may "
-               "only be unreachable)\n";
+            << " (a chunk failing its CRC32C is damaged on the server's disk: restore the file "
+               "from another checkpoint; an unreachable server: check `ckptfs status`)\n";
   return 1;
 }
 

@@ -3,14 +3,15 @@
 // until each part is ready, and records what it started in cluster.state
 // (after every daemon, so `ckptfs down` can always clean up). If a step
 // fails it prints the failing daemon's log tail and stops what it started.
-// Each daemon whose build has --metrics_listen (asked with --helpfull, so
-// older daemons still start) serves Prometheus metrics on a port of its own
+// Each daemon whose build has --metrics_listen (its binary names the flag,
+// so older daemons still start) serves Prometheus metrics on a port of its own
 // from --metrics-port on; the ports are recorded and printed.
 // Runs on main's thread only.
 #include <unistd.h>
 
 #include <algorithm>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <map>
 #include <memory>
@@ -59,10 +60,23 @@ struct UpConfig {
   uint16_t FuseMetricsPort() const { return static_cast<uint16_t>(metrics_port + 1 + servers); }
 };
 
-// Whether `binary` takes --metrics_listen (another build may not).
+// Whether `binary` takes --metrics_listen (another build may not): the flag
+// name is in its binary. Reading it rather than running `binary
+// --helpfull` cannot hang on a daemon that ignores --helpfull (a stand-in
+// in a test, a wrapper script); a binary that only mentions the name
+// elsewhere would be told the flag and fail at start-up, with its log shown.
 bool SupportsMetrics(const std::string& binary) {
-  absl::StatusOr<CommandResult> help = RunCommand({binary, "--helpfull"});
-  return help.ok() && absl::StrContains(help->output, "metrics_listen");
+  std::ifstream in(binary, std::ios::binary);
+  constexpr absl::string_view kFlag = "metrics_listen";
+  std::string window;
+  char block[1 << 16];
+  while (in.read(block, sizeof(block)) || in.gcount() > 0) {
+    // Keep the tail of the previous block so a name split across two is seen.
+    window.erase(0, window.size() > kFlag.size() ? window.size() - kFlag.size() : 0);
+    window.append(block, static_cast<size_t>(in.gcount()));
+    if (absl::StrContains(window, kFlag)) return true;
+  }
+  return false;
 }
 
 // Every metrics port must be free too; a busy one is reported with a free
@@ -407,7 +421,11 @@ CommandSpec UpSpec() {
       "Start a local ckptfs cluster (1 metadata service + N storage servers) and mount it.",
       "All state (data, logs, cluster.state) lives under --state-dir; `up` again\n"
       "after `down` with the same --state-dir finds the data again. Storage server\n"
-      "i listens on --storage-port + i. Stop the cluster with `ckptfs down`.",
+      "i listens on --storage-port + i. Stop the cluster with `ckptfs down`.\n"
+      "Metrics: each daemon whose build has --metrics_listen serves Prometheus\n"
+      "metrics at http://HOST:PORT/metrics: the metadata service on --metrics-port,\n"
+      "storage server i on --metrics-port + 1 + i, the mount on --metrics-port +\n"
+      "N + 1; the ports are printed and kept in cluster.state.",
       {
           {"state-dir", "DIR", "directory for the cluster's data, logs and state", "", true},
           {"mountpoint", "DIR", "where to mount the filesystem (created if missing)", "", true},

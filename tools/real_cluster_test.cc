@@ -107,7 +107,7 @@ TEST_F(RealClusterTest, UpStatusSecondMountDown) {
 
   r = Run({"status", "--state-dir", state_});
   EXPECT_EQ(r.exit_status, 0) << r.output;
-  EXPECT_NE(r.output.find("2 storage servers, 2 alive"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("2 storage servers, 2 up"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find(absl::StrCat("127.0.0.1:", base_ + 2)), std::string::npos);
 
   // 5 chunks + a bit, so both storage servers hold some of it.

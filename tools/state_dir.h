@@ -30,10 +30,10 @@ struct DaemonRecord {
   std::string address;   // host:port it serves; the mountpoint for "fuse"
   std::string data_dir;  // "" for "fuse"
   std::string log_path;
+  ProcessRecord process;
   // host:port of its Prometheus metrics endpoint (--metrics_listen); "" when
   // it serves none (a daemon built without the flag).
   std::string metrics_address;
-  ProcessRecord process;
 };
 
 struct ClusterState {

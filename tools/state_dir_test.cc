@@ -16,7 +16,8 @@ ClusterState SampleState() {
   state.meta_address = "127.0.0.1:7000";
   state.mountpoint = "/mnt/ckpt with space";
   state.daemons.push_back(
-      {"meta", "127.0.0.1:7000", "/s/meta", "/s/logs/meta.log", {101, 555, "/bin/ckptfs-meta"}});
+      {"meta", "127.0.0.1:7000", "/s/meta", "/s/logs/meta.log", {101, 555, "/bin/ckptfs-meta"},
+       "127.0.0.1:9400"});
   state.daemons.push_back({"storage-0", "127.0.0.1:7001", "/s/storage-0",
                            "/s/logs/storage-0.log", {102, 556, "/bin/ckptfs-storage"}});
   state.daemons.push_back(
@@ -55,7 +56,9 @@ TEST(ClusterStateTest, RoundTrips) {
     EXPECT_EQ(parsed->daemons[i].process.pid, state.daemons[i].process.pid);
     EXPECT_EQ(parsed->daemons[i].process.start_time, state.daemons[i].process.start_time);
     EXPECT_EQ(parsed->daemons[i].process.exe, state.daemons[i].process.exe);
+    EXPECT_EQ(parsed->daemons[i].metrics_address, state.daemons[i].metrics_address);
   }
+  EXPECT_EQ(parsed->daemons[0].metrics_address, "127.0.0.1:9400");
 }
 
 TEST(ClusterStateTest, RejectsDamagedFiles) {
