@@ -9,7 +9,6 @@
 // With etcd, one server serves a prefix at a time (EtcdServerLock): a second
 // one started on the same prefix waits as a standby and takes over when the
 // first dies (within --etcd_lock_ttl_s); a server that loses its lock exits 1.
-//               [--metrics_listen=HOST:PORT]
 //
 // Logs "ckptfs-meta: serving on ADDR" once it accepts calls. Exit status: 0
 // after SIGTERM/SIGINT (clean shutdown); 2 when the port or the data dir is
