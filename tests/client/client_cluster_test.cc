@@ -220,6 +220,38 @@ TEST_F(ClientClusterTest, ClientsAnnounceThemselvesInClusterStatus) {
     EXPECT_GT(c.started_ms(), 0);
     EXPECT_GT(c.last_heartbeat_ms(), 0);
   }
+  // A storage server's load rides on its heartbeat: two of them make a rate.
+  // A stand-in server of its own, so the real servers' heartbeats (with
+  // their own totals) do not interleave.
+  meta::RegisterServerRequest registration;
+  registration.set_address("127.0.0.1:1");
+  registration.set_uuid("load-test-stand-in");
+  auto registered = meta.RegisterServer(registration);
+  ASSERT_TRUE(registered.ok()) << registered.status();
+  const uint32_t server_id = registered->server_id();
+  meta::HeartbeatRequest beat;
+  beat.set_server_id(server_id);
+  beat.set_load_reported(true);
+  beat.set_connections(3);
+  ASSERT_TRUE(meta.Heartbeat(beat).ok());
+  ::usleep(20 * 1000);
+  beat.set_bytes_read_total(uint64_t{1} << 30);
+  beat.set_bytes_written_total(uint64_t{1} << 20);
+  ASSERT_TRUE(meta.Heartbeat(beat).ok());
+  status = meta.ClusterStatus(meta::ClusterStatusRequest());
+  ASSERT_TRUE(status.ok()) << status.status();
+  bool found = false;
+  for (const meta::ServerStatus& s : status->servers()) {
+    if (s.info().id() != server_id) continue;
+    found = true;
+    EXPECT_TRUE(s.load_reported());
+    EXPECT_EQ(s.connections(), 3u);
+    // 1 GiB within more than 20 ms: above 0, below 1 GiB * 1000 / 20.
+    EXPECT_GT(s.read_bytes_per_s(), 0u);
+    EXPECT_LT(s.read_bytes_per_s(), (uint64_t{1} << 30) * 50);
+    EXPECT_GT(s.read_bytes_per_s(), s.write_bytes_per_s());
+  }
+  EXPECT_TRUE(found);
   // A heartbeat without an id is refused.
   meta::ClientHeartbeatRequest empty;
   EXPECT_FALSE(meta.ClientHeartbeat(empty).ok());
