@@ -9,15 +9,21 @@
 
 #include <stdlib.h>
 
+#include <cstdlib>
+
 #include <filesystem>
 #include <memory>
 #include <string>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "common/errno_status.h"
 #include "gtest/gtest.h"
 #include "server/meta/clock.h"
+#include "server/meta/etcd/etcd_client.h"
+#include "server/meta/etcd/etcd_kv_store.h"
 #include "server/meta/membership.h"
 #include "server/meta/namespace.h"
 #include "server/meta/rocksdb_kv_store.h"
@@ -72,14 +78,22 @@ std::ostream& operator<<(std::ostream& os, const absl::StatusOr<T>& result) {
 
 // A store, membership and namespace over a temporary directory, with a
 // manual clock. Reopen() closes and reopens everything on the same data.
+// The store is RocksDB, or, when CKPTFS_TEST_ETCD_ENDPOINTS names etcd
+// members (tests/etcd runs these suites so), an EtcdKvStore under a key
+// prefix of its own per test.
 class NamespaceFixture : public ::testing::Test {
  protected:
   void SetUp() override { Open(); }
 
   void Open() {
-    auto store = RocksDbKvStore::Open(dir_.path() + "/db", RocksDbKvStore::Options{});
-    ASSERT_TRUE(store.ok()) << store.status();
-    store_ = *std::move(store);
+    const char* etcd = std::getenv("CKPTFS_TEST_ETCD_ENDPOINTS");
+    if (etcd != nullptr && *etcd != '\0') {
+      OpenEtcd(etcd);
+    } else {
+      auto store = RocksDbKvStore::Open(dir_.path() + "/db", RocksDbKvStore::Options{});
+      ASSERT_TRUE(store.ok()) << store.status();
+      store_ = *std::move(store);
+    }
     membership_ = std::make_unique<Membership>(store_.get(), &clock_,
                                                Membership::Options{absl::Seconds(10)});
     ns_ = std::make_unique<Namespace>(store_.get(), membership_.get(), &clock_, options_);
@@ -91,6 +105,22 @@ class NamespaceFixture : public ::testing::Test {
     membership_.reset();
     store_.reset();
     Open();
+  }
+
+  void OpenEtcd(const char* endpoints) {
+    if (etcd_prefix_.empty()) {
+      const auto* test = ::testing::UnitTest::GetInstance()->current_test_info();
+      etcd_prefix_ = absl::StrCat("/meta-test/", absl::ToUnixNanos(absl::Now()), "/",
+                                  test->test_suite_name(), ".", test->name(), "/");
+    }
+    EtcdClient::Options client_options;
+    auto parsed = EtcdClient::ParseEndpoints(endpoints);
+    ASSERT_TRUE(parsed.ok()) << parsed.status();
+    client_options.endpoints = *parsed;
+    auto store = EtcdKvStore::Open(std::make_shared<EtcdClient>(client_options),
+                                   EtcdKvStore::Options{etcd_prefix_});
+    ASSERT_TRUE(store.ok()) << store.status();
+    store_ = *std::move(store);
   }
 
   // Registers a storage server and returns its id.
@@ -140,7 +170,8 @@ class NamespaceFixture : public ::testing::Test {
   TempDir dir_;
   ManualClock clock_;
   Namespace::Options options_;
-  std::unique_ptr<RocksDbKvStore> store_;
+  std::string etcd_prefix_;  // with etcd: this test's keys, kept across Reopen
+  std::unique_ptr<KvStore> store_;
   std::unique_ptr<Membership> membership_;
   std::unique_ptr<Namespace> ns_;
 };
