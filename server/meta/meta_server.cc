@@ -119,7 +119,8 @@ absl::StatusOr<std::unique_ptr<MetaServer>> MetaServer::Start(const Options& opt
   server->checkpoints_->set_on_orphans([reclaimer] { reclaimer->Wake(); });
   if (absl::Status resumed = server->checkpoints_->Start(); !resumed.ok()) return resumed;
   server->service_ = std::make_unique<MetaServiceImpl>(
-      server->ns_.get(), server->membership_.get(), server->checkpoints_.get());
+      server->ns_.get(), server->membership_.get(), server->checkpoints_.get(),
+      server->checkpoint_store_.get());
 
   grpc::ServerBuilder builder;
   builder.AddListeningPort(options.listen, grpc::InsecureServerCredentials(), &server->port_);

@@ -38,8 +38,13 @@ namespace ckptfs::meta {
 
 class MetaServiceImpl final : public MetaService::CallbackService {
  public:
-  MetaServiceImpl(Namespace* ns, Membership* membership, CheckpointCoordinator* checkpoints)
-      : ns_(ns), membership_(membership), checkpoints_(checkpoints) {}
+  // `pending_index` (may be null) lists every pending checkpoint for
+  // ClusterStatus, also those declared before a restart and not touched
+  // since; without it status shows the checkpoints this process has seen.
+  MetaServiceImpl(Namespace* ns, Membership* membership, CheckpointCoordinator* checkpoints,
+                  CheckpointStore* pending_index = nullptr)
+      : ns_(ns), membership_(membership), checkpoints_(checkpoints),
+        pending_index_(pending_index) {}
 
   using Context = grpc::CallbackServerContext;
   using Reactor = grpc::ServerUnaryReactor;
@@ -88,6 +93,7 @@ class MetaServiceImpl final : public MetaService::CallbackService {
   Namespace* const ns_;
   Membership* const membership_;
   CheckpointCoordinator* const checkpoints_;
+  CheckpointStore* const pending_index_;  // may be null
   StatusBoard board_;
 };
 

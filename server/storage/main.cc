@@ -28,6 +28,7 @@
 #include "server/storage/chunk_store.h"
 #include "server/storage/data_dir.h"
 #include "server/storage/registration.h"
+#include "server/storage/request_handler.h"
 #include "server/storage/server.h"
 
 ABSL_FLAG(std::string, listen, "127.0.0.1:7001", "host:port to serve the data protocol on");
@@ -191,6 +192,14 @@ int Main() {
     options.heartbeat_interval = absl::Seconds(heartbeat_s);
     options.on_registered = [address](uint32_t id) {
       CKPTFS_LOG(kInfo) << "serving on " << address << " as server " << id;
+    };
+    // For `ckptfs status`: connections now, bytes moved since start (the
+    // service turns two heartbeats into bytes/s).
+    Server* serving = server->get();
+    options.load = [serving] {
+      return Registration::Options::Load{static_cast<uint32_t>(serving->active_connections()),
+                                         RequestHandler::BytesReadTotal(),
+                                         RequestHandler::BytesWrittenTotal()};
     };
     registration = Registration::Start(std::move(options), **store);
   }

@@ -98,6 +98,9 @@ class StorageMetrics {
 
 RequestHandler::RequestHandler(ChunkStore& store) : store_(store) { StorageMetrics::Get(); }
 
+uint64_t RequestHandler::BytesWrittenTotal() { return StorageMetrics::Get().written().value(); }
+uint64_t RequestHandler::BytesReadTotal() { return StorageMetrics::Get().read().value(); }
+
 size_t ReadBufferSize(const data::RequestHeader& request) {
   const uint64_t end = uint64_t{request.offset()} + request.length();
   return end > kMaxChunkLength ? 0 : ChunkFileSize(end);

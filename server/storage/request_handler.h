@@ -49,6 +49,11 @@ class RequestHandler {
   Reply Handle(Ring& ring, const data::RequestHeader& request, AlignedBuffer& payload,
                AlignedBuffer& read_buffer);
 
+  // Payload bytes stored by WRITEs and served by READs since the process
+  // started, over every handler (the metrics' counters). Any thread.
+  static uint64_t BytesWrittenTotal();
+  static uint64_t BytesReadTotal();
+
  private:
   // The reply of a successful request (its id set by Handle), or why it
   // failed.

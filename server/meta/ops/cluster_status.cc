@@ -1,8 +1,9 @@
 // MetaServiceImpl::BuildClusterStatus: the answer to ClusterStatus
 // (`ckptfs status`). Servers come from Membership (KV reads) with the load
-// the StatusBoard holds; clients and the checkpoints to look at from the
-// StatusBoard; each of those checkpoints is read (GetCheckpoint) to keep
-// the pending ones, and the ones that ended are forgotten. Writes nothing.
+// the StatusBoard holds; clients from the StatusBoard; the checkpoints to
+// look at are those the StatusBoard has seen plus the KV's pending index;
+// each is read (GetCheckpoint) to keep the pending ones, and the ones that
+// ended are forgotten. Writes nothing.
 // Thread-safety: as MetaServiceImpl (any handler thread).
 #include "absl/time/clock.h"
 #include "server/meta/meta_service.h"
@@ -24,6 +25,12 @@ absl::StatusOr<ClusterStatusReply> MetaServiceImpl::BuildClusterStatus() {
   reply.set_copies(1);
   reply.set_redundancy("none (1 copy)");
   for (ClientInfo& client : board_.Clients(now_ms)) *reply.add_clients() = std::move(client);
+  if (pending_index_ != nullptr) {
+    // The KV index of pending checkpoints: those from before a restart too.
+    absl::StatusOr<std::vector<uint64_t>> pending = pending_index_->Pending();
+    if (!pending.ok()) return pending.status();
+    for (uint64_t ino : *pending) board_.SeeCheckpoint(ino);
+  }
   for (uint64_t ino : board_.Checkpoints()) {
     absl::StatusOr<CheckpointInfo> info = checkpoints_->Get(ino);
     if (!info.ok() || info->state() != PENDING) {
