@@ -12,13 +12,21 @@
 //     harmless), SetAttr (sets absolute values) and Heartbeat;
 //   - DeclareCheckpoint (re-declaring with the same N changes nothing),
 //     CommitCheckpoint (a rank's second commit waits for the same outcome),
-//     GetCheckpoint and ListCheckpoints.
+//     GetCheckpoint and ListCheckpoints;
+//   - Create when it carries a writer id: the service recognises a resent
+//     exclusive Create by that id (registered on the file by the first
+//     attempt) and answers it as the first attempt was (created, the same
+//     inode); a resent non-exclusive one opens the file the first attempt
+//     created (reported as not created: trimming it trims nothing, no
+//     handle has written to it) and registering the same id twice is
+//     harmless.
 // Not retried, because a repeat after a lost reply reports a wrong error or
-// does something twice: Create (EEXIST for the file we created, with
-// O_EXCL), Mkdir and Symlink (EEXIST), Unlink and Rmdir (ENOENT after
-// success), Rename (ENOENT, or a second rename), SetXattr and RemoveXattr
-// (EEXIST / ENODATA with the create/replace flags), RemoveCheckpoint
-// (ENOENT after success), RegisterServer (could hand out a second id).
+// does something twice: Create without a writer id (EEXIST for the file we
+// created, with O_EXCL), Mkdir and Symlink (EEXIST), Unlink and Rmdir
+// (ENOENT after success), Rename (ENOENT, or a second rename), SetXattr and
+// RemoveXattr (EEXIST / ENODATA with the create/replace flags),
+// RemoveCheckpoint (ENOENT after success), RegisterServer (could hand out a
+// second id).
 #include "client/grpc_meta_client.h"
 
 #include <grpcpp/grpcpp.h>
@@ -103,7 +111,8 @@ absl::StatusOr<meta::AttrReply> GrpcMetaClient::SetAttr(const meta::SetAttrReque
   return Call("SetAttr", Retry::kOnUnavailable, &Stub::SetAttr, request);
 }
 absl::StatusOr<meta::CreateReply> GrpcMetaClient::Create(const meta::CreateRequest& request) {
-  return Call("Create", Retry::kNo, &Stub::Create, request);
+  return Call("Create", request.writer_handle() != 0 ? Retry::kOnUnavailable : Retry::kNo,
+              &Stub::Create, request);
 }
 absl::StatusOr<meta::AttrReply> GrpcMetaClient::Mkdir(const meta::MkdirRequest& request) {
   return Call("Mkdir", Retry::kNo, &Stub::Mkdir, request);

@@ -1,6 +1,7 @@
 // GrpcMetaClient against an in-process gRPC MetaService: errno crosses the
-// wire, deadlines hold, UNAVAILABLE is retried for safe calls only, and
-// Client::Connect names an unreachable address.
+// wire, deadlines hold, UNAVAILABLE is retried for safe calls only (Create
+// when it carries a writer id), and Client::Connect names an unreachable
+// address.
 #include "client/grpc_meta_client.h"
 
 #include <grpcpp/grpcpp.h>
@@ -43,10 +44,16 @@ class ScriptedService final : public meta::MetaService::Service {
                       meta::AttrReply*) override {
     return ToGrpcStatus(ErrnoStatus(ENOTEMPTY, absl::StrCat("scripted: ", request->name())));
   }
-  grpc::Status Create(grpc::ServerContext*, const meta::CreateRequest*,
-                      meta::CreateReply*) override {
+  std::atomic<int> unavailable_creates{1 << 20};  // fail this many Creates first
+  grpc::Status Create(grpc::ServerContext*, const meta::CreateRequest* request,
+                      meta::CreateReply* reply) override {
     ++create_calls;
-    return grpc::Status(grpc::StatusCode::UNAVAILABLE, "restarting");
+    if (unavailable_creates.fetch_sub(1) > 0) {
+      return grpc::Status(grpc::StatusCode::UNAVAILABLE, "restarting");
+    }
+    reply->mutable_attr()->set_ino(request->writer_handle());
+    reply->set_created(true);
+    return grpc::Status::OK;
   }
   grpc::Status Mkdir(grpc::ServerContext*, const meta::MkdirRequest*,
                      meta::AttrReply*) override {
@@ -112,7 +119,7 @@ TEST_F(GrpcMetaClientTest, SafeCallsRetryUnavailable) {
   EXPECT_EQ(service_.getattr_calls.load(), 3);
 }
 
-TEST_F(GrpcMetaClientTest, CreateIsNotRetried) {
+TEST_F(GrpcMetaClientTest, CreateWithoutAWriterIdIsNotRetried) {
   GrpcMetaClient client(address_, absl::Seconds(5));
   meta::CreateRequest request;
   request.set_name("f");
@@ -120,6 +127,39 @@ TEST_F(GrpcMetaClientTest, CreateIsNotRetried) {
   ASSERT_FALSE(reply.ok());
   EXPECT_EQ(reply.status().code(), absl::StatusCode::kUnavailable);
   EXPECT_EQ(service_.create_calls.load(), 1);
+}
+
+// A Create carrying a writer id is answered as its first attempt was when
+// resent (the service recognises the id), so UNAVAILABLE is retried.
+TEST_F(GrpcMetaClientTest, CreateWithAWriterIdIsRetried) {
+  service_.unavailable_creates = 2;
+  GrpcMetaClient client(address_, absl::Seconds(5));
+  meta::CreateRequest request;
+  request.set_name("f");
+  request.set_exclusive(true);
+  request.set_writer_handle(77);
+  auto reply = client.Create(request);
+  ASSERT_TRUE(reply.ok()) << reply.status();
+  EXPECT_TRUE(reply->created());
+  EXPECT_EQ(reply->attr().ino(), 77u);
+  EXPECT_EQ(service_.create_calls.load(), 3);
+}
+
+// Retried only while the deadline lasts: a service that stays away is
+// reported as a transport error (UNAVAILABLE, or the deadline if it passed
+// during the last attempt).
+TEST_F(GrpcMetaClientTest, CreateRetriesEndAtTheDeadline) {
+  GrpcMetaClient client(address_, absl::Milliseconds(300));
+  meta::CreateRequest request;
+  request.set_name("f");
+  request.set_writer_handle(77);
+  auto reply = client.Create(request);
+  ASSERT_FALSE(reply.ok());
+  EXPECT_TRUE(reply.status().code() == absl::StatusCode::kUnavailable ||
+              reply.status().code() == absl::StatusCode::kDeadlineExceeded)
+      << reply.status();
+  EXPECT_TRUE(IsMetaTransportError(reply.status()));
+  EXPECT_GT(service_.create_calls.load(), 1);
 }
 
 TEST_F(GrpcMetaClientTest, DeadlineIsEnforced) {
