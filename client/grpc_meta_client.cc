@@ -36,12 +36,18 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "client/meta_channel.h"
 #include "common/grpc_status.h"
 
 namespace ckptfs::client {
 namespace {
 
+// `address` may list several metadata servers ("A,B"): one pick_first
+// channel over all of them (client/meta_channel.h). A list MetaChannelTarget
+// rejects is passed to gRPC as written, so every call fails with UNAVAILABLE
+// naming it.
 std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address) {
+  absl::StatusOr<std::string> target = MetaChannelTarget(address);
   grpc::ChannelArguments args;
   // Notice a dead service within seconds instead of waiting on TCP.
   args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, 10000);
@@ -50,7 +56,8 @@ std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address) {
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
   args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
-  return grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
+  return grpc::CreateCustomChannel(target.ok() ? *target : address,
+                                   grpc::InsecureChannelCredentials(), args);
 }
 
 }  // namespace

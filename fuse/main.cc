@@ -49,7 +49,9 @@
 #include "fuse/filesystem.h"
 #include "fuse/mount.h"
 
-ABSL_FLAG(std::string, meta, "127.0.0.1:7000", "address (host:port) of the metadata service");
+ABSL_FLAG(std::string, meta, "127.0.0.1:7000",
+          "address (host:port) of the metadata service, or every metadata server as "
+          "A,B,... (numeric addresses; the mount uses whichever serves)");
 ABSL_FLAG(std::string, mountpoint, "", "directory to mount ckptfs on (must exist)");
 ABSL_FLAG(bool, foreground, false,
           "stay in the foreground; otherwise daemonize once the mount is live");

@@ -13,6 +13,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "client/meta_channel.h"
 #include "tools/mounts.h"
 #include "tools/state_dir.h"
 
@@ -50,7 +51,10 @@ std::optional<std::string> FuseMountHolding(const std::string& path) {
 
 }  // namespace
 
-FlagSpec MetaFlag() { return {"meta", "ADDR", "the metadata service, host:port"}; }
+FlagSpec MetaFlag() {
+  return {"meta", "ADDR",
+          "the metadata service, host:port, or all its metadata servers as A,B"};
+}
 
 FlagSpec StateDirFlag() {
   return {"state-dir", "DIR", "read the metadata service's address from DIR/cluster.state"};
@@ -84,7 +88,13 @@ absl::StatusOr<std::string> ResolveMetaAddress(const ParsedFlags& flags,
   if (flags.Given("meta") && flags.Given("state-dir")) {
     return absl::InvalidArgumentError("give at most one of --meta and --state-dir");
   }
-  if (flags.Given("meta")) return flags.Get("meta");
+  if (flags.Given("meta")) {
+    const std::string meta = flags.Get("meta");
+    if (absl::StatusOr<std::string> target = client::MetaChannelTarget(meta); !target.ok()) {
+      return target.status();
+    }
+    return meta;
+  }
   if (flags.Given("state-dir")) {
     absl::StatusOr<StateDir> dir = StateDir::Open(flags.Get("state-dir"), /*create=*/false);
     if (!dir.ok()) return dir.status();

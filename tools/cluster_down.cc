@@ -1,7 +1,7 @@
 // `ckptfs down`: stops the local cluster recorded in a state directory:
 // unmounts (retrying while busy, naming the processes that hold it, then
-// detaching lazily), stops the FUSE daemon, the storage servers and then the
-// metadata service (SIGTERM, SIGKILL after a grace period), but only
+// detaching lazily), stops the FUSE daemon, the storage servers, the
+// metadata service (and its standby) and then the etcd members, if any (SIGTERM, SIGKILL after a grace period), but only
 // processes that are still the ones `up` started. Data directories stay.
 // Idempotent. Runs on main's thread only.
 #include <unistd.h>
@@ -21,10 +21,12 @@
 namespace ckptfs::tools {
 namespace {
 
-// Stop order: whoever uses a daemon goes before it.
+// Stop order: whoever uses a daemon goes before it (the metadata servers,
+// standby included, before the etcd members they keep their state in).
 int StopRank(const DaemonRecord& d) {
   if (d.role == "fuse") return 0;
   if (absl::StartsWith(d.role, "storage")) return 1;
+  if (absl::StartsWith(d.role, "etcd")) return 3;
   return 2;
 }
 
@@ -87,7 +89,7 @@ int RunDown(const ParsedFlags& flags) {
 
   std::vector<std::vector<std::string>> rows = {{"ROLE", "ADDRESS", "PID", "RESULT"}};
   std::vector<DaemonRecord> remaining;
-  for (int rank = 0; rank <= 2; ++rank) {
+  for (int rank = 0; rank <= 3; ++rank) {
     std::vector<const DaemonRecord*> group;
     std::vector<ProcessRecord> records;
     std::vector<bool> group_was_running;

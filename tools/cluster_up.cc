@@ -6,6 +6,10 @@
 // Each daemon whose build has --metrics_listen (its binary names the flag,
 // so older daemons still start) serves Prometheus metrics on a port of its own
 // from --metrics-port on; the ports are recorded and printed.
+// With --meta-backend etcd the metadata lives in a local 3-member etcd
+// (tools/local_etcd.h) started first, and two metadata servers run on it:
+// "meta" serves, "meta-standby" waits for the etcd lock and takes over when
+// the first dies; storage servers and the mount are given both ("A,B").
 // Runs on main's thread only.
 #include <unistd.h>
 
@@ -19,11 +23,13 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "client/meta_channel.h"
 #include "common/errno_status.h"
 #include "common/net.h"
 #include "tools/commands.h"
 #include "tools/daemon_binaries.h"
 #include "tools/fuse_mount.h"
+#include "tools/local_etcd.h"
 #include "tools/meta_probe.h"
 #include "tools/mounts.h"
 #include "tools/ports.h"
@@ -49,9 +55,20 @@ struct UpConfig {
   absl::Duration timeout;
   std::string mountpoint;  // absolute
   std::string meta_binary, storage_binary, fuse_binary;
+  // --meta-backend etcd: the etcd members and the standby's port.
+  bool on_etcd = false;
+  LocalEtcd etcd;
+  uint16_t standby_port = 0;
 
   std::string Address(uint16_t port) const { return HostPort{host, port}.ToString(); }
+  // The serving metadata server's address ("meta").
   std::string MetaAddress() const { return Address(meta_port); }
+  std::string StandbyAddress() const { return Address(standby_port); }
+  // What storage servers, the mount and the tools are given: every
+  // metadata server.
+  std::string MetaAddresses() const {
+    return on_etcd ? MetaAddress() + "," + StandbyAddress() : MetaAddress();
+  }
   uint16_t StoragePort(int i) const { return static_cast<uint16_t>(storage_port + i); }
   // Metrics ports: the service at the base, storage server i at base+1+i,
   // the mount after them.
@@ -151,16 +168,59 @@ absl::Status CheckPorts(const UpConfig& config) {
       "shows which)"));
 }
 
+// --meta-backend etcd: the standby's port and the etcd members' ports must
+// be free and must not collide with the others.
+absl::Status CheckEtcdPorts(const UpConfig& config) {
+  if (!config.on_etcd) return absl::OkStatus();
+  std::vector<std::pair<uint16_t, std::string>> used = {{config.meta_port, "--meta-port"}};
+  for (int i = 0; i < config.servers; ++i) used.push_back({config.StoragePort(i), "--storage-port"});
+  if (config.metrics_port != 0) {
+    for (int i = 0; i < config.servers + 2; ++i) {
+      used.push_back({static_cast<uint16_t>(config.metrics_port + i), "--metrics-port"});
+    }
+  }
+  std::vector<std::pair<uint16_t, std::string>> mine = {{config.standby_port, "--standby-port"}};
+  for (int i = 0; i < kEtcdMembers; ++i) {
+    mine.push_back({config.etcd.ClientPort(i), "--etcd-port"});
+    mine.push_back({config.etcd.PeerPort(i), "--etcd-port"});
+  }
+  for (const auto& [port, flag] : mine) {
+    for (const auto& [other, other_flag] : used) {
+      if (port == other) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "port ", port, " (", flag, ") is also used by ", other_flag,
+            " (etcd members use --etcd-port..--etcd-port+", 2 * kEtcdMembers - 1, ")"));
+      }
+    }
+    used.push_back({port, flag});
+  }
+  for (const auto& [port, flag] : mine) {
+    if (!CheckPortFree(config.host, port).ok()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "port ", port, " (", flag, ") on ", config.host,
+          " is already in use (another etcd or ckptfs cluster? `ss -ltnp` shows which); pass ",
+          flag, " with another port"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 class ClusterStarter {
  public:
   ClusterStarter(UpConfig config, StateDir dir)
       : config_(std::move(config)), dir_(std::move(dir)),
         probe_(nullptr) {
-    state_.meta_address = config_.MetaAddress();
+    state_.meta_address = config_.MetaAddresses();
   }
 
   int Run() {
+    if (config_.on_etcd) {
+      if (absl::Status s = StartEtcd(); !s.ok()) return Abort(s);
+    }
     if (absl::Status s = StartMeta(); !s.ok()) return Abort(s);
+    if (config_.on_etcd) {
+      if (absl::Status s = StartStandby(); !s.ok()) return Abort(s);
+    }
     if (absl::Status s = StartStorage(); !s.ok()) return Abort(s);
     if (absl::Status s = StartMount(); !s.ok()) return Abort(s);
     PrintSummary();
@@ -197,19 +257,87 @@ class ClusterStarter {
     return it->second;
   }
 
-  absl::Status StartMeta() {
-    std::cout << "starting metadata service on " << config_.MetaAddress() << " ..."
-              << std::endl;
-    std::vector<std::string> argv = {config_.meta_binary,
-                                     "--listen=" + config_.MetaAddress(),
-                                     "--data_dir=" + dir_.MetaDir()};
+  // The etcd members, each on its own data directory; ready once every
+  // client port accepts connections (the metadata service's start waits
+  // for a leader).
+  absl::Status StartEtcd() {
+    std::cout << "starting " << kEtcdMembers << " etcd members on " << config_.host << ":"
+              << config_.etcd.ClientPort(0) << ".." << config_.etcd.PeerPort(kEtcdMembers - 1)
+              << " ..." << std::endl;
+    std::error_code ec;
+    std::filesystem::create_directories(config_.etcd.root, ec);
+    if (ec) return SyscallError(ec.value(), absl::StrCat("create directory ", config_.etcd.root));
+    for (int i = 0; i < kEtcdMembers; ++i) {
+      if (absl::Status s = Start(absl::StrCat("etcd-", i), config_.Address(config_.etcd.ClientPort(i)),
+                                 config_.etcd.DataDir(i), config_.etcd.Argv(i), 0);
+          !s.ok()) {
+        return s;
+      }
+    }
+    failing_log_.clear();
+    return WaitFor("the etcd members to listen", config_.timeout, [&]() -> absl::StatusOr<bool> {
+      for (const DaemonRecord& d : state_.daemons) {
+        if (std::optional<std::string> how = ReapIfExited(d.process.pid)) {
+          failing_log_ = d.log_path;
+          return absl::UnavailableError(absl::StrCat(d.role, " (pid ", d.process.pid, ", ",
+                                                     d.address, ") ", *how));
+        }
+      }
+      for (int i = 0; i < kEtcdMembers; ++i) {
+        if (!PortAcceptsConnections(config_.host, config_.etcd.ClientPort(i))) return false;
+      }
+      return true;
+    });
+  }
+
+  // The metadata server's command line listening on `address`.
+  std::vector<std::string> MetaArgv(const std::string& address) const {
+    std::vector<std::string> argv = {config_.meta_binary, "--listen=" + address};
+    if (config_.on_etcd) {
+      argv.push_back("--kv_backend=etcd");
+      argv.push_back("--etcd_endpoints=" + config_.etcd.Endpoints());
+      argv.push_back(std::string("--etcd_prefix=") + kLocalEtcdPrefix);
+    } else {
+      argv.push_back("--data_dir=" + dir_.MetaDir());
+    }
     if (config_.chunk_size > 0) {
       argv.push_back(absl::StrCat("--default_chunk_size=", config_.chunk_size));
     }
     if (config_.orphan_grace_s >= 0) {
       argv.push_back(absl::StrCat("--orphan_grace_s=", config_.orphan_grace_s));
     }
-    if (absl::Status s = Start("meta", config_.MetaAddress(), dir_.MetaDir(), argv,
+    return argv;
+  }
+
+  // The second metadata server on etcd: it only listens once it holds the
+  // prefix's lock, so it is ready when its log says it waits as a standby.
+  absl::Status StartStandby() {
+    std::cout << "starting the standby metadata server on " << config_.StandbyAddress()
+              << " ..." << std::endl;
+    if (absl::Status s = Start("meta-standby", config_.StandbyAddress(), "",
+                               MetaArgv(config_.StandbyAddress()), 0);
+        !s.ok()) {
+      return s;
+    }
+    const DaemonRecord& standby = state_.daemons.back();
+    const pid_t pid = standby.process.pid;
+    const std::string log = standby.log_path;
+    return WaitFor("the second metadata server to wait as a standby", config_.timeout,
+                   [&]() -> absl::StatusOr<bool> {
+                     if (std::optional<std::string> how = ReapIfExited(pid)) {
+                       return absl::UnavailableError(
+                           absl::StrCat("ckptfs-meta standby (pid ", pid, ") ", *how));
+                     }
+                     return absl::StrContains(TailFile(log, kLogTailLines), "standby");
+                   });
+  }
+
+  absl::Status StartMeta() {
+    std::cout << "starting metadata service on " << config_.MetaAddress()
+              << (config_.on_etcd ? " (on etcd)" : "") << " ..." << std::endl;
+    std::vector<std::string> argv = MetaArgv(config_.MetaAddress());
+    if (absl::Status s = Start("meta", config_.MetaAddress(),
+                               config_.on_etcd ? "" : dir_.MetaDir(), argv,
                                config_.MetaMetricsPort());
         !s.ok()) {
       return s;
@@ -244,7 +372,7 @@ class ClusterStarter {
       const std::string address = config_.Address(config_.StoragePort(i));
       absl::Status s = Start(absl::StrCat("storage-", i), address, data_dir,
                              {config_.storage_binary, "--listen=" + address,
-                              "--data_dir=" + data_dir, "--meta=" + config_.MetaAddress()},
+                              "--data_dir=" + data_dir, "--meta=" + config_.MetaAddresses()},
                              config_.metrics_port == 0 ? 0 : config_.StorageMetricsPort(i));
       if (!s.ok()) return s;
     }
@@ -284,7 +412,7 @@ class ClusterStarter {
     if (absl::Status s = PrepareMountpoint(config_.mountpoint); !s.ok()) return s;
     FuseMountOptions options;
     options.fuse_binary = config_.fuse_binary;
-    options.meta_address = config_.MetaAddress();
+    options.meta_address = config_.MetaAddresses();
     options.mountpoint = config_.mountpoint;
     state_.mountpoint = config_.mountpoint;
     if (absl::Status s = Start("fuse", config_.mountpoint, "", FuseArgv(options),
@@ -339,7 +467,11 @@ class ClusterStarter {
     }
     std::cout << "\nckptfs cluster is up (state: " << dir_.StateFile() << ")\n\n"
               << FormatTable(rows) << "\nmounted at " << config_.mountpoint << "\n"
-              << "other nodes:  ckptfs mount --meta " << config_.MetaAddress()
+              << (config_.on_etcd ? "metadata on etcd " + config_.etcd.Endpoints() +
+                                         "; the standby takes over when the serving "
+                                         "metadata server dies\n"
+                                   : "")
+              << "other nodes:  ckptfs mount --meta " << config_.MetaAddresses()
               << " --mountpoint DIR"
               << (absl::StartsWith(config_.host, "127.") || config_.host == "localhost"
                       ? "  (only this machine reaches " + config_.host +
@@ -438,6 +570,16 @@ CommandSpec UpSpec() {
           {"orphan-grace-s", "S",
            "how long the chunks of a deleted file stay readable by handles still open "
            "(the metadata service's --orphan_grace_s; its default: 3600)"},
+          {"meta-backend", "NAME",
+           "where the metadata lives: rocksdb (one metadata server, in DIR/meta) or etcd "
+           "(a local 3-member etcd in DIR/etcd and two metadata servers on it, the second "
+           "a standby that takes over when the first dies)",
+           "rocksdb"},
+          {"standby-port", "PORT", "--meta-backend etcd: the standby metadata server's port",
+           "7100"},
+          {"etcd-port", "BASE",
+           "--meta-backend etcd: etcd member i serves clients on BASE+2i, peers on BASE+2i+1",
+           "2379"},
           {"metrics-port", "BASE",
            "Prometheus metrics: the metadata service on BASE, storage server i on "
            "BASE+1+i, the mount after them; 0: none",
@@ -493,6 +635,32 @@ int RunUp(const ParsedFlags& flags) {
                                          "..", *storage_port + *servers - 1));
   }
   config.mountpoint = AbsolutePath(flags.Get("mountpoint"));
+  const std::string backend = flags.Get("meta-backend");
+  if (backend != "rocksdb" && backend != "etcd") {
+    return UsageError(spec, absl::StrCat("--meta-backend must be rocksdb or etcd, not '",
+                                         backend, "'"));
+  }
+  config.on_etcd = backend == "etcd";
+  if (config.on_etcd) {
+    absl::StatusOr<int64_t> standby_port = flags.GetInt("standby-port", 1, 65535);
+    absl::StatusOr<int64_t> etcd_port = flags.GetInt("etcd-port", 1, 65535 - 2 * kEtcdMembers + 1);
+    for (const absl::Status& s : {standby_port.status(), etcd_port.status()}) {
+      if (!s.ok()) return UsageError(spec, std::string(s.message()));
+    }
+    config.standby_port = static_cast<uint16_t>(*standby_port);
+    config.etcd.host = config.host;
+    config.etcd.base_port = static_cast<uint16_t>(*etcd_port);
+    // Storage servers and the mount reach the metadata servers through one
+    // gRPC channel over both addresses, which takes numeric addresses.
+    if (absl::StatusOr<std::string> target = client::MetaChannelTarget(config.MetaAddresses());
+        !target.ok()) {
+      return UsageError(spec, absl::StrCat("--meta-backend etcd needs a numeric --host (or "
+                                           "localhost): ", target.status().message()));
+    }
+    absl::StatusOr<std::string> etcd = FindEtcdBinary();
+    if (!etcd.ok()) return Failure(spec, std::string(etcd.status().message()));
+    config.etcd.binary = *etcd;
+  }
 
   for (auto [name, path] : {std::pair{kMetaBinary, &config.meta_binary},
                             std::pair{kStorageBinary, &config.storage_binary},
@@ -509,10 +677,14 @@ int RunUp(const ParsedFlags& flags) {
     return Failure(spec, std::string(s.message()));
   }
   WarnAboutUnusedStorageDirs(*dir, config.servers);
+  config.etcd.root = dir->path() + "/etcd";
   if (absl::Status s = CheckPorts(config); !s.ok()) {
     return Failure(spec, std::string(s.message()));
   }
   if (absl::Status s = CheckMetricsPorts(config); !s.ok()) {
+    return Failure(spec, std::string(s.message()));
+  }
+  if (absl::Status s = CheckEtcdPorts(config); !s.ok()) {
     return Failure(spec, std::string(s.message()));
   }
   // Before anything starts: the mountpoint must be a free directory.

@@ -3,6 +3,7 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include "client/meta_channel.h"
 #include "common/grpc_status.h"
 
 namespace ckptfs::tools {
@@ -12,8 +13,12 @@ MetaProbe::MetaProbe(const std::string& address) : address_(address) {
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
   args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 500);
-  stub_ = meta::MetaService::NewStub(
-      grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args));
+  // Several metadata servers ("A,B"): one channel that reaches whichever
+  // serves. A list MetaChannelTarget rejects is dialled as written (calls
+  // fail with UNAVAILABLE); the commands check their --meta first.
+  absl::StatusOr<std::string> target = client::MetaChannelTarget(address);
+  stub_ = meta::MetaService::NewStub(grpc::CreateCustomChannel(
+      target.ok() ? *target : address, grpc::InsecureChannelCredentials(), args));
 }
 
 absl::StatusOr<std::vector<meta::ServerInfo>> MetaProbe::ListServers(

@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
+#include "client/meta_channel.h"
 #include "tools/commands.h"
 #include "tools/daemon_binaries.h"
 #include "tools/fuse_mount.h"
@@ -38,7 +39,8 @@ CommandSpec MountSpec() {
       "Returns once the filesystem is mounted; the FUSE daemon keeps running in the\n"
       "background. Unmount with `ckptfs umount --mountpoint DIR`.",
       {
-          {"meta", "ADDR", "the metadata service, host:port", "", true},
+          {"meta", "ADDR",
+           "the metadata service, host:port, or all its metadata servers as A,B", "", true},
           {"mountpoint", "DIR", "where to mount (created if missing)", "", true},
           {"threads", "N", "FUSE worker threads (default: the daemon's)"},
           {"log-file", "FILE", "the FUSE daemon's log (default /tmp/ckptfs-fuse<mountpoint>.log)"},
@@ -57,6 +59,10 @@ int RunMount(const ParsedFlags& flags) {
     options.threads = static_cast<int>(*threads);
   }
   options.meta_address = flags.Get("meta");
+  if (absl::StatusOr<std::string> target = client::MetaChannelTarget(options.meta_address);
+      !target.ok()) {
+    return UsageError(spec, std::string(target.status().message()));
+  }
   options.mountpoint = AbsolutePath(flags.Get("mountpoint"));
   const std::string log_path = flags.Given("log-file") ? AbsolutePath(flags.Get("log-file"))
                                                        : DefaultLogPath(options.mountpoint);

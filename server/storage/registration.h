@@ -32,7 +32,9 @@ namespace ckptfs::storage {
 class Registration {
  public:
   struct Options {
-    std::string meta_address;        // host:port of the metadata service
+    // The metadata service: host:port, or every metadata server as
+    // "A,B,..." (numeric addresses; see client/meta_channel.h).
+    std::string meta_address;
     std::string data_address;        // host:port clients dial for data
     std::string uuid;                // from the data directory
     absl::Duration heartbeat_interval = absl::Seconds(2);
