@@ -37,11 +37,7 @@ std::string TimeoutReason(const Barrier& barrier) {
 }
 
 // CPU time of the calling thread so far (zero if the clock is missing).
-absl::Duration ThreadCpuTime() {
-  timespec now{};
-  if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &now) != 0) return absl::ZeroDuration();
-  return absl::DurationFromTimespec(now);
-}
+absl::Duration ThreadCpuTime() { return AnswerPool::ThreadCpuTime(); }
 
 struct CheckpointMetrics {
   metrics::Counter& committed;
@@ -160,7 +156,7 @@ void CheckpointCoordinator::Stop() {
     }
   }
   // Answered before the join: a commit in progress may take a while.
-  for (Barrier::Waiter& waiter : waiters) waiter.done(ServiceStoppingError());
+  Answer(waiters, ServiceStoppingError());
   if (timer_thread_.joinable()) timer_thread_.join();
   if (commit_thread_.joinable()) commit_thread_.join();
 }
@@ -428,11 +424,9 @@ void CheckpointCoordinator::Conclude(uint64_t ino, const CheckpointInfo& info,
   if (barrier != nullptr) {
     const absl::StatusOr<CheckpointInfo> outcome = Outcome(info);
     const absl::Time answering = absl::Now();
-    const absl::Duration answering_cpu = ThreadCpuTime();
     std::vector<Barrier::Waiter> waiters = barrier->TakeAll();
-    for (Barrier::Waiter& waiter : waiters) waiter.done(outcome);
+    const absl::Duration answering_cpu = Answer(waiters, outcome);
     const absl::Time answered = absl::Now();
-    const absl::Duration answered_cpu = ThreadCpuTime();
     if (info.state() == COMMITTED && barrier->completed_at().has_value()) {
       // The barrier's own latency, without the network: from the last
       // arrival counted to the last waiting commit answered; and its parts.
@@ -450,7 +444,7 @@ void CheckpointCoordinator::Conclude(uint64_t ino, const CheckpointInfo& info,
         parts = " (";
       }
       absl::StrAppend(&parts, "answering took ", ms(answered - answering), " ms, CPU ",
-                      ms(answered_cpu - answering_cpu), " ms)");
+                      ms(answering_cpu), " ms)");
       CKPTFS_LOG(kInfo) << "checkpoint " << info.name() << " (" << ino << ") committed: "
                         << info.ranks() << " ranks, " << waiters.size()
                         << " waiting commits answered " << ms(answered - last_arrival)
@@ -486,7 +480,13 @@ void CheckpointCoordinator::Forget(uint64_t ino, const absl::Status& status) {
     barrier = std::move(it->second);
     barriers_.erase(it);
   }
-  for (Barrier::Waiter& waiter : barrier->TakeAll()) waiter.done(status);
+  std::vector<Barrier::Waiter> waiters = barrier->TakeAll();
+  Answer(waiters, status);
+}
+
+absl::Duration CheckpointCoordinator::Answer(std::vector<Barrier::Waiter>& waiters,
+                                             const absl::StatusOr<CheckpointInfo>& result) {
+  return answer_pool_.ForEach(waiters.size(), [&](size_t i) { waiters[i].done(result); });
 }
 
 absl::Status CheckpointCoordinator::Remove(uint64_t run_dir, absl::string_view name) {

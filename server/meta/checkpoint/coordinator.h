@@ -15,7 +15,10 @@
 //     barriers past their deadline (aborted, ETIMEDOUT);
 //   - the caller of WriteFailed or Remove (abort EIO / removal).
 // Ending a checkpoint (Conclude) answers every waiter, drops the arrival
-// records, and after a commit applies the run directory's retention.
+// records, and after a commit applies the run directory's retention. Many
+// waiters (a large checkpoint's long polls) are answered by the ending
+// thread together with a small AnswerPool the coordinator owns: each answer
+// is a gRPC Finish whose send work runs on the answering thread.
 //
 // Metrics (the default registry): ckptfs_meta_checkpoint_barriers_open,
 // ckptfs_meta_checkpoint_ranks_arrived and ckptfs_meta_checkpoint_waiting_commits
@@ -47,6 +50,7 @@
 #include "absl/time/time.h"
 #include "common/metrics/metrics.h"
 #include "proto/meta.pb.h"
+#include "server/meta/checkpoint/answer_pool.h"
 #include "server/meta/checkpoint/barrier.h"
 #include "server/meta/checkpoint/checkpoint_store.h"
 #include "server/meta/checkpoint/committer.h"
@@ -73,11 +77,18 @@ class CheckpointCoordinator {
     // The timer thread looks at least this often (the clock may be moved
     // by a test rather than by time).
     absl::Duration max_timer_sleep = absl::Seconds(1);
+    // Threads that help answer a barrier's waiting commits when it ends
+    // (0: the ending thread answers them all).
+    int answer_threads = 3;
   };
 
   CheckpointCoordinator(CheckpointStore* store, Committer* committer, Clock* clock,
                         const Options& options)
-      : store_(store), committer_(committer), clock_(clock), options_(options) {}
+      : store_(store),
+        committer_(committer),
+        clock_(clock),
+        options_(options),
+        answer_pool_(options.answer_threads) {}
   CheckpointCoordinator(const CheckpointCoordinator&) = delete;
   CheckpointCoordinator& operator=(const CheckpointCoordinator&) = delete;
   ~CheckpointCoordinator() { Stop(); }
@@ -150,6 +161,10 @@ class CheckpointCoordinator {
                 std::optional<CommitTiming> timing = std::nullopt);
   // Forgets `ino`'s barrier, answering its waiters with `status`.
   void Forget(uint64_t ino, const absl::Status& status);
+  // Runs every waiter's callback with `result` (on answer_pool_ when many);
+  // returns the CPU time that took.
+  absl::Duration Answer(std::vector<Barrier::Waiter>& waiters,
+                        const absl::StatusOr<CheckpointInfo>& result);
   // Queues `ino`'s commit. REQUIRES: mu_ held.
   void QueueCommit(uint64_t ino, Barrier& barrier) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void OnOrphans();
@@ -158,6 +173,9 @@ class CheckpointCoordinator {
   Committer* const committer_;
   Clock* const clock_;
   const Options options_;
+  // Used by Conclude, Forget and Stop; outlives the threads below (Stop
+  // joins them first).
+  AnswerPool answer_pool_;
   std::function<void()> on_orphans_;
 
   absl::Mutex mu_;
