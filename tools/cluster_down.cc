@@ -6,6 +6,7 @@
 // Idempotent. Runs on main's thread only.
 #include <unistd.h>
 
+#include <algorithm>
 #include <iostream>
 
 #include "absl/strings/str_cat.h"
@@ -136,8 +137,12 @@ int RunDown(const ParsedFlags& flags) {
   }
   std::cout << "cluster of " << dir->path() << " is down; its data stays there (start it "
             << "again with: ckptfs up --state-dir " << dir->path()
-            << (state.mountpoint.empty() ? "" : " --mountpoint " + state.mountpoint) << ")"
-            << std::endl;
+            << (state.mountpoint.empty() ? "" : " --mountpoint " + state.mountpoint)
+            << (std::any_of(state.daemons.begin(), state.daemons.end(),
+                            [](const DaemonRecord& d) { return absl::StartsWith(d.role, "etcd"); })
+                    ? " --meta-backend etcd"
+                    : "")
+            << ")" << std::endl;
   return failed ? 1 : 0;
 }
 

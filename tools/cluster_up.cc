@@ -635,7 +635,17 @@ int RunUp(const ParsedFlags& flags) {
                                          "..", *storage_port + *servers - 1));
   }
   config.mountpoint = AbsolutePath(flags.Get("mountpoint"));
-  const std::string backend = flags.Get("meta-backend");
+  std::string backend = flags.Get("meta-backend");
+  // A state directory that holds etcd data was started on etcd: `up`
+  // without --meta-backend must not start an empty RocksDB namespace there.
+  std::error_code etcd_ec;
+  if (!flags.Given("meta-backend") &&
+      std::filesystem::is_directory(AbsolutePath(flags.Get("state-dir")) + "/etcd/member-0",
+                                    etcd_ec)) {
+    std::cout << "the metadata of " << AbsolutePath(flags.Get("state-dir"))
+              << " is in etcd (etcd/ there); using --meta-backend etcd" << std::endl;
+    backend = "etcd";
+  }
   if (backend != "rocksdb" && backend != "etcd") {
     return UsageError(spec, absl::StrCat("--meta-backend must be rocksdb or etcd, not '",
                                          backend, "'"));
