@@ -37,7 +37,9 @@ ABSL_FLAG(std::string, advertise, "",
           "0.0.0.0");
 ABSL_FLAG(std::string, data_dir, "", "directory holding this server's chunks (created if "
                                      "missing)");
-ABSL_FLAG(std::string, meta, "", "host:port of the metadata service; empty: do not register");
+ABSL_FLAG(std::string, meta, "",
+          "host:port of the metadata service, or every metadata server as A,B,... (numeric "
+          "addresses; registers with whichever serves); empty: do not register");
 ABSL_FLAG(int, heartbeat_interval_s, 2, "seconds between heartbeats to the metadata service");
 ABSL_FLAG(std::string, log_level, "info", "debug, info, warning or error");
 ABSL_FLAG(int, buffer_pool_mb, 256,
