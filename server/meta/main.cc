@@ -174,6 +174,13 @@ int Main() {
   std::unique_ptr<KvStore> store;
   std::unique_ptr<EtcdServerLock> etcd_lock;
   if (on_etcd) {
+    // The lock's calls give up within seconds, so that a standby waiting
+    // while etcd is unreachable still notices a stop signal promptly; the
+    // store's calls ride out an etcd leader election (30 s).
+    EtcdClient::Options lock_client_options{*etcd_endpoints};
+    lock_client_options.call_timeout = absl::Seconds(3);
+    lock_client_options.attempt_timeout = absl::Seconds(1);
+    auto lock_client = std::make_shared<EtcdClient>(lock_client_options);
     auto client = std::make_shared<EtcdClient>(EtcdClient::Options{*etcd_endpoints});
     EtcdServerLock::Options lock_options;
     lock_options.key_prefix = absl::GetFlag(FLAGS_etcd_prefix);
@@ -183,13 +190,14 @@ int Main() {
       const timespec now{0, 0};
       return sigtimedwait(&stop_signals, nullptr, &now) > 0;
     };
+    const auto lost = [] {
+      CKPTFS_LOG(kError) << "exiting: another metadata server may take over the namespace";
+      _exit(kExitFailure);
+    };
     absl::StatusOr<std::unique_ptr<EtcdServerLock>> lock =
-        EtcdServerLock::Acquire(client, lock_options, [] {
-          CKPTFS_LOG(kError) << "exiting: another metadata server may take over the namespace";
-          _exit(kExitFailure);
-        });
+        EtcdServerLock::Acquire(lock_client, lock_options, lost);
     if (!lock.ok()) {
-      if (absl::IsCancelled(lock.status())) return 0;
+      if (absl::IsCancelled(lock.status())) return 0;  // stopped while a standby
       CKPTFS_LOG(kError) << lock.status().message();
       return kExitFailure;
     }
@@ -200,6 +208,8 @@ int Main() {
       CKPTFS_LOG(kError) << etcd.status().message();
       return kExitFailure;
     }
+    // Every write also checks that the lock is still ours (fencing).
+    (*etcd)->SetFence(EtcdServerLock::LockKey(lock_options.key_prefix), etcd_lock->lease(), lost);
     store = *std::move(etcd);
   }
 

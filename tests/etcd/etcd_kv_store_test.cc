@@ -261,7 +261,7 @@ TEST_F(EtcdKvStoreTest, ServerLockKeepsASecondServerWaiting) {
   EtcdServerLock::Options options;
   options.key_prefix = "/test/lock/";
   options.holder = "first";
-  options.ttl = absl::Seconds(3);
+  options.ttl = absl::Seconds(10);
   auto first = EtcdServerLock::Acquire(Client(), options, [&] { lost.fetch_add(1); });
   ASSERT_TRUE(first.ok()) << first.status();
 
@@ -271,11 +271,15 @@ TEST_F(EtcdKvStoreTest, ServerLockKeepsASecondServerWaiting) {
   ASSERT_FALSE(refused.ok());
   EXPECT_NE(refused.status().message().find("first"), std::string::npos) << refused.status();
 
-  // The holder renews through a leader change (ttl 3 s, election ~1 s).
+  // The holder renews through a leader change (every ttl/3 = 3.3 s; the
+  // election takes about a second): after the new leader is in place and two
+  // renewal rounds have passed, the lock is still held.
   absl::StatusOr<int> leader = cluster_->Leader();
   ASSERT_TRUE(leader.ok());
   ASSERT_TRUE(cluster_->Kill(*leader).ok());
-  absl::SleepFor(absl::Seconds(5));
+  absl::StatusOr<int> next = cluster_->Leader(absl::Seconds(30));
+  ASSERT_TRUE(next.ok()) << next.status();
+  absl::SleepFor(absl::Seconds(7));
   EXPECT_EQ(lost.load(), 0);
   options.wait = absl::Milliseconds(500);
   EXPECT_FALSE(EtcdServerLock::Acquire(Client(), options, [] {}).ok());
@@ -287,6 +291,29 @@ TEST_F(EtcdKvStoreTest, ServerLockKeepsASecondServerWaiting) {
   auto second = EtcdServerLock::Acquire(Client(), options, [&] { lost.fetch_add(1); });
   EXPECT_TRUE(second.ok()) << second.status();
   EXPECT_EQ(lost.load(), 0);
+}
+
+// A store fenced by a server lock writes only while the lock is held: once
+// the lease is gone (revoked here; expired for a paused server), a write
+// fails with EIO and the lost callback runs, and nothing is written.
+TEST_F(EtcdKvStoreTest, FencedWritesStopWhenTheLockIsLost) {
+  EtcdServerLock::Options options;
+  options.key_prefix = "/test/fence/";
+  options.holder = "fenced";
+  auto lock = EtcdServerLock::Acquire(Client(), options, [] {});
+  ASSERT_TRUE(lock.ok()) << lock.status();
+  std::atomic<int> lost{0};
+  store_->SetFence(EtcdServerLock::LockKey(options.key_prefix), (*lock)->lease(),
+                   [&] { lost.fetch_add(1); });
+  EXPECT_GT(Put("k", "held"), 0);
+  lock->reset();  // revokes the lease: the lock key is gone
+  Txn txn;
+  txn.Put("k", "stale");
+  absl::StatusOr<int64_t> revision = store_->Commit(txn);
+  EXPECT_FALSE(revision.ok());
+  EXPECT_FALSE(IsTxnConflict(revision.status())) << revision.status();
+  EXPECT_EQ(lost.load(), 1);
+  EXPECT_EQ(store_->Get("k").value()->value, "held");
 }
 
 }  // namespace

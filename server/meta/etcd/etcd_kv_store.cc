@@ -124,41 +124,71 @@ absl::StatusOr<int64_t> EtcdKvStore::Commit(const Txn& txn) {
       op->mutable_request_delete_range()->set_key(absl::StrCat(options_.key_prefix, key));
     }
   }
-  etcdserverpb::TxnResponse response;
-  int64_t applied_revision = 0;
-  std::function<absl::StatusOr<bool>()> applied;
-  if (!txn.writes().empty()) {
-    // The marker that tells, after a lost reply, whether this Txn landed.
+  const bool writes = !txn.writes().empty();
+  if (writes) {
+    // The marker: created by this Txn and required absent by it, so a Txn
+    // sent again after a lost reply can never apply twice, and its failure
+    // branch tells "applied by an earlier attempt" from a real conflict.
     absl::StatusOr<int64_t> lease = MarkerLease();
     if (!lease.ok()) return lease.status();
     const std::string marker =
         absl::StrCat(marker_prefix_, next_marker_.fetch_add(1, std::memory_order_relaxed));
+    etcdserverpb::Compare* absent = request.add_compare();
+    absent->set_result(etcdserverpb::Compare::EQUAL);
+    absent->set_target(etcdserverpb::Compare::CREATE);
+    absent->set_key(marker);
+    absent->set_create_revision(0);
     etcdserverpb::PutRequest* put = request.add_success()->mutable_request_put();
     put->set_key(marker);
     put->set_lease(*lease);
-    applied = [this, marker, &applied_revision]() -> absl::StatusOr<bool> {
-      absl::StatusOr<etcdserverpb::RangeResponse> found = client_->Range(marker, "", 0);
-      if (!found.ok()) return found.status();
-      if (found->kvs_size() == 0) return false;
-      applied_revision = found->kvs(0).mod_revision();
-      return true;
-    };
+    request.add_failure()->mutable_request_range()->set_key(marker);
+    if (fence_lease_ != 0) {
+      // Only while this server still holds its server lock.
+      etcdserverpb::Compare* held = request.add_compare();
+      held->set_result(etcdserverpb::Compare::EQUAL);
+      held->set_target(etcdserverpb::Compare::LEASE);
+      held->set_key(fence_key_);
+      held->set_lease(fence_lease_);
+      request.add_failure()->mutable_request_range()->set_key(fence_key_);
+    }
   }
-  absl::Status status = client_->Call(
-      "Txn",
-      [&](EtcdClient::Member& member, grpc::ClientContext& context) {
+  etcdserverpb::TxnResponse response;
+  // Sending again after a connection failure is safe (see the marker).
+  absl::Status status =
+      client_->Call("Txn", [&](EtcdClient::Member& member, grpc::ClientContext& context) {
         response.Clear();
-        applied_revision = 0;
         return member.kv->Txn(&context, request, &response);
-      },
-      applied);
+      });
   if (!status.ok()) return status;
-  if (applied_revision != 0) return applied_revision;  // resolved after a lost reply
-  if (!response.succeeded()) {
-    // etcd does not say which compare failed.
-    return TxnConflictError(absl::StrCat("<one of ", compares.size(), " compared keys>"));
+  if (response.succeeded()) return response.header().revision();
+  if (writes) {
+    auto range_of = [&](int i) -> const etcdserverpb::RangeResponse* {
+      if (response.responses_size() <= i || !response.responses(i).has_response_range()) {
+        return nullptr;
+      }
+      return &response.responses(i).response_range();
+    };
+    const etcdserverpb::RangeResponse* marker = range_of(0);
+    if (marker != nullptr && marker->kvs_size() == 1) {
+      return marker->kvs(0).mod_revision();  // an earlier attempt applied it
+    }
+    if (fence_lease_ != 0) {
+      const etcdserverpb::RangeResponse* lock = range_of(1);
+      if (lock == nullptr || lock->kvs_size() == 0 || lock->kvs(0).lease() != fence_lease_) {
+        if (fence_lost_) fence_lost_();
+        return ErrnoStatus(EIO, absl::StrCat("this metadata server no longer holds ", fence_key_,
+                                             " in etcd; another one serves the namespace"));
+      }
+    }
   }
-  return response.header().revision();
+  // etcd does not say which compare failed.
+  return TxnConflictError(absl::StrCat("<one of ", compares.size(), " compared keys>"));
+}
+
+void EtcdKvStore::SetFence(std::string key, int64_t lease, std::function<void()> on_lost) {
+  fence_key_ = std::move(key);
+  fence_lease_ = lease;
+  fence_lost_ = std::move(on_lost);
 }
 
 }  // namespace ckptfs::meta

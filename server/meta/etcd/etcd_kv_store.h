@@ -17,14 +17,18 @@
 // every member and retries on the next one after a connection-level failure
 // until its call timeout runs out. A Txn whose
 // outcome is unknown (the member died after it was sent) is resolved before
-// any retry: every Txn that writes also puts a marker key unique to it
-// (outside the key prefix: "<prefix without its last '/'>.txn/<store>/<n>",
-// attached to a lease so markers expire after a few minutes). If the marker
-// exists, the Txn was applied, at the marker's revision; if not, it is sent
-// again (its compares still decide). The read is linearizable, so after a
-// leader change it is final; only a Txn that the same, live leader is still
-// applying when the attempt times out (attempt_timeout) could land after the
-// check. A Txn with no writes is always safe to resend.
+// being sent again: every Txn that writes also creates a marker key unique
+// to it (outside the key prefix: "<prefix without its last '/'>.txn/<store>/
+// <n>", attached to a lease so markers expire after a few minutes) and
+// requires it absent. So however many times it is sent, it applies at most
+// once; a failed Txn's answer includes the marker, and a marker that exists
+// means an earlier attempt applied it (at the marker's revision) rather than
+// a conflict. A Txn with no writes is always safe to resend.
+//
+// Fencing (SetFence): a metadata server that serves under an
+// EtcdServerLock makes every writing Txn also require that the lock key is
+// still attached to its lease, so a server that lost the lock (paused,
+// partitioned) cannot write after a standby took over.
 //
 // Limits: etcd bounds a Txn's operations (--max-txn-ops, default 128) and a
 // request's size (--max-request-bytes, 1.5 MiB). A checkpoint's commit
@@ -38,6 +42,7 @@
 #define CKPTFS_SERVER_META_ETCD_ETCD_KV_STORE_H_
 
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -78,6 +83,11 @@ class EtcdKvStore : public KvStore {
 
   EtcdClient& client() { return *client_; }
 
+  // From now on every writing Txn requires `key` to be attached to `lease`
+  // (EtcdServerLock); one that fails for that runs `on_lost` and returns
+  // EIO. Call once, before the store is shared between threads.
+  void SetFence(std::string key, int64_t lease, std::function<void()> on_lost);
+
  private:
   EtcdKvStore(std::shared_ptr<EtcdClient> client, Options options);
 
@@ -90,6 +100,9 @@ class EtcdKvStore : public KvStore {
   const Options options_;
   const std::string marker_prefix_;  // "<prefix>.txn/<random store id>/"
   std::atomic<uint64_t> next_marker_{1};
+  std::string fence_key_;
+  int64_t fence_lease_ = 0;  // 0: no fence
+  std::function<void()> fence_lost_;
 
   absl::Mutex lease_mu_;
   int64_t lease_id_ ABSL_GUARDED_BY(lease_mu_) = 0;

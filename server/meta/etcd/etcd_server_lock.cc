@@ -22,9 +22,25 @@ absl::StatusOr<std::unique_ptr<EtcdServerLock>> EtcdServerLock::Acquire(
                                  ? absl::InfiniteFuture()
                                  : absl::Now() + options.wait;
   std::string logged_holder;
+  // Between attempts: give up when told to stop or when `wait` has passed.
+  auto pause = [&](const absl::Status& why) -> absl::Status {
+    if (absl::Now() >= give_up) return why;
+    absl::SleepFor(std::min(absl::Seconds(1), options.ttl / 3));
+    if (options.cancelled && options.cancelled()) {
+      return absl::CancelledError("stopped while waiting for the etcd server lock");
+    }
+    return absl::OkStatus();
+  };
   for (;;) {
     absl::StatusOr<int64_t> lease = client->GrantLease(options.ttl);
-    if (!lease.ok()) return lease.status();
+    if (!lease.ok()) {
+      // etcd unreachable or electing: a server waiting for the lock keeps
+      // waiting (etcd may come up after it).
+      CKPTFS_LOG(kWarning) << "cannot take " << key << ": " << lease.status().message()
+                           << "; retrying";
+      if (absl::Status s = pause(lease.status()); !s.ok()) return s;
+      continue;
+    }
     etcdserverpb::TxnRequest request;
     etcdserverpb::Compare* absent = request.add_compare();
     absent->set_result(etcdserverpb::Compare::EQUAL);
@@ -52,7 +68,9 @@ absl::StatusOr<std::unique_ptr<EtcdServerLock>> EtcdServerLock::Acquire(
         });
     if (!status.ok()) {
       client->RevokeLease(*lease);
-      return status;
+      CKPTFS_LOG(kWarning) << "cannot take " << key << ": " << status.message() << "; retrying";
+      if (absl::Status s = pause(status); !s.ok()) return s;
+      continue;
     }
     if (response.succeeded() || taken_after_lost_reply) {
       if (!logged_holder.empty()) {
@@ -67,18 +85,15 @@ absl::StatusOr<std::unique_ptr<EtcdServerLock>> EtcdServerLock::Acquire(
         response.responses(0).response_range().kvs_size() == 1) {
       holder = response.responses(0).response_range().kvs(0).value();
     }
-    if (absl::Now() >= give_up) {
-      return absl::DeadlineExceededError(absl::StrCat(
-          "another metadata server (", holder, ") serves the etcd prefix ", options.key_prefix));
-    }
-    if (holder != logged_holder) {
+    if (holder != logged_holder && absl::Now() < give_up) {
       CKPTFS_LOG(kInfo) << "standby: metadata server " << holder << " serves the etcd prefix "
                         << options.key_prefix << "; taking over when it stops";
       logged_holder = holder;
     }
-    absl::SleepFor(std::min(absl::Seconds(1), options.ttl / 3));
-    if (options.cancelled && options.cancelled()) {
-      return absl::CancelledError("stopped while waiting for the etcd server lock");
+    if (absl::Status s = pause(absl::DeadlineExceededError(absl::StrCat(
+            "another metadata server (", holder, ") serves the etcd prefix ", options.key_prefix)));
+        !s.ok()) {
+      return s;
     }
   }
 }

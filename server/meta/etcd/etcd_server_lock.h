@@ -47,9 +47,10 @@ class EtcdServerLock {
     std::function<bool()> cancelled;
   };
 
-  // Takes the lock, waiting while another holder has it (logging who, once).
-  // DEADLINE_EXCEEDED with the holder's name when `wait` passes, CANCELLED
-  // when options.cancelled says so; etcd errors as EtcdClient returns them.
+  // Takes the lock, waiting while another holder has it (logging who, once)
+  // and while etcd cannot be reached (logging each failure). When `wait`
+  // passes: DEADLINE_EXCEEDED with the holder's name, or the last etcd
+  // error; CANCELLED when options.cancelled says so.
   static absl::StatusOr<std::unique_ptr<EtcdServerLock>> Acquire(
       std::shared_ptr<EtcdClient> client, Options options, std::function<void()> on_lost);
 
@@ -60,6 +61,9 @@ class EtcdServerLock {
 
   // The etcd key of the lock of `key_prefix`.
   static std::string LockKey(const std::string& key_prefix);
+  // The lease the lock key is attached to while held (for fencing writes,
+  // EtcdKvStore::SetFence).
+  int64_t lease() const { return lease_; }
 
  private:
   EtcdServerLock(std::shared_ptr<EtcdClient> client, Options options, int64_t lease,
