@@ -36,6 +36,7 @@ struct ChunkCheck {
   std::string server;  // host:port, or "" if the id is not registered
   uint64_t length = 0;  // bytes of the file in this chunk
   uint32_t crc32c = 0;  // of those bytes, as read
+  bool hole = false;    // never written: no chunk file, reads as zeros
   absl::Status status;  // what failed, naming the server
 };
 

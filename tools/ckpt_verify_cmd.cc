@@ -105,7 +105,9 @@ int RunCkptShow(const ParsedFlags& flags) {
                       absl::StrCat("server ", c.server_id, " ",
                                    c.server.empty() ? "?" : c.server),
                       c.status.ok() ? Hex(c.crc32c) : "-",
-                      c.status.ok() ? "" : std::string(c.status.message())});
+                      !c.status.ok() ? std::string(c.status.message())
+                      : c.hole       ? std::string("hole (never written, reads as zeros)")
+                                     : std::string()});
     }
   }
   std::cout << dir << ": " << StateLine(dir) << ", " << p->files.size() << " file"

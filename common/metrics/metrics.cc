@@ -202,7 +202,7 @@ Family<Histogram>& Registry::Histogram(const std::string& name, const std::strin
 
 CallbackHandle Registry::AddGaugeCallback(metrics::Gauge& gauge,
                                           std::function<double()> callback) {
-  absl::MutexLock lock(&mu_);
+  absl::MutexLock lock(&callbacks_mu_);
   const uint64_t id = next_callback_id_++;
   callbacks_.emplace(id, CallbackEntry{&gauge, std::move(callback)});
   return CallbackHandle(this, id);
@@ -211,7 +211,7 @@ CallbackHandle Registry::AddGaugeCallback(metrics::Gauge& gauge,
 void Registry::RemoveCallback(uint64_t id) {
   // Destroy the callback outside the lock: its captures may be anything.
   std::function<double()> dropped;
-  absl::MutexLock lock(&mu_);
+  absl::MutexLock lock(&callbacks_mu_);
   auto it = callbacks_.find(id);
   if (it == callbacks_.end()) return;
   dropped = std::move(it->second.callback);
@@ -219,9 +219,12 @@ void Registry::RemoveCallback(uint64_t id) {
 }
 
 std::string Registry::Render() const {
-  absl::MutexLock lock(&mu_);
   std::map<const metrics::Gauge*, double> computed;
-  for (const auto& [id, entry] : callbacks_) computed[entry.gauge] += entry.callback();
+  {
+    absl::MutexLock callbacks_lock(&callbacks_mu_);
+    for (const auto& [id, entry] : callbacks_) computed[entry.gauge] += entry.callback();
+  }
+  absl::MutexLock lock(&mu_);
 
   std::string out;
   for (const auto& [name, entry] : families_) {

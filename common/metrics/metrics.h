@@ -201,10 +201,14 @@ class Registry {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void RemoveCallback(uint64_t id);
 
-  mutable absl::Mutex mu_;
+  mutable absl::Mutex mu_;  // the families; never held while callbacks run
   std::map<std::string, FamilyEntry> families_ ABSL_GUARDED_BY(mu_);
-  std::map<uint64_t, CallbackEntry> callbacks_ ABSL_GUARDED_BY(mu_);
-  uint64_t next_callback_id_ ABSL_GUARDED_BY(mu_) = 1;
+  // Held while a scrape runs the callbacks (so a RemoveCallback waits for a
+  // running one), never together with mu_ taken first: a slow callback (a
+  // KV scan) does not block registering or updating metrics meanwhile.
+  mutable absl::Mutex callbacks_mu_;
+  std::map<uint64_t, CallbackEntry> callbacks_ ABSL_GUARDED_BY(callbacks_mu_);
+  uint64_t next_callback_id_ ABSL_GUARDED_BY(callbacks_mu_) = 1;
 };
 
 }  // namespace ckptfs::metrics

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "common/metrics/metrics.h"
+#include "absl/time/clock.h"
 #include "gtest/gtest.h"
 #include "tests/meta/checkpoint_test_util.h"
 #include "tests/metrics/exposition_parser.h"
@@ -50,7 +51,16 @@ TEST_F(CoordinatorMetricsTest, BarrierGaugesCountersAndCommitLatency) {
     ASSERT_TRUE(info.ok()) << info.status();
     EXPECT_EQ(info->state(), COMMITTED);
   }
-  const testing::Exposition after = Scrape();
+  // The commit latency is recorded once the last waiter has been answered,
+  // which may be just after our Wait returned: poll (bounded) for it.
+  testing::Exposition after = Scrape();
+  for (absl::Time deadline = absl::Now() + absl::Seconds(10);
+       Value(after, "ckptfs_meta_checkpoint_commit_seconds_count") ==
+           Value(before, "ckptfs_meta_checkpoint_commit_seconds_count") &&
+       absl::Now() < deadline;) {
+    absl::SleepFor(absl::Milliseconds(10));
+    after = Scrape();
+  }
   EXPECT_EQ(Value(after, "ckptfs_meta_checkpoints_committed_total") -
                 Value(before, "ckptfs_meta_checkpoints_committed_total"),
             1);

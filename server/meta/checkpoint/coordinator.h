@@ -27,8 +27,8 @@
 // (from the last rank's arrival to the last waiting commit answered).
 //
 // Thread-safety: thread-safe. Lock order: mu_ is never held across a KV
-// call, a storage call or a callback; the metrics registry's mutex comes
-// before it (a scrape reads the barriers under mu_). CheckpointStore,
+// call, a storage call or a callback; the metrics registry's callback mutex
+// comes before it (a scrape reads the barriers under mu_). CheckpointStore,
 // Committer and Clock are borrowed and must outlive the coordinator.
 #ifndef CKPTFS_SERVER_META_CHECKPOINT_COORDINATOR_H_
 #define CKPTFS_SERVER_META_CHECKPOINT_COORDINATOR_H_

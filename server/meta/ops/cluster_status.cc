@@ -5,7 +5,10 @@
 // each is read (GetCheckpoint) to keep the pending ones, and the ones that
 // ended are forgotten. Writes nothing.
 // Thread-safety: as MetaServiceImpl (any handler thread).
+#include <cerrno>
+
 #include "absl/time/clock.h"
+#include "common/errno_status.h"
 #include "server/meta/meta_service.h"
 
 namespace ckptfs::meta {
@@ -33,9 +36,15 @@ absl::StatusOr<ClusterStatusReply> MetaServiceImpl::BuildClusterStatus() {
   }
   for (uint64_t ino : board_.Checkpoints()) {
     absl::StatusOr<CheckpointInfo> info = checkpoints_->Get(ino);
-    if (!info.ok() || info->state() != PENDING) {
-      // Ended, removed, or not a checkpoint any more.
-      board_.ForgetCheckpoint(ino);
+    if (!info.ok()) {
+      // Removed or not a checkpoint any more: forget it. Anything else (the
+      // store unreachable for a moment) keeps it for the next status.
+      const int err = ErrnoFromStatus(info.status());
+      if (err == ENOENT || err == EINVAL || err == ENOTDIR) board_.ForgetCheckpoint(ino);
+      continue;
+    }
+    if (info->state() != PENDING) {
+      board_.ForgetCheckpoint(ino);  // ended
       continue;
     }
     *reply.add_pending_checkpoints() = *std::move(info);
