@@ -32,7 +32,7 @@ pids=()
 cleanup() {
   for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
   for pid in "${pids[@]}"; do wait "$pid" 2>/dev/null || true; done
-  rm -rf "$dir"
+  if [[ -n "${KEEP_DIR:-}" ]]; then echo "kept $dir"; else rm -rf "$dir"; fi
 }
 trap cleanup EXIT
 
