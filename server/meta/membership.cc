@@ -1,6 +1,7 @@
 // See membership.h.
 #include "server/meta/membership.h"
 
+#include <algorithm>
 #include <cerrno>
 
 #include "absl/strings/str_cat.h"
@@ -16,8 +17,8 @@ constexpr size_t kServerScanPage = 1024;
 }  // namespace
 
 bool Membership::IsAlive(const ServerInfo& info) {
-  return clock_->NowMs() - info.last_heartbeat_ms() <=
-         absl::ToInt64Milliseconds(options_.server_timeout);
+  const int64_t since = std::max(info.last_heartbeat_ms(), started_ms_);
+  return clock_->NowMs() - since <= absl::ToInt64Milliseconds(options_.server_timeout);
 }
 
 absl::StatusOr<uint32_t> Membership::Register(const RegisterServerRequest& request) {

@@ -6,7 +6,11 @@
 // A server is identified by the uuid of its data directory: registering the
 // same uuid again returns the same id (its address and capacity updated); a
 // new uuid gets the next id. A server is alive while its last heartbeat (or
-// registration) is at most `server_timeout` old on the service's clock.
+// registration) is at most `server_timeout` old on the service's clock —
+// counting from this Membership's creation at the earliest: a metadata
+// server that starts (or takes over from a dead one, whose heartbeats the
+// store still holds) gives the storage servers one timeout to find it
+// before calling them down.
 //
 // Thread-safety: thread-safe. `kv` and `clock` are borrowed and must outlive
 // the Membership.
@@ -33,7 +37,7 @@ class Membership {
   };
 
   Membership(KvStore* kv, Clock* clock, const Options& options)
-      : kv_(kv), clock_(clock), options_(options) {}
+      : kv_(kv), clock_(clock), options_(options), started_ms_(clock->NowMs()) {}
 
   // Registers (or re-registers) a server; returns its id (>= 1).
   // EINVAL for an address that is not host:port or an empty/oversized uuid.
@@ -56,6 +60,7 @@ class Membership {
   KvStore* const kv_;
   Clock* const clock_;
   const Options options_;
+  const int64_t started_ms_;  // the grace: heartbeats count from here at least
 };
 
 }  // namespace ckptfs::meta
