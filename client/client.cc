@@ -21,6 +21,7 @@
 #include "absl/time/clock.h"
 #include "client/checkpoint_xattrs.h"
 #include "client/client_impl.h"
+#include "common/meta_channel.h"
 #include "client/data_chunk_transport.h"
 #include "client/grpc_meta_client.h"
 #include "client/uring_chunk_transport.h"
@@ -159,6 +160,12 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Connect(const ClientOptions& opt
                                             "--meta ",
                                             options.meta_address, "` tells)"));
   };
+  // A malformed address list fails here with what is wrong with it, not as
+  // "unreachable" after gRPC tried to dial it as written.
+  if (absl::StatusOr<std::string> target = MetaChannelTarget(options.meta_address);
+      !target.ok()) {
+    return ErrnoStatus(EINVAL, target.status().message());
+  }
   {
     GrpcMetaClient probe(options.meta_address, std::min(options.rpc_timeout, kConnectTimeout));
     if (auto servers = probe.ListServers(meta::Empty()); !servers.ok()) {

@@ -36,14 +36,14 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "client/meta_channel.h"
+#include "common/meta_channel.h"
 #include "common/grpc_status.h"
 
 namespace ckptfs::client {
 namespace {
 
 // `address` may list several metadata servers ("A,B"): one pick_first
-// channel over all of them (client/meta_channel.h). A list MetaChannelTarget
+// channel over all of them (common/meta_channel.h). A list MetaChannelTarget
 // rejects is passed to gRPC as written, so every call fails with UNAVAILABLE
 // naming it.
 std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address) {

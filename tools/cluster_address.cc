@@ -13,7 +13,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "client/meta_channel.h"
+#include "common/meta_channel.h"
 #include "tools/mounts.h"
 #include "tools/state_dir.h"
 
@@ -90,7 +90,7 @@ absl::StatusOr<std::string> ResolveMetaAddress(const ParsedFlags& flags,
   }
   if (flags.Given("meta")) {
     const std::string meta = flags.Get("meta");
-    if (absl::StatusOr<std::string> target = client::MetaChannelTarget(meta); !target.ok()) {
+    if (absl::StatusOr<std::string> target = MetaChannelTarget(meta); !target.ok()) {
       return target.status();
     }
     return meta;

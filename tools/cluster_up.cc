@@ -23,7 +23,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "client/meta_channel.h"
+#include "common/meta_channel.h"
 #include "common/errno_status.h"
 #include "common/net.h"
 #include "tools/commands.h"
@@ -310,7 +310,8 @@ class ClusterStarter {
   }
 
   // The second metadata server on etcd: it only listens once it holds the
-  // prefix's lock, so it is ready when its log says it waits as a standby.
+  // prefix's lock, so it is ready when its log says it waits as a standby
+  // (or that it serves: the first one died while this one started).
   absl::Status StartStandby() {
     std::cout << "starting the standby metadata server on " << config_.StandbyAddress()
               << " ..." << std::endl;
@@ -328,7 +329,15 @@ class ClusterStarter {
                        return absl::UnavailableError(
                            absl::StrCat("ckptfs-meta standby (pid ", pid, ") ", *how));
                      }
-                     return absl::StrContains(TailFile(log, kLogTailLines), "standby");
+                     // Waiting as a standby, or already serving: the first
+                     // metadata server died meanwhile and this one took over.
+                     const std::string tail = TailFile(log, kLogTailLines);
+                     if (absl::StrContains(tail, "serving on")) {
+                       std::cout << "the first metadata server is gone: the standby took over"
+                                 << std::endl;
+                       return true;
+                     }
+                     return absl::StrContains(tail, "standby");
                    });
   }
 
@@ -662,7 +671,7 @@ int RunUp(const ParsedFlags& flags) {
     config.etcd.base_port = static_cast<uint16_t>(*etcd_port);
     // Storage servers and the mount reach the metadata servers through one
     // gRPC channel over both addresses, which takes numeric addresses.
-    if (absl::StatusOr<std::string> target = client::MetaChannelTarget(config.MetaAddresses());
+    if (absl::StatusOr<std::string> target = MetaChannelTarget(config.MetaAddresses());
         !target.ok()) {
       return UsageError(spec, absl::StrCat("--meta-backend etcd needs a numeric --host (or "
                                            "localhost): ", target.status().message()));

@@ -3,7 +3,7 @@
 
 #include <grpcpp/grpcpp.h>
 
-#include "client/meta_channel.h"
+#include "common/meta_channel.h"
 #include "common/grpc_status.h"
 
 namespace ckptfs::tools {
@@ -16,7 +16,7 @@ MetaProbe::MetaProbe(const std::string& address) : address_(address) {
   // Several metadata servers ("A,B"): one channel that reaches whichever
   // serves. A list MetaChannelTarget rejects is dialled as written (calls
   // fail with UNAVAILABLE); the commands check their --meta first.
-  absl::StatusOr<std::string> target = client::MetaChannelTarget(address);
+  absl::StatusOr<std::string> target = MetaChannelTarget(address);
   stub_ = meta::MetaService::NewStub(grpc::CreateCustomChannel(
       target.ok() ? *target : address, grpc::InsecureChannelCredentials(), args));
 }

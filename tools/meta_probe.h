@@ -22,7 +22,7 @@ namespace ckptfs::tools {
 class MetaProbe {
  public:
   // `address` is host:port of the metadata service, or every metadata
-  // server as "A,B,..." (client/meta_channel.h). Connects lazily.
+  // server as "A,B,..." (common/meta_channel.h). Connects lazily.
   explicit MetaProbe(const std::string& address);
 
   // ListServers with the given deadline; the service's error (or

@@ -9,7 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
-#include "client/meta_channel.h"
+#include "common/meta_channel.h"
 #include "tools/commands.h"
 #include "tools/daemon_binaries.h"
 #include "tools/fuse_mount.h"
@@ -59,7 +59,7 @@ int RunMount(const ParsedFlags& flags) {
     options.threads = static_cast<int>(*threads);
   }
   options.meta_address = flags.Get("meta");
-  if (absl::StatusOr<std::string> target = client::MetaChannelTarget(options.meta_address);
+  if (absl::StatusOr<std::string> target = MetaChannelTarget(options.meta_address);
       !target.ok()) {
     return UsageError(spec, std::string(target.status().message()));
   }

@@ -33,7 +33,7 @@ class Registration {
  public:
   struct Options {
     // The metadata service: host:port, or every metadata server as
-    // "A,B,..." (numeric addresses; see client/meta_channel.h).
+    // "A,B,..." (numeric addresses; see common/meta_channel.h).
     std::string meta_address;
     std::string data_address;        // host:port clients dial for data
     std::string uuid;                // from the data directory

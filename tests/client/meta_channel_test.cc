@@ -1,8 +1,8 @@
-// MetaChannelTarget (client/meta_channel.h): the metadata address list
+// MetaChannelTarget (common/meta_channel.h): the metadata address list
 // becomes one gRPC target, bad entries are named; and a GrpcMetaClient over
 // two addresses reaches whichever serves, before and after the one it used
 // goes away (in-process stand-ins on loopback).
-#include "client/meta_channel.h"
+#include "common/meta_channel.h"
 
 #include <grpcpp/grpcpp.h>
 

@@ -27,7 +27,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "client/meta_channel.h"
+#include "common/meta_channel.h"
 #include "gtest/gtest.h"
 #include "proto/meta.grpc.pb.h"
 #include "tests/etcd/etcd_cluster.h"
@@ -138,7 +138,7 @@ class MetaTakeoverTest : public ::testing::Test {
   // serves (through the same kind of channel the daemons use).
   int AliveServers() {
     if (stub_ == nullptr) {
-      absl::StatusOr<std::string> target = client::MetaChannelTarget(both_);
+      absl::StatusOr<std::string> target = MetaChannelTarget(both_);
       if (!target.ok()) return -1;
       stub_ = meta::MetaService::NewStub(
           grpc::CreateChannel(*target, grpc::InsecureChannelCredentials()));

@@ -1,5 +1,5 @@
 // See meta_channel.h.
-#include "client/meta_channel.h"
+#include "common/meta_channel.h"
 
 #include <arpa/inet.h>
 
@@ -12,7 +12,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 
-namespace ckptfs::client {
+namespace ckptfs {
 namespace {
 
 enum class Family { kIpv4, kIpv6 };
@@ -95,4 +95,4 @@ absl::StatusOr<std::string> MetaChannelTarget(absl::string_view list) {
   return absl::StrCat(family == Family::kIpv4 ? "ipv4:" : "ipv6:", absl::StrJoin(parts, ","));
 }
 
-}  // namespace ckptfs::client
+}  // namespace ckptfs

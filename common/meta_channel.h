@@ -15,8 +15,8 @@
 // storage server and the tools use it without linking the rest of client/.
 //
 // Thread-safety: pure functions.
-#ifndef CKPTFS_CLIENT_META_CHANNEL_H_
-#define CKPTFS_CLIENT_META_CHANNEL_H_
+#ifndef CKPTFS_COMMON_META_CHANNEL_H_
+#define CKPTFS_COMMON_META_CHANNEL_H_
 
 #include <string>
 #include <vector>
@@ -24,7 +24,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 
-namespace ckptfs::client {
+namespace ckptfs {
 
 // Splits "A,B,..." into its entries, each trimmed of blanks.
 // InvalidArgument on an empty list or an empty entry ("a,,b", "a,").
@@ -42,6 +42,6 @@ absl::StatusOr<std::vector<std::string>> SplitMetaAddresses(absl::string_view li
 // port, a host name among several, IPv4 mixed with IPv6).
 absl::StatusOr<std::string> MetaChannelTarget(absl::string_view list);
 
-}  // namespace ckptfs::client
+}  // namespace ckptfs
 
-#endif  // CKPTFS_CLIENT_META_CHANNEL_H_
+#endif  // CKPTFS_COMMON_META_CHANNEL_H_
