@@ -14,6 +14,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "tools/cluster_test_support.h"
 #include "tools/local_etcd.h"
 #include "tools/mounts.h"
 #include "tools/ports.h"
@@ -23,30 +24,9 @@
 namespace ckptfs::tools {
 namespace {
 
-bool Usable() {
-  for (const char* name : {"ckptfs-meta", "ckptfs-storage", "ckptfs-fuse"}) {
-    if (::access(absl::StrCat(CKPTFS_BUILD_BIN_DIR, "/", name).c_str(), X_OK) != 0) {
-      return false;
-    }
-  }
-  const int fd = ::open("/dev/fuse", O_RDWR | O_CLOEXEC);
-  if (fd < 0) return false;
-  ::close(fd);
-  return true;
-}
-
-bool Alive(pid_t pid) {
-  std::ifstream in(absl::StrCat("/proc/", pid, "/stat"));
-  std::string line;
-  if (!std::getline(in, line)) return false;
-  const size_t close = line.rfind(')');
-  return close != std::string::npos && close + 2 < line.size() && line[close + 2] != 'Z';
-}
-
-std::string ReadAll(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
+using testing::ClusterUsable;
+using testing::ProcessAlive;
+using testing::ReadWholeFile;
 
 class EtcdUpTest : public ::testing::Test {
  protected:
@@ -54,7 +34,7 @@ class EtcdUpTest : public ::testing::Test {
   static constexpr int kPorts = 4 + 2 * kEtcdMembers;
 
   void SetUp() override {
-    if (!Usable()) GTEST_SKIP() << "daemons not built or /dev/fuse not usable";
+    if (!ClusterUsable()) GTEST_SKIP() << "daemons not built or /dev/fuse not usable";
     if (!FindEtcdBinary().ok()) GTEST_SKIP() << "etcd-server is not installed";
     char pattern[] = "/tmp/ckptfs-etcd-up-test-XXXXXX";
     root_ = ::mkdtemp(pattern);
@@ -105,7 +85,7 @@ class EtcdUpTest : public ::testing::Test {
     EXPECT_EQ(r.exit_status, 0) << r.output;
     EXPECT_FALSE(FindMount(mnt_).has_value());
     for (const DaemonRecord& d : state.daemons) {
-      EXPECT_FALSE(Alive(d.process.pid)) << d.role << "\n" << r.output;
+      EXPECT_FALSE(ProcessAlive(d.process.pid)) << d.role << "\n" << r.output;
     }
   }
 
@@ -126,7 +106,7 @@ TEST_F(EtcdUpTest, UpStatusDownUpFindsTheDataAgain) {
   EXPECT_EQ(roles, (std::vector<std::string>{"etcd-0", "etcd-1", "etcd-2", "meta",
                                               "meta-standby", "storage-0", "storage-1", "fuse"}));
   for (const DaemonRecord& d : state->daemons) {
-    const std::string cmdline = ReadAll(absl::StrCat("/proc/", d.process.pid, "/cmdline"));
+    const std::string cmdline = ReadWholeFile(absl::StrCat("/proc/", d.process.pid, "/cmdline"));
     if (d.role == "meta" || d.role == "meta-standby") {
       EXPECT_NE(cmdline.find("--kv_backend=etcd"), std::string::npos) << d.role;
     }
@@ -161,7 +141,7 @@ TEST_F(EtcdUpTest, UpStatusDownUpFindsTheDataAgain) {
   r = Up("");
   ASSERT_EQ(r.exit_status, 0) << r.output;
   EXPECT_NE(r.output.find("using --meta-backend etcd"), std::string::npos) << r.output;
-  EXPECT_TRUE(ReadAll(mnt_ + "/kept.bin") == data);
+  EXPECT_TRUE(ReadWholeFile(mnt_ + "/kept.bin") == data);
   state = State();
   ASSERT_TRUE(state.has_value());
   DownAndExpectAllStopped(*state);

@@ -22,6 +22,7 @@
 #include "absl/strings/str_format.h"
 #include "common/crc32c.h"
 #include "gtest/gtest.h"
+#include "tools/cluster_test_support.h"
 #include "proto/meta.pb.h"
 #include "tools/mounts.h"
 #include "tools/ports.h"
@@ -31,24 +32,11 @@
 namespace ckptfs::tools {
 namespace {
 
+using testing::ClusterUsable;
+using testing::ProcessAlive;
+using testing::ReadWholeFile;
+
 constexpr int kChunk = 65536;
-
-bool Usable() {
-  for (const char* name : {"ckptfs-meta", "ckptfs-storage", "ckptfs-fuse"}) {
-    if (::access(absl::StrCat(CKPTFS_BUILD_BIN_DIR, "/", name).c_str(), X_OK) != 0) {
-      return false;
-    }
-  }
-  const int fd = ::open("/dev/fuse", O_RDWR | O_CLOEXEC);
-  if (fd < 0) return false;
-  ::close(fd);
-  return true;
-}
-
-std::string ReadAll(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
 
 std::string RandomBytes(size_t n, uint32_t seed) {
   std::string data(n, '\0');
@@ -71,7 +59,7 @@ CommandResult RunCli(std::vector<std::string> args) {
 class OpsClusterTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (!Usable()) GTEST_SKIP() << "daemons not built or /dev/fuse not usable";
+    if (!ClusterUsable()) GTEST_SKIP() << "daemons not built or /dev/fuse not usable";
     char pattern[] = "/tmp/ckptfs-ops-test-XXXXXX";
     root_ = ::mkdtemp(pattern);
     state_ = root_ + "/state";
@@ -145,7 +133,7 @@ TEST_F(OpsClusterTest, StatusShowsServersClientsAndPendingCheckpoint) {
   auto state = StateDir::Open(state_, /*create=*/false)->Load();
   ASSERT_TRUE(state.ok() && state->has_value());
   ASSERT_EQ((*state)->daemons.size(), 4u);
-  EXPECT_TRUE(Contains(ReadAll(absl::StrCat("/proc/", (*state)->daemons[0].process.pid,
+  EXPECT_TRUE(Contains(ReadWholeFile(absl::StrCat("/proc/", (*state)->daemons[0].process.pid,
                                             "/cmdline")),
                        std::string("--orphan_grace_s=7")));
   // Metrics ports: each daemon whose build has --metrics_listen got its own,
@@ -154,7 +142,7 @@ TEST_F(OpsClusterTest, StatusShowsServersClientsAndPendingCheckpoint) {
     const DaemonRecord& d = (*state)->daemons[i];
     if (d.metrics_address.empty()) continue;
     EXPECT_EQ(d.metrics_address, absl::StrCat("127.0.0.1:", base_ + 3 + i)) << d.role;
-    EXPECT_TRUE(Contains(ReadAll(absl::StrCat("/proc/", d.process.pid, "/cmdline")),
+    EXPECT_TRUE(Contains(ReadWholeFile(absl::StrCat("/proc/", d.process.pid, "/cmdline")),
                          "--metrics_listen=" + d.metrics_address))
         << d.role;
     EXPECT_TRUE(Contains(r.output, "http://" + d.metrics_address + "/metrics")) << r.output;

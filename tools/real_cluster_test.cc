@@ -15,6 +15,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "tools/cluster_test_support.h"
 #include "tools/mounts.h"
 #include "tools/ports.h"
 #include "tools/process.h"
@@ -23,35 +24,14 @@
 namespace ckptfs::tools {
 namespace {
 
-bool Usable() {
-  for (const char* name : {"ckptfs-meta", "ckptfs-storage", "ckptfs-fuse"}) {
-    if (::access(absl::StrCat(CKPTFS_BUILD_BIN_DIR, "/", name).c_str(), X_OK) != 0) {
-      return false;
-    }
-  }
-  const int fd = ::open("/dev/fuse", O_RDWR | O_CLOEXEC);
-  if (fd < 0) return false;
-  ::close(fd);
-  return true;
-}
-
-bool Alive(pid_t pid) {
-  std::ifstream in(absl::StrCat("/proc/", pid, "/stat"));
-  std::string line;
-  if (!std::getline(in, line)) return false;
-  const size_t close = line.rfind(')');
-  return close != std::string::npos && close + 2 < line.size() && line[close + 2] != 'Z';
-}
-
-std::string ReadAll(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
+using testing::ClusterUsable;
+using testing::ProcessAlive;
+using testing::ReadWholeFile;
 
 class RealClusterTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (!Usable()) GTEST_SKIP() << "daemons not built or /dev/fuse not usable";
+    if (!ClusterUsable()) GTEST_SKIP() << "daemons not built or /dev/fuse not usable";
     char pattern[] = "/tmp/ckptfs-real-test-XXXXXX";
     root_ = ::mkdtemp(pattern);
     state_ = root_ + "/state";
@@ -71,7 +51,7 @@ class RealClusterTest : public ::testing::Test {
         (void)FuseUnmount(m, /*lazy=*/true);
       }
     }
-    if (node2_pid_ > 0 && Alive(node2_pid_)) ::kill(node2_pid_, SIGKILL);
+    if (node2_pid_ > 0 && ProcessAlive(node2_pid_)) ::kill(node2_pid_, SIGKILL);
     ::unsetenv("CKPTFS_BIN_DIR");
     std::error_code ec;
     std::filesystem::remove_all(root_, ec);
@@ -101,7 +81,7 @@ TEST_F(RealClusterTest, UpStatusSecondMountDown) {
   auto state = StateDir::Open(state_, /*create=*/false)->Load();
   ASSERT_TRUE(state.ok() && state->has_value());
   ASSERT_EQ((*state)->daemons.size(), 4u);  // meta, 2 storage, fuse
-  EXPECT_NE(ReadAll(absl::StrCat("/proc/", (*state)->daemons[0].process.pid, "/cmdline"))
+  EXPECT_NE(ReadWholeFile(absl::StrCat("/proc/", (*state)->daemons[0].process.pid, "/cmdline"))
                 .find("--default_chunk_size=65536"),
             std::string::npos);
 
@@ -127,7 +107,7 @@ TEST_F(RealClusterTest, UpStatusSecondMountDown) {
   std::string pid_text = r.output.substr(at + 16);
   pid_text = pid_text.substr(0, pid_text.find(','));
   ASSERT_TRUE(absl::SimpleAtoi(pid_text, &node2_pid_)) << r.output;
-  EXPECT_TRUE(ReadAll(node2_ + "/shard.bin") == data);
+  EXPECT_TRUE(ReadWholeFile(node2_ + "/shard.bin") == data);
   // Mounting over a live mount is refused.
   EXPECT_EQ(Run({"mount", "--meta", meta, "--mountpoint", node2_}).exit_status, 1);
 
@@ -142,10 +122,10 @@ TEST_F(RealClusterTest, UpStatusSecondMountDown) {
   EXPECT_EQ(r.exit_status, 0) << r.output;
   EXPECT_FALSE(FindMount(mnt_).has_value());
   for (const DaemonRecord& d : (*state)->daemons) {
-    EXPECT_FALSE(Alive(d.process.pid)) << d.role;
+    EXPECT_FALSE(ProcessAlive(d.process.pid)) << d.role;
   }
-  for (int i = 0; i < 50 && Alive(node2_pid_); ++i) ::usleep(100 * 1000);
-  EXPECT_FALSE(Alive(node2_pid_)) << "ckptfs-fuse of the second mount exits on umount";
+  for (int i = 0; i < 50 && ProcessAlive(node2_pid_); ++i) ::usleep(100 * 1000);
+  EXPECT_FALSE(ProcessAlive(node2_pid_)) << "ckptfs-fuse of the second mount exits on umount";
   EXPECT_FALSE(std::filesystem::exists(state_ + "/cluster.state"));
 }
 

@@ -1,0 +1,50 @@
+// What the tools' tests against a real local cluster (real_cluster_test,
+// ops_cluster_test, etcd_up_test) share: whether this build's daemons and
+// /dev/fuse are usable, whether a process is alive, a whole file's bytes.
+// Each test target defines CKPTFS_BUILD_BIN_DIR. Thread-safe (no state).
+#ifndef CKPTFS_TOOLS_CLUSTER_TEST_SUPPORT_H_
+#define CKPTFS_TOOLS_CLUSTER_TEST_SUPPORT_H_
+
+#include <fcntl.h>
+#include <sys/types.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <iterator>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+
+namespace ckptfs::tools::testing {
+
+// True when ckptfs-meta, ckptfs-storage and ckptfs-fuse are built and
+// /dev/fuse can be opened (tests skip otherwise).
+inline bool ClusterUsable() {
+  for (const char* name : {"ckptfs-meta", "ckptfs-storage", "ckptfs-fuse"}) {
+    if (::access(absl::StrCat(CKPTFS_BUILD_BIN_DIR, "/", name).c_str(), X_OK) != 0) {
+      return false;
+    }
+  }
+  const int fd = ::open("/dev/fuse", O_RDWR | O_CLOEXEC);
+  if (fd < 0) return false;
+  ::close(fd);
+  return true;
+}
+
+// True while `pid` exists and is not a zombie.
+inline bool ProcessAlive(pid_t pid) {
+  std::ifstream in(absl::StrCat("/proc/", pid, "/stat"));
+  std::string line;
+  if (!std::getline(in, line)) return false;
+  const size_t close = line.rfind(')');
+  return close != std::string::npos && close + 2 < line.size() && line[close + 2] != 'Z';
+}
+
+inline std::string ReadWholeFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+}  // namespace ckptfs::tools::testing
+
+#endif  // CKPTFS_TOOLS_CLUSTER_TEST_SUPPORT_H_
