@@ -2,9 +2,14 @@
 #include "server/meta/meta_server.h"
 
 #include <cerrno>
+#include <memory>
+#include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
 #include "common/errno_status.h"
 #include "common/metrics/grpc_server_metrics.h"
 #include "common/net.h"
@@ -25,8 +30,32 @@ absl::StatusOr<HostPort> ParseListenAddress(absl::string_view text) {
   return ParseHostPort(text);
 }
 
+// The storage servers as one scrape sees them: the four membership gauges
+// are computed one after another, and share one ListServers (a scan of the
+// store; on etcd a round trip) taken at most a second earlier.
+class ServerSnapshot {
+ public:
+  explicit ServerSnapshot(Membership* membership) : membership_(membership) {}
+  std::vector<ServerInfo> Get() {
+    absl::MutexLock lock(&mu_);
+    const absl::Time now = absl::Now();
+    if (now - taken_ > absl::Seconds(1)) {
+      absl::StatusOr<std::vector<ServerInfo>> list = membership_->ListServers();
+      servers_ = list.ok() ? *std::move(list) : std::vector<ServerInfo>();
+      taken_ = now;
+    }
+    return servers_;
+  }
+
+ private:
+  Membership* const membership_;
+  absl::Mutex mu_;
+  absl::Time taken_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
+  std::vector<ServerInfo> servers_ ABSL_GUARDED_BY(mu_);
+};
+
 // Gauges of the storage servers as Membership knows them, computed at
-// scrape time (one ListServers each: a scan of a few keys per server).
+// scrape time.
 std::vector<metrics::CallbackHandle> AddMembershipGauges(Membership* membership) {
   metrics::Registry& registry = metrics::Registry::Default();
   metrics::Family<metrics::Gauge>& servers = registry.Gauge(
@@ -41,13 +70,11 @@ std::vector<metrics::CallbackHandle> AddMembershipGauges(Membership* membership)
       registry.Gauge("ckptfs_meta_storage_used_bytes",
                      "Disk bytes used on the alive storage servers, as last heartbeated.", {})
           .WithLabels({});
-  auto sum = [membership](auto field) {
-    return [membership, field]() -> double {
-      absl::StatusOr<std::vector<ServerInfo>> list = membership->ListServers();
+  auto snapshot = std::make_shared<ServerSnapshot>(membership);
+  auto sum = [snapshot](auto field) {
+    return [snapshot, field]() -> double {
       double total = 0;
-      if (list.ok()) {
-        for (const ServerInfo& info : *list) total += field(info);
-      }
+      for (const ServerInfo& info : snapshot->Get()) total += field(info);
       return total;
     };
   };
