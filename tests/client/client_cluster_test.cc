@@ -246,9 +246,10 @@ TEST_F(ClientClusterTest, ClientsAnnounceThemselvesInClusterStatus) {
     found = true;
     EXPECT_TRUE(s.load_reported());
     EXPECT_EQ(s.connections(), 3u);
-    // 1 GiB within more than 20 ms: above 0, below 1 GiB * 1000 / 20.
+    // 1 GiB within at least 20 ms (the board counts whole milliseconds, so
+    // exactly 20 is possible): above 0, at most 1 GiB * 1000 / 20.
     EXPECT_GT(s.read_bytes_per_s(), 0u);
-    EXPECT_LT(s.read_bytes_per_s(), (uint64_t{1} << 30) * 50);
+    EXPECT_LE(s.read_bytes_per_s(), (uint64_t{1} << 30) * 50);
     EXPECT_GT(s.read_bytes_per_s(), s.write_bytes_per_s());
   }
   EXPECT_TRUE(found);
