@@ -4,7 +4,10 @@
 // blocking the next one, and destruction with a client connected returns.
 #include "common/metrics/http_server.h"
 
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <string>
@@ -40,6 +43,7 @@ class HttpServerTest : public ::testing::Test {
     absl::StatusOr<uint16_t> port = LocalPort(fd->get());
     ASSERT_TRUE(port.ok());
     port_ = *port;
+    server_listener_ = fd->get();
     auto server = MetricsHttpServer::Start(*std::move(fd), &registry_, options);
     ASSERT_TRUE(server.ok()) << server.status();
     server_ = *std::move(server);
@@ -83,6 +87,7 @@ class HttpServerTest : public ::testing::Test {
 
   Registry registry_;
   uint16_t port_ = 0;
+  int server_listener_ = -1;  // the server's listening socket (owned by it)
   std::unique_ptr<MetricsHttpServer> server_;
 };
 
@@ -146,10 +151,30 @@ TEST_F(HttpServerTest, SilentClientIsCutOffAndTheNextOneServed) {
   EXPECT_EQ(cut.status, 0);
 }
 
+// True once the listening socket behind `listener` (a dup of the server's)
+// has no connection waiting in its accept queue: for a socket in LISTEN
+// state, Linux reports the queue's length as tcpi_unacked.
+bool AcceptQueueDrains(int listener) {
+  for (int i = 0; i < 3000; ++i) {
+    struct tcp_info info {};
+    socklen_t len = sizeof(info);
+    if (::getsockopt(listener, IPPROTO_TCP, TCP_INFO, &info, &len) != 0) return false;
+    if (info.tcpi_unacked == 0) return true;
+    ::usleep(10 * 1000);
+  }
+  return false;
+}
+
 TEST_F(HttpServerTest, DestructionWithAClientConnectedMidRequestReturns) {
+  // A second handle on the listening socket, to see the server accept.
+  UniqueFd listener(::dup(server_listener_));
+  ASSERT_TRUE(listener.valid());
   UniqueFd client = Connect();
   const std::string partial = "GET /metrics HTTP/1.1\r\nHost:";
   ASSERT_TRUE(SendAll(client.get(), partial.data(), partial.size()).ok());
+  // The server thread holds the connection mid-request (not merely queued).
+  ASSERT_TRUE(AcceptQueueDrains(listener.get()));
+  listener = UniqueFd();  // else the port would stay bound below
   // Default io_timeout is 5 s; the destructor must not wait for it — but
   // what this asserts is only that it returns and the client sees a close.
   server_.reset();
