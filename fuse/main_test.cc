@@ -116,6 +116,17 @@ int FreePort() {
   return port;
 }
 
+// True once `pid` is gone (or a zombie nobody reaps: a daemonized mount is
+// reparented to PID 1, which in a container may never reap it).
+bool Exited(pid_t pid) {
+  if (kill(pid, 0) != 0) return errno == ESRCH;
+  std::ifstream stat(absl::StrCat("/proc/", pid, "/stat"));
+  std::string line;
+  std::getline(stat, line);
+  const size_t paren = line.rfind(')');
+  return paren != std::string::npos && paren + 2 < line.size() && line[paren + 2] == 'Z';
+}
+
 pid_t FindProcess(const std::string& needle) {
   DIR* proc = opendir("/proc");
   if (proc == nullptr) return -1;
@@ -284,7 +295,7 @@ TEST_F(FuseMainTest, DaemonReturnsWithTheMountLiveAndExitsOnUnmount) {
   const pid_t daemon = FindProcess("--mountpoint=" + mnt_);
   ASSERT_GT(daemon, 0);
   ASSERT_EQ(std::system(("fusermount3 -u " + mnt_).c_str()), 0);
-  EXPECT_TRUE(WaitFor(absl::Seconds(10), [&] { return kill(daemon, 0) != 0; }));
+  EXPECT_TRUE(WaitFor(absl::Seconds(10), [&] { return Exited(daemon); }));
   EXPECT_FALSE(IsMounted(mnt_));
 }
 

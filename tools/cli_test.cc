@@ -37,7 +37,9 @@ class CliTest : public ::testing::Test {
     std::filesystem::create_directories(bin_);
     ::setenv("CKPTFS_BIN_DIR", bin_.c_str(), 1);
     const auto base = FindFreePortRange("127.0.0.1",
-                                        static_cast<uint16_t>(20000 + ::getpid() % 20000), 6, {});
+                                        // Spread so that tests started one after another (pids a few apart)
+                                        // do not probe overlapping ranges.
+                                        static_cast<uint16_t>(20000 + (::getpid() * 7) % 12000), 6, {});
     ASSERT_TRUE(base.has_value());
     base_ = *base;
   }
@@ -186,7 +188,7 @@ TEST_F(CliTest, FailingDaemonShowsItsLogAndNothingIsLeft) {
 TEST_F(CliTest, DaemonThatNeverAnswersIsStopped) {
   StandIns("echo $$ > " + root_ + "/meta.pid\n"
            "trap 'exit 0' TERM\nwhile :; do sleep 0.1; done");
-  CommandResult r = Run(Up({"--timeout-s", "1"}));
+  CommandResult r = Run(Up({"--timeout-s", "5"}));
   EXPECT_EQ(r.exit_status, 1);
   EXPECT_NE(r.output.find("timed out"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("meta (pid"), std::string::npos) << r.output;
@@ -216,9 +218,13 @@ TEST_F(CliTest, InterruptedUpStopsWhatItStarted) {
   auto up = SpawnDetached(args, root_ + "/up.out");
   ASSERT_TRUE(up.ok());
   spawned_.push_back(up->pid);
-  for (int i = 0; i < 100 && !std::filesystem::exists(root_ + "/meta.pid"); ++i) {
-    absl::SleepFor(absl::Milliseconds(20));
-  }
+  auto pid_written = [&] {
+    std::ifstream in(root_ + "/meta.pid");
+    pid_t pid = 0;
+    return static_cast<bool>(in >> pid);
+  };
+  for (int i = 0; i < 500 && !pid_written(); ++i) absl::SleepFor(absl::Milliseconds(20));
+  ASSERT_TRUE(pid_written()) << "the stand-in never ran";
   absl::SleepFor(absl::Milliseconds(100));
   ASSERT_EQ(::kill(up->pid, SIGINT), 0);
   std::optional<std::string> how;

@@ -87,8 +87,14 @@ TEST_F(ProcessTest, ExecFailureIsAnError) {
 TEST_F(ProcessTest, StopsWithSigtermAndKillsStragglers) {
   const ProcessRecord polite = Spawn({"/bin/sleep", "30"});
   const ProcessRecord stubborn =
-      Spawn({Script("stubborn.sh", "trap '' TERM; while :; do sleep 0.1; done")});
-  absl::SleepFor(absl::Milliseconds(100));  // let the trap be installed
+      Spawn({Script("stubborn.sh",
+                    "trap '' TERM; touch \"$0.ready\"; while :; do sleep 0.1; done")});
+  // The trap is installed once the script says so.
+  const std::string ready = dir_ + "/stubborn.sh.ready";
+  for (int i = 0; i < 3000 && ::access(ready.c_str(), F_OK) != 0; ++i) {
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  ASSERT_EQ(::access(ready.c_str(), F_OK), 0) << "the script never started";
   std::vector<StopOutcome> outcomes =
       StopProcesses({polite, stubborn}, absl::Milliseconds(500));
   ASSERT_EQ(outcomes.size(), 2u);

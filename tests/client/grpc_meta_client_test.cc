@@ -57,7 +57,7 @@ class ScriptedService final : public meta::MetaService::Service {
   }
   grpc::Status Mkdir(grpc::ServerContext*, const meta::MkdirRequest*,
                      meta::AttrReply*) override {
-    absl::SleepFor(absl::Milliseconds(1500));  // far past the client's deadline
+    absl::SleepFor(absl::Milliseconds(4000));  // far past the client's deadline
     return grpc::Status::OK;
   }
 
@@ -149,7 +149,8 @@ TEST_F(GrpcMetaClientTest, CreateWithAWriterIdIsRetried) {
 // reported as a transport error (UNAVAILABLE, or the deadline if it passed
 // during the last attempt).
 TEST_F(GrpcMetaClientTest, CreateRetriesEndAtTheDeadline) {
-  GrpcMetaClient client(address_, absl::Milliseconds(300));
+  // Long enough for a second attempt after a slow first connect.
+  GrpcMetaClient client(address_, absl::Milliseconds(2000));
   meta::CreateRequest request;
   request.set_name("f");
   request.set_writer_handle(77);
@@ -168,7 +169,7 @@ TEST_F(GrpcMetaClientTest, DeadlineIsEnforced) {
   auto reply = client.Mkdir(meta::MkdirRequest());
   ASSERT_FALSE(reply.ok());
   EXPECT_EQ(ErrnoFromStatus(reply.status()), ETIMEDOUT);
-  EXPECT_LT(absl::Now() - start, absl::Milliseconds(1200));  // well before the reply
+  EXPECT_LT(absl::Now() - start, absl::Milliseconds(3000));  // well before the reply (4 s)
 }
 
 TEST_F(GrpcMetaClientTest, TransportErrorsAreMarked) {
@@ -181,10 +182,10 @@ TEST_F(GrpcMetaClientTest, TransportErrorsAreMarked) {
 }
 
 TEST_F(GrpcMetaClientTest, CommitLongPollOutlivesTheRpcTimeout) {
-  GrpcMetaClient client(address_, absl::Milliseconds(300));
+  GrpcMetaClient client(address_, absl::Seconds(2));
   meta::CommitCheckpointRequest request;
   request.set_ino(9);
-  request.set_wait_ms(800);  // the deadline is wait_ms plus the rpc timeout
+  request.set_wait_ms(3000);  // the deadline is wait_ms plus the rpc timeout
   auto reply = client.CommitCheckpoint(request, nullptr);
   ASSERT_TRUE(reply.ok()) << reply.status();
   EXPECT_EQ(reply->state(), meta::PENDING);

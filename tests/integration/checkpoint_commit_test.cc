@@ -150,7 +150,7 @@ TEST_F(CheckpointCommitTest, AllRanksCommitTogetherDurablyAndLatestNamesIt) {
 TEST_F(CheckpointCommitTest, KilledRankTimesOutAndAbortsForEveryone) {
   ASSERT_TRUE(SaveCheckpoint(RunDir() + "/step_1", 1));
   const std::string ckpt = RunDir() + "/step_2";
-  const std::vector<std::string> save = {"--declare", "3", "--timeout-s", "3",
+  const std::vector<std::string> save = {"--declare", "3", "--timeout-s", "10",
                                          "--bytes",   kThreeMiB};
   std::vector<std::unique_ptr<RankProcess>> ranks;
   for (int r = 0; r < 3; ++r) {

@@ -142,7 +142,7 @@ TEST_F(MetaDaemonTest, ServesAndExitsCleanlyAndPromptlyOnSigterm) {
   const absl::Time start = absl::Now();
   meta.Signal(SIGTERM);
   EXPECT_EQ(meta.Wait(absl::Seconds(15)), 0) << meta.Log();
-  EXPECT_LT(absl::Now() - start, absl::Seconds(3));
+  EXPECT_LT(absl::Now() - start, absl::Seconds(10));  // not a 30 s deadline
 }
 
 TEST_F(MetaDaemonTest, BusyPortAndBusyDataDirExitWithStatusTwo) {
@@ -228,7 +228,7 @@ TEST_F(MetaDaemonTest, CommitTimeoutFlagIsCheckedAndApplied) {
   const absl::Time start = absl::Now();
   meta.Signal(SIGTERM);
   EXPECT_EQ(meta.Wait(absl::Seconds(15)), 0) << meta.Log();
-  EXPECT_LT(absl::Now() - start, absl::Seconds(5));
+  EXPECT_LT(absl::Now() - start, absl::Seconds(10));
   rank0.join();
   EXPECT_EQ(waited.error_code(), grpc::StatusCode::UNAVAILABLE) << waited.error_message();
   EXPECT_EQ(waited.error_details(), "");
