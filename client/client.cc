@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdlib>
 #include <fstream>
 #include <iterator>
 #include <optional>
@@ -25,6 +26,7 @@
 #include "client/data_chunk_transport.h"
 #include "client/grpc_meta_client.h"
 #include "client/uring_chunk_transport.h"
+#include "common/credential.h"
 #include "common/errno_status.h"
 #include "common/log.h"
 #include "common/names.h"
@@ -35,10 +37,12 @@ namespace {
 // The chunk transport ClientOptions ask for, with its server map loaded
 // (an unreachable metadata service fails here, not at the first write).
 absl::StatusOr<std::unique_ptr<ChunkTransport>> MakeChunkTransport(const ClientOptions& options,
-                                                                   MetaClient* meta) {
+                                                                   MetaClient* meta,
+                                                                   const std::string& credential) {
   if (options.data_transport == ClientOptions::DataTransport::kUring) {
     UringChunkTransport::Options uring;
     uring.connections_per_server = options.data_connections_per_server;
+    uring.credential = credential;
     auto made = UringChunkTransport::Create(meta, options.data_timeout, uring);
     if (made.ok()) {
       if (absl::Status status = (*made)->RefreshServers(); !status.ok()) return status;
@@ -47,7 +51,7 @@ absl::StatusOr<std::unique_ptr<ChunkTransport>> MakeChunkTransport(const ClientO
     CKPTFS_LOG(kWarning) << "io_uring data transport unavailable (" << made.status().message()
                          << "); using blocking connections";
   }
-  auto blocking = std::make_unique<DataChunkTransport>(meta, options.data_timeout);
+  auto blocking = std::make_unique<DataChunkTransport>(meta, options.data_timeout, credential);
   if (absl::Status status = blocking->RefreshServers(); !status.ok()) return status;
   return std::unique_ptr<ChunkTransport>(std::move(blocking));
 }
@@ -148,6 +152,11 @@ Client::Client(std::unique_ptr<ClientImpl> impl) : impl_(std::move(impl)) {}
 
 Client::~Client() = default;
 
+std::string DefaultCredentialFile() {
+  const char* file = std::getenv(kCredentialFileEnv);
+  return file == nullptr ? std::string() : std::string(file);
+}
+
 absl::StatusOr<std::unique_ptr<Client>> Client::Connect(const ClientOptions& options) {
   // A wrong address should fail a mount within seconds, while a service
   // that is still starting gets that long to answer.
@@ -166,15 +175,24 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Connect(const ClientOptions& opt
       !target.ok()) {
     return ErrnoStatus(EINVAL, target.status().message());
   }
+  absl::StatusOr<std::string> credential = LoadCredentialFlag(options.credential_file);
+  if (!credential.ok()) return credential.status();
+  // A refusal (EACCES: no or another credential) is not "unreachable": the
+  // service's message says what to give.
+  auto refused = [](const absl::Status& status) { return ErrnoFromStatus(status) == EACCES; };
   {
-    GrpcMetaClient probe(options.meta_address, std::min(options.rpc_timeout, kConnectTimeout));
+    GrpcMetaClient probe(options.meta_address, std::min(options.rpc_timeout, kConnectTimeout),
+                         *credential);
     if (auto servers = probe.ListServers(meta::Empty()); !servers.ok()) {
-      return unreachable(servers.status());
+      return refused(servers.status()) ? servers.status() : unreachable(servers.status());
     }
   }
-  auto meta = std::make_unique<GrpcMetaClient>(options.meta_address, options.rpc_timeout);
-  auto transport = MakeChunkTransport(options, meta.get());
-  if (!transport.ok()) return unreachable(transport.status());
+  auto meta =
+      std::make_unique<GrpcMetaClient>(options.meta_address, options.rpc_timeout, *credential);
+  auto transport = MakeChunkTransport(options, meta.get(), *credential);
+  if (!transport.ok()) {
+    return refused(transport.status()) ? transport.status() : unreachable(transport.status());
+  }
   std::unique_ptr<Client> client =
       CreateWithServices(options, std::move(meta), *std::move(transport));
   client->impl_->StartHeartbeat(DescribeThisClient());

@@ -41,9 +41,17 @@ namespace ckptfs::client {
 
 inline constexpr uint64_t kRootIno = 1;
 
+// $CKPTFS_CREDENTIAL_FILE, or "" when unset.
+std::string DefaultCredentialFile();
+
 struct ClientOptions {
   // Metadata service address, "host:port".
   std::string meta_address;
+  // The cluster's credential file (common/credential.h; `ckptfs up` makes
+  // <state dir>/credential), presented on every metadata call and data
+  // connection. Defaults to $CKPTFS_CREDENTIAL_FILE. Empty: none (a cluster
+  // that wants one refuses with EACCES).
+  std::string credential_file = DefaultCredentialFile();
   // Deadline of each metadata RPC.
   absl::Duration rpc_timeout = absl::Seconds(30);
   // Deadline of each chunk request to a storage server.

@@ -7,13 +7,15 @@
 #include "absl/strings/str_cat.h"
 #include "client/chunk_request_metrics.h"
 #include "common/crc32c.h"
+#include "common/credential.h"
 #include "common/errno_status.h"
 #include "common/log.h"
 
 namespace ckptfs::client {
 
-DataChunkTransport::DataChunkTransport(MetaClient* meta, absl::Duration timeout)
-    : meta_(meta), timeout_(timeout) {}
+DataChunkTransport::DataChunkTransport(MetaClient* meta, absl::Duration timeout,
+                                       std::string credential)
+    : meta_(meta), timeout_(timeout), credential_(std::move(credential)) {}
 
 absl::Status DataChunkTransport::RefreshServers() {
   auto reply = meta_->ListServers(meta::Empty());
@@ -72,7 +74,11 @@ absl::StatusOr<std::unique_ptr<DataConnection>> DataChunkTransport::Take(uint32_
   }
   auto address = AddressOf(server_id);
   if (!address.ok()) return address.status();
-  return DataConnection::Connect(*address, timeout_);
+  absl::StatusOr<std::unique_ptr<DataConnection>> conn =
+      DataConnection::Connect(*address, timeout_);
+  if (!conn.ok()) return conn;
+  if (absl::Status hello = PresentCredential(**conn, credential_); !hello.ok()) return hello;
+  return conn;
 }
 
 void DataChunkTransport::Return(uint32_t server_id, std::unique_ptr<DataConnection> conn) {

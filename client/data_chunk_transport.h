@@ -22,6 +22,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -39,7 +40,9 @@ class DataChunkTransport : public ChunkTransport {
  public:
   // `meta` (borrowed, must outlive this) answers ListServers; `timeout`
   // bounds each connect and each request.
-  DataChunkTransport(MetaClient* meta, absl::Duration timeout);
+  // `credential`: the cluster's, presented (HELLO) on every new connection;
+  // empty: none.
+  DataChunkTransport(MetaClient* meta, absl::Duration timeout, std::string credential = "");
 
   // Loads the server map now (Client::Connect calls it so that an
   // unreachable service fails the connect, not the first write).
@@ -77,6 +80,7 @@ class DataChunkTransport : public ChunkTransport {
 
   MetaClient* const meta_;
   const absl::Duration timeout_;
+  const std::string credential_;
   absl::Mutex mu_;
   absl::flat_hash_map<uint32_t, Server> servers_ ABSL_GUARDED_BY(mu_);
 };

@@ -36,6 +36,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "common/credential.h"
 #include "common/meta_channel.h"
 #include "common/grpc_status.h"
 
@@ -62,9 +63,11 @@ std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address) {
 
 }  // namespace
 
-GrpcMetaClient::GrpcMetaClient(std::string address, absl::Duration rpc_timeout)
+GrpcMetaClient::GrpcMetaClient(std::string address, absl::Duration rpc_timeout,
+                               std::string credential)
     : address_(std::move(address)),
       rpc_timeout_(rpc_timeout),
+      credential_(std::move(credential)),
       stub_(meta::MetaService::NewStub(MakeChannel(address_))) {}
 
 template <typename Request, typename Reply>
@@ -78,6 +81,7 @@ absl::StatusOr<Reply> GrpcMetaClient::Call(const char* rpc, Retry retry,
   while (true) {
     grpc::ClientContext context;
     context.set_deadline(absl::ToChronoTime(deadline));
+    AttachCredential(context, credential_);
     Reply reply;
     grpc::Status status;
     {

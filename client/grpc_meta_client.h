@@ -7,7 +7,9 @@
 // fail at once (see the comment in grpc_meta_client.cc for which and why).
 // Errors come back with the service's errno (common/grpc_status.h); a
 // transport failure names the RPC and the address and is marked
-// (IsMetaTransportError).
+// (IsMetaTransportError). Every call carries the cluster credential given
+// (common/credential.h); a service that wants another refuses with EACCES
+// saying so, which is not retried.
 //
 // Thread-safety: thread-safe; one channel is shared by all calls.
 #ifndef CKPTFS_CLIENT_GRPC_META_CLIENT_H_
@@ -25,7 +27,8 @@ namespace ckptfs::client {
 class GrpcMetaClient : public MetaClient {
  public:
   // Does not connect yet: the first call does (gRPC channels are lazy).
-  GrpcMetaClient(std::string address, absl::Duration rpc_timeout);
+  // `credential`: the cluster's (common/credential.h); empty: none sent.
+  GrpcMetaClient(std::string address, absl::Duration rpc_timeout, std::string credential = "");
 
   absl::StatusOr<meta::AttrReply> Lookup(const meta::LookupRequest& request) override;
   absl::StatusOr<meta::AttrReply> GetAttr(const meta::InodeRequest& request) override;
@@ -81,6 +84,7 @@ class GrpcMetaClient : public MetaClient {
 
   const std::string address_;
   const absl::Duration rpc_timeout_;
+  const std::string credential_;
   std::unique_ptr<Stub> stub_;
 };
 

@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "client/chunk_request_metrics.h"
 #include "common/crc32c.h"
+#include "common/credential.h"
 #include "common/errno_status.h"
 #include "common/frame.h"
 #include "common/log.h"
@@ -103,8 +104,12 @@ absl::StatusOr<UringChunkTransport::Link> UringChunkTransport::PickLink(uint32_t
       const uint64_t epoch = server.epoch;
       mu_.Unlock();  // no lock across the connect
       absl::StatusOr<UniqueFd> fd = ConnectTcp(address, timeout_);
+      absl::Status hello;
+      if (fd.ok()) {
+        hello = PresentCredential(fd->get(), options_.credential, timeout_, address.ToString());
+      }
       std::shared_ptr<DataConnection> conn;
-      if (fd.ok()) conn = loop_->Adopt(*std::move(fd), address);
+      if (fd.ok() && hello.ok()) conn = loop_->Adopt(*std::move(fd), address);
       mu_.Lock();
       Server& again = servers_[server_id];  // the map may have grown meanwhile
       --again.dialing;
@@ -114,6 +119,7 @@ absl::StatusOr<UringChunkTransport::Link> UringChunkTransport::PickLink(uint32_t
                                    absl::StrCat("storage server ", address.ToString(),
                                                 " unreachable: ", fd.status().message()));
       }
+      if (!hello.ok()) return hello;
       if (!SameAddress(again.address, address)) {
         loop_->Retire(conn);  // the server moved while we dialed
         continue;

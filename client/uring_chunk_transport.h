@@ -31,6 +31,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -50,6 +51,9 @@ class UringChunkTransport : public ChunkTransport {
   struct Options {
     // Connections to each storage server (at least 1).
     int connections_per_server = 2;
+    // The cluster's credential, presented (HELLO) on each connection as it
+    // is dialed, before the loop takes it; empty: none.
+    std::string credential;
     UringDataLoop::Options loop;
   };
 

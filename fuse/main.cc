@@ -6,7 +6,7 @@
 //               [--splice] [--max_background=64] [--write_buffer_mb=2048]
 //               [--max_inflight_chunks=8]
 //               [--fuse_options=allow_other,...] [--log_level=info]
-//               [--metrics_listen=HOST:PORT]
+//               [--metrics_listen=HOST:PORT] [--credential_file=PATH]
 //
 // Order of start-up: connect the Client (exit 1 with a clear message if the
 // metadata service is unreachable), then mount (exit 1 if the mountpoint is
@@ -42,6 +42,7 @@
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "client/client.h"
+#include "common/credential.h"
 #include "common/log.h"
 #include "common/metrics/http_server.h"
 #include "common/net.h"
@@ -63,6 +64,9 @@ ABSL_FLAG(double, attr_timeout_s, 0,
           "seconds the kernel may cache attributes; 0 keeps close-to-open across mounts");
 ABSL_FLAG(double, entry_timeout_s, 0,
           "seconds the kernel may cache name lookups; 0 shows other mounts' renames at once");
+ABSL_FLAG(std::string, credential_file, "",
+          "file (mode 0600) holding the cluster's credential, presented to the metadata "
+          "service and the storage servers; empty: none (a cluster that wants one refuses)");
 ABSL_FLAG(std::string, fuse_options, "",
           "extra mount options, comma-separated (e.g. allow_other)");
 ABSL_FLAG(std::string, log_level, "info", "minimum log severity: debug, info, warning, error");
@@ -222,6 +226,18 @@ int Main(int argc, char** argv) {
     metrics_listener = *std::move(listener);
   }
 
+  // Read before the fork too, so that a bad file fails in the caller's
+  // process with the reason; the Client reads it again.
+  const std::string credential_file = absl::GetFlag(FLAGS_credential_file);
+  if (absl::StatusOr<std::string> credential = LoadCredentialFlag(credential_file);
+      !credential.ok()) {
+    CKPTFS_LOG(kError) << "--credential_file: " << credential.status().message();
+    return kExitFailure;
+  } else if (credential->empty()) {
+    CKPTFS_LOG(kWarning) << "authentication is off: no --credential_file, so a cluster that "
+                            "requires its credential will refuse this mount";
+  }
+
   RaiseOpenFileLimit();
   UniqueFd report;
   if (!absl::GetFlag(FLAGS_foreground)) report = ForkDaemon();
@@ -229,6 +245,7 @@ int Main(int argc, char** argv) {
 
   client::ClientOptions client_options;
   client_options.meta_address = meta;
+  client_options.credential_file = credential_file;
   client_options.write_buffer_budget_bytes = int64_t{write_buffer_mb} << 20;
   client_options.max_inflight_chunks_per_file = max_inflight_chunks;
   absl::StatusOr<std::unique_ptr<client::Client>> client = client::Client::Connect(client_options);

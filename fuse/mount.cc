@@ -19,6 +19,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "common/errno_status.h"
@@ -32,6 +33,15 @@ namespace {
 // kernel checks permission bits against the attributes we return, as in any
 // POSIX filesystem (access(2) included).
 constexpr char kFixedOptions[] = "default_permissions,fsname=ckptfs,subtype=ckptfs";
+
+// Whether a comma-separated option list holds `option` (alone or as
+// option=value).
+bool HasOption(absl::string_view list, absl::string_view option) {
+  for (absl::string_view entry : absl::StrSplit(list, ',')) {
+    if (entry == option || absl::StartsWith(entry, absl::StrCat(option, "="))) return true;
+  }
+  return false;
+}
 
 sigset_t TerminationSignals() {
   sigset_t set;
@@ -151,6 +161,13 @@ absl::StatusOr<std::unique_ptr<Mount>> Mount::Create(std::unique_ptr<Filesystem>
   std::unique_ptr<Mount> mount(new Mount(std::move(fs), canonical));
   std::string mount_options = kFixedOptions;
   if (!options.extra_options.empty()) absl::StrAppend(&mount_options, ",", options.extra_options);
+  // A mount made by root (a shared /checkpoints) is for every user, each
+  // held to the permission bits by default_permissions; without allow_other
+  // the kernel would let nobody but root in. Others need user_allow_other
+  // in /etc/fuse.conf for it, so they ask for it themselves.
+  if (::geteuid() == 0 && !HasOption(options.extra_options, "allow_other")) {
+    absl::StrAppend(&mount_options, ",allow_other");
+  }
   std::vector<std::string> argv_strings = {"ckptfs-fuse", "-o", mount_options};
   if (options.fuse_debug) argv_strings.push_back("-d");
   std::vector<char*> argv;

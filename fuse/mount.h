@@ -33,7 +33,8 @@ struct MountOptions {
   // a handful of waiting ranks stall the whole mount.
   int max_threads = 512;
   // Extra mount options, comma-separated (e.g. "allow_other"), appended to
-  // the fixed ones: default_permissions,fsname=ckptfs,subtype=ckptfs.
+  // the fixed ones: default_permissions,fsname=ckptfs,subtype=ckptfs, and
+  // allow_other when mounted by root.
   std::string extra_options;
   // libfuse's own trace of every request, on stderr.
   bool fuse_debug = false;

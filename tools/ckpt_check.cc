@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/crc32c.h"
+#include "common/credential.h"
 #include "common/errno_status.h"
 #include "common/net.h"
 
@@ -72,6 +73,9 @@ absl::StatusOr<DataConnection*> CheckpointReader::ConnectionTo(uint32_t id) {
                                      dialed.status().message(), ")",
                                      known->second.alive() ? "" : "; it is marked DOWN",
                                      ": check `ckptfs status`"));
+  }
+  if (absl::Status hello = PresentCredential(**dialed, probe_->credential()); !hello.ok()) {
+    return absl::Status(hello.code(), absl::StrCat(DescribeServer(id), ": ", hello.message()));
   }
   conn = *std::move(dialed);
   return conn.get();

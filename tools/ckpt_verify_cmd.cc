@@ -53,7 +53,12 @@ std::optional<Prepared> Prepare(const CommandSpec& spec, const ParsedFlags& flag
     return std::nullopt;
   }
   p.address = *address;
-  p.probe = std::make_unique<MetaProbe>(p.address);
+  absl::StatusOr<std::string> credential = ResolveCredential(flags, dir);
+  if (!credential.ok()) {
+    *exit_status = Failure(spec, std::string(credential.status().message()));
+    return std::nullopt;
+  }
+  p.probe = std::make_unique<MetaProbe>(p.address, *credential);
   p.reader = std::make_unique<CheckpointReader>(p.probe.get(), kTimeout);
   if (absl::Status s = p.reader->Init(); !s.ok()) {
     *exit_status = Failure(spec, absl::StrCat(s.message(), " (check `ckptfs status`)"));
@@ -78,7 +83,7 @@ CommandSpec CkptShowSpec() {
       "over the bytes read (a file's equals `crc32c` of a copy of it), after the\n"
       "server checked its stored CRC32C. --chunks lists each chunk with its server.\n"
       "Exit status 1 if a chunk cannot be read (see `ckptfs ckpt verify`).",
-      {MetaFlag(), StateDirFlag(), {"chunks", "", "also list every chunk"}},
+      {MetaFlag(), StateDirFlag(), CredentialFileFlag(), {"chunks", "", "also list every chunk"}},
       {"DIR"}};
 }
 
@@ -131,7 +136,7 @@ CommandSpec CkptVerifySpec() {
       "with it on disk; the CRC32C of the bytes on the wire is checked here. One\n"
       "line per file: OK with its CRC32C, or BAD naming the chunk, the server and\n"
       "what failed. Exit status 0 if every file is intact, 1 if any is bad.",
-      {MetaFlag(), StateDirFlag()},
+      {MetaFlag(), StateDirFlag(), CredentialFileFlag()},
       {"DIR"}};
 }
 

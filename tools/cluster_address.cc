@@ -2,7 +2,9 @@
 #include "tools/cluster_address.h"
 
 #include <sys/types.h>
+#include <unistd.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -13,6 +15,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "common/credential.h"
 #include "common/meta_channel.h"
 #include "tools/mounts.h"
 #include "tools/state_dir.h"
@@ -56,11 +59,21 @@ FlagSpec MetaFlag() {
           "the metadata service, host:port, or all its metadata servers as A,B"};
 }
 
+FlagSpec CredentialFileFlag() {
+  return {"credential-file", "FILE",
+          "the cluster's credential (default: DIR/credential of --state-dir, or the "
+          "mount's)"};
+}
+
 FlagSpec StateDirFlag() {
   return {"state-dir", "DIR", "read the metadata service's address from DIR/cluster.state"};
 }
 
-absl::StatusOr<std::string> MetaAddressOfMount(const std::string& path) {
+namespace {
+
+// The command line of the ckptfs-fuse process serving the FUSE mount that
+// holds `path`; NotFound as MetaAddressOfMount says.
+absl::StatusOr<std::vector<std::string>> FuseDaemonArgsOfMount(const std::string& path) {
   const std::string absolute = AbsolutePath(path);
   std::optional<std::string> mount = FuseMountHolding(absolute);
   if (!mount) {
@@ -70,17 +83,54 @@ absl::StatusOr<std::string> MetaAddressOfMount(const std::string& path) {
   for (const auto& entry : std::filesystem::directory_iterator("/proc", ec)) {
     pid_t pid = 0;
     if (!absl::SimpleAtoi(entry.path().filename().string(), &pid)) continue;
-    const std::vector<std::string> args = absl::StrSplit(
+    std::vector<std::string> args = absl::StrSplit(
         ReadAll(absl::StrCat("/proc/", pid, "/cmdline")), '\0', absl::SkipEmpty());
     if (args.empty() || !absl::StrContains(args[0], "ckptfs-fuse")) continue;
     std::optional<std::string> mountpoint = FlagValue(args, "mountpoint");
     if (!mountpoint || AbsolutePath(*mountpoint) != *mount) continue;
-    // ckptfs-fuse's default when --meta is not given.
-    return FlagValue(args, "meta").value_or("127.0.0.1:7000");
+    return args;
   }
   return absl::NotFoundError(absl::StrCat(
       "cannot tell which metadata service the mount at ", *mount,
       " uses (no ckptfs-fuse process of this machine serves it); pass --meta ADDR"));
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> ResolveCredential(const ParsedFlags& flags, const std::string& path) {
+  auto load = [](const std::string& file) -> absl::StatusOr<std::string> {
+    absl::StatusOr<std::string> credential = LoadCredential(file);
+    if (!credential.ok()) {
+      return absl::Status(credential.status().code(),
+                          absl::StrCat(credential.status().message(),
+                                       " (pass --credential-file FILE with the cluster's "
+                                       "credential)"));
+    }
+    return credential;
+  };
+  if (flags.Given("credential-file")) return load(flags.Get("credential-file"));
+  if (const char* file = std::getenv(kCredentialFileEnv); file != nullptr && *file != '\0') {
+    return load(file);
+  }
+  if (flags.Given("state-dir")) {
+    absl::StatusOr<StateDir> dir = StateDir::Open(flags.Get("state-dir"), /*create=*/false);
+    if (!dir.ok()) return dir.status();
+    if (::access(dir->CredentialFile().c_str(), F_OK) != 0) return std::string();
+    return load(dir->CredentialFile());
+  }
+  if (flags.Given("meta") || path.empty()) return std::string();
+  absl::StatusOr<std::vector<std::string>> args = FuseDaemonArgsOfMount(path);
+  if (!args.ok()) return std::string();  // ResolveMetaAddress reports it
+  std::optional<std::string> file = FlagValue(*args, "credential_file");
+  if (!file || file->empty()) return std::string();
+  return load(*file);
+}
+
+absl::StatusOr<std::string> MetaAddressOfMount(const std::string& path) {
+  absl::StatusOr<std::vector<std::string>> args = FuseDaemonArgsOfMount(path);
+  if (!args.ok()) return args.status();
+  // ckptfs-fuse's default when --meta is not given.
+  return FlagValue(*args, "meta").value_or("127.0.0.1:7000");
 }
 
 absl::StatusOr<std::string> ResolveMetaAddress(const ParsedFlags& flags,

@@ -1,7 +1,8 @@
 // Which metadata service a `ckptfs` command talks to: --meta ADDR, the
 // cluster recorded in --state-dir DIR, or — for commands given a path on a
 // mount — the service the ckptfs-fuse daemon serving that mount uses
-// (read from the daemon's command line, --meta=ADDR).
+// (read from the daemon's command line, --meta=ADDR). And the credential to
+// present to it, found the same way.
 // Thread-safe: free functions over the file system.
 #ifndef CKPTFS_TOOLS_CLUSTER_ADDRESS_H_
 #define CKPTFS_TOOLS_CLUSTER_ADDRESS_H_
@@ -16,6 +17,7 @@ namespace ckptfs::tools {
 // The flags every command that reaches the service by address declares.
 FlagSpec MetaFlag();
 FlagSpec StateDirFlag();
+FlagSpec CredentialFileFlag();
 
 // The address from --meta or --state-dir (at most one may be given; both:
 // InvalidArgument). When neither is given: the service of the ckptfs mount
@@ -23,6 +25,15 @@ FlagSpec StateDirFlag();
 // pass. Errors name what was looked at and what to do.
 absl::StatusOr<std::string> ResolveMetaAddress(const ParsedFlags& flags,
                                                const std::string& path);
+
+// The cluster credential the command presents (common/credential.h): the
+// file --credential-file names; else $CKPTFS_CREDENTIAL_FILE; else
+// DIR/credential of --state-dir when it
+// exists; else, for a `path` on a mount, the --credential_file of the
+// ckptfs-fuse daemon serving it; else "" (none). A file that cannot be
+// read, or is open to other users, fails with the reason and the flag to
+// use.
+absl::StatusOr<std::string> ResolveCredential(const ParsedFlags& flags, const std::string& path);
 
 // The --meta address of the ckptfs-fuse process serving the FUSE mount that
 // holds `path`. NotFound when `path` is not on a FUSE mount or no process

@@ -10,6 +10,8 @@
 // (tools/local_etcd.h) started first, and two metadata servers run on it:
 // "meta" serves, "meta-standby" waits for the etcd lock and takes over when
 // the first dies; storage servers and the mount are given both ("A,B").
+// The first `up` of a state directory creates its credential (DIR/credential,
+// mode 0600); every daemon and the mount are given it (--credential_file).
 // Runs on main's thread only.
 #include <unistd.h>
 
@@ -23,6 +25,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/credential.h"
 #include "common/meta_channel.h"
 #include "common/errno_status.h"
 #include "common/net.h"
@@ -207,8 +210,10 @@ absl::Status CheckEtcdPorts(const UpConfig& config) {
 
 class ClusterStarter {
  public:
-  ClusterStarter(UpConfig config, StateDir dir)
-      : config_(std::move(config)), dir_(std::move(dir)),
+  // `credential`: the cluster's, read from dir.CredentialFile(); every
+  // daemon and the mount are given that file.
+  ClusterStarter(UpConfig config, StateDir dir, std::string credential)
+      : config_(std::move(config)), dir_(std::move(dir)), credential_(std::move(credential)),
         probe_(nullptr) {
     state_.meta_address = config_.MetaAddresses();
   }
@@ -292,7 +297,8 @@ class ClusterStarter {
 
   // The metadata server's command line listening on `address`.
   std::vector<std::string> MetaArgv(const std::string& address) const {
-    std::vector<std::string> argv = {config_.meta_binary, "--listen=" + address};
+    std::vector<std::string> argv = {config_.meta_binary, "--listen=" + address,
+                                     "--credential_file=" + dir_.CredentialFile()};
     if (config_.on_etcd) {
       argv.push_back("--kv_backend=etcd");
       argv.push_back("--etcd_endpoints=" + config_.etcd.Endpoints());
@@ -362,7 +368,7 @@ class ClusterStarter {
                        if (!PortAcceptsConnections(config_.host, config_.meta_port)) {
                          return false;
                        }
-                       probe_ = std::make_unique<MetaProbe>(config_.MetaAddress());
+                       probe_ = std::make_unique<MetaProbe>(config_.MetaAddress(), credential_);
                      }
                      return probe_->ListServers(absl::Seconds(1)).ok();
                    });
@@ -381,7 +387,8 @@ class ClusterStarter {
       const std::string address = config_.Address(config_.StoragePort(i));
       absl::Status s = Start(absl::StrCat("storage-", i), address, data_dir,
                              {config_.storage_binary, "--listen=" + address,
-                              "--data_dir=" + data_dir, "--meta=" + config_.MetaAddresses()},
+                              "--data_dir=" + data_dir, "--meta=" + config_.MetaAddresses(),
+                              "--credential_file=" + dir_.CredentialFile()},
                              config_.metrics_port == 0 ? 0 : config_.StorageMetricsPort(i));
       if (!s.ok()) return s;
     }
@@ -423,6 +430,7 @@ class ClusterStarter {
     options.fuse_binary = config_.fuse_binary;
     options.meta_address = config_.MetaAddresses();
     options.mountpoint = config_.mountpoint;
+    options.credential_file = dir_.CredentialFile();
     state_.mountpoint = config_.mountpoint;
     if (absl::Status s = Start("fuse", config_.mountpoint, "", FuseArgv(options),
                                config_.metrics_port == 0 ? 0 : config_.FuseMetricsPort());
@@ -481,7 +489,7 @@ class ClusterStarter {
                                          "metadata server dies\n"
                                    : "")
               << "other nodes:  ckptfs mount --meta " << config_.MetaAddresses()
-              << " --mountpoint DIR"
+              << " --credential-file COPY_OF_" << dir_.CredentialFile() << " --mountpoint DIR"
               << (absl::StartsWith(config_.host, "127.") || config_.host == "localhost"
                       ? "  (only this machine reaches " + config_.host +
                             "; start with --host ADDR to serve other nodes)"
@@ -492,6 +500,7 @@ class ClusterStarter {
 
   UpConfig config_;
   StateDir dir_;
+  const std::string credential_;
   // Created once the service accepts connections: a channel that met a
   // refused connection may sit in gRPC's reconnect backoff for seconds.
   std::unique_ptr<MetaProbe> probe_;
@@ -710,8 +719,12 @@ int RunUp(const ParsedFlags& flags) {
   if (absl::Status s = PrepareMountpoint(config.mountpoint); !s.ok()) {
     return Failure(spec, std::string(s.message()));
   }
+  // Made by the first `up` of this state directory and kept: restarts keep
+  // the cluster's credential, and copies given to other nodes stay valid.
+  absl::StatusOr<std::string> credential = LoadOrCreateCredential(dir->CredentialFile());
+  if (!credential.ok()) return Failure(spec, std::string(credential.status().message()));
   InstallInterruptHandler();
-  ClusterStarter starter(std::move(config), std::move(*dir));
+  ClusterStarter starter(std::move(config), std::move(*dir), *std::move(credential));
   return starter.Run();
 }
 

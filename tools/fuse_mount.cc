@@ -19,6 +19,9 @@ std::vector<std::string> FuseArgv(const FuseMountOptions& options) {
                                    "--meta=" + options.meta_address,
                                    "--mountpoint=" + options.mountpoint, "--foreground"};
   if (options.threads > 0) argv.push_back(absl::StrCat("--threads=", options.threads));
+  if (!options.credential_file.empty()) {
+    argv.push_back("--credential_file=" + options.credential_file);
+  }
   return argv;
 }
 

@@ -20,6 +20,7 @@ struct FuseMountOptions {
   std::string meta_address;  // host:port
   std::string mountpoint;    // absolute
   int threads = 0;           // 0: the daemon's default
+  std::string credential_file;  // --credential_file; "" for none
 };
 
 // The command line that runs ckptfs-fuse in the foreground for `options`.

@@ -3,12 +3,16 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <utility>
+
+#include "common/credential.h"
 #include "common/meta_channel.h"
 #include "common/grpc_status.h"
 
 namespace ckptfs::tools {
 
-MetaProbe::MetaProbe(const std::string& address) : address_(address) {
+MetaProbe::MetaProbe(const std::string& address, std::string credential)
+    : address_(address), credential_(std::move(credential)) {
   grpc::ChannelArguments args;
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
   args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
@@ -25,6 +29,7 @@ absl::StatusOr<std::vector<meta::ServerInfo>> MetaProbe::ListServers(
     absl::Duration deadline) {
   grpc::ClientContext context;
   context.set_deadline(absl::ToChronoTime(absl::Now() + deadline));
+  AttachCredential(context, credential_);
   meta::Empty request;
   meta::ListServersReply reply;
   grpc::Status status = stub_->ListServers(&context, request, &reply);
@@ -35,6 +40,7 @@ absl::StatusOr<std::vector<meta::ServerInfo>> MetaProbe::ListServers(
 absl::StatusOr<meta::ClusterStatusReply> MetaProbe::ClusterStatus(absl::Duration deadline) {
   grpc::ClientContext context;
   context.set_deadline(absl::ToChronoTime(absl::Now() + deadline));
+  AttachCredential(context, credential_);
   meta::ClusterStatusRequest request;
   meta::ClusterStatusReply reply;
   grpc::Status status = stub_->ClusterStatus(&context, request, &reply);
@@ -45,6 +51,7 @@ absl::StatusOr<meta::ClusterStatusReply> MetaProbe::ClusterStatus(absl::Duration
 absl::StatusOr<meta::Attr> MetaProbe::GetAttr(uint64_t ino, absl::Duration deadline) {
   grpc::ClientContext context;
   context.set_deadline(absl::ToChronoTime(absl::Now() + deadline));
+  AttachCredential(context, credential_);
   meta::InodeRequest request;
   request.set_ino(ino);
   meta::AttrReply reply;

@@ -4,7 +4,8 @@
 // storage server has registered, by `ckptfs status` (ClusterStatus) and by
 // `ckptfs ckpt show|verify` (GetAttr for a file's layout). The channel uses
 // short reconnect backoffs so a service that comes up a moment later is
-// seen within a fraction of a second. Every call has a deadline.
+// seen within a fraction of a second. Every call has a deadline and carries
+// the cluster credential given (common/credential.h), if any.
 // Thread-safe (gRPC stubs are).
 #ifndef CKPTFS_TOOLS_META_PROBE_H_
 #define CKPTFS_TOOLS_META_PROBE_H_
@@ -23,7 +24,8 @@ class MetaProbe {
  public:
   // `address` is host:port of the metadata service, or every metadata
   // server as "A,B,..." (common/meta_channel.h). Connects lazily.
-  explicit MetaProbe(const std::string& address);
+  // `credential`: the cluster's; empty: none sent.
+  explicit MetaProbe(const std::string& address, std::string credential = "");
 
   // ListServers with the given deadline; the service's error (or
   // UNAVAILABLE while nobody listens) otherwise.
@@ -37,9 +39,13 @@ class MetaProbe {
   absl::StatusOr<meta::Attr> GetAttr(uint64_t ino, absl::Duration deadline);
 
   const std::string& address() const { return address_; }
+  // The credential the calls carry (also for the data connections of
+  // tools that read chunks, ckpt_check.h).
+  const std::string& credential() const { return credential_; }
 
  private:
   std::string address_;
+  std::string credential_;
   std::unique_ptr<meta::MetaService::Stub> stub_;
 };
 

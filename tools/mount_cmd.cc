@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
+#include "common/credential.h"
 #include "common/meta_channel.h"
 #include "tools/commands.h"
 #include "tools/daemon_binaries.h"
@@ -43,6 +44,8 @@ CommandSpec MountSpec() {
            "the metadata service, host:port, or all its metadata servers as A,B", "", true},
           {"mountpoint", "DIR", "where to mount (created if missing)", "", true},
           {"threads", "N", "FUSE worker threads (default: the daemon's)"},
+          {"credential-file", "FILE",
+           "the cluster's credential, passed to the daemon (--credential_file)"},
           {"log-file", "FILE", "the FUSE daemon's log (default /tmp/ckptfs-fuse<mountpoint>.log)"},
           {"timeout-s", "SECONDS", "how long to wait for the mount", "30"},
       }};
@@ -70,8 +73,16 @@ int RunMount(const ParsedFlags& flags) {
   if (!binary.ok()) return Failure(spec, std::string(binary.status().message()));
   options.fuse_binary = *binary;
 
+  std::string credential;
+  if (flags.Given("credential-file")) {
+    options.credential_file = AbsolutePath(flags.Get("credential-file"));
+    absl::StatusOr<std::string> loaded = LoadCredential(options.credential_file);
+    if (!loaded.ok()) return Failure(spec, std::string(loaded.status().message()));
+    credential = *loaded;
+  }
+
   // Fail fast, with the service's own words, when it is not reachable.
-  MetaProbe probe(options.meta_address);
+  MetaProbe probe(options.meta_address, credential);
   if (absl::StatusOr<std::vector<meta::ServerInfo>> servers =
           probe.ListServers(absl::Seconds(5));
       !servers.ok()) {

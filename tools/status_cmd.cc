@@ -111,6 +111,7 @@ CommandSpec StatusSpec() {
       {
           MetaFlag(),
           StateDirFlag(),
+          CredentialFileFlag(),
           {"json", "", "print one JSON object (protobuf JSON mapping) instead of tables"},
       }};
 }
@@ -122,7 +123,9 @@ int RunStatus(const ParsedFlags& flags) {
   }
   absl::StatusOr<std::string> address = ResolveMetaAddress(flags, "");
   if (!address.ok()) return Failure(spec, std::string(address.status().message()));
-  MetaProbe probe(*address);
+  absl::StatusOr<std::string> credential = ResolveCredential(flags, "");
+  if (!credential.ok()) return Failure(spec, std::string(credential.status().message()));
+  MetaProbe probe(*address, *credential);
   absl::StatusOr<meta::ClusterStatusReply> status = probe.ClusterStatus(kDeadline);
   if (!status.ok() && status.status().code() == absl::StatusCode::kUnimplemented) {
     // An older service: the servers are all it can tell.

@@ -28,6 +28,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "common/credential.h"
 #include "common/errno_status.h"
 #include "common/log.h"
 #include "common/metrics/http_server.h"
@@ -64,6 +65,10 @@ ABSL_FLAG(int64_t, commit_timeout_s, 600,
           "the other ranks before it aborts (ETIMEDOUT), unless the declaration or "
           "user.ckptfs.commit_timeout_s of the checkpoint or its parent says otherwise");
 ABSL_FLAG(std::string, log_level, "info", "debug, info, warning or error");
+ABSL_FLAG(std::string, credential_file, "",
+          "file (mode 0600) holding the cluster's credential, which every RPC must carry "
+          "and which this service presents to storage servers; empty: serve anyone "
+          "(authentication off)");
 ABSL_FLAG(std::string, metrics_listen, "",
           "host:port to serve Prometheus metrics on (GET /metrics); empty: no metrics server");
 
@@ -92,6 +97,18 @@ int Main() {
   MetaServer::Options options;
   options.listen = absl::GetFlag(FLAGS_listen);
   options.data_dir = absl::GetFlag(FLAGS_data_dir);
+  absl::StatusOr<std::string> credential =
+      LoadCredentialFlag(absl::GetFlag(FLAGS_credential_file));
+  if (!credential.ok()) {
+    CKPTFS_LOG(kError) << "--credential_file: " << credential.status().message();
+    return kExitFailure;
+  }
+  if (credential->empty()) {
+    CKPTFS_LOG(kWarning) << "authentication is off: any client that reaches this service "
+                            "can read and change the namespace (give --credential_file to "
+                            "require the cluster's credential)";
+  }
+  options.credential = *credential;
   const std::string backend = absl::GetFlag(FLAGS_kv_backend);
   if (backend != "rocksdb" && backend != "etcd") {
     CKPTFS_LOG(kError) << "--kv_backend must be rocksdb or etcd, not \"" << backend << "\"";

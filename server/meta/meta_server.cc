@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
+#include "common/credential.h"
 #include "common/errno_status.h"
 #include "common/metrics/grpc_server_metrics.h"
 #include "common/net.h"
@@ -152,7 +153,15 @@ absl::StatusOr<std::unique_ptr<MetaServer>> MetaServer::Start(const Options& opt
   grpc::ServerBuilder builder;
   builder.AddListeningPort(options.listen, grpc::InsecureServerCredentials(), &server->port_);
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
-  builder.RegisterService(server->service_.get());
+  if (options.credential.empty()) {
+    builder.RegisterService(server->service_.get());
+  } else {
+    server->authenticated_ =
+        std::make_unique<AuthenticatedMetaService>(server->service_.get(), options.credential);
+    builder.RegisterService(server->authenticated_.get());
+  }
+  // The SYNC and TRIM connections this process dials present it too.
+  SetProcessCredential(options.credential);
   metrics::RpcMetricsFactory::Install(builder, &metrics::Registry::Default(), "ckptfs_meta",
                                       {google::protobuf::DescriptorPool::generated_pool()
                                            ->FindServiceByName(MetaService::service_full_name())});

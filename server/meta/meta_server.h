@@ -28,6 +28,7 @@
 #include "server/meta/checkpoint/committer.h"
 #include "server/meta/checkpoint/coordinator.h"
 #include "server/meta/clock.h"
+#include "server/meta/credential_check.h"
 #include "server/meta/membership.h"
 #include "server/meta/meta_service.h"
 #include "server/meta/namespace.h"
@@ -53,6 +54,10 @@ class MetaServer {
     // Bounds each storage server's SYNC at a checkpoint commit.
     absl::Duration commit_sync_timeout = absl::Seconds(120);
     Clock* clock = Clock::Real();   // borrowed
+    // The cluster credential (common/credential.h): every RPC must carry it
+    // (credential_check.h), and the service presents it on the data
+    // connections it dials (commit SYNC, orphan TRIM). Empty: no checks.
+    std::string credential;
   };
 
   // Opens the store — `store` when given (e.g. an EtcdKvStore), else the
@@ -93,6 +98,7 @@ class MetaServer {
   std::unique_ptr<Committer> committer_;
   std::unique_ptr<CheckpointCoordinator> checkpoints_;
   std::unique_ptr<MetaServiceImpl> service_;
+  std::unique_ptr<AuthenticatedMetaService> authenticated_;  // with a credential
   std::unique_ptr<grpc::Server> server_;
   std::string address_;
   int port_ = 0;

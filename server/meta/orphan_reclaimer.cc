@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "common/credential.h"
 #include "common/data_connection.h"
 #include "common/errno_status.h"
 #include "common/log.h"
@@ -73,6 +74,9 @@ absl::StatusOr<DataConnection*> OrphanReclaimer::ConnectionTo(uint32_t server_id
   absl::StatusOr<std::unique_ptr<DataConnection>> dialed =
       DataConnection::Connect(*address, options_.io_timeout);
   if (!dialed.ok()) return dialed.status();
+  if (absl::Status hello = PresentCredential(**dialed, ProcessCredential()); !hello.ok()) {
+    return hello;
+  }
   connection = *std::move(dialed);
   return connection.get();
 }

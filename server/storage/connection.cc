@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/credential.h"
 #include "common/errno_status.h"
 #include "common/log.h"
 #include "common/metrics/metrics.h"
@@ -48,7 +49,11 @@ std::string ReplyHead(data::ResponseHeader header, size_t payload_len) {
 }  // namespace
 
 Connection::Connection(UniqueFd socket, std::string peer, EventLoop& loop, bool served)
-    : socket_(std::move(socket)), peer_(std::move(peer)), loop_(loop), served_(served) {}
+    : socket_(std::move(socket)),
+      peer_(std::move(peer)),
+      loop_(loop),
+      served_(served),
+      authenticated_(loop.options().credential.empty()) {}
 
 Connection::~Connection() {
   // Requests still held by zero-copy sends are gone with their notifications.
@@ -203,6 +208,10 @@ void Connection::OnHeader() {
     return;
   }
   if (header_bytes_.capacity() > kKeepHeaderBytes) std::string().swap(header_bytes_);
+  if ((!authenticated_ || request->header.op() == data::HELLO) &&
+      !Authenticate(request->header)) {
+    return;
+  }
   request_ = std::move(request);
   // One lease per request: the payload (a WRITE's; other ops drop theirs)
   // then a READ's chunk buffer.
@@ -276,7 +285,42 @@ metrics::Gauge& RequestsInFlight() {
 
 }  // namespace
 
+bool Connection::Authenticate(const data::RequestHeader& header) {
+  const std::string& expected = loop_.options().credential;
+  std::string why;
+  if (header.op() != data::HELLO) {
+    why = "no credential presented (the connection did not open with HELLO)";
+  } else if (expected.empty() || CredentialMatches(header.credential(), expected)) {
+    authenticated_ = true;
+    return true;
+  } else {
+    why = header.credential().empty() ? "an empty credential presented"
+                                      : "the credential presented is not this cluster's";
+  }
+  CKPTFS_LOG(kWarning) << "refused a data connection from " << peer_ << ": " << why;
+  Fail(ErrnoStatus(EACCES, absl::StrCat("this storage server wants the cluster's credential: ",
+                                        why, "; give the client --credential_file=PATH of the "
+                                        "cluster's credential file (`ckptfs up` makes "
+                                        "<state dir>/credential)")),
+       /*logged=*/true);
+  return false;
+}
+
+void Connection::AnswerHello() {
+  std::unique_ptr<Request> hello = std::move(request_);
+  data::ResponseHeader reply;
+  reply.set_request_id(hello->header.request_id());
+  hello->head = ReplyHead(reply, 0);
+  out_.push_back(std::move(hello));
+  StartSend();
+}
+
 void Connection::Dispatch() {
+  if (request_->header.op() == data::HELLO) {
+    AnswerHello();
+    NextFrame();
+    return;
+  }
   request_->connection = this;
   request_->sink = &loop_;
   request_->counted = true;
@@ -453,9 +497,9 @@ void Connection::Retire(std::unique_ptr<Request> request) {
   if (request->zc_refs > 0) zero_copy_held_.push_back(std::move(request));
 }
 
-void Connection::Fail(const absl::Status& status) {
+void Connection::Fail(const absl::Status& status, bool logged) {
   if (closed_ || phase_ == Phase::kErrorSent || phase_ == Phase::kLinger) return;
-  if (served_) {
+  if (served_ && !logged) {
     CKPTFS_LOG(kInfo) << "connection from " << peer_ << " closed: " << status.message();
   }
   phase_ = Phase::kErrorSent;

@@ -25,6 +25,13 @@
 // finish, their replies are dropped, and the connection's buffers return to
 // the pool. Nothing a peer sends affects other connections.
 //
+// Authentication: when the loop has a credential, the first frame must be a
+// HELLO carrying it (proto/data.proto). Anything else, or a wrong one, gets
+// one error frame (EACCES, saying which flag to give the client) and the
+// lingering close, and one warning naming the peer; a right one is answered
+// at once (no disk) and the connection goes on as usual. HELLO is answered
+// on every connection, with or without a credential.
+//
 // Ownership: owned by its EventLoop, which destroys it once Finished().
 // Thread-safety: loop thread only.
 #ifndef CKPTFS_SERVER_STORAGE_CONNECTION_H_
@@ -117,7 +124,13 @@ class Connection {
   void Dispatch();
   void NextFrame();
   // Sends `status` as an error frame with request_id 0 and closes after it.
-  void Fail(const absl::Status& status);
+  // `logged`: the caller already logged why.
+  void Fail(const absl::Status& status, bool logged = false);
+  // The credential check of a request received before the connection was
+  // authenticated; false if it refused the connection (Fail done).
+  bool Authenticate(const data::RequestHeader& header);
+  // Answers a HELLO (already checked) without the disk workers.
+  void AnswerHello();
   // Drops replies not yet started (the stream is ending).
   void DropUnsentReplies();
   // Retires requests whose replies were sent completely.
@@ -145,6 +158,8 @@ class Connection {
   uint64_t ticket_ = 0;
   bool grant_pending_ = false;
   size_t in_flight_ = 0;  // requests received whose replies are not sent
+  // A HELLO with the loop's credential came (or the loop has none).
+  bool authenticated_ = false;
 
   // The frame being received.
   char prefix_[kFramePrefixSize];

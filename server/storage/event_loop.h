@@ -56,6 +56,9 @@ class EventLoop : public RequestSink {
     // readiness. Costs a round trip per wait; tests use it to drive the
     // EAGAIN path, which io_uring otherwise hides by polling.
     bool nonblocking_sockets = false;
+    // The cluster credential every connection must open with (HELLO);
+    // empty: connections are served without one.
+    std::string credential;
   };
 
   // What the loops of one server share; outlives them.

@@ -21,6 +21,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "common/credential.h"
 #include "common/errno_status.h"
 #include "common/log.h"
 #include "common/metrics/http_server.h"
@@ -51,6 +52,10 @@ ABSL_FLAG(int, net_threads, 2, "network event-loop threads, each with its own io
 ABSL_FLAG(int, disk_threads, 8, "disk worker threads, each with its own io_uring");
 ABSL_FLAG(std::string, metrics_listen, "",
           "host:port to serve Prometheus metrics on (GET /metrics); empty: no metrics server");
+ABSL_FLAG(std::string, credential_file, "",
+          "file (mode 0600) holding the cluster's credential, which every data connection "
+          "must present and which this server presents to the metadata service; empty: "
+          "serve anyone (authentication off)");
 ABSL_FLAG(bool, zero_copy_send, false,
           "send READ replies with IORING_OP_SENDMSG_ZC (measured slower on loopback)");
 
@@ -91,6 +96,16 @@ int Main() {
     if (auto parsed = ParseHostPort(advertise); !parsed.ok()) {
       return Fail(kExitConfig, absl::StrCat("--advertise: ", parsed.status().message()));
     }
+  }
+  absl::StatusOr<std::string> credential =
+      LoadCredentialFlag(absl::GetFlag(FLAGS_credential_file));
+  if (!credential.ok()) {
+    return Fail(kExitConfig, absl::StrCat("--credential_file: ", credential.status().message()));
+  }
+  if (credential->empty()) {
+    CKPTFS_LOG(kWarning) << "authentication is off: any client that reaches this server can "
+                            "read and write its chunks (give --credential_file to require the "
+                            "cluster's credential)";
   }
   const int heartbeat_s = absl::GetFlag(FLAGS_heartbeat_interval_s);
   if (heartbeat_s <= 0) return Fail(kExitConfig, "--heartbeat_interval_s must be positive");
@@ -164,6 +179,7 @@ int Main() {
   server_options.net_threads = static_cast<size_t>(net_threads);
   server_options.disk_threads = static_cast<size_t>(disk_threads);
   server_options.zero_copy_send = absl::GetFlag(FLAGS_zero_copy_send);
+  server_options.credential = *credential;
   auto server = Server::Start(**store, *listen, server_options);
   if (!server.ok()) {
     const bool busy = ErrnoFromStatus(server.status()) == EADDRINUSE;
@@ -191,6 +207,7 @@ int Main() {
     options.meta_address = meta;
     options.data_address = address;
     options.uuid = *uuid;
+    options.credential = *credential;
     options.heartbeat_interval = absl::Seconds(heartbeat_s);
     options.on_registered = [address](uint32_t id) {
       CKPTFS_LOG(kInfo) << "serving on " << address << " as server " << id;

@@ -10,6 +10,7 @@
 #include "absl/time/clock.h"
 #include "common/meta_channel.h"
 #include "common/errno_status.h"
+#include "common/credential.h"
 #include "common/grpc_status.h"
 #include "common/log.h"
 
@@ -68,6 +69,7 @@ absl::StatusOr<uint32_t> Registration::Register() {
   meta::RegisterServerReply reply;
   grpc::ClientContext context;
   context.set_deadline(absl::ToChronoTime(absl::Now() + options_.rpc_deadline));
+  AttachCredential(context, options_.credential);
   const grpc::Status status = stub_->RegisterServer(&context, request, &reply);
   if (!status.ok()) return FromGrpcStatus(status, "RegisterServer");
   return reply.server_id();
@@ -90,6 +92,7 @@ absl::Status Registration::Heartbeat(uint32_t server_id) {
   meta::Empty reply;
   grpc::ClientContext context;
   context.set_deadline(absl::ToChronoTime(absl::Now() + options_.rpc_deadline));
+  AttachCredential(context, options_.credential);
   return FromGrpcStatus(stub_->Heartbeat(&context, request, &reply), "Heartbeat");
 }
 

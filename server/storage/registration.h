@@ -37,6 +37,8 @@ class Registration {
     std::string meta_address;
     std::string data_address;        // host:port clients dial for data
     std::string uuid;                // from the data directory
+    // The cluster credential, sent with every call; empty: none.
+    std::string credential;
     absl::Duration heartbeat_interval = absl::Seconds(2);
     absl::Duration rpc_deadline = absl::Seconds(5);
     absl::Duration max_backoff = absl::Seconds(5);

@@ -40,6 +40,7 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(ChunkStore& store,
   loop_options.stall_timeout = options.stall_timeout;
   loop_options.max_in_flight = options.max_requests_per_connection;
   loop_options.nonblocking_sockets = options.nonblocking_sockets;
+  loop_options.credential = options.credential;
   const EventLoop::Shared shared{server->pool_.get(), server->disk_.get(),
                                  &server->connections_};
   for (size_t i = 0; i < options.net_threads; ++i) {

@@ -7,7 +7,8 @@
 //
 // The first loop accepts and spreads new connections over all loops, round
 // robin. Over max_connections, a new connection is told EAGAIN (an error
-// frame) and closed.
+// frame) and closed. With a credential, a connection that does not open
+// with a HELLO carrying it is told EACCES and closed (connection.h).
 //
 // Usable in-process: Start() on 127.0.0.1:0 and ask port(); Stop() closes
 // the listener and every connection, waits for requests in flight on disk,
@@ -72,6 +73,9 @@ class Server {
     size_t max_requests_per_connection = 256;
     // See EventLoop::Options::nonblocking_sockets (tests of EAGAIN).
     bool nonblocking_sockets = false;
+    // The cluster credential (common/credential.h) each connection must
+    // present in a HELLO before anything else; empty: anyone is served.
+    std::string credential;
   };
 
   // Sums over the loops, for tests and measurements.

@@ -2,7 +2,9 @@
 // oversized length and an unknown op sent to a storage server, and garbage
 // sent to the metadata service (a request that does not parse, and bytes
 // that are not HTTP/2 at all), each get an error, and the servers go on
-// serving everyone else.
+// serving everyone else. The cluster requires its credential (LocalCluster's
+// default): every connection and call here presents it, so what is refused
+// is the input, not the caller (tests/auth checks the refusals of callers).
 #include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/grpcpp.h>
 #include <sys/socket.h>
@@ -12,6 +14,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "common/credential.h"
 #include "common/data_connection.h"
 #include "common/errno_status.h"
 #include "common/frame.h"
@@ -41,6 +44,7 @@ class BadInputTest : public ::testing::Test {
   void ExpectStorageServes() {
     auto conn = DataConnection::Connect(StorageAddr(), absl::Seconds(5));
     ASSERT_TRUE(conn.ok()) << conn.status();
+    ASSERT_TRUE(PresentCredential(**conn, cluster_->credential()).ok());
     data::RequestHeader ping;
     ping.set_op(data::PING);
     auto reply = (*conn)->Call(ping, nullptr, 0, nullptr, 0);
@@ -87,6 +91,7 @@ TEST_F(BadInputTest, OversizedFrameLengthGetsAnErrorAndTheServerGoesOn) {
 TEST_F(BadInputTest, UnknownOpAndBadChecksumAreRefusedOnALiveConnection) {
   auto conn = DataConnection::Connect(StorageAddr(), absl::Seconds(5));
   ASSERT_TRUE(conn.ok());
+  ASSERT_TRUE(PresentCredential(**conn, cluster_->credential()).ok());
   data::RequestHeader unknown;
   unknown.set_op(static_cast<data::Op>(99));
   EXPECT_FALSE((*conn)->Call(unknown, nullptr, 0, nullptr, 0).ok());
@@ -115,6 +120,7 @@ TEST_F(BadInputTest, GarbageGrpcRequestGetsAnErrorAndTheServiceGoesOn) {
   grpc::ByteBuffer response;
   grpc::ClientContext ctx;
   ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  AttachCredential(ctx, cluster_->credential());
   std::promise<grpc::Status> done;
   generic.UnaryCall(&ctx, "/ckptfs.meta.MetaService/Lookup", grpc::StubOptions(), &request,
                     &response, [&](grpc::Status s) { done.set_value(s); });
@@ -124,6 +130,7 @@ TEST_F(BadInputTest, GarbageGrpcRequestGetsAnErrorAndTheServiceGoesOn) {
   // A request naming no method at all.
   grpc::ClientContext ctx2;
   ctx2.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  AttachCredential(ctx2, cluster_->credential());
   std::promise<grpc::Status> done2;
   generic.UnaryCall(&ctx2, "/ckptfs.meta.MetaService/NoSuchCall", grpc::StubOptions(), &request,
                     &response, [&](grpc::Status s) { done2.set_value(s); });
@@ -140,6 +147,7 @@ TEST_F(BadInputTest, GarbageGrpcRequestGetsAnErrorAndTheServiceGoesOn) {
   auto stub = meta::MetaService::NewStub(channel);
   {
     grpc::ClientContext c;
+    AttachCredential(c, cluster_->credential());
     meta::InodeRequest req;
     req.set_ino(0xfffffffffull);
     meta::AttrReply reply;
@@ -149,6 +157,7 @@ TEST_F(BadInputTest, GarbageGrpcRequestGetsAnErrorAndTheServiceGoesOn) {
   }
   {
     grpc::ClientContext c;
+    AttachCredential(c, cluster_->credential());
     meta::MkdirRequest req;
     req.set_parent(1);
     req.set_name(std::string(300, 'n'));
@@ -159,6 +168,7 @@ TEST_F(BadInputTest, GarbageGrpcRequestGetsAnErrorAndTheServiceGoesOn) {
   // The service still answers.
   grpc::ClientContext ok_ctx;
   ok_ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  AttachCredential(ok_ctx, cluster_->credential());
   meta::InodeRequest root;
   root.set_ino(1);
   meta::AttrReply attr;

@@ -9,15 +9,18 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <filesystem>
 #include <functional>
 #include <fstream>
 #include <sstream>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
+#include "common/credential.h"
 #include "common/errno_status.h"
 #include "common/net.h"
 #include "proto/meta.grpc.pb.h"
@@ -121,6 +124,17 @@ absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Start(LocalClusterOp
   auto root = MakeTempDir("ckptfs-it-");
   if (!root.ok()) return root.status();
   cluster->root_ = *root;
+  if (cluster->options_.credential) {
+    cluster->credential_file_ = *root + "/credential";
+    absl::StatusOr<std::string> secret = CreateCredential(cluster->credential_file_);
+    if (!secret.ok()) return secret.status();
+    cluster->credential_ = *secret;
+    if (const char* previous = std::getenv(kCredentialFileEnv)) {
+      cluster->previous_env_ = previous;
+    }
+    ::setenv(kCredentialFileEnv, cluster->credential_file_.c_str(), 1);
+    cluster->env_set_ = true;
+  }
   auto meta_port = PickFreePort();
   if (!meta_port.ok()) return meta_port.status();
   cluster->meta_port_ = *meta_port;
@@ -153,6 +167,13 @@ LocalCluster::~LocalCluster() {
     if (s) s->Stop(SIGKILL, absl::Seconds(5));
   }
   if (meta_) meta_->Stop(SIGKILL, absl::Seconds(5));
+  if (env_set_) {
+    if (previous_env_.has_value()) {
+      ::setenv(kCredentialFileEnv, previous_env_->c_str(), 1);
+    } else {
+      ::unsetenv(kCredentialFileEnv);
+    }
+  }
   if (!root_.empty() && std::getenv("CKPTFS_KEEP_TEST_DIR") == nullptr) RemoveTree(root_);
 }
 
@@ -173,6 +194,7 @@ absl::Status LocalCluster::StartMeta() {
   ::mkdir(dir.c_str(), 0755);
   std::vector<std::string> argv = {BinDir() + "/ckptfs-meta", "--listen=" + meta_address(),
                                    "--data_dir=" + dir};
+  if (!credential_file_.empty()) argv.push_back("--credential_file=" + credential_file_);
   for (const auto& f : options_.meta_flags) argv.push_back(f);
   auto child = ChildProcess::Start(argv, absl::StrCat(root_, "/meta.log"));
   if (!child.ok()) return child.status();
@@ -198,10 +220,11 @@ absl::Status LocalCluster::StopMeta(int signal) {
 absl::Status LocalCluster::StartStorage(int i) {
   const std::string dir = storage_dir(i);
   ::mkdir(dir.c_str(), 0755);
-  auto child = ChildProcess::Start(
-      {BinDir() + "/ckptfs-storage", "--listen=" + storage_address(i), "--data_dir=" + dir,
-       "--meta=" + meta_address(), "--heartbeat_interval_s=1"},
-      absl::StrCat(root_, "/storage-", i, ".log"));
+  std::vector<std::string> argv = {BinDir() + "/ckptfs-storage", "--listen=" + storage_address(i),
+                                   "--data_dir=" + dir, "--meta=" + meta_address(),
+                                   "--heartbeat_interval_s=1"};
+  if (!credential_file_.empty()) argv.push_back("--credential_file=" + credential_file_);
+  auto child = ChildProcess::Start(argv, absl::StrCat(root_, "/storage-", i, ".log"));
   if (!child.ok()) return child.status();
   storage_[i] = *std::move(child);
   // Wait until it listens: a server killed a moment ago still counts as
@@ -234,6 +257,7 @@ absl::Status LocalCluster::WaitServersAlive(int n, absl::Duration timeout) {
   absl::Status s = WaitUntil(timeout, absl::StrCat(n, " storage servers to be alive"), [&] {
     grpc::ClientContext ctx;
     ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(2));
+    AttachCredential(ctx, credential_);
     meta::Empty req;
     meta::ListServersReply reply;
     if (!stub->ListServers(&ctx, req, &reply).ok()) return false;
@@ -251,6 +275,13 @@ absl::StatusOr<std::string> LocalCluster::Mount(const std::string& name,
   ::mkdir(mountpoint.c_str(), 0755);
   std::vector<std::string> argv = {BinDir() + "/ckptfs-fuse", "--meta=" + meta_address(),
                                    "--mountpoint=" + mountpoint, "--foreground"};
+  const bool own_credential =
+      std::any_of(extra_flags.begin(), extra_flags.end(), [](const std::string& f) {
+        return absl::StartsWith(f, "--credential_file=");
+      });
+  if (!credential_file_.empty() && !own_credential) {
+    argv.push_back("--credential_file=" + credential_file_);
+  }
   for (auto& f : extra_flags) argv.push_back(std::move(f));
   auto child = ChildProcess::Start(argv, absl::StrCat(root_, "/fuse-", name, ".log"));
   if (!child.ok()) return child.status();

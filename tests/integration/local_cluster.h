@@ -8,6 +8,14 @@
 // picked free at start. Executables come from CKPTFS_BIN_DIR (the build's
 // bin/, set by CMake).
 //
+// Authentication is on by default, as `ckptfs up` has it: the cluster makes
+// a credential (root()/credential, mode 0600) and gives it to every daemon
+// and mount (--credential_file), and exports its path as
+// CKPTFS_CREDENTIAL_FILE (restored when the cluster goes) so that the
+// test's own Clients (ClientOptions' default) and the `ckptfs` tools it runs
+// present it too. Raw gRPC stubs add credential() to their calls
+// (AttachCredential, common/credential.h).
+//
 // Thread-safety: not thread-safe; owned by one test.
 #ifndef CKPTFS_TESTS_INTEGRATION_LOCAL_CLUSTER_H_
 #define CKPTFS_TESTS_INTEGRATION_LOCAL_CLUSTER_H_
@@ -15,6 +23,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -49,6 +58,9 @@ struct LocalClusterOptions {
   int storage_servers = 4;
   // Extra flags for every ckptfs-meta start, e.g. {"--orphan_grace_s=1"}.
   std::vector<std::string> meta_flags;
+  // Create a credential and require it everywhere (see above); false: every
+  // daemon serves anyone.
+  bool credential = true;
 };
 
 class LocalCluster {
@@ -63,6 +75,9 @@ class LocalCluster {
 
   const std::string& root() const { return root_; }
   std::string meta_address() const;
+  // The credential file and its secret; "" when options.credential is off.
+  const std::string& credential_file() const { return credential_file_; }
+  const std::string& credential() const { return credential_; }
   std::string storage_address(int i) const;
   int storage_servers() const { return options_.storage_servers; }
   // The data directory of storage server i (its chunks are files
@@ -75,6 +90,8 @@ class LocalCluster {
 
   // Mounts the cluster at root()/<name> (a ckptfs-fuse in the foreground,
   // owned here) and waits until the mount is live. Returns the mountpoint.
+  // The mount gets the cluster's credential unless `extra_flags` has a
+  // --credential_file of its own ("--credential_file=" for none).
   absl::StatusOr<std::string> Mount(const std::string& name,
                                     std::vector<std::string> extra_flags = {});
   // Unmounts and stops the mount's daemon.
@@ -96,6 +113,11 @@ class LocalCluster {
 
   LocalClusterOptions options_;
   std::string root_;
+  std::string credential_file_;
+  std::string credential_;
+  // CKPTFS_CREDENTIAL_FILE before Start set it (restored by the destructor).
+  std::optional<std::string> previous_env_;
+  bool env_set_ = false;
   uint16_t meta_port_ = 0;
   std::vector<uint16_t> storage_ports_;
   std::unique_ptr<ChildProcess> meta_;

@@ -24,7 +24,7 @@ struct CkptfsOption {
 
 // The ckptfs-fuse flags a mount may set (fuse/main.cc). Values are checked
 // by ckptfs-fuse itself, which names the flag in its error.
-constexpr std::array<CkptfsOption, 13> kCkptfsOptions = {{
+constexpr std::array<CkptfsOption, 14> kCkptfsOptions = {{
     {"threads", ValueKind::kValue},
     {"max_threads", ValueKind::kValue},
     {"attr_timeout_s", ValueKind::kValue},
@@ -38,6 +38,7 @@ constexpr std::array<CkptfsOption, 13> kCkptfsOptions = {{
     {"max_inflight_chunks", ValueKind::kValue},
     {"read_ahead_kb", ValueKind::kValue},
     {"metrics_listen", ValueKind::kValue},
+    {"credential_file", ValueKind::kValue},
 }};
 
 // Options meant for mount(8), fstab or systemd, and options every ckptfs

@@ -6,7 +6,8 @@
 //   mount.fuse.ckptfs SOURCE MOUNTPOINT [-sfnv] [-o OPTIONS] [-t TYPE]
 // OPTIONS is one comma-separated list mixing
 //   - ckptfs options, which become ckptfs-fuse flags: `threads=32` ->
-//     `--threads=32`, a bare boolean `splice` -> `--splice=true`;
+//     `--threads=32`, a bare boolean `splice` -> `--splice=true`,
+//     `credential_file=/etc/ckptfs/credential` -> `--credential_file=...`;
 //   - `config=FILE` (a flag file, see tools/config/fuse.conf) and `log=FILE`
 //     (the daemon's log);
 //   - fstab/mount(8)-only options, which are dropped (defaults, auto, noauto,

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "common/credential.h"
 #include "common/data_connection.h"
 #include "common/errno_status.h"
 #include "common/net.h"
@@ -23,6 +24,9 @@ absl::Status SyncOne(Membership& membership, uint32_t id, absl::Duration timeout
   absl::StatusOr<std::unique_ptr<DataConnection>> connection =
       DataConnection::Connect(*address, timeout);
   if (!connection.ok()) return connection.status();
+  if (absl::Status hello = PresentCredential(**connection, ProcessCredential()); !hello.ok()) {
+    return hello;
+  }
   data::RequestHeader sync;
   sync.set_op(data::SYNC);
   sync.set_whole_store(true);
