@@ -174,7 +174,13 @@ TEST_F(OpsClusterTest, StatusShowsServersClientsAndPendingCheckpoint) {
   EXPECT_TRUE(Contains(text, "step-1")) << text;
   EXPECT_TRUE(Contains(text, "1/2 arrived")) << text;
 
-  r = RunCli({"status", "--meta", absl::StrCat("127.0.0.1:", base_), "--json"});
+  // By address the credential must be given (`up` made it in the state dir);
+  // without it the service refuses and says what to pass.
+  r = RunCli({"status", "--meta", absl::StrCat("127.0.0.1:", base_)});
+  EXPECT_EQ(r.exit_status, 1) << r.output;
+  EXPECT_TRUE(Contains(r.output, "--credential_file")) << r.output;
+  r = RunCli({"status", "--meta", absl::StrCat("127.0.0.1:", base_), "--json",
+              "--credential-file", state_ + "/credential"});
   ASSERT_EQ(r.exit_status, 0) << r.output;
   const size_t open = r.output.find('{'), close = r.output.rfind('}');
   ASSERT_TRUE(open != std::string::npos && close != std::string::npos) << r.output;

@@ -100,7 +100,9 @@ TEST_F(RealClusterTest, UpStatusSecondMountDown) {
     ASSERT_TRUE(out.good());
   }
 
-  r = Run({"mount", "--meta", meta, "--mountpoint", node2_});
+  // Another node needs the cluster's credential (`up` made it).
+  const std::string credential = state_ + "/credential";
+  r = Run({"mount", "--meta", meta, "--mountpoint", node2_, "--credential-file", credential});
   ASSERT_EQ(r.exit_status, 0) << r.output;
   const size_t at = r.output.find("ckptfs-fuse pid ");
   ASSERT_NE(at, std::string::npos) << r.output;

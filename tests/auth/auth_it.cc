@@ -1,0 +1,266 @@
+// Authentication on a real cluster (LocalCluster, which requires its
+// credential by default): callers without the credential, or with another
+// one, are refused on the metadata path (UNAUTHENTICATED) and on the data
+// path (EACCES, connection closed), each refusal logged once by the daemon
+// that refused it, and the cluster goes on serving those that present it;
+// the right credential works end to end through a mount; a credential file
+// other users may read stops a daemon at start; and on a mount, permission
+// bits hold against another user (as root: a child that setuid()s to
+// nobody).
+#include <fcntl.h>
+#include <grp.h>
+#include <grpcpp/grpcpp.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <fstream>
+#include <functional>
+#include <iterator>
+#include <memory>
+#include <string>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "client/client.h"
+#include "common/credential.h"
+#include "common/data_connection.h"
+#include "common/errno_status.h"
+#include "common/net.h"
+#include "gtest/gtest.h"
+#include "proto/data.pb.h"
+#include "proto/meta.grpc.pb.h"
+#include "tests/integration/child_process.h"
+#include "tests/integration/local_cluster.h"
+#include "tests/integration/posix_io.h"
+
+namespace ckptfs::testing {
+namespace {
+
+std::string ReadLog(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+size_t Count(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
+class AuthTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    LocalClusterOptions options;
+    options.storage_servers = 2;
+    auto cluster = LocalCluster::Start(options);
+    ASSERT_TRUE(cluster.ok()) << cluster.status();
+    cluster_ = *std::move(cluster);
+    ASSERT_FALSE(cluster_->credential().empty());
+  }
+  static void TearDownTestSuite() { cluster_.reset(); }
+
+  static grpc::Status ListServers(const std::shared_ptr<grpc::Channel>& channel,
+                                  const std::string& credential) {
+    auto stub = meta::MetaService::NewStub(channel);
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    AttachCredential(context, credential);
+    meta::Empty request;
+    meta::ListServersReply reply;
+    return stub->ListServers(&context, request, &reply);
+  }
+
+  static HostPort Storage(int i) { return *ParseHostPort(cluster_->storage_address(i)); }
+
+  static absl::Status Ping(DataConnection& c) {
+    data::RequestHeader ping;
+    ping.set_op(data::PING);
+    return c.Call(ping, nullptr, 0, nullptr, 0).status();
+  }
+
+  static std::unique_ptr<LocalCluster> cluster_;
+};
+
+std::unique_ptr<LocalCluster> AuthTest::cluster_;
+
+TEST_F(AuthTest, MetadataCallsWithoutTheCredentialAreRefusedAndLoggedOncePerPeer) {
+  auto channel = grpc::CreateChannel(cluster_->meta_address(), grpc::InsecureChannelCredentials());
+  for (int i = 0; i < 5; ++i) {
+    const grpc::Status status = ListServers(channel, "");
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::UNAUTHENTICATED);
+    EXPECT_EQ(status.error_details(), absl::StrCat(EACCES));
+    EXPECT_TRUE(absl::StrContains(status.error_message(), "--credential_file"))
+        << status.error_message();
+  }
+  const grpc::Status wrong = ListServers(channel, std::string(64, 'a'));
+  EXPECT_EQ(wrong.error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  // Six refusals on one connection: one log line.
+  const std::string log = ReadLog(cluster_->root() + "/meta.log");
+  EXPECT_EQ(Count(log, "refused metadata calls from"), 1u) << log;
+  EXPECT_TRUE(absl::StrContains(log, "no credential presented")) << log;
+  // The service goes on serving callers that present it.
+  EXPECT_TRUE(ListServers(channel, cluster_->credential()).ok());
+}
+
+TEST_F(AuthTest, ClientWithoutTheCredentialIsToldWhatToGive) {
+  client::ClientOptions options;
+  options.meta_address = cluster_->meta_address();
+  options.credential_file = "";  // not the cluster's ($CKPTFS_CREDENTIAL_FILE)
+  options.rpc_timeout = absl::Seconds(10);
+  auto refused = client::Client::Connect(options);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(ErrnoFromStatus(refused.status()), EACCES) << refused.status();
+  EXPECT_TRUE(absl::StrContains(refused.status().message(), "--credential_file"))
+      << refused.status();
+  // The default: $CKPTFS_CREDENTIAL_FILE, which LocalCluster exports.
+  client::ClientOptions with;
+  with.meta_address = cluster_->meta_address();
+  EXPECT_EQ(with.credential_file, cluster_->credential_file());
+  auto client = client::Client::Connect(with);
+  ASSERT_TRUE(client.ok()) << client.status();
+}
+
+TEST_F(AuthTest, DataConnectionWithoutHelloIsRefusedClosedAndLogged) {
+  for (int i = 0; i < cluster_->storage_servers(); ++i) {
+    auto conn = DataConnection::Connect(Storage(i), absl::Seconds(5));
+    ASSERT_TRUE(conn.ok()) << conn.status();
+    const absl::Status refused = Ping(**conn);
+    EXPECT_EQ(ErrnoFromStatus(refused), EACCES) << refused;
+    EXPECT_TRUE(absl::StrContains(refused.message(), "--credential_file")) << refused;
+    EXPECT_TRUE((*conn)->broken());
+    // A wrong HELLO too.
+    auto wrong = DataConnection::Connect(Storage(i), absl::Seconds(5));
+    ASSERT_TRUE(wrong.ok());
+    EXPECT_EQ(ErrnoFromStatus(PresentCredential(**wrong, "not-the-credential")), EACCES);
+    // The server logs each refused connection once, naming the peer.
+    const std::string log = ReadLog(absl::StrCat(cluster_->root(), "/storage-", i, ".log"));
+    EXPECT_GE(Count(log, "refused a data connection from 127.0.0.1:"), 2u) << log;
+    EXPECT_TRUE(absl::StrContains(log, "not this cluster's")) << log;
+    // And serves a connection that presents the credential.
+    auto good = DataConnection::Connect(Storage(i), absl::Seconds(5));
+    ASSERT_TRUE(good.ok());
+    ASSERT_TRUE(PresentCredential(**good, cluster_->credential()).ok());
+    EXPECT_TRUE(Ping(**good).ok());
+  }
+}
+
+TEST_F(AuthTest, MountWithTheCredentialWritesAndReadsWithoutItDoesNotMount) {
+  absl::StatusOr<std::string> mount = cluster_->Mount("good");
+  ASSERT_TRUE(mount.ok()) << mount.status();
+  const std::string data = TestData(9 << 20, 7);  // several chunks, both servers
+  ASSERT_TRUE(WriteWholeFile(*mount + "/file", data).ok());
+  absl::StatusOr<std::string> back = ReadWholeFile(*mount + "/file");
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_TRUE(*back == data);
+
+  absl::StatusOr<std::string> refused = cluster_->Mount("bad", {"--credential_file="});
+  ASSERT_FALSE(refused.ok());
+  EXPECT_TRUE(absl::StrContains(refused.status().message(), "credential")) << refused.status();
+  // The good mount still works.
+  back = ReadWholeFile(*mount + "/file");
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_TRUE(*back == data);
+}
+
+TEST_F(AuthTest, CredentialFileOthersCanReadStopsEveryDaemonAtStart) {
+  const std::string open_file = cluster_->root() + "/open-credential";
+  { std::ofstream(open_file) << cluster_->credential() << "\n"; }
+  ASSERT_EQ(::chmod(open_file.c_str(), 0644), 0);
+  struct Case {
+    std::vector<std::string> argv;
+    std::string log;
+  };
+  const std::string dir = cluster_->root();
+  const std::vector<Case> cases = {
+      {{BinDir() + "/ckptfs-meta", "--listen=127.0.0.1:0", "--data_dir=" + dir + "/m2",
+        "--credential_file=" + open_file},
+       dir + "/meta2.log"},
+      {{BinDir() + "/ckptfs-storage", "--listen=127.0.0.1:1", "--data_dir=" + dir + "/s2",
+        "--credential_file=" + open_file},
+       dir + "/storage2.log"},
+      {{BinDir() + "/ckptfs-fuse", "--meta=" + cluster_->meta_address(),
+        "--mountpoint=" + dir, "--foreground", "--credential_file=" + open_file},
+       dir + "/fuse2.log"},
+  };
+  for (const Case& c : cases) {
+    auto child = ChildProcess::Start(c.argv, c.log);
+    ASSERT_TRUE(child.ok()) << child.status();
+    const std::optional<int> status = (*child)->Wait(absl::Seconds(30));
+    ASSERT_TRUE(status.has_value()) << c.argv[0] << " did not exit";
+    EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) != 0) << c.argv[0];
+    const std::string log = ReadLog(c.log);
+    EXPECT_TRUE(absl::StrContains(log, "chmod 600")) << c.argv[0] << ": " << log;
+  }
+}
+
+// Runs `check` in a child process that has become uid/gid 65534 (nobody);
+// returns its exit code (0: every expectation held).
+int AsNobody(const std::function<int()>& check) {
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    if (::setgroups(0, nullptr) != 0 || ::setgid(65534) != 0 || ::setuid(65534) != 0) _exit(100);
+    _exit(check());
+  }
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 200;
+}
+
+TEST_F(AuthTest, PermissionBitsHoldAgainstAnotherUserOnTheMount) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root (to setuid to another user)";
+  // Other users must reach the mountpoint at all.
+  ASSERT_EQ(::chmod(cluster_->root().c_str(), 0755), 0);
+  absl::StatusOr<std::string> mount = cluster_->Mount("shared");
+  ASSERT_TRUE(mount.ok()) << mount.status();
+  const std::string secret = *mount + "/secret.pt";
+  const std::string shared = *mount + "/shared.pt";
+  ASSERT_TRUE(WriteWholeFile(secret, "root's weights").ok());
+  ASSERT_TRUE(WriteWholeFile(shared, "readable weights").ok());
+  ASSERT_EQ(::chmod(secret.c_str(), 0600), 0);
+  ASSERT_EQ(::chmod(shared.c_str(), 0644), 0);
+  ASSERT_EQ(::chmod(mount->c_str(), 0755), 0);
+  struct stat st {};
+  ASSERT_EQ(::stat(secret.c_str(), &st), 0);
+  EXPECT_EQ(st.st_uid, 0u);
+
+  // 1: the 0600 file cannot be opened; 2: the 0644 one can be read; 3: but
+  // not opened for writing; 4: nor can the root-owned directory take a file.
+  const int code = AsNobody([&]() -> int {
+    if (::open(secret.c_str(), O_RDONLY) >= 0 || errno != EACCES) return 1;
+    const int fd = ::open(shared.c_str(), O_RDONLY);
+    if (fd < 0) return 2;
+    char buf[64];
+    const ssize_t n = ::read(fd, buf, sizeof(buf));
+    ::close(fd);
+    if (n != static_cast<ssize_t>(std::string("readable weights").size())) return 2;
+    if (::open(shared.c_str(), O_WRONLY) >= 0 || errno != EACCES) return 3;
+    if (::open((*mount + "/new.pt").c_str(), O_WRONLY | O_CREAT, 0644) >= 0 || errno != EACCES) {
+      return 4;
+    }
+    return 0;
+  });
+  EXPECT_EQ(code, 0) << "1: opened a 0600 file of root; 2: could not read a 0644 one; "
+                        "3: opened a 0644 file of root for writing; 4: created a file in "
+                        "root's 0755 directory; 100: setuid failed";
+
+  // A directory the other user owns: files it creates there are its own.
+  const std::string theirs = *mount + "/nobody";
+  ASSERT_EQ(::mkdir(theirs.c_str(), 0755), 0);
+  ASSERT_EQ(::chown(theirs.c_str(), 65534, 65534), 0);
+  EXPECT_EQ(AsNobody([&]() -> int {
+              const int fd = ::open((theirs + "/mine.pt").c_str(), O_WRONLY | O_CREAT, 0600);
+              if (fd < 0) return 1;
+              ::close(fd);
+              return 0;
+            }),
+            0);
+  ASSERT_EQ(::stat((theirs + "/mine.pt").c_str(), &st), 0);
+  EXPECT_EQ(st.st_uid, 65534u);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+}
+
+}  // namespace
+}  // namespace ckptfs::testing
