@@ -3,7 +3,10 @@
 
 #include <arpa/inet.h>
 
+#include <algorithm>
+#include <cstddef>
 #include <cstdint>
+#include <random>
 
 #include "absl/status/status.h"
 #include "absl/strings/ascii.h"
@@ -76,9 +79,23 @@ absl::StatusOr<std::vector<std::string>> SplitMetaAddresses(absl::string_view li
 }
 
 absl::StatusOr<std::string> MetaChannelTarget(absl::string_view list) {
+  return SpreadMetaChannelTarget(list, 0);
+}
+
+absl::StatusOr<std::string> SpreadMetaChannelTarget(absl::string_view list) {
+  static const size_t offset = [] {
+    std::random_device device;
+    return static_cast<size_t>(device());
+  }();
+  return SpreadMetaChannelTarget(list, offset);
+}
+
+absl::StatusOr<std::string> SpreadMetaChannelTarget(absl::string_view list, size_t offset) {
   absl::StatusOr<std::vector<std::string>> entries = SplitMetaAddresses(list);
   if (!entries.ok()) return entries.status();
   if (entries->size() == 1) return entries->front();
+  const auto first = static_cast<std::ptrdiff_t>(offset % entries->size());
+  std::rotate(entries->begin(), entries->begin() + first, entries->end());
   std::vector<std::string> parts;
   Family family = Family::kIpv4;
   for (size_t i = 0; i < entries->size(); ++i) {

@@ -11,6 +11,15 @@
 // UNAVAILABLE (GrpcMetaClient, Registration, `ckptfs up`'s waits) reach the
 // next server that way.
 //
+// When the servers all serve at once (ckptfs-meta --etcd_shared), clients
+// should spread over them: SpreadMetaChannelTarget rotates the list by an
+// offset drawn once per process, so pick_first starts at a different server
+// in different processes and moves on to the next one when it breaks. It is
+// harmless with a standby too (a standby does not listen: pick_first skips
+// it). Every metadata RPC is answered from the shared store, so a client
+// whose calls land on another server after a failover sees the same
+// namespace, writer registrations and checkpoint state.
+//
 // Kept in its own small library (ckptfs_meta_channel, absl only) so the
 // storage server and the tools use it without linking the rest of client/.
 //
@@ -18,6 +27,7 @@
 #ifndef CKPTFS_COMMON_META_CHANNEL_H_
 #define CKPTFS_COMMON_META_CHANNEL_H_
 
+#include <cstddef>
 #include <string>
 #include <vector>
 
@@ -41,6 +51,13 @@ absl::StatusOr<std::vector<std::string>> SplitMetaAddresses(absl::string_view li
 // InvalidArgument naming the offending entry otherwise (missing or bad
 // port, a host name among several, IPv4 mixed with IPv6).
 absl::StatusOr<std::string> MetaChannelTarget(absl::string_view list);
+
+// MetaChannelTarget of `list` rotated left by `offset` entries (modulo the
+// list's length): "A,B,C" with offset 1 is the target of "B,C,A". Without
+// `offset`, one drawn at random once per process. A single entry is
+// unchanged. Errors as MetaChannelTarget.
+absl::StatusOr<std::string> SpreadMetaChannelTarget(absl::string_view list);
+absl::StatusOr<std::string> SpreadMetaChannelTarget(absl::string_view list, size_t offset);
 
 }  // namespace ckptfs
 

@@ -7,9 +7,11 @@
 // so older daemons still start) serves Prometheus metrics on a port of its own
 // from --metrics-port on; the ports are recorded and printed.
 // With --meta-backend etcd the metadata lives in a local 3-member etcd
-// (tools/local_etcd.h) started first, and two metadata servers run on it:
-// "meta" serves, "meta-standby" waits for the etcd lock and takes over when
-// the first dies; storage servers and the mount are given both ("A,B").
+// (tools/local_etcd.h) started first, and two metadata servers serve it at
+// once (ckptfs-meta --etcd_shared): "meta" and "meta-standby" (the role name
+// of earlier versions, which waited as a standby); one of them runs the
+// orphan reclaimer and the other takes it over when it dies. Storage servers
+// and the mount are given both ("A,B").
 // The first `up` of a state directory creates its credential (DIR/credential,
 // mode 0600); every daemon and the mount are given it (--credential_file).
 // Runs on main's thread only.
@@ -303,6 +305,7 @@ class ClusterStarter {
       argv.push_back("--kv_backend=etcd");
       argv.push_back("--etcd_endpoints=" + config_.etcd.Endpoints());
       argv.push_back(std::string("--etcd_prefix=") + kLocalEtcdPrefix);
+      argv.push_back("--etcd_shared");  // both servers serve at once
     } else {
       argv.push_back("--data_dir=" + dir_.MetaDir());
     }
@@ -315,12 +318,12 @@ class ClusterStarter {
     return argv;
   }
 
-  // The second metadata server on etcd: it only listens once it holds the
-  // prefix's lock, so it is ready when its log says it waits as a standby
-  // (or that it serves: the first one died while this one started).
+  // The second metadata server on etcd, serving beside the first
+  // (--etcd_shared): ready when its log says it serves (or, for a server
+  // that waits as a standby, that it does).
   absl::Status StartStandby() {
-    std::cout << "starting the standby metadata server on " << config_.StandbyAddress()
-              << " ..." << std::endl;
+    std::cout << "starting the second metadata server on " << config_.StandbyAddress()
+              << " (serving beside the first) ..." << std::endl;
     if (absl::Status s = Start("meta-standby", config_.StandbyAddress(), "",
                                MetaArgv(config_.StandbyAddress()), 0);
         !s.ok()) {
@@ -329,21 +332,15 @@ class ClusterStarter {
     const DaemonRecord& standby = state_.daemons.back();
     const pid_t pid = standby.process.pid;
     const std::string log = standby.log_path;
-    return WaitFor("the second metadata server to wait as a standby", config_.timeout,
+    return WaitFor("the second metadata server to serve", config_.timeout,
                    [&]() -> absl::StatusOr<bool> {
                      if (std::optional<std::string> how = ReapIfExited(pid)) {
                        return absl::UnavailableError(
                            absl::StrCat("ckptfs-meta standby (pid ", pid, ") ", *how));
                      }
-                     // Waiting as a standby, or already serving: the first
-                     // metadata server died meanwhile and this one took over.
                      const std::string tail = TailFile(log, kLogTailLines);
-                     if (absl::StrContains(tail, "serving on")) {
-                       std::cout << "the first metadata server is gone: the standby took over"
-                                 << std::endl;
-                       return true;
-                     }
-                     return absl::StrContains(tail, "standby");
+                     return absl::StrContains(tail, "serving on") ||
+                            absl::StrContains(tail, "standby");
                    });
   }
 

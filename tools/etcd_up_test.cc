@@ -1,6 +1,6 @@
 // `ckptfs up --meta-backend etcd` against the real daemons of this build and
-// Debian's etcd: up starts 3 etcd members, a serving and a standby metadata
-// server, storage servers given both and the mount; status answers through
+// Debian's etcd: up starts 3 etcd members, two metadata servers serving at
+// once (--etcd_shared), storage servers given both and the mount; status answers through
 // the pair; down stops every recorded process; up again on the same state
 // directory finds the file written before. Skipped when the daemons are not
 // built, /dev/fuse is not usable or etcd is not installed.
@@ -12,6 +12,7 @@
 #include <fstream>
 #include <random>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "tools/cluster_test_support.h"
@@ -109,6 +110,9 @@ TEST_F(EtcdUpTest, UpStatusDownUpFindsTheDataAgain) {
     const std::string cmdline = ReadWholeFile(absl::StrCat("/proc/", d.process.pid, "/cmdline"));
     if (d.role == "meta" || d.role == "meta-standby") {
       EXPECT_NE(cmdline.find("--kv_backend=etcd"), std::string::npos) << d.role;
+      EXPECT_NE(cmdline.find("--etcd_shared"), std::string::npos) << d.role;
+      // Both serve: each answers on its own address.
+      EXPECT_TRUE(absl::StrContains(ReadWholeFile(d.log_path), "serving on")) << d.role;
     }
     if (d.role == "storage-0" || d.role == "fuse") {
       EXPECT_NE(cmdline.find("--meta=" + both), std::string::npos) << d.role << ": " << cmdline;

@@ -9,6 +9,10 @@
 // With etcd, one server serves a prefix at a time (EtcdServerLock): a second
 // one started on the same prefix waits as a standby and takes over when the
 // first dies (within --etcd_lock_ttl_s); a server that loses its lock exits 1.
+// With --etcd_shared every server on the prefix serves at once (clients
+// spread over them); the lock then only decides which one runs the
+// once-per-cluster duties (the orphan reclaimer), taken over by another
+// within --etcd_lock_ttl_s when it dies (EtcdDutyLock).
 //
 // Logs "ckptfs-meta: serving on ADDR" once it accepts calls. Exit status: 0
 // after SIGTERM/SIGINT (clean shutdown); 2 when the port or the data dir is
@@ -33,6 +37,7 @@
 #include "common/log.h"
 #include "common/metrics/http_server.h"
 #include "server/meta/etcd/etcd_client.h"
+#include "server/meta/etcd/etcd_duty_lock.h"
 #include "server/meta/etcd/etcd_kv_store.h"
 #include "server/meta/etcd/etcd_server_lock.h"
 #include "server/meta/meta_server.h"
@@ -48,8 +53,13 @@ ABSL_FLAG(std::string, etcd_endpoints, "",
 ABSL_FLAG(std::string, etcd_prefix, "/ckptfs/",
           "prefix of this cluster's keys in etcd (one etcd cluster can hold several)");
 ABSL_FLAG(int64_t, etcd_lock_ttl_s, 10,
-          "with etcd, one metadata server serves a prefix at a time; another waits as a "
-          "standby and takes over within this many seconds of the first one's death");
+          "with etcd, one metadata server serves a prefix at a time (with --etcd_shared: "
+          "runs the orphan reclaimer); another waits and takes over within this many "
+          "seconds of the first one's death");
+ABSL_FLAG(bool, etcd_shared, false,
+          "with etcd, serve at once beside the other metadata servers of the prefix (all "
+          "started with --etcd_shared) instead of waiting as a standby; one of them at a "
+          "time runs the orphan reclaimer");
 ABSL_FLAG(int64_t, orphan_grace_s, 3600,
           "seconds an unlinked file's chunks are kept for handles still open on it");
 ABSL_FLAG(int64_t, server_timeout_s, 10,
@@ -190,7 +200,33 @@ int Main() {
   // another server holds it), then open the store on the same client.
   std::unique_ptr<KvStore> store;
   std::unique_ptr<EtcdServerLock> etcd_lock;
-  if (on_etcd) {
+  std::shared_ptr<EtcdClient> duty_lock_client;
+  EtcdServerLock::Options duty_lock_options;
+  const bool etcd_shared = on_etcd && absl::GetFlag(FLAGS_etcd_shared);
+  if (etcd_shared) {
+    // Serve at once; the lock only guards the duties (taken after Start).
+    EtcdClient::Options lock_client_options{*etcd_endpoints};
+    lock_client_options.call_timeout = absl::Seconds(3);
+    lock_client_options.attempt_timeout = absl::Seconds(1);
+    duty_lock_client = std::make_shared<EtcdClient>(lock_client_options);
+    duty_lock_options.key_prefix = absl::GetFlag(FLAGS_etcd_prefix);
+    duty_lock_options.holder = absl::StrCat(options.listen, " (pid ", getpid(), ")");
+    duty_lock_options.ttl = absl::Seconds(absl::GetFlag(FLAGS_etcd_lock_ttl_s));
+    auto client = std::make_shared<EtcdClient>(EtcdClient::Options{*etcd_endpoints});
+    absl::StatusOr<std::unique_ptr<EtcdKvStore>> etcd =
+        EtcdKvStore::Open(client, EtcdKvStore::Options{duty_lock_options.key_prefix});
+    if (!etcd.ok()) {
+      CKPTFS_LOG(kError) << etcd.status().message();
+      return kExitFailure;
+    }
+    EtcdKvStore* counter = etcd->get();  // lives as long as the server's store
+    options.count_keys = [counter](absl::string_view prefix) {
+      return counter->CountPrefix(prefix);
+    };
+    options.shared_poll = absl::Milliseconds(150);
+    options.duties = false;
+    store = *std::move(etcd);
+  } else if (on_etcd) {
     // The lock's calls give up within seconds, so that a standby waiting
     // while etcd is unreachable still notices a stop signal promptly; the
     // store's calls ride out an etcd leader election (30 s).
@@ -249,7 +285,17 @@ int Main() {
   if (metrics_server != nullptr) {
     CKPTFS_LOG(kInfo) << "metrics on http://" << metrics_server->address() << "/metrics";
   }
-  CKPTFS_LOG(kInfo) << "serving on " << (*server)->address();
+  std::unique_ptr<EtcdDutyLock> duty_lock;
+  if (etcd_shared) {
+    MetaServer* serving = server->get();
+    duty_lock = std::make_unique<EtcdDutyLock>(
+        duty_lock_client, duty_lock_options, [serving] { serving->StartDuties(); },
+        [serving] { serving->StopDuties(); });
+  }
+  CKPTFS_LOG(kInfo) << "serving on " << (*server)->address()
+                    << (etcd_shared ? " (shared: beside the other metadata servers of the "
+                                      "etcd prefix)"
+                                    : "");
 
   int signal_number = 0;
   sigwait(&stop_signals, &signal_number);
@@ -264,6 +310,7 @@ int Main() {
 }  // namespace
 }  // namespace ckptfs::meta
 
+  duty_lock.reset();  // stops the duties and frees them for another server
 int main(int argc, char** argv) {
   // Debian's Abseil is built with Mutex deadlock detection on, which costs
   // a few percent of every lock (gRPC's included) in cycle bookkeeping.

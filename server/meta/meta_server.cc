@@ -126,25 +126,29 @@ absl::StatusOr<std::unique_ptr<MetaServer>> MetaServer::Start(const Options& opt
                                             options.clock, ns_options);
   if (absl::Status init = server->ns_->Init(); !init.ok()) return init;
 
-  OrphanReclaimer::Options reclaim_options;
-  reclaim_options.interval = options.reclaim_interval;
+  server->reclaim_options_.interval = options.reclaim_interval;
   server->reclaimer_ = std::make_unique<OrphanReclaimer>(server->ns_.get(),
                                                          server->membership_.get(),
-                                                         reclaim_options);
+                                                         server->reclaim_options_);
   server->checkpoint_store_ = std::make_unique<CheckpointStore>(
       server->store_.get(), &server->ns_->inodes(), options.clock,
       CheckpointStore::Options{options.commit_timeout_s, options.orphan_grace});
   Committer::Options commit_options;
+  if (options.count_keys) server->checkpoint_store_->set_arrival_counter(options.count_keys);
   commit_options.sync_timeout = options.commit_sync_timeout;
   server->committer_ = std::make_unique<Committer>(server->checkpoint_store_.get(),
                                                    server->membership_.get(), commit_options);
   CheckpointCoordinator::Options coordinator_options;
   coordinator_options.default_poll = options.commit_poll;
   server->checkpoints_ = std::make_unique<CheckpointCoordinator>(
+  coordinator_options.shared_poll = options.shared_poll;
       server->checkpoint_store_.get(), server->committer_.get(), options.clock,
       coordinator_options);
-  OrphanReclaimer* reclaimer = server->reclaimer_.get();
-  server->checkpoints_->set_on_orphans([reclaimer] { reclaimer->Wake(); });
+  MetaServer* self = server.get();
+  server->checkpoints_->set_on_orphans([self] {
+    absl::MutexLock lock(&self->duties_mu_);
+    if (self->running_duties_) self->reclaimer_->Wake();
+  });
   if (absl::Status resumed = server->checkpoints_->Start(); !resumed.ok()) return resumed;
   server->service_ = std::make_unique<MetaServiceImpl>(
       server->ns_.get(), server->membership_.get(), server->checkpoints_.get(),
@@ -172,7 +176,7 @@ absl::StatusOr<std::unique_ptr<MetaServer>> MetaServer::Start(const Options& opt
                                                 ": address in use or not available"));
   }
   server->address_ = HostPort{listen->host, static_cast<uint16_t>(server->port_)}.ToString();
-  server->reclaimer_->Start();
+  if (options.duties) server->StartDuties();
   server->metric_callbacks_ = AddMembershipGauges(server->membership_.get());
   return server;
 }
@@ -190,7 +194,32 @@ void MetaServer::Shutdown() {
     server_->Shutdown(std::chrono::system_clock::now() + std::chrono::milliseconds(500));
     server_->Wait();
   }
-  if (reclaimer_ != nullptr) reclaimer_->Stop();
+  StopDuties();
+}
+
+void MetaServer::StartDuties() {
+  absl::MutexLock lock(&duties_mu_);
+  if (running_duties_ || shut_down_) return;
+  if (reclaimer_started_) {
+    // An OrphanReclaimer starts once: a fresh one for this period.
+    old_reclaimers_.push_back(std::move(reclaimer_));
+    reclaimer_ = std::make_unique<OrphanReclaimer>(ns_.get(), membership_.get(), reclaim_options_);
+  }
+  reclaimer_->Start();
+  reclaimer_started_ = true;
+  running_duties_ = true;
+}
+
+void MetaServer::StopDuties() {
+  absl::MutexLock lock(&duties_mu_);
+  if (!running_duties_) return;
+  reclaimer_->Stop();
+  running_duties_ = false;
+}
+
+bool MetaServer::runs_duties() {
+  absl::MutexLock lock(&duties_mu_);
+  return running_duties_;
 }
 
 }  // namespace ckptfs::meta

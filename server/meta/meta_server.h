@@ -21,7 +21,9 @@
 #include <string>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/metrics/metrics.h"
 #include "server/meta/checkpoint/checkpoint_store.h"
@@ -60,6 +62,18 @@ class MetaServer {
     std::string credential;
   };
 
+    // Other metadata servers serve the same store at the same time
+    // (ckptfs-meta --etcd_shared): the commit barriers learn from the store
+    // every this often (CheckpointCoordinator::Options::shared_poll); zero:
+    // this server is the only one.
+    absl::Duration shared_poll = absl::ZeroDuration();
+    // Run the once-per-cluster duties (the orphan reclaimer) from Start.
+    // False: only between StartDuties and StopDuties (with several servers,
+    // while this one holds the cluster's duty lock).
+    bool duties = true;
+    // Counts a checkpoint's stored arrivals (CheckpointStore::
+    // set_arrival_counter); empty: they are scanned.
+    CheckpointStore::KeyCounter count_keys;
   // Opens the store — `store` when given (e.g. an EtcdKvStore), else the
   // embedded RocksDB in options.data_dir (EBUSY "data dir ... in use" if
   // another process has it) — creates the root directory on a new store,
@@ -79,11 +93,19 @@ class MetaServer {
 
   // host:port actually bound (the port resolved when listen asked for 0).
   const std::string& address() const { return address_; }
+  // Starts / stops the once-per-cluster duties (a fresh orphan reclaimer
+  // each time). Idempotent; any thread, not concurrently with Shutdown.
+  void StartDuties();
+  void StopDuties();
+  bool runs_duties();
+
   int port() const { return port_; }
   Namespace& ns() { return *ns_; }
   Membership& membership() { return *membership_; }
   OrphanReclaimer& reclaimer() { return *reclaimer_; }
   CheckpointCoordinator& checkpoints() { return *checkpoints_; }
+  // The orphan reclaimer of the running duties; when there are none, the
+  // last one (stopped) or one never started (RunOnce still works: tests).
 
  private:
   MetaServer() = default;
@@ -96,6 +118,14 @@ class MetaServer {
   std::unique_ptr<OrphanReclaimer> reclaimer_;
   std::unique_ptr<CheckpointStore> checkpoint_store_;
   std::unique_ptr<Committer> committer_;
+  OrphanReclaimer::Options reclaim_options_;
+  // Guards replacing reclaimer_ (StartDuties) and running_duties_.
+  absl::Mutex duties_mu_;
+  bool running_duties_ ABSL_GUARDED_BY(duties_mu_) = false;
+  bool reclaimer_started_ ABSL_GUARDED_BY(duties_mu_) = false;
+  // Reclaimers of earlier duty periods, stopped (kept: reclaimer() may
+  // have handed one out).
+  std::vector<std::unique_ptr<OrphanReclaimer>> old_reclaimers_;
   std::unique_ptr<CheckpointCoordinator> checkpoints_;
   std::unique_ptr<MetaServiceImpl> service_;
   std::unique_ptr<AuthenticatedMetaService> authenticated_;  // with a credential

@@ -71,6 +71,12 @@ class Barrier {
   bool ending = false;
   std::optional<absl::Time> retry_at;
   int failed_commits = 0;
+  // Shared store (several metadata servers, CheckpointCoordinator::Options::
+  // shared_poll): a rank arrived here since the store was last looked at;
+  // and how many looks in a row found every rank stored while this server
+  // had not counted them all.
+  bool arrived_since_look = false;
+  int stored_complete_looks = 0;
 
  private:
   CheckpointInfo info_;

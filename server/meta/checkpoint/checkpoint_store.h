@@ -21,6 +21,7 @@
 #define CKPTFS_SERVER_META_CHECKPOINT_CHECKPOINT_STORE_H_
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -74,8 +75,10 @@ class CheckpointStore {
   absl::StatusOr<CheckpointInfo> Arrive(uint64_t ino, uint32_t rank);
 
   // --- describe.cc ---
-  // The checkpoint `ino`, arrived filled in. EINVAL if `ino` is a directory
-  // but not a checkpoint, ENOTDIR if not a directory.
+  // The checkpoint `ino`, arrived filled in (the stored arrivals, counted:
+  // one inode read and one count, which is also how a barrier learns what
+  // other metadata servers recorded). EINVAL if `ino` is a directory but not
+  // a checkpoint, ENOTDIR if not a directory.
   absl::StatusOr<CheckpointInfo> Get(uint64_t ino);
   // The checkpoints that are children of `run_dir`, by name, and the newest
   // committed one's name.
@@ -84,6 +87,12 @@ class CheckpointStore {
   absl::StatusOr<std::vector<uint32_t>> Arrivals(uint64_t ino);
   // Every checkpoint the k/ index lists as PENDING.
   absl::StatusOr<std::vector<uint64_t>> Pending();
+  // How Get counts a checkpoint's arrival records: `count` returns
+  // how many keys start with the prefix it is given (e.g.
+  // EtcdKvStore::CountPrefix, which sends no keys back). Unset: the records
+  // are scanned. Set before the store is shared between threads.
+  using KeyCounter = std::function<absl::StatusOr<uint64_t>(absl::string_view prefix)>;
+  void set_arrival_counter(KeyCounter count) { count_keys_ = std::move(count); }
   // Deletes the arrival records of an ended or removed checkpoint.
   absl::Status DropArrivals(uint64_t ino);
 
@@ -156,7 +165,11 @@ class CheckpointStore {
 
   int64_t BusyGraceMs() const { return absl::ToInt64Milliseconds(options_.busy_file_grace); }
 
+  // The stored arrivals of PENDING checkpoint `ino`, counted.
+  absl::StatusOr<uint32_t> CountArrivals(uint64_t ino);
+
   KvStore* const kv_;
+  KeyCounter count_keys_;
   InodeAllocator* const inodes_;
   Clock* const clock_;
   const Options options_;

@@ -142,6 +142,9 @@ absl::Status CheckpointCoordinator::Start() {
       m.waiting_commits, sum([](const Barrier& b) { return double(b.waiters()); })));
   timer_thread_ = std::thread([this] { TimerLoop(); });
   commit_thread_ = std::thread([this] { CommitLoop(); });
+  if (options_.shared_poll > absl::ZeroDuration()) {
+    store_poll_thread_ = std::thread([this] { StorePollLoop(); });
+  }
   return absl::OkStatus();
 }
 
@@ -159,6 +162,7 @@ void CheckpointCoordinator::Stop() {
   Answer(waiters, ServiceStoppingError());
   if (timer_thread_.joinable()) timer_thread_.join();
   if (commit_thread_.joinable()) commit_thread_.join();
+  if (store_poll_thread_.joinable()) store_poll_thread_.join();
 }
 
 void CheckpointCoordinator::QueueCommit(uint64_t ino, Barrier& barrier) {
@@ -216,6 +220,11 @@ void CheckpointCoordinator::Arrive(uint64_t ino, uint32_t rank,
         created = barrier.get();
       }
       barrier->Arrive(rank);
+      if (options_.shared_poll > absl::ZeroDuration()) {
+        // Other servers may hold the other arrivals: the store decides.
+        barrier->arrived_since_look = true;
+        if (!barrier->complete()) store_poked_ = true;
+      }
       const absl::Time now = absl::Now();
       absl::Time due = absl::InfiniteFuture();
       if (wait.has_value()) {
@@ -315,7 +324,26 @@ absl::Time CheckpointCoordinator::TimerPass() {
     }
   }
   for (auto& [waiter, info] : expired) waiter.done(std::move(info));
-  for (const auto& [ino, reason] : aborts) {
+  for (auto& [ino, reason] : aborts) {
+    if (options_.shared_poll > absl::ZeroDuration()) {
+      // This server counted only the ranks that arrived here: the stored
+      // state and arrivals decide between a commit and a timeout, and name
+      // the missing ranks (unless another server ended it already).
+      absl::StatusOr<CheckpointInfo> stored = store_->Get(ino);
+      if (stored.ok() && stored->state() != PENDING) {
+        Conclude(ino, *stored, std::nullopt, /*seen_only=*/true);
+        continue;
+      }
+      const bool complete = LoadStoredArrivals(ino);
+      absl::MutexLock lock(&mu_);
+      auto it = barriers_.find(ino);
+      if (it == barriers_.end()) continue;
+      if (complete) {
+        QueueCommit(ino, *it->second);
+        continue;
+      }
+      reason = TimeoutReason(*it->second);
+    }
     CKPTFS_LOG(kWarning) << reason;
     AbortNow(ino, ETIMEDOUT, reason);
   }
@@ -323,6 +351,88 @@ absl::Time CheckpointCoordinator::TimerPass() {
 }
 
 void CheckpointCoordinator::RunTimers() { TimerPass(); }
+
+bool CheckpointCoordinator::LoadStoredArrivals(uint64_t ino) {
+  absl::StatusOr<std::vector<uint32_t>> arrivals = store_->Arrivals(ino);
+  if (!arrivals.ok()) {
+    CKPTFS_LOG(kWarning) << "cannot read the arrivals of checkpoint " << ino << ": "
+                         << arrivals.status().message();
+    return false;
+  }
+  absl::MutexLock lock(&mu_);
+  auto it = barriers_.find(ino);
+  if (it == barriers_.end()) return false;
+  for (uint32_t rank : *arrivals) it->second->Arrive(rank);
+  return it->second->complete();
+}
+
+void CheckpointCoordinator::LookAtStore() {
+  // The open barriers not being ended here, and whether a rank arrived here
+  // since the last look.
+  std::vector<std::pair<uint64_t, bool>> open;
+  {
+    absl::MutexLock lock(&mu_);
+    store_poked_ = false;
+    for (auto& [ino, barrier] : barriers_) {
+      if (barrier->ending || !barrier->loaded) continue;
+      open.emplace_back(ino, barrier->arrived_since_look);
+      barrier->arrived_since_look = false;
+    }
+  }
+  for (const auto& [ino, arrived_here] : open) {
+    absl::StatusOr<CheckpointInfo> info = store_->Get(ino);
+    if (!info.ok()) {
+      const int err = ErrnoFromStatus(info.status());
+      if (err == ENOENT || err == EINVAL || err == ENOTDIR) {  // removed meanwhile
+        Forget(ino, info.status());
+      } else {
+        CKPTFS_LOG(kDebug) << "cannot look at checkpoint " << ino << " in the store: "
+                           << info.status().message();
+      }
+      continue;
+    }
+    if (info->state() != PENDING) {  // another server ended it
+      Conclude(ino, *info, std::nullopt, /*seen_only=*/true);
+      continue;
+    }
+    bool commit_now = false;
+    {
+      absl::MutexLock lock(&mu_);
+      auto it = barriers_.find(ino);
+      if (it == barriers_.end() || it->second->ending) continue;
+      Barrier& barrier = *it->second;
+      if (info->arrived() < info->ranks()) {
+        barrier.stored_complete_looks = 0;
+        continue;
+      }
+      commit_now = arrived_here || ++barrier.stored_complete_looks >= 2;
+    }
+    if (!commit_now || !LoadStoredArrivals(ino)) continue;
+    absl::MutexLock lock(&mu_);
+    auto it = barriers_.find(ino);
+    if (it != barriers_.end() && it->second->complete() && !it->second->ending &&
+        !stopping_) {
+      QueueCommit(ino, *it->second);
+    }
+  }
+}
+
+void CheckpointCoordinator::StorePollLoop() {
+  // Looks at least every shared_poll, at once after a rank arrived here,
+  // but not more often than every shared_poll / 8 (a storm of arrivals
+  // would otherwise double the store's load).
+  const absl::Duration min_gap = options_.shared_poll / 8;
+  while (true) {
+    const absl::Time looked = absl::Now();
+    LookAtStore();
+    absl::MutexLock lock(&mu_);
+    auto stopping = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) { return stopping_; };
+    mu_.AwaitWithDeadline(absl::Condition(&stopping), looked + min_gap);
+    auto woken = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) { return stopping_ || store_poked_; };
+    mu_.AwaitWithDeadline(absl::Condition(&woken), looked + options_.shared_poll);
+    if (stopping_) return;
+  }
+}
 
 void CheckpointCoordinator::TimerLoop() {
   while (true) {
@@ -411,7 +521,7 @@ void CheckpointCoordinator::AbortNow(uint64_t ino, int err, const std::string& r
 }
 
 void CheckpointCoordinator::Conclude(uint64_t ino, const CheckpointInfo& info,
-                                     std::optional<CommitTiming> timing) {
+                                     std::optional<CommitTiming> timing, bool seen_only) {
   std::unique_ptr<Barrier> barrier;
   {
     absl::MutexLock lock(&mu_);
@@ -451,6 +561,7 @@ void CheckpointCoordinator::Conclude(uint64_t ino, const CheckpointInfo& info,
                         << " ms after the last arrival" << parts;
     }
   }
+  if (seen_only) return;  // the server that ended it does the rest
   if (absl::Status dropped = store_->DropArrivals(ino); !dropped.ok()) {
     CKPTFS_LOG(kWarning) << "cannot drop the arrival records of checkpoint " << ino << ": "
                          << dropped.message();

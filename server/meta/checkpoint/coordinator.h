@@ -13,12 +13,32 @@
 //     whose ranks all arrived (verify, SYNC storage servers, commit);
 //   - the timer thread: long polls that ran out (answered PENDING) and
 //     barriers past their deadline (aborted, ETIMEDOUT);
-//   - the caller of WriteFailed or Remove (abort EIO / removal).
+//   - the caller of WriteFailed or Remove (abort EIO / removal);
+//   - with a shared store, the store poll thread (below).
 // Ending a checkpoint (Conclude) answers every waiter, drops the arrival
 // records, and after a commit applies the run directory's retention. Many
 // waiters (a large checkpoint's long polls) are answered by the ending
 // thread together with a small AnswerPool the coordinator owns: each answer
 // is a gRPC Finish whose send work runs on the answering thread.
+//
+// Several metadata servers on one store (Options::shared_poll > 0, e.g.
+// ckptfs-meta --etcd_shared): ranks of one checkpoint may arrive through
+// different servers, and each server's Barrier counts only the arrivals it
+// saw. The store decides: a poll thread looks every shared_poll at each open
+// barrier (one inode read and one count of the stored arrivals) and at once
+// after a rank arrived here. A look that finds the checkpoint ended
+// (another server committed or aborted it) answers the waiters here with
+// that outcome. One that finds every rank stored loads the stored arrivals
+// and queues the commit — right away when a rank arrived here since the
+// last look (this server most likely stored the last arrival), else only if
+// the next look still finds it pending (the server that stored the last
+// arrival died or is slow). Several servers may still run the commit; the
+// commit and abort transactions compare the checkpoint's PENDING state, so
+// one applies and the others find it COMMITTED (or ABORTED) and answer
+// their waiters with it. A barrier past its deadline loads the stored
+// arrivals before it aborts (and commits instead if they are all there).
+// Retention and dropping the arrival records run on the server whose
+// commit or abort applied.
 //
 // Metrics (the default registry): ckptfs_meta_checkpoint_barriers_open,
 // ckptfs_meta_checkpoint_ranks_arrived and ckptfs_meta_checkpoint_waiting_commits
@@ -80,6 +100,10 @@ class CheckpointCoordinator {
     // Threads that help answer a barrier's waiting commits when it ends
     // (0: the ending thread answers them all).
     int answer_threads = 3;
+    // Other metadata servers serve the same store: how often the store poll
+    // thread looks at the open barriers (see the file comment). Zero: this
+    // is the only server, the barriers are the truth, and there is no poll.
+    absl::Duration shared_poll = absl::ZeroDuration();
   };
 
   CheckpointCoordinator(CheckpointStore* store, Committer* committer, Clock* clock,
@@ -137,6 +161,9 @@ class CheckpointCoordinator {
   // One pass of the timer thread's work, now, on the caller's thread (for
   // tests that move a ManualClock).
   void RunTimers();
+  // One look of the store poll thread at every open barrier, now, on the
+  // caller's thread (shared_poll > 0 only; for tests).
+  void LookAtStore();
 
  private:
   // Commit and CommitNoWait: `wait` is the long poll, nullopt for no_wait.
@@ -145,6 +172,10 @@ class CheckpointCoordinator {
   absl::Time TimerPass();
   void TimerLoop();
   void CommitLoop();
+  void StorePollLoop();
+  // Counts the stored arrivals of `ino` into its barrier; whether it is
+  // complete now (false when there is no barrier or the store failed).
+  bool LoadStoredArrivals(uint64_t ino);
   // Aborts `ino` in the store and concludes it; on a store failure the
   // barrier retries after retry_delay.
   void AbortNow(uint64_t ino, int err, const std::string& reason);
@@ -157,8 +188,10 @@ class CheckpointCoordinator {
   };
   // `ino` ended as `info` (COMMITTED or ABORTED): answers its waiters, drops
   // its arrival records, applies retention after a commit. Harmless twice.
+  // `seen_only`: another metadata server ended it (a look at the store):
+  // only the waiters are answered here.
   void Conclude(uint64_t ino, const CheckpointInfo& info,
-                std::optional<CommitTiming> timing = std::nullopt);
+                std::optional<CommitTiming> timing = std::nullopt, bool seen_only = false);
   // Forgets `ino`'s barrier, answering its waiters with `status`.
   void Forget(uint64_t ino, const absl::Status& status);
   // Runs every waiter's callback with `result` (on answer_pool_ when many);
@@ -185,8 +218,11 @@ class CheckpointCoordinator {
   bool started_ ABSL_GUARDED_BY(mu_) = false;
   // Set when the timer thread should look again before its planned time.
   bool timer_poked_ ABSL_GUARDED_BY(mu_) = false;
+  // Set when a rank arrived here (shared store): the poll looks at once.
+  bool store_poked_ ABSL_GUARDED_BY(mu_) = false;
   std::thread timer_thread_;
   std::thread commit_thread_;
+  std::thread store_poll_thread_;  // shared_poll > 0 only
   // The scrape-time barrier gauges; dropped by Stop (before barriers_ goes).
   std::vector<metrics::CallbackHandle> metric_callbacks_;
 };

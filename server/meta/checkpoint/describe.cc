@@ -60,11 +60,22 @@ absl::StatusOr<CheckpointInfo> CheckpointStore::Get(uint64_t ino) {
   }
   CheckpointInfo info = dir->checkpoint().info();
   if (info.state() == PENDING) {
-    absl::StatusOr<std::vector<uint32_t>> arrived = Arrivals(ino);
+    absl::StatusOr<uint32_t> arrived = CountArrivals(ino);
     if (!arrived.ok()) return arrived.status();
-    info.set_arrived(static_cast<uint32_t>(arrived->size()));
+    info.set_arrived(*arrived);
   }
   return info;
+}
+
+absl::StatusOr<uint32_t> CheckpointStore::CountArrivals(uint64_t ino) {
+  if (count_keys_) {
+    absl::StatusOr<uint64_t> count = count_keys_(ArrivalPrefix(ino));
+    if (!count.ok()) return count.status();
+    return static_cast<uint32_t>(*count);
+  }
+  absl::StatusOr<std::vector<uint32_t>> arrived = Arrivals(ino);
+  if (!arrived.ok()) return arrived.status();
+  return static_cast<uint32_t>(arrived->size());
 }
 
 absl::StatusOr<ListCheckpointsReply> CheckpointStore::List(uint64_t run_dir) {

@@ -94,6 +94,22 @@ absl::StatusOr<std::vector<KeyValue>> EtcdKvStore::Scan(absl::string_view prefix
   return entries;
 }
 
+absl::StatusOr<uint64_t> EtcdKvStore::CountPrefix(absl::string_view prefix) {
+  const std::string full_prefix = absl::StrCat(options_.key_prefix, prefix);
+  etcdserverpb::RangeRequest request;
+  request.set_key(full_prefix);
+  request.set_range_end(EtcdPrefixEnd(full_prefix));
+  request.set_count_only(true);
+  etcdserverpb::RangeResponse response;
+  absl::Status status =
+      client_->Call("Range", [&](EtcdClient::Member& member, grpc::ClientContext& context) {
+        response.Clear();
+        return member.kv->Range(&context, request, &response);
+      });
+  if (!status.ok()) return status;
+  return static_cast<uint64_t>(std::max<int64_t>(0, response.count()));
+}
+
 absl::StatusOr<int64_t> EtcdKvStore::MarkerLease() {
   absl::MutexLock lock(&lease_mu_);
   if (lease_id_ != 0 && absl::Now() - lease_granted_ < kMarkerTtl / 2) return lease_id_;

@@ -28,7 +28,9 @@
 // Fencing (SetFence): a metadata server that serves under an
 // EtcdServerLock makes every writing Txn also require that the lock key is
 // still attached to its lease, so a server that lost the lock (paused,
-// partitioned) cannot write after a standby took over.
+// partitioned) cannot write after a standby took over. Servers that serve
+// one prefix together (ckptfs-meta --etcd_shared) set no fence: every write
+// is a Txn comparing what it read, which is all they need to agree.
 //
 // Limits: etcd bounds a Txn's operations (--max-txn-ops, default 128) and a
 // request's size (--max-request-bytes, 1.5 MiB). A checkpoint's commit
@@ -82,6 +84,11 @@ class EtcdKvStore : public KvStore {
   absl::StatusOr<int64_t> Commit(const Txn& txn) override;
 
   EtcdClient& client() { return *client_; }
+
+  // How many keys start with `prefix`: one count-only KV.Range (etcd sends
+  // no keys back), for the commit barrier's stored arrival count when
+  // several metadata servers serve one namespace.
+  absl::StatusOr<uint64_t> CountPrefix(absl::string_view prefix);
 
   // From now on every writing Txn requires `key` to be attached to `lease`
   // (EtcdServerLock); one that fails for that runs `on_lost` and returns

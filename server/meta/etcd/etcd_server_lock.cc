@@ -86,8 +86,15 @@ absl::StatusOr<std::unique_ptr<EtcdServerLock>> EtcdServerLock::Acquire(
       holder = response.responses(0).response_range().kvs(0).value();
     }
     if (holder != logged_holder && absl::Now() < give_up) {
-      CKPTFS_LOG(kInfo) << "standby: metadata server " << holder << " serves the etcd prefix "
-                        << options.key_prefix << "; taking over when it stops";
+      if (options.duties_only) {
+        CKPTFS_LOG(kInfo) << "metadata server " << holder << " runs the cluster duties "
+                          << "(orphan reclaimer) of the etcd prefix " << options.key_prefix
+                          << "; this one takes them over when it stops";
+      } else {
+        CKPTFS_LOG(kInfo) << "standby: metadata server " << holder
+                          << " serves the etcd prefix " << options.key_prefix
+                          << "; taking over when it stops";
+      }
       logged_holder = holder;
     }
     if (absl::Status s = pause(absl::DeadlineExceededError(absl::StrCat(

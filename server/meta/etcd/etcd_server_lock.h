@@ -11,10 +11,9 @@
 // etcd). Releasing (the destructor) revokes the lease, which frees the key
 // for a standby immediately.
 //
-// Several metadata servers serving one namespace concurrently needs more
-// than the KV store (the commit barrier and storage-server heartbeats live
-// in the serving process); until then this lock keeps a second server from
-// serving beside the first.
+// By default this lock keeps a second server from serving beside the first.
+// Servers that serve one prefix together (ckptfs-meta --etcd_shared) take it
+// only for the duties that must run once per cluster (etcd_duty_lock.h).
 //
 // Thread-safety: construct and destroy on one thread; the keep-alive thread
 // is internal.
@@ -45,6 +44,9 @@ class EtcdServerLock {
     // Asked between attempts while waiting; true gives up with CANCELLED
     // (e.g. the server was told to stop while a standby). May be empty.
     std::function<bool()> cancelled;
+    // The lock only guards the once-per-cluster duties of servers that all
+    // serve (etcd_duty_lock.h): says so when waiting, instead of "standby".
+    bool duties_only = false;
   };
 
   // Takes the lock, waiting while another holder has it (logging who, once)

@@ -1,0 +1,194 @@
+// The commit barrier across metadata servers, in one process: two
+// "servers" (each its own Namespace, CheckpointStore, Committer and
+// CheckpointCoordinator with a shared_poll) over one MemoryKvStore, the way
+// two ckptfs-meta --etcd_shared share etcd. Ranks commit through either:
+//   - half through each: the checkpoint commits once and every waiter, on
+//     both servers, gets COMMITTED (one commit: one ended_ms);
+//   - ranks arriving only through one server while the other holds the
+//     waiters: the waiters learn the outcome from the store;
+//   - a rank missing: both servers' waiters get ETIMEDOUT, and the reason
+//     counts the arrivals of both servers and names the missing rank;
+//   - a rank committing again through the other server (a retry after its
+//     server died) counts once.
+// The CheckpointCoordinator's poll thread runs for real (a few ms each).
+#include <cerrno>
+#include <future>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "common/errno_status.h"
+#include "gtest/gtest.h"
+#include "proto/meta.pb.h"
+#include "server/meta/checkpoint/checkpoint_store.h"
+#include "server/meta/checkpoint/committer.h"
+#include "server/meta/checkpoint/coordinator.h"
+#include "server/meta/clock.h"
+#include "server/meta/keys.h"
+#include "server/meta/membership.h"
+#include "server/meta/memory_kv_store.h"
+#include "server/meta/namespace.h"
+
+namespace ckptfs::meta {
+namespace {
+
+using Result = absl::StatusOr<CheckpointInfo>;
+
+// One metadata server's part on the shared store.
+struct Server {
+  explicit Server(KvStore* kv) {
+    membership = std::make_unique<Membership>(kv, Clock::Real(), Membership::Options{});
+    ns = std::make_unique<Namespace>(kv, membership.get(), Clock::Real(), Namespace::Options{});
+    store = std::make_unique<CheckpointStore>(kv, &ns->inodes(), Clock::Real(),
+                                              CheckpointStore::Options{});
+    committer = std::make_unique<Committer>(store.get(), membership.get(), Committer::Options{});
+    CheckpointCoordinator::Options options;
+    options.shared_poll = absl::Milliseconds(20);
+    coordinator = std::make_unique<CheckpointCoordinator>(store.get(), committer.get(),
+                                                          Clock::Real(), options);
+  }
+  std::unique_ptr<Membership> membership;
+  std::unique_ptr<Namespace> ns;
+  std::unique_ptr<CheckpointStore> store;
+  std::unique_ptr<Committer> committer;
+  std::unique_ptr<CheckpointCoordinator> coordinator;
+};
+
+class SharedBarrierTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    x_ = std::make_unique<Server>(&kv_);
+    y_ = std::make_unique<Server>(&kv_);
+    ASSERT_TRUE(x_->ns->Init().ok());
+    ASSERT_TRUE(y_->ns->Init().ok());
+    ASSERT_TRUE(x_->coordinator->Start().ok());
+    ASSERT_TRUE(y_->coordinator->Start().ok());
+  }
+  void TearDown() override {
+    if (x_) x_->coordinator->Stop();
+    if (y_) y_->coordinator->Stop();
+  }
+
+  // A checkpoint directory `name` of `ranks` ranks (timeout_s 0: default).
+  uint64_t Declare(const std::string& name, uint32_t ranks, uint32_t timeout_s = 0) {
+    MkdirRequest mkdir;
+    mkdir.set_parent(kRootIno);
+    mkdir.set_name(name);
+    mkdir.set_mode(0755);
+    absl::StatusOr<Attr> dir = x_->ns->Mkdir(mkdir);
+    EXPECT_TRUE(dir.ok()) << dir.status();
+    if (!dir.ok()) return 0;
+    DeclareCheckpointRequest declare;
+    declare.set_ino(dir->ino());
+    declare.set_ranks(ranks);
+    declare.set_timeout_s(timeout_s);
+    absl::StatusOr<CheckpointInfo> info = y_->coordinator->Declare(declare);
+    EXPECT_TRUE(info.ok()) << info.status();
+    return dir->ino();
+  }
+
+  // Rank `rank` commits through `server`, long-polling until the
+  // checkpoint ends (or 30 s pass: a hang, reported as such).
+  static Result Commit(Server& server, uint64_t ino, uint32_t rank) {
+    const absl::Time give_up = absl::Now() + absl::Seconds(30);
+    while (absl::Now() < give_up) {
+      auto promise = std::make_shared<std::promise<Result>>();
+      std::future<Result> answer = promise->get_future();
+      server.coordinator->Commit(ino, rank, 2000,
+                                 [promise](Result result) { promise->set_value(result); });
+      Result result = answer.get();
+      if (!result.ok() || result->state() != PENDING) return result;
+    }
+    return absl::DeadlineExceededError("no outcome within 30 s");
+  }
+
+  MemoryKvStore kv_;
+  std::unique_ptr<Server> x_, y_;
+};
+
+TEST_F(SharedBarrierTest, RanksThroughBothServersCommitOnce) {
+  constexpr uint32_t kRanks = 16;
+  const uint64_t ino = Declare("step_1", kRanks);
+  std::vector<std::future<Result>> ranks;
+  for (uint32_t r = 0; r < kRanks; ++r) {
+    Server& server = r % 2 == 0 ? *x_ : *y_;
+    ranks.push_back(std::async(std::launch::async, [&server, ino, r] {
+      return Commit(server, ino, r);
+    }));
+  }
+  std::vector<Result> results;
+  for (auto& rank : ranks) results.push_back(rank.get());
+  for (uint32_t r = 0; r < kRanks; ++r) {
+    ASSERT_TRUE(results[r].ok()) << "rank " << r << ": " << results[r].status();
+    EXPECT_EQ(results[r]->state(), COMMITTED) << "rank " << r;
+    EXPECT_EQ(results[r]->ended_ms(), results[0]->ended_ms()) << "rank " << r;
+  }
+  absl::StatusOr<CheckpointInfo> info = y_->store->Get(ino);
+  ASSERT_TRUE(info.ok()) << info.status();
+  EXPECT_EQ(info->state(), COMMITTED);
+  EXPECT_EQ(info->ended_ms(), results[0]->ended_ms());
+}
+
+TEST_F(SharedBarrierTest, WaitersLearnAnOutcomeDecidedOnTheOtherServer) {
+  constexpr uint32_t kRanks = 3;
+  const uint64_t ino = Declare("step_2", kRanks);
+  // Rank 0 waits on X; ranks 1 (no_wait) and 2 arrive through Y, the last
+  // one there.
+  std::future<Result> waiting =
+      std::async(std::launch::async, [&] { return Commit(*x_, ino, 0); });
+  std::promise<Result> one;
+  y_->coordinator->CommitNoWait(ino, 1, [&](Result r) { one.set_value(r); });
+  ASSERT_TRUE(one.get_future().get().ok());
+  Result on_y = Commit(*y_, ino, 2);
+  Result on_x = waiting.get();
+  ASSERT_TRUE(on_x.ok()) << on_x.status();
+  ASSERT_TRUE(on_y.ok()) << on_y.status();
+  EXPECT_EQ(on_x->state(), COMMITTED);
+  EXPECT_EQ(on_y->state(), COMMITTED);
+  EXPECT_EQ(on_x->ended_ms(), on_y->ended_ms());
+}
+
+TEST_F(SharedBarrierTest, TimeoutCountsTheArrivalsOfBothServers) {
+  constexpr uint32_t kRanks = 3;
+  const uint64_t ino = Declare("step_3", kRanks, /*timeout_s=*/1);
+  std::future<Result> on_x = std::async(std::launch::async, [&] { return Commit(*x_, ino, 0); });
+  std::future<Result> on_y = std::async(std::launch::async, [&] { return Commit(*y_, ino, 1); });
+  for (Result result : {on_x.get(), on_y.get()}) {
+    ASSERT_FALSE(result.ok());
+    EXPECT_EQ(ErrnoFromStatus(result.status()), ETIMEDOUT) << result.status();
+    EXPECT_TRUE(absl::StrContains(result.status().message(), "2 of 3 ranks"))
+        << result.status();
+    EXPECT_TRUE(absl::StrContains(result.status().message(), "missing rank 2"))
+        << result.status();
+  }
+  absl::StatusOr<CheckpointInfo> info = x_->store->Get(ino);
+  ASSERT_TRUE(info.ok()) << info.status();
+  EXPECT_EQ(info->state(), ABORTED);
+}
+
+TEST_F(SharedBarrierTest, ARankRetriedThroughTheOtherServerCountsOnce) {
+  constexpr uint32_t kRanks = 3;
+  const uint64_t ino = Declare("step_4", kRanks);
+  // Rank 0 arrives through X and (its server "died", its call retried)
+  // again through Y, with no_wait.
+  auto arrive_no_wait = [&](Server& server, uint32_t rank) {
+    std::promise<Result> promise;
+    server.coordinator->CommitNoWait(ino, rank, [&](Result r) { promise.set_value(r); });
+    return promise.get_future().get();
+  };
+  ASSERT_TRUE(arrive_no_wait(*x_, 0).ok());
+  ASSERT_TRUE(arrive_no_wait(*y_, 0).ok());
+  ASSERT_TRUE(arrive_no_wait(*y_, 1).ok());
+  absl::StatusOr<CheckpointInfo> info = x_->store->Get(ino);
+  ASSERT_TRUE(info.ok()) << info.status();
+  EXPECT_EQ(info->state(), PENDING);
+  EXPECT_EQ(info->arrived(), 2u);
+  Result last = Commit(*x_, ino, 2);
+  ASSERT_TRUE(last.ok()) << last.status();
+  EXPECT_EQ(last->state(), COMMITTED);
+}
+
+}  // namespace
+}  // namespace ckptfs::meta
