@@ -10,6 +10,7 @@
 #include "absl/time/clock.h"
 #include "client/io_errors.h"
 #include "client/layout.h"
+#include "client/replica_io.h"
 #include "client/stripe_ops.h"
 #include "common/crc32c.h"
 #include "common/errno_status.h"
@@ -224,20 +225,25 @@ void OpenFileState::DispatchLocked() {
   ++serving_ticket_;
   ++inflight_;
   inflight_chunks_.insert(chunk.index);
-  const uint32_t server = ServerForChunk(layout_, chunk.index);
-  unsynced_servers_.insert(server);
+  for (uint32_t server : ReplicaServers(layout_, chunk.index)) unsynced_servers_.insert(server);
+  ChunkWrite write;
+  write.ino = ino_;
+  write.chunk_index = chunk.index;
+  write.offset = chunk.lo;
+  write.data = chunk.buffer.get() + chunk.lo;
+  write.length = chunk.hi - chunk.lo;
   // Replace only when the dirty bytes cover everything the chunk can hold
   // at the current size: then no old byte of it may survive.
-  const bool replace =
-      chunk.lo == 0 && chunk.hi >= ChunkLengthInFile(chunk.index, chunk_size_, size_);
+  write.replace = chunk.lo == 0 && chunk.hi >= ChunkLengthInFile(chunk.index, chunk_size_, size_);
+  write.crc32c = chunk.crc32c;
   changed_.SignalAll();  // the next ticket may leave
-  services_.executor->Submit(
-      [self = shared_from_this(), chunk = std::move(chunk), server, replace]() mutable {
-        absl::Status status = self->services_.transport->WriteChunk(
-            server, self->ino_, chunk.index, chunk.lo, chunk.buffer.get() + chunk.lo,
-            chunk.hi - chunk.lo, replace, chunk.crc32c);
-        self->WriteDone(chunk.index, std::move(chunk.buffer), std::move(status));
-      });
+  // Every copy of the chunk; done once all answered. The buffer rides with
+  // the completion, so it outlives every copy's request.
+  WriteChunkCopies(*services_.transport, *services_.executor, layout_, write,
+                   [self = shared_from_this(), index = chunk.index,
+                    buffer = std::move(chunk.buffer)](absl::Status status) mutable {
+                     self->WriteDone(index, std::move(buffer), std::move(status));
+                   });
 }
 
 void OpenFileState::WriteDone(uint64_t index, std::unique_ptr<char[]> buffer,
@@ -392,9 +398,8 @@ void OpenFileState::EndViewLocked(ReadView& view) {
 
 absl::StatusOr<uint32_t> OpenFileState::FetchChunk(uint64_t index, uint32_t offset,
                                                    uint32_t length, char* out) {
-  const uint32_t server = ServerForChunk(layout_, index);
   absl::StatusOr<size_t> got =
-      services_.transport->ReadChunk(server, ino_, index, offset, out, length);
+      ReadChunkCopy(*services_.transport, layout_, ino_, index, offset, out, length);
   uint32_t stored = 0;
   if (got.ok()) {
     stored = static_cast<uint32_t>(std::min<size_t>(*got, length));

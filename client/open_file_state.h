@@ -5,7 +5,9 @@
 //
 // Write path: a write is copied into the current dirty chunk buffer; a full
 // buffer, or one that a write elsewhere displaces, is dispatched to the
-// IoExecutor as one WRITE to the chunk's server. At most
+// IoExecutor as one WRITE to each server holding a copy of the chunk
+// (client/replica_io.h), done when every copy answered; a copy that fails
+// fails the write, and so the file (the sticky error). At most
 // options.max_inflight_chunks_per_file are in flight; a writer that would
 // exceed it waits (backpressure). Dispatches leave in FIFO order, and two
 // writes of the same chunk are never in flight together, so the server
@@ -18,7 +20,9 @@
 // so a handle sees its own writes. Sequential readers (and any reader while
 // several handles are open) go through the shared ReadCache, which fetches
 // whole chunks once and reads ahead options.readahead_chunks; other reads
-// go straight from the server into a buffer of the reader's. Never-written
+// go straight from the server into a buffer of the reader's. A chunk is
+// read from one of its copies, the next tried when a server fails or lacks
+// it (replica_io.h). Never-written
 // chunks and bytes past a chunk's stored length read as zeros, and nothing
 // past the file size is returned. A read is a ReadView: cached chunks are
 // pinned and read in place, outside mu_, so concurrent readers of one file
@@ -125,8 +129,8 @@ class OpenFileState : public std::enable_shared_from_this<OpenFileState> {
   };
   FlushRelease FlushAndReleaseWriter(uint64_t writer) ABSL_LOCKS_EXCLUDED(mu_);
 
-  // Flush, then SYNC on every server that received chunks since the last
-  // sync.
+  // Flush, then SYNC on every server that received chunks (any copy) since
+  // the last sync.
   absl::Status Fsync() ABSL_LOCKS_EXCLUDED(mu_);
 
   // The storage half of a truncate: drops buffered bytes at or past
@@ -191,8 +195,9 @@ class OpenFileState : public std::enable_shared_from_this<OpenFileState> {
   // Ends a view: unpins its cache entries and gives its buffers back.
   void EndView(ReadView& view) ABSL_LOCKS_EXCLUDED(mu_);
   void EndViewLocked(ReadView& view) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Fetches chunk bytes [offset, offset + length) into out, zero-filling
-  // holes; returns the bytes the server had. No lock held.
+  // Fetches chunk bytes [offset, offset + length) into out from one of its
+  // copies, zero-filling holes; returns the bytes the copy had. No lock
+  // held.
   absl::StatusOr<uint32_t> FetchChunk(uint64_t index, uint32_t offset, uint32_t length,
                                       char* out) ABSL_LOCKS_EXCLUDED(mu_);
   // OK if the inode still has a name (a missing chunk is then a hole); EIO

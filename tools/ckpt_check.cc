@@ -6,8 +6,11 @@
 #include <algorithm>
 #include <cerrno>
 #include <filesystem>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "common/crc32c.h"
 #include "common/credential.h"
 #include "common/errno_status.h"
@@ -81,6 +84,35 @@ absl::StatusOr<DataConnection*> CheckpointReader::ConnectionTo(uint32_t id) {
   return conn.get();
 }
 
+CheckpointReader::CopyRead CheckpointReader::ReadCopy(uint64_t ino, uint32_t index,
+                                                      uint64_t length, uint32_t server_id,
+                                                      std::string& buffer) {
+  CopyRead result;
+  buffer.assign(length, '\0');
+  absl::StatusOr<DataConnection*> conn = ConnectionTo(server_id);
+  if (!conn.ok()) {
+    result.status = conn.status();
+    result.unreachable = true;
+    return result;
+  }
+  data::RequestHeader request;
+  request.set_op(data::READ);
+  request.set_ino(ino);
+  request.set_chunk_index(index);
+  request.set_offset(0);
+  request.set_length(static_cast<uint32_t>(length));
+  absl::StatusOr<DataConnection::Response> read =
+      (*conn)->Call(request, nullptr, 0, buffer.data(), buffer.size());
+  if (!read.ok() && ErrnoFromStatus(read.status()) == ENOENT) {
+    result.missing = true;
+  } else if (!read.ok()) {
+    result.status = read.status();
+  } else {
+    result.crc32c = Crc32c(buffer.data(), buffer.size());
+  }
+  return result;
+}
+
 FileCheck CheckpointReader::CheckFile(const std::string& dir, const std::string& relative) {
   FileCheck file;
   file.path = relative;
@@ -105,41 +137,79 @@ FileCheck CheckpointReader::CheckFile(const std::string& dir, const std::string&
     file.status = absl::DataLossError(absl::StrCat(path, " has no layout"));
     return file;
   }
-  std::string buffer;
+  const int copies =
+      attr->layout().replicas() <= 1 ? 1 : static_cast<int>(attr->layout().replicas());
+  if (file.size > 0 && copies > stripe.size()) {
+    file.status = absl::DataLossError(absl::StrCat(path, " has ", copies,
+                                                   " replicas on a stripe of ", stripe.size()));
+    return file;
+  }
+  std::string buffer, scratch;
   uint32_t file_crc = 0;
   const uint64_t chunks = file.size == 0 ? 0 : (file.size - 1) / file.chunk_size + 1;
   for (uint64_t i = 0; i < chunks; ++i) {
     ChunkCheck chunk;
     chunk.index = static_cast<uint32_t>(i);
-    chunk.server_id = stripe[static_cast<int>(i % stripe.size())];
-    if (auto it = servers_.find(chunk.server_id); it != servers_.end()) {
-      chunk.server = it->second.address();
-    }
     chunk.length = std::min<uint64_t>(file.chunk_size, file.size - i * file.chunk_size);
-    buffer.assign(chunk.length, '\0');  // a hole reads as zeros
-    absl::StatusOr<DataConnection*> conn = ConnectionTo(chunk.server_id);
-    if (!conn.ok()) {
-      chunk.status = conn.status();
-    } else {
-      data::RequestHeader request;
-      request.set_op(data::READ);
-      request.set_ino(file.ino);
-      request.set_chunk_index(chunk.index);
-      request.set_offset(0);
-      request.set_length(static_cast<uint32_t>(chunk.length));
-      absl::StatusOr<DataConnection::Response> read =
-          (*conn)->Call(request, nullptr, 0, buffer.data(), buffer.size());
-      if (!read.ok() && ErrnoFromStatus(read.status()) == ENOENT) {
-        // No chunk file: a hole (e.g. a file extended by truncate), which
-        // reads as zeros, as it does through the mount.
-        chunk.hole = true;
-        buffer.assign(chunk.length, '\0');
-      } else if (!read.ok()) {
-        chunk.status = absl::Status(
-            read.status().code(),
-            absl::StrCat("chunk ", chunk.index, " on ", DescribeServer(chunk.server_id), ": ",
-                         read.status().message()));
+    // Every copy is read (placement: client/layout.h, ReplicaServers);
+    // the chunk is good when all have the same bytes, a hole when none has
+    // a chunk file.
+    std::vector<std::string> problems;
+    int missing = 0, readable = 0;
+    std::optional<CopyRead> first_data;
+    for (int r = 0; r < copies; ++r) {
+      const uint64_t n = static_cast<uint64_t>(stripe.size());
+      const uint32_t server_id = stripe[static_cast<int>((i % n + static_cast<uint64_t>(r)) % n)];
+      if (r == 0) {
+        chunk.server_id = server_id;
+        if (auto it = servers_.find(server_id); it != servers_.end()) {
+          chunk.server = it->second.address();
+        }
       }
+      std::string& into = first_data.has_value() ? scratch : buffer;
+      CopyRead read = ReadCopy(file.ino, chunk.index, chunk.length, server_id, into);
+      const std::string which_copy =
+          copies == 1 ? "" : absl::StrCat(" (copy ", r + 1, " of ", copies, ")");
+      if (read.missing) {
+        ++missing;
+        continue;
+      }
+      if (read.unreachable) {
+        // The message names the server already.
+        problems.push_back(
+            absl::StrCat("chunk ", chunk.index, which_copy, ": ", read.status.message()));
+        continue;
+      }
+      if (!read.status.ok()) {
+        problems.push_back(absl::StrCat("chunk ", chunk.index, " on ", DescribeServer(server_id),
+                                        which_copy, ": ", read.status.message()));
+        continue;
+      }
+      ++readable;
+      read.copy = r;
+      read.server_id = server_id;
+      if (!first_data.has_value()) {
+        first_data = read;
+      } else if (read.crc32c != first_data->crc32c) {
+        problems.push_back(absl::StrFormat(
+            "chunk %u: the copies differ: copy %d on storage server %u has CRC32C %08x, copy "
+            "%d on storage server %u has %08x",
+            chunk.index, first_data->copy + 1, first_data->server_id, first_data->crc32c, r + 1,
+            server_id, read.crc32c));
+      }
+    }
+    if (missing == copies) {
+      // No chunk file anywhere: a hole (e.g. a file extended by truncate),
+      // which reads as zeros, as it does through the mount.
+      chunk.hole = true;
+    } else if (missing > 0) {
+      problems.push_back(absl::StrCat("chunk ", chunk.index, ": ", missing, " of ", copies,
+                                      " copies missing (no chunk file on their server",
+                                      readable > 0 ? "; another copy has the data)" : ")"));
+    }
+    if (!first_data.has_value()) buffer.assign(chunk.length, '\0');  // a hole reads as zeros
+    if (!problems.empty()) {
+      chunk.status = absl::DataLossError(absl::StrJoin(problems, "; "));
     }
     chunk.crc32c = Crc32c(buffer.data(), buffer.size());
     file_crc = Crc32cExtend(file_crc, buffer.data(), buffer.size());

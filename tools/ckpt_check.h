@@ -4,7 +4,10 @@
 // The files are found by walking the directory on the mount (their inode
 // numbers are the service's); each file's size and layout come from the
 // metadata service (GetAttr), the servers' addresses from ListServers. Every
-// chunk is then READ whole from the server its stripe names: the server
+// chunk is then READ whole from each server holding a copy of it (one, or
+// the layout's replicas: stripe[(i + r) % stripe.size()]); copies that
+// differ, or one missing while another has data, make the chunk bad. The
+// server
 // checks the chunk file's stored CRC32C on the way off its disk (EIO when the
 // data or its header fails it), and the payload's CRC32C on the wire is
 // checked here (EBADMSG). The CRC32C printed per chunk and per file is
@@ -32,12 +35,12 @@ namespace ckptfs::tools {
 
 struct ChunkCheck {
   uint32_t index = 0;
-  uint32_t server_id = 0;
+  uint32_t server_id = 0;  // of copy 0 (the only one without replicas)
   std::string server;  // host:port, or "" if the id is not registered
   uint64_t length = 0;  // bytes of the file in this chunk
   uint32_t crc32c = 0;  // of those bytes, as read
-  bool hole = false;    // never written: no chunk file, reads as zeros
-  absl::Status status;  // what failed, naming the server
+  bool hole = false;    // never written: no chunk file on any copy, reads as zeros
+  absl::Status status;  // what failed, naming the copies and servers
 };
 
 struct FileCheck {
@@ -72,6 +75,18 @@ class CheckpointReader {
   // in *error if the server is unknown or unreachable.
   absl::StatusOr<DataConnection*> ConnectionTo(uint32_t id);
   std::string DescribeServer(uint32_t id) const;
+  // One copy of a chunk, read whole from server `server_id` into `buffer`
+  // (`length` bytes; zeros past what the server had).
+  struct CopyRead {
+    absl::Status status;  // unreachable, a failed READ (not ENOENT)
+    bool unreachable = false;  // status is ConnectionTo's (it names the server)
+    bool missing = false;  // the server has no chunk file for it
+    uint32_t crc32c = 0;  // of `buffer`, when read
+    int copy = 0;
+    uint32_t server_id = 0;
+  };
+  CopyRead ReadCopy(uint64_t ino, uint32_t index, uint64_t length, uint32_t server_id,
+                    std::string& buffer);
 
   MetaProbe* const probe_;
   const absl::Duration timeout_;

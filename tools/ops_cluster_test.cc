@@ -167,7 +167,9 @@ TEST_F(OpsClusterTest, StatusShowsServersClientsAndPendingCheckpoint) {
   EXPECT_EQ(r.exit_status, 0) << text;
   EXPECT_TRUE(Contains(text, "2 storage servers, 2 up")) << text;
   EXPECT_TRUE(Contains(text, absl::StrCat("127.0.0.1:", base_ + 2))) << text;
-  EXPECT_TRUE(Contains(text, "redundancy: none (1 copy)")) << text;
+  EXPECT_TRUE(Contains(text, "redundancy: none (1 copy)") ||
+              Contains(text, "redundancy: 2 replicas"))
+      << text;
   EXPECT_TRUE(Contains(text, "ckptfs-fuse")) << text;
   EXPECT_TRUE(Contains(text, mnt_)) << text;  // the mount, by its mountpoint
   EXPECT_TRUE(Contains(text, "pending checkpoints (1)")) << text;
@@ -193,8 +195,10 @@ TEST_F(OpsClusterTest, StatusShowsServersClientsAndPendingCheckpoint) {
   EXPECT_TRUE(reply.servers(0).info().alive());
   EXPECT_LT(reply.servers(0).info().id(), reply.servers(1).info().id());
   EXPECT_GT(reply.servers(0).info().capacity_bytes(), 0u);
-  EXPECT_EQ(reply.copies(), 1u);
-  EXPECT_EQ(reply.redundancy(), "none (1 copy)");
+  // Whatever `ckptfs up` asks of the service (one copy, or two replicas).
+  ASSERT_TRUE(reply.copies() == 1u || reply.copies() == 2u) << r.output;
+  EXPECT_EQ(reply.redundancy(), reply.copies() == 1 ? "none (1 copy)" : "2 replicas");
+  EXPECT_TRUE(Contains(text, "redundancy: " + reply.redundancy())) << text;
   EXPECT_EQ(reply.service_address(), absl::StrCat("127.0.0.1:", base_));
   bool mount_seen = false;
   for (const meta::ClientInfo& c : reply.clients()) {

@@ -58,9 +58,19 @@ void PrintText(const meta::ClusterStatusReply& status) {
   std::cout << "\n\nstorage servers\n"
             << ServerTable(status.servers(), now_ms);
 
+  const uint32_t copies = std::max<uint32_t>(1, status.copies());
   std::cout << "\nredundancy: " << status.redundancy()
-            << " (replication and erasure coding are not implemented; nothing to rebuild)\n";
-  if (down > 0) {
+            << " (of new files; a directory's user.ckptfs.replicas may say otherwise; "
+               "erasure coding and background rebuild are not implemented)\n";
+  if (down > 0 && copies > 1) {
+    std::cout << "  " << down << " server" << (down == 1 ? " is" : "s are")
+              << " down: a chunk stays readable while one of its " << copies
+              << " copies is on a server that is up; writes to a file with a copy there "
+                 "fail until "
+              << (down == 1 ? "it returns" : "they return")
+              << ", and copies missed meanwhile are not rebuilt (a new file avoids down "
+                 "servers)\n";
+  } else if (down > 0) {
     std::cout << "  " << down << " server" << (down == 1 ? " is" : "s are")
               << " down: every file with a chunk there cannot be read until "
               << (down == 1 ? "it returns" : "they return")

@@ -1,7 +1,7 @@
 // ckptfs-meta: the metadata service daemon.
 //
 //   ckptfs-meta --listen=127.0.0.1:7000 --data_dir=DIR [--orphan_grace_s=3600]
-//               [--server_timeout_s=10] [--default_chunk_size=4194304]
+//               [--server_timeout_s=10] [--default_chunk_size=4194304] [--replicas=1]
 //               [--reclaim_interval_s=5] [--commit_timeout_s=600]
 //               [--sync_commits] [--log_level=info] [--metrics_listen=HOST:PORT]
 //   ckptfs-meta --kv_backend=etcd --etcd_endpoints=HOST:PORT,... [--etcd_prefix=/ckptfs/]
@@ -67,6 +67,9 @@ ABSL_FLAG(int64_t, server_timeout_s, 10,
 ABSL_FLAG(uint32_t, default_chunk_size, 4u << 20,
           "chunk size of files in directories without user.ckptfs.chunk_size "
           "(power of two, 64 KiB .. 64 MiB)");
+ABSL_FLAG(uint32_t, replicas, 1,
+          "copies of every chunk of files in directories without user.ckptfs.replicas, "
+          "each on a different storage server (1 .. 8; 2 survives the loss of one server)");
 ABSL_FLAG(int64_t, reclaim_interval_s, 5, "seconds between orphan reclaimer passes");
 ABSL_FLAG(bool, sync_commits, false,
           "fsync the metadata WAL on every commit (survives power loss, not only kill -9)");
@@ -146,6 +149,11 @@ int Main() {
     return kExitFailure;
   }
   options.default_chunk_size = absl::GetFlag(FLAGS_default_chunk_size);
+  if (absl::Status valid = ValidateReplicas(absl::GetFlag(FLAGS_replicas)); !valid.ok()) {
+    CKPTFS_LOG(kError) << "--replicas: " << valid.message();
+    return kExitFailure;
+  }
+  options.default_replicas = absl::GetFlag(FLAGS_replicas);
   const int64_t grace_s = absl::GetFlag(FLAGS_orphan_grace_s);
   const int64_t timeout_s = absl::GetFlag(FLAGS_server_timeout_s);
   const int64_t reclaim_s = absl::GetFlag(FLAGS_reclaim_interval_s);
@@ -277,7 +285,9 @@ int Main() {
                                                " under ", absl::GetFlag(FLAGS_etcd_prefix))
                                 : options.data_dir)
                     << "; default chunk size "
-                    << options.default_chunk_size << " B, orphan grace "
+                    << options.default_chunk_size << " B, " << options.default_replicas
+                    << (options.default_replicas == 1 ? " copy" : " replicas")
+                    << " of each chunk, orphan grace "
                     << absl::FormatDuration(options.orphan_grace) << ", server timeout "
                     << absl::FormatDuration(options.server_timeout)
                     << ", checkpoint commit timeout " << options.commit_timeout_s << " s"

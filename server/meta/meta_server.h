@@ -47,6 +47,8 @@ class MetaServer {
     absl::Duration orphan_grace = absl::Hours(1);
     absl::Duration server_timeout = absl::Seconds(10);
     uint32_t default_chunk_size = 4u << 20;
+    // Copies of each chunk of new files (Namespace::Options::default_replicas).
+    uint32_t default_replicas = 1;
     absl::Duration reclaim_interval = absl::Seconds(5);
     bool sync_commits = false;      // RocksDbKvStore::Options::sync
     // A checkpoint's barrier timeout when nothing else sets it.

@@ -3,12 +3,15 @@
 #include "server/meta/namespace.h"
 
 #include <cerrno>
+#include <optional>
 
 #include "absl/numeric/bits.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "common/errno_status.h"
 #include "common/log.h"
+#include "server/meta/checkpoint/xattr_rules.h"
 #include "server/meta/keys.h"
 #include "server/meta/meta_txn.h"
 #include "server/meta/ops/ops_util.h"
@@ -23,6 +26,24 @@ absl::Status ValidateChunkSize(uint64_t chunk_size) {
                                             " and ", kMaxChunkSize));
   }
   return absl::OkStatus();
+}
+
+absl::Status ValidateReplicas(uint64_t replicas) {
+  if (replicas < 1 || replicas > kMaxReplicas) {
+    return ErrnoStatus(EINVAL, absl::StrCat("replica count ", replicas, " is not between 1 and ",
+                                            kMaxReplicas));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<uint32_t> ParseReplicas(absl::string_view value) {
+  const std::optional<uint32_t> replicas = ParsePositiveDecimal(value);
+  if (!replicas.has_value() || *replicas > kMaxReplicas) {
+    return ErrnoStatus(EINVAL, absl::StrCat(kReplicasXattr, " must be a decimal number from 1 to ",
+                                            kMaxReplicas, ", not \"", absl::CHexEscape(value),
+                                            "\""));
+  }
+  return *replicas;
 }
 
 Namespace::Namespace(KvStore* kv, Membership* membership, Clock* clock, const Options& options)
@@ -53,12 +74,32 @@ absl::StatusOr<Layout> Namespace::NewLayout(const InodeRecord& parent, uint64_t 
       layout.set_chunk_size(static_cast<uint32_t>(chunk_size));
     }
   }
+  uint32_t replicas = options_.default_replicas;
+  const char* replicas_from = "the cluster's --replicas";
+  if (auto it = parent.xattrs().find(std::string(kReplicasXattr)); it != parent.xattrs().end()) {
+    // As for the chunk size: SetXattr validated it.
+    if (absl::StatusOr<uint32_t> parsed = ParseReplicas(it->second); parsed.ok()) {
+      replicas = *parsed;
+      replicas_from = "the directory's user.ckptfs.replicas";
+    }
+  }
+  layout.set_replicas(replicas);
   // Read outside the caller's transaction on purpose: the stripe is a
   // placement choice, and a heartbeat landing meanwhile must not abort it.
   absl::StatusOr<std::vector<ServerInfo>> alive = membership_->AliveServers();
   if (!alive.ok()) return alive.status();
   if (alive->empty()) {
     return ErrnoStatus(EIO, "cannot place a new file: no storage servers are alive");
+  }
+  if (alive->size() < replicas) {
+    // Each copy of a chunk needs a server of its own; fewer copies than
+    // asked for would be a redundancy the user believes in and does not
+    // have.
+    return ErrnoStatus(ENOSPC, absl::StrCat("cannot place a new file with ", replicas,
+                                            " replicas (", replicas_from, "): only ",
+                                            alive->size(), " storage server",
+                                            alive->size() == 1 ? " is" : "s are",
+                                            " alive; start more or check `ckptfs status`"));
   }
   // Rotating by the inode number (a counter) spreads first chunks, and so
   // load, evenly over the servers.

@@ -65,10 +65,26 @@ inline constexpr size_t kMaxXattrBytesPerInode = 1u << 20;
 // OK if `chunk_size` is a power of two in [kMinChunkSize, kMaxChunkSize].
 absl::Status ValidateChunkSize(uint64_t chunk_size);
 
+// The directory xattr that sets how many copies of each chunk files created
+// in it keep ("1" .. "8"); new subdirectories copy it from their parent.
+// Files elsewhere get the cluster's Options::default_replicas. (Beside
+// kChunkSizeXattr in common/checkpoint_xattrs.h once that file may change.)
+inline constexpr char kReplicasXattr[] = "user.ckptfs.replicas";
+inline constexpr uint32_t kMaxReplicas = 8;
+
+// OK if `replicas` is in [1, kMaxReplicas]; EINVAL otherwise.
+absl::Status ValidateReplicas(uint64_t replicas);
+// The replica count `value` (a user.ckptfs.replicas value: decimal digits,
+// optionally one trailing "\n") names; EINVAL if it is not one.
+absl::StatusOr<uint32_t> ParseReplicas(absl::string_view value);
+
 class Namespace {
  public:
   struct Options {
     uint32_t default_chunk_size = 4u << 20;
+    // Copies of each chunk of a new file in a directory without
+    // user.ckptfs.replicas; in [1, kMaxReplicas].
+    uint32_t default_replicas = 1;
     // How long an unlinked file's chunks outlive its last name.
     absl::Duration orphan_grace = absl::Hours(1);
     uint32_t readdir_default_limit = 1024;
@@ -103,11 +119,13 @@ class Namespace {
   // (reply.created false): EEXIST if it exists and request.exclusive; EISDIR
   // if it is a directory; with request.truncate an existing file's size
   // becomes 0. A new file gets a layout: the parent's user.ckptfs.chunk_size
-  // or the default chunk size, and a stripe of every alive storage server
-  // rotated by the inode number; EIO if no storage server is alive.
+  // or the default chunk size, the parent's user.ckptfs.replicas or the
+  // default replica count, and a stripe of every alive storage server
+  // rotated by the inode number; EIO if no storage server is alive, ENOSPC
+  // (naming both numbers) if fewer are alive than the file needs copies.
   absl::StatusOr<CreateReply> Create(const CreateRequest& request);
   // EEXIST if the name exists. The new directory copies the parent's
-  // user.ckptfs.chunk_size xattr.
+  // user.ckptfs.chunk_size and user.ckptfs.replicas xattrs.
   absl::StatusOr<Attr> Mkdir(const MkdirRequest& request);
   // A symlink (mode S_IFLNK|0777) to request.target (1..4095 bytes, no NUL).
   absl::StatusOr<Attr> Symlink(const SymlinkRequest& request);
@@ -163,7 +181,8 @@ class Namespace {
   // most 64 KiB (E2BIG); at most 1 MiB of xattrs per inode (ENOSPC).
   // create_only: EEXIST if present; replace_only:
   // ENODATA if absent. user.ckptfs.chunk_size must be a decimal power of two
-  // in [64 KiB, 64 MiB], user.ckptfs.commit_timeout_s and user.ckptfs.keep
+  // in [64 KiB, 64 MiB], user.ckptfs.replicas a decimal in [1, 8] (on a
+  // directory only), user.ckptfs.commit_timeout_s and user.ckptfs.keep
   // positive decimals (EINVAL); other user.ckptfs. names are reserved
   // (EINVAL, also for RemoveXattr; see checkpoint/xattr_rules.h).
   absl::Status SetXattr(const SetXattrRequest& request);

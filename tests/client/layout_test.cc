@@ -1,8 +1,12 @@
-// Layout math: chunk index/offset, per-chunk split of a range, server of a
-// chunk, chunk length within a file — at the edges that break off-by-ones.
+// Layout math: chunk index/offset, per-chunk split of a range, the servers
+// of a chunk's copies (placement), chunk length within a file — at the
+// edges that break off-by-ones.
 #include "client/layout.h"
 
+#include <algorithm>
 #include <cstdint>
+#include <set>
+#include <vector>
 
 #include "gtest/gtest.h"
 
@@ -121,6 +125,84 @@ TEST(LayoutTest, InvalidLayoutsAreRejected) {
   layout.add_stripe(1);
   layout.set_chunk_size(0);
   EXPECT_FALSE(ValidateLayout(layout).ok());
+}
+
+TEST(LayoutTest, ReplicasFollowCopyZeroAlongTheStripe) {
+  meta::Layout layout;
+  layout.set_chunk_size(kChunk);
+  for (uint32_t id : {7u, 3u, 9u, 4u}) layout.add_stripe(id);
+  layout.set_replicas(2);
+  ASSERT_TRUE(ValidateLayout(layout).ok());
+  EXPECT_EQ(ReplicaCount(layout), 2);
+  EXPECT_EQ(ReplicaServers(layout, 0), (std::vector<uint32_t>{7, 3}));
+  EXPECT_EQ(ReplicaServers(layout, 1), (std::vector<uint32_t>{3, 9}));
+  EXPECT_EQ(ReplicaServers(layout, 2), (std::vector<uint32_t>{9, 4}));
+  EXPECT_EQ(ReplicaServers(layout, 3), (std::vector<uint32_t>{4, 7}));  // wraps
+  EXPECT_EQ(ReplicaServers(layout, 4), (std::vector<uint32_t>{7, 3}));
+  // Copy 0 is where a layout without replicas puts the chunk.
+  for (uint64_t i = 0; i < 9; ++i) {
+    EXPECT_EQ(ServerForChunk(layout, i), ReplicaServers(layout, i)[0]);
+  }
+  const uint64_t far = (uint64_t{1} << 40) + 3;
+  EXPECT_EQ(ReplicaServers(layout, far), (std::vector<uint32_t>{4, 7}));
+}
+
+TEST(LayoutTest, EveryCopyOfAChunkIsOnADifferentServer) {
+  meta::Layout layout;
+  layout.set_chunk_size(kChunk);
+  for (uint32_t id : {1u, 2u, 3u}) layout.add_stripe(id);
+  layout.set_replicas(3);
+  ASSERT_TRUE(ValidateLayout(layout).ok());
+  for (uint64_t i = 0; i < 6; ++i) {
+    std::vector<uint32_t> servers = ReplicaServers(layout, i);
+    std::sort(servers.begin(), servers.end());
+    EXPECT_EQ(servers, (std::vector<uint32_t>{1, 2, 3})) << "chunk " << i;
+  }
+}
+
+TEST(LayoutTest, ZeroOrOneReplicaIsOneCopy) {
+  meta::Layout layout;
+  layout.set_chunk_size(kChunk);
+  for (uint32_t id : {5u, 6u}) layout.add_stripe(id);
+  EXPECT_EQ(ReplicaCount(layout), 1);  // an old layout: no replicas field
+  EXPECT_EQ(ReplicaServers(layout, 1), (std::vector<uint32_t>{6}));
+  layout.set_replicas(1);
+  EXPECT_EQ(ReplicaCount(layout), 1);
+  EXPECT_EQ(ReplicaServers(layout, 2), (std::vector<uint32_t>{5}));
+}
+
+TEST(LayoutTest, MoreReplicasThanServersIsRejected) {
+  meta::Layout layout;
+  layout.set_chunk_size(kChunk);
+  for (uint32_t id : {1u, 2u}) layout.add_stripe(id);
+  layout.set_replicas(2);
+  EXPECT_TRUE(ValidateLayout(layout).ok());
+  layout.set_replicas(3);
+  absl::Status status = ValidateLayout(layout);
+  EXPECT_FALSE(status.ok());
+  EXPECT_NE(status.message().find("3 replicas"), absl::string_view::npos) << status;
+}
+
+TEST(LayoutTest, ServersHoldingChunksCoverEveryCopy) {
+  meta::Layout layout;
+  layout.set_chunk_size(kChunk);
+  for (uint32_t id : {7u, 3u, 9u, 4u, 8u}) layout.add_stripe(id);
+  EXPECT_TRUE(ServersHoldingChunks(layout, 0).empty());
+  EXPECT_EQ(ServersHoldingChunks(layout, 2), (std::vector<uint32_t>{7, 3}));
+  layout.set_replicas(2);
+  EXPECT_EQ(ServersHoldingChunks(layout, 1), (std::vector<uint32_t>{7, 3}));
+  EXPECT_EQ(ServersHoldingChunks(layout, 3), (std::vector<uint32_t>{7, 3, 9, 4}));
+  EXPECT_EQ(ServersHoldingChunks(layout, 100), (std::vector<uint32_t>{7, 3, 9, 4, 8}));
+  // Brute force: the union of every chunk's copies.
+  for (uint64_t chunks = 0; chunks < 8; ++chunks) {
+    std::set<uint32_t> expected;
+    for (uint64_t i = 0; i < chunks; ++i) {
+      for (uint32_t id : ReplicaServers(layout, i)) expected.insert(id);
+    }
+    std::vector<uint32_t> got = ServersHoldingChunks(layout, chunks);
+    EXPECT_EQ(std::set<uint32_t>(got.begin(), got.end()), expected) << chunks << " chunks";
+    EXPECT_EQ(got.size(), expected.size());
+  }
 }
 
 }  // namespace

@@ -16,12 +16,17 @@
 namespace ckptfs::meta {
 namespace {
 
-// The storage servers holding chunks of a file of `size` bytes.
+// The storage servers holding chunks of a file of `size` bytes, any copy:
+// chunk i's copies are on stripe[(i + r) % n], r < replicas (the placement
+// of client/layout.h, ServersHoldingChunks), so the chunks + replicas - 1
+// first positions of the stripe, at most all of it.
 void AddChunkServers(const Attr& attr, std::set<uint32_t>& servers) {
   const Layout& layout = attr.layout();
   if (attr.size() == 0 || layout.chunk_size() == 0 || layout.stripe_size() == 0) return;
   const uint64_t chunks = (attr.size() + layout.chunk_size() - 1) / layout.chunk_size();
-  const uint64_t used = std::min<uint64_t>(chunks, static_cast<uint64_t>(layout.stripe_size()));
+  const uint64_t copies = std::max<uint32_t>(1, layout.replicas());
+  const uint64_t used =
+      std::min<uint64_t>(chunks + copies - 1, static_cast<uint64_t>(layout.stripe_size()));
   for (uint64_t i = 0; i < used; ++i) servers.insert(layout.stripe(static_cast<int>(i)));
 }
 

@@ -1,8 +1,8 @@
 // The user.ckptfs.* extended attributes the metadata service stores, and the
 // rules SetXattr / RemoveXattr apply to them.
 //
-// Of the user.ckptfs. names only three are stored xattrs: chunk_size (see
-// namespace.h), commit_timeout_s (a checkpoint's barrier timeout, on the
+// Of the user.ckptfs. names only four are stored xattrs: chunk_size and
+// replicas (see namespace.h), commit_timeout_s (a checkpoint's barrier timeout, on the
 // checkpoint directory or its run directory) and keep (how many committed
 // checkpoints a run directory keeps). Every other user.ckptfs. name is
 // reserved for the mount's checkpoint interface (ranks, commit, remove,

@@ -7,6 +7,9 @@
 // Thread-safety: as MetaServiceImpl (any handler thread).
 #include <cerrno>
 
+#include <string>
+
+#include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/errno_status.h"
 #include "server/meta/meta_service.h"
@@ -23,10 +26,12 @@ absl::StatusOr<ClusterStatusReply> MetaServiceImpl::BuildClusterStatus() {
   for (const ServerInfo& server : *servers) {
     *reply.add_servers() = board_.ServerStatusOf(server);
   }
-  // Replication and erasure coding are not implemented: one copy of each
-  // chunk, on the server its stripe names.
-  reply.set_copies(1);
-  reply.set_redundancy("none (1 copy)");
+  // The cluster's default for new files (a directory's
+  // user.ckptfs.replicas may differ). Erasure coding is not implemented.
+  const uint32_t copies = ns_->options().default_replicas;
+  reply.set_copies(copies);
+  reply.set_redundancy(copies <= 1 ? std::string("none (1 copy)")
+                                   : absl::StrCat(copies, " replicas"));
   for (ClientInfo& client : board_.Clients(now_ms)) *reply.add_clients() = std::move(client);
   if (pending_index_ != nullptr) {
     // The KV index of pending checkpoints: those from before a restart too.

@@ -152,10 +152,13 @@ absl::StatusOr<Attr> Namespace::Mkdir(const MkdirRequest& request) {
     const int64_t now = clock_->NowNs();
     InodeRecord dir = NewInode(*ino, DIRECTORY, request.mode(), request.uid(), request.gid(), now);
     dir.set_parent(request.parent());
-    // Chunk-size inheritance: a new directory copies its parent's setting.
-    auto chunk_size = parent->xattrs().find(std::string(kChunkSizeXattr));
-    if (chunk_size != parent->xattrs().end()) {
-      (*dir.mutable_xattrs())[chunk_size->first] = chunk_size->second;
+    // Layout inheritance: a new directory copies its parent's chunk size
+    // and replica count.
+    for (const char* name : {kChunkSizeXattr, kReplicasXattr}) {
+      auto setting = parent->xattrs().find(std::string(name));
+      if (setting != parent->xattrs().end()) {
+        (*dir.mutable_xattrs())[setting->first] = setting->second;
+      }
     }
     parent->mutable_attr()->set_nlink(parent->attr().nlink() + 1);  // the new ".."
     if (absl::Status linked = LinkNewInode(txn, request.parent(), *parent, request.name(), dir, now);

@@ -26,7 +26,7 @@ absl::Status ValidateXattrName(absl::string_view name) {
   if (absl::StrContains(name, absl::string_view("\0", 1))) {
     return ErrnoStatus(EINVAL, "xattr name contains NUL");
   }
-  return absl::OkStatus();
+  return RequireStorableString(name, "xattr name");
 }
 
 absl::Status NoData(uint64_t ino, absl::string_view name) {
@@ -55,11 +55,23 @@ absl::Status Namespace::SetXattr(const SetXattrRequest& request) {
     }
     if (absl::Status valid = ValidateChunkSize(chunk_size); !valid.ok()) return valid;
   }
+  const bool replicas = request.name() == kReplicasXattr;
+  if (replicas) {
+    if (absl::StatusOr<uint32_t> parsed = ParseReplicas(request.value()); !parsed.ok()) {
+      return parsed.status();
+    }
+  }
   return RunTxn(kv_, "setxattr", [&](MetaTxn& txn) -> absl::Status {
     absl::StatusOr<InodeRecord> inode = txn.GetInode(request.ino());
     if (!inode.ok()) return inode.status();
     if (absl::Status writable = RequireMutable(txn, *inode, "setxattr"); !writable.ok()) {
       return writable;
+    }
+    if (replicas && inode->attr().type() != DIRECTORY) {
+      // A file's copies are fixed by its layout when it is created.
+      return ErrnoStatus(EINVAL, absl::StrCat(kReplicasXattr, " is set on a directory (for the "
+                                              "files created in it), not on inode ",
+                                              request.ino()));
     }
     auto& xattrs = *inode->mutable_xattrs();
     const bool exists = xattrs.count(request.name()) > 0;

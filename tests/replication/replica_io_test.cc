@@ -1,0 +1,220 @@
+// client/replica_io.h over the in-memory storage servers of
+// client/testing/: a chunk write reaches every copy and fails if any copy
+// fails; a read falls over to the next copy on a failed server or a
+// missing chunk, and only calls a chunk a hole when every copy lacks it.
+#include "client/replica_io.h"
+
+#include <cerrno>
+#include <map>
+#include <set>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
+#include "client/testing/fake_chunk_transport.h"
+#include "common/errno_status.h"
+#include "gtest/gtest.h"
+
+namespace ckptfs::client {
+namespace {
+
+// The fake, with servers that can be "down": every request to one fails as
+// a refused connection does.
+class DownableTransport : public ChunkTransport {
+ public:
+  explicit DownableTransport(testing::FakeChunkTransport* servers) : servers_(servers) {}
+
+  void SetDown(uint32_t server_id, bool down) {
+    absl::MutexLock lock(&mu_);
+    if (down) {
+      down_.insert(server_id);
+    } else {
+      down_.erase(server_id);
+    }
+  }
+  int ReadsFrom(uint32_t server_id) {
+    absl::MutexLock lock(&mu_);
+    return reads_from_[server_id];
+  }
+
+  using ChunkTransport::WriteChunk;
+  absl::Status WriteChunk(uint32_t server_id, uint64_t ino, uint64_t chunk_index, uint32_t offset,
+                          const void* data, size_t length, bool replace,
+                          std::optional<uint32_t> crc32c) override {
+    if (IsDown(server_id)) return Refused(server_id);
+    return servers_->WriteChunk(server_id, ino, chunk_index, offset, data, length, replace,
+                                crc32c);
+  }
+  absl::StatusOr<size_t> ReadChunk(uint32_t server_id, uint64_t ino, uint64_t chunk_index,
+                                   uint32_t offset, void* buf, size_t length) override {
+    {
+      absl::MutexLock lock(&mu_);
+      ++reads_from_[server_id];
+    }
+    if (IsDown(server_id)) return Refused(server_id);
+    return servers_->ReadChunk(server_id, ino, chunk_index, offset, buf, length);
+  }
+  absl::Status TrimChunks(uint32_t server_id, uint64_t ino, uint64_t trim_size,
+                          uint32_t chunk_size) override {
+    return servers_->TrimChunks(server_id, ino, trim_size, chunk_size);
+  }
+  absl::Status SyncChunks(uint32_t server_id, uint64_t ino) override {
+    return servers_->SyncChunks(server_id, ino);
+  }
+
+ private:
+  bool IsDown(uint32_t server_id) {
+    absl::MutexLock lock(&mu_);
+    return down_.count(server_id) > 0;
+  }
+  static absl::Status Refused(uint32_t server_id) {
+    return ErrnoStatusWithCode(absl::StatusCode::kUnavailable, ECONNREFUSED,
+                               absl::StrCat("storage server ", server_id,
+                                            " unreachable: connect: Connection refused"));
+  }
+
+  testing::FakeChunkTransport* const servers_;
+  absl::Mutex mu_;
+  std::set<uint32_t> down_ ABSL_GUARDED_BY(mu_);
+  std::map<uint32_t, int> reads_from_ ABSL_GUARDED_BY(mu_);
+};
+
+class ReplicaIoTest : public ::testing::Test {
+ protected:
+  ReplicaIoTest() : transport_(&servers_), executor_(4) {
+    layout_.set_chunk_size(1024);
+    for (uint32_t id : {1u, 2u, 3u, 4u}) layout_.add_stripe(id);
+    layout_.set_replicas(2);
+  }
+
+  // Writes `bytes` as chunk `index` (whole) and waits for the answer.
+  absl::Status Write(uint64_t index, const std::string& bytes) {
+    ChunkWrite write;
+    write.ino = kIno;
+    write.chunk_index = index;
+    write.data = bytes.data();
+    write.length = bytes.size();
+    write.replace = true;
+    absl::Notification done;
+    absl::Status result;
+    int calls = 0;
+    WriteChunkCopies(transport_, executor_, layout_, write, [&](absl::Status status) {
+      result = std::move(status);
+      ++calls;
+      done.Notify();
+    });
+    done.WaitForNotification();
+    EXPECT_EQ(calls, 1);
+    return result;
+  }
+
+  absl::StatusOr<std::string> Read(uint64_t index, size_t length) {
+    std::string out(length, '\0');
+    absl::StatusOr<size_t> got =
+        ReadChunkCopy(transport_, layout_, kIno, index, 0, out.data(), out.size());
+    if (!got.ok()) return got.status();
+    out.resize(*got);
+    return out;
+  }
+
+  static constexpr uint64_t kIno = 77;
+  testing::FakeChunkTransport servers_;
+  DownableTransport transport_;
+  IoExecutor executor_;
+  meta::Layout layout_;
+};
+
+TEST_F(ReplicaIoTest, AWriteStoresEveryCopyOnItsServer) {
+  ASSERT_TRUE(Write(0, "chunk zero").ok());
+  ASSERT_TRUE(Write(3, "chunk three").ok());
+  EXPECT_EQ(servers_.ChunkBytes(1, kIno, 0), "chunk zero");
+  EXPECT_EQ(servers_.ChunkBytes(2, kIno, 0), "chunk zero");
+  EXPECT_EQ(servers_.ChunkBytes(3, kIno, 0), std::nullopt);
+  EXPECT_EQ(servers_.ChunkBytes(4, kIno, 3), "chunk three");
+  EXPECT_EQ(servers_.ChunkBytes(1, kIno, 3), "chunk three");  // wraps round the stripe
+  EXPECT_EQ(servers_.ChunkCount(kIno), 4);
+}
+
+TEST_F(ReplicaIoTest, AWriteFailsWhenOneCopyFails) {
+  transport_.SetDown(2, true);
+  absl::Status status = Write(0, "lost");
+  ASSERT_FALSE(status.ok());
+  EXPECT_EQ(ErrnoFromStatus(status), ECONNREFUSED) << status;
+  EXPECT_NE(status.message().find("copy 2 of 2 (storage server 2)"), std::string::npos)
+      << status;
+  // The copy that could be written was: the failure is the file's to report.
+  EXPECT_EQ(servers_.ChunkBytes(1, kIno, 0), "lost");
+  // A chunk whose copies avoid the down server is written.
+  EXPECT_TRUE(Write(2, "fine").ok());
+}
+
+TEST_F(ReplicaIoTest, OneCopyLayoutsWriteOnce) {
+  layout_.clear_replicas();
+  ASSERT_TRUE(Write(1, "single").ok());
+  EXPECT_EQ(servers_.ChunkCount(kIno), 1);
+  EXPECT_EQ(servers_.ChunkBytes(2, kIno, 1), "single");
+  transport_.SetDown(2, true);
+  EXPECT_FALSE(Read(1, 6).ok());  // nowhere else to read it
+}
+
+TEST_F(ReplicaIoTest, ReadsFallOverToTheOtherCopy) {
+  for (uint64_t i = 0; i < 8; ++i) ASSERT_TRUE(Write(i, "data of " + std::to_string(i)).ok());
+  for (uint32_t down = 1; down <= 4; ++down) {
+    transport_.SetDown(down, true);
+    for (uint64_t i = 0; i < 8; ++i) {
+      absl::StatusOr<std::string> got = Read(i, 64);
+      ASSERT_TRUE(got.ok()) << "server " << down << " down, chunk " << i << ": "
+                            << got.status();
+      EXPECT_EQ(*got, "data of " + std::to_string(i));
+    }
+    transport_.SetDown(down, false);
+  }
+  // Two servers down that hold both copies of chunk 0 (servers 1 and 2).
+  transport_.SetDown(1, true);
+  transport_.SetDown(2, true);
+  absl::StatusOr<std::string> lost = Read(0, 64);
+  ASSERT_FALSE(lost.ok());
+  EXPECT_NE(ErrnoFromStatus(lost.status()), ENOENT) << lost.status();  // never a hole
+}
+
+TEST_F(ReplicaIoTest, SequentialReadsSpreadOverEveryCopy) {
+  for (uint64_t i = 0; i < 8; ++i) ASSERT_TRUE(Write(i, "x").ok());
+  for (uint64_t i = 0; i < 8; ++i) ASSERT_TRUE(Read(i, 1).ok());
+  // Eight chunks over four servers with two copies: two reads each, and
+  // both copies of some chunk were read.
+  for (uint32_t id = 1; id <= 4; ++id) EXPECT_EQ(transport_.ReadsFrom(id), 2) << "server " << id;
+}
+
+TEST_F(ReplicaIoTest, AMissingCopyIsNotAHoleWhileAnotherHasTheChunk) {
+  ASSERT_TRUE(Write(0, "kept on one copy").ok());
+  // Copy 1 (server 1) loses its chunk file.
+  ASSERT_TRUE(servers_.TrimChunks(1, kIno, 0, 1024).ok());
+  absl::StatusOr<std::string> got = Read(0, 64);
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(*got, "kept on one copy");
+  // Chunk 4 (copies on servers 1 and 2) is read from copy 1 first: that
+  // one lost, copy 0 answers.
+  ASSERT_TRUE(Write(4, "second").ok());
+  ASSERT_TRUE(servers_.TrimChunks(2, kIno, 0, 1024).ok());
+  got = Read(4, 64);
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(*got, "second");
+}
+
+TEST_F(ReplicaIoTest, AHoleIsWhereEveryCopyLacksTheChunk) {
+  absl::StatusOr<std::string> got = Read(5, 64);
+  ASSERT_FALSE(got.ok());
+  EXPECT_EQ(ErrnoFromStatus(got.status()), ENOENT) << got.status();
+  // One copy missing, the other's server down: not a hole, a failure.
+  ASSERT_TRUE(Write(5, "five").ok());
+  ASSERT_TRUE(servers_.TrimChunks(2, kIno, 0, 1024).ok());  // copy 0 of chunk 5
+  transport_.SetDown(3, true);                               // copy 1 of chunk 5
+  got = Read(5, 64);
+  ASSERT_FALSE(got.ok());
+  EXPECT_NE(ErrnoFromStatus(got.status()), ENOENT) << got.status();
+  EXPECT_NE(got.status().message().find("storage server 3"), std::string::npos) << got.status();
+}
+
+}  // namespace
+}  // namespace ckptfs::client

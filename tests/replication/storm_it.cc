@@ -1,0 +1,141 @@
+// A storage server killed (-9) in the middle of a save storm, with two
+// replicas: each writer's file either is saved whole (close returned 0, and
+// every byte reads back, with the server still down) or its writer got an
+// error from write or close — never a silently short file; every file
+// saved before the kill stays intact; once the server is back the cluster
+// takes new files again.
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <thread>
+
+#include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "common/errno_status.h"
+#include "tests/replication/replication_support.h"
+
+namespace ckptfs::replication {
+namespace {
+
+using ckptfs::testing::TestData;
+
+constexpr int kWriters = 6;
+// Not a whole number of chunks, so a lost tail would show in the size.
+size_t FileSize(int writer, int n) {
+  return 9 * kChunk + 1000 * static_cast<size_t>(writer) + 31 * static_cast<size_t>(n) + 7;
+}
+uint64_t Seed(int writer, int n) { return 1000 * static_cast<uint64_t>(writer) + n; }
+
+struct Attempt {
+  int writer = 0;
+  int n = 0;
+  bool after_kill = false;  // started after the kill
+  absl::StatusOr<meta::Attr> result;
+};
+
+TEST_F(ReplicationTest, AServerKilledDuringASaveStormLosesNothingSaved) {
+  ASSERT_NO_FATAL_FAILURE(StartCluster(4, 2));
+
+  // Saved before the storm.
+  std::vector<std::pair<uint64_t, std::string>> before;
+  for (int f = 0; f < 6; ++f) {
+    const std::string data = TestData(FileSize(99, f), Seed(99, f));
+    absl::StatusOr<meta::Attr> attr = WriteFile(*client_, dir_, absl::StrCat("before", f), data);
+    ASSERT_TRUE(attr.ok()) << attr.status();
+    before.emplace_back(attr->ino(), data);
+  }
+
+  std::atomic<bool> killed{false};
+  std::atomic<bool> stop{false};
+  std::atomic<int> saved{0};
+  std::atomic<int> saved_after_kill{0};
+  absl::Mutex mu;
+  std::vector<Attempt> attempts;  // guarded by mu
+  std::vector<std::thread> writers;
+  for (int w = 0; w < kWriters; ++w) {
+    writers.emplace_back([&, w] {
+      std::unique_ptr<client::Client> client = Connect();
+      if (client == nullptr) return;
+      for (int n = 0; !stop.load(); ++n) {
+        Attempt attempt;
+        attempt.writer = w;
+        attempt.n = n;
+        attempt.after_kill = killed.load();
+        attempt.result = WriteFile(*client, dir_, absl::StrCat("w", w, "-", n),
+                                   TestData(FileSize(w, n), Seed(w, n)));
+        if (attempt.result.ok()) {
+          saved.fetch_add(1);
+          if (attempt.after_kill) saved_after_kill.fetch_add(1);
+        }
+        absl::MutexLock lock(&mu);
+        attempts.push_back(std::move(attempt));
+      }
+    });
+  }
+  // Kill server 1 once the storm is under way, then let it run on without
+  // the server until the service has seen it down and saves go through
+  // again (a deadline only in case they never do), and stop.
+  absl::Time deadline = absl::Now() + absl::Seconds(60);
+  while (saved.load() < 2 * kWriters && absl::Now() < deadline) ::usleep(10 * 1000);
+  absl::Status killed_status = cluster_->StopStorage(1, SIGKILL);
+  killed.store(true);
+  deadline = absl::Now() + absl::Seconds(30);
+  while (saved_after_kill.load() < kWriters && absl::Now() < deadline) ::usleep(10 * 1000);
+  stop.store(true);
+  for (std::thread& t : writers) t.join();
+  ASSERT_TRUE(killed_status.ok()) << killed_status;
+
+  // With the server still down: every save that returned 0 reads back
+  // whole, through a Client that caches nothing.
+  std::unique_ptr<client::Client> reader = Connect();
+  ASSERT_NE(reader, nullptr);
+  int ok = 0, failed = 0, ok_after_kill = 0;
+  for (const Attempt& a : attempts) {
+    if (!a.result.ok()) {
+      ++failed;
+      // An error the writer can act on, never a silent one.
+      EXPECT_NE(ErrnoFromStatus(a.result.status()), 0);
+      continue;
+    }
+    ++ok;
+    ok_after_kill += a.after_kill ? 1 : 0;
+    const std::string want = TestData(FileSize(a.writer, a.n), Seed(a.writer, a.n));
+    auto attr = reader->GetAttr(a.result->ino());
+    ASSERT_TRUE(attr.ok()) << attr.status();
+    EXPECT_EQ(attr->size(), want.size()) << "w" << a.writer << "-" << a.n;
+    absl::StatusOr<std::string> back = ReadFile(*reader, a.result->ino());
+    ASSERT_TRUE(back.ok()) << "w" << a.writer << "-" << a.n << ": " << back.status();
+    EXPECT_TRUE(SameBytes(*back, want)) << "w" << a.writer << "-" << a.n;
+  }
+  std::cerr << "storm: " << attempts.size() << " saves, " << ok << " returned 0 (" << ok_after_kill
+            << " begun after the kill), " << failed << " returned an error\n";
+  EXPECT_GE(ok, 2 * kWriters);
+  // After the service saw the server down, new files avoid it and saves
+  // succeed again.
+  EXPECT_GT(ok_after_kill, 0);
+  for (const auto& [ino, data] : before) {
+    absl::StatusOr<std::string> back = ReadFile(*reader, ino);
+    ASSERT_TRUE(back.ok()) << "inode " << ino << ": " << back.status();
+    EXPECT_TRUE(SameBytes(*back, data)) << "inode " << ino;
+  }
+
+  // The server returns: the cluster serves, old files and new.
+  ASSERT_TRUE(cluster_->StartStorage(1).ok());
+  ASSERT_TRUE(cluster_->WaitServersAlive(4).ok());
+  const std::string data = TestData(5 * kChunk + 3, 4242);
+  absl::StatusOr<meta::Attr> fresh = WriteFile(*reader, dir_, "after", data);
+  ASSERT_TRUE(fresh.ok()) << fresh.status();
+  EXPECT_EQ(fresh->layout().stripe_size(), 4);
+  absl::StatusOr<std::string> back = ReadFile(*reader, fresh->ino());
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_TRUE(SameBytes(*back, data));
+  for (const auto& [ino, data] : before) {
+    absl::StatusOr<std::string> again = ReadFile(*reader, ino);
+    ASSERT_TRUE(again.ok()) << again.status();
+    EXPECT_TRUE(SameBytes(*again, data));
+  }
+}
+
+}  // namespace
+}  // namespace ckptfs::replication
