@@ -74,6 +74,11 @@ struct UpConfig {
   std::string MetaAddresses() const {
     return on_etcd ? MetaAddress() + "," + StandbyAddress() : MetaAddress();
   }
+  // Storage server i's list: on etcd, odd ones start at the second server
+  // (both serve: their registrations and heartbeats spread).
+  std::string StorageMetaAddresses(int i) const {
+    return on_etcd && i % 2 == 1 ? StandbyAddress() + "," + MetaAddress() : MetaAddresses();
+  }
   uint16_t StoragePort(int i) const { return static_cast<uint16_t>(storage_port + i); }
   // Metrics ports: the service at the base, storage server i at base+1+i,
   // the mount after them.
@@ -384,7 +389,8 @@ class ClusterStarter {
       const std::string address = config_.Address(config_.StoragePort(i));
       absl::Status s = Start(absl::StrCat("storage-", i), address, data_dir,
                              {config_.storage_binary, "--listen=" + address,
-                              "--data_dir=" + data_dir, "--meta=" + config_.MetaAddresses(),
+                              "--data_dir=" + data_dir,
+                              "--meta=" + config_.StorageMetaAddresses(i),
                               "--credential_file=" + dir_.CredentialFile()},
                              config_.metrics_port == 0 ? 0 : config_.StorageMetricsPort(i));
       if (!s.ok()) return s;

@@ -4,6 +4,13 @@
 // order. Used by main.cc and by
 // in-process tests (listen on 127.0.0.1:0, then ask address()).
 //
+// Several servers on one store (ckptfs-meta --etcd_shared): Options::
+// shared_poll makes the commit barriers learn from the store, and
+// Options::duties = false leaves the orphan reclaimer to StartDuties /
+// StopDuties, which main.cc calls while this server holds the cluster's duty
+// lock. What stays per server: the status board (clients that heartbeat here,
+// storage-server loads, checkpoints seen here) and the waiting commits.
+//
 // Metrics (common/metrics, the default registry): every RPC through
 // RpcMetricsFactory (ckptfs_meta_rpc*), the storage servers' count, capacity
 // and use computed from Membership at scrape time, and the commit barrier's
@@ -62,8 +69,6 @@ class MetaServer {
     // (credential_check.h), and the service presents it on the data
     // connections it dials (commit SYNC, orphan TRIM). Empty: no checks.
     std::string credential;
-  };
-
     // Other metadata servers serve the same store at the same time
     // (ckptfs-meta --etcd_shared): the commit barriers learn from the store
     // every this often (CheckpointCoordinator::Options::shared_poll); zero:
@@ -76,6 +81,8 @@ class MetaServer {
     // Counts a checkpoint's stored arrivals (CheckpointStore::
     // set_arrival_counter); empty: they are scanned.
     CheckpointStore::KeyCounter count_keys;
+  };
+
   // Opens the store — `store` when given (e.g. an EtcdKvStore), else the
   // embedded RocksDB in options.data_dir (EBUSY "data dir ... in use" if
   // another process has it) — creates the root directory on a new store,
@@ -93,21 +100,21 @@ class MetaServer {
   // reclaimer. Idempotent.
   void Shutdown();
 
-  // host:port actually bound (the port resolved when listen asked for 0).
-  const std::string& address() const { return address_; }
   // Starts / stops the once-per-cluster duties (a fresh orphan reclaimer
   // each time). Idempotent; any thread, not concurrently with Shutdown.
   void StartDuties();
   void StopDuties();
   bool runs_duties();
 
+  // host:port actually bound (the port resolved when listen asked for 0).
+  const std::string& address() const { return address_; }
   int port() const { return port_; }
   Namespace& ns() { return *ns_; }
   Membership& membership() { return *membership_; }
-  OrphanReclaimer& reclaimer() { return *reclaimer_; }
-  CheckpointCoordinator& checkpoints() { return *checkpoints_; }
   // The orphan reclaimer of the running duties; when there are none, the
   // last one (stopped) or one never started (RunOnce still works: tests).
+  OrphanReclaimer& reclaimer() { return *reclaimer_; }
+  CheckpointCoordinator& checkpoints() { return *checkpoints_; }
 
  private:
   MetaServer() = default;
@@ -118,8 +125,6 @@ class MetaServer {
   std::unique_ptr<Membership> membership_;
   std::unique_ptr<Namespace> ns_;
   std::unique_ptr<OrphanReclaimer> reclaimer_;
-  std::unique_ptr<CheckpointStore> checkpoint_store_;
-  std::unique_ptr<Committer> committer_;
   OrphanReclaimer::Options reclaim_options_;
   // Guards replacing reclaimer_ (StartDuties) and running_duties_.
   absl::Mutex duties_mu_;
@@ -128,6 +133,8 @@ class MetaServer {
   // Reclaimers of earlier duty periods, stopped (kept: reclaimer() may
   // have handed one out).
   std::vector<std::unique_ptr<OrphanReclaimer>> old_reclaimers_;
+  std::unique_ptr<CheckpointStore> checkpoint_store_;
+  std::unique_ptr<Committer> committer_;
   std::unique_ptr<CheckpointCoordinator> checkpoints_;
   std::unique_ptr<MetaServiceImpl> service_;
   std::unique_ptr<AuthenticatedMetaService> authenticated_;  // with a credential

@@ -2,10 +2,13 @@
 // contract (versions, scans, compares, atomicity), etcd's limits as ckptfs
 // configures them, and failover when the leader is killed mid-stream — with
 // no commit lost or applied twice. Skipped when etcd-server is not installed.
+#include "server/meta/etcd/etcd_duty_lock.h"
 #include "server/meta/etcd/etcd_kv_store.h"
 #include "server/meta/etcd/etcd_server_lock.h"
 
 #include <atomic>
+#include <functional>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
@@ -140,6 +143,50 @@ TEST_F(EtcdKvStoreTest, ScanIsOrderedBoundedAndPrefixed) {
   ASSERT_NE(other, nullptr);
   EXPECT_FALSE(other->Get("d/1").value().has_value());
   EXPECT_TRUE(other->Scan("", "", 10).value().empty());
+}
+
+// The count-only Range the commit barrier counts arrivals with.
+TEST_F(EtcdKvStoreTest, CountPrefixCountsTheKeysOfOnePrefix) {
+  for (const char* key : {"a/1", "a/2", "a/3", "b/1", "a"}) Put(key, key);
+  EXPECT_EQ(store_->CountPrefix("a/").value(), 3u);
+  EXPECT_EQ(store_->CountPrefix("b/").value(), 1u);
+  EXPECT_EQ(store_->CountPrefix("c/").value(), 0u);
+  std::unique_ptr<EtcdKvStore> other = OpenStore("/test/other-cluster/");
+  ASSERT_NE(other, nullptr);
+  EXPECT_EQ(other->CountPrefix("a/").value(), 0u);
+}
+
+// Servers that all serve (--etcd_shared): the duties run on one at a time,
+// and move to the other when the holder stops.
+TEST_F(EtcdKvStoreTest, DutyLockRunsTheDutiesOnOneServerAtATime) {
+  EtcdServerLock::Options options;
+  options.key_prefix = "/test/duties/";
+  options.ttl = absl::Seconds(3);
+  std::atomic<int> running{0}, started{0};
+  auto duties = [&](const std::string& holder) {
+    EtcdServerLock::Options mine = options;
+    mine.holder = holder;
+    return std::make_unique<EtcdDutyLock>(
+        Client(), mine, [&] { running.fetch_add(1); started.fetch_add(1); },
+        [&] { running.fetch_sub(1); });
+  };
+  auto first = duties("first");
+  auto wait_for = [](const std::function<bool()>& done) {
+    const absl::Time deadline = absl::Now() + absl::Seconds(30);  // a bound on a hang
+    while (!done() && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(20));
+    return done();
+  };
+  ASSERT_TRUE(wait_for([&] { return first->held(); }));
+  auto second = duties("second");
+  absl::SleepFor(absl::Seconds(1));  // time to take them too, if it wrongly could
+  EXPECT_FALSE(second->held());
+  EXPECT_EQ(running.load(), 1);
+  first.reset();  // stops its duties and revokes its lease
+  ASSERT_TRUE(wait_for([&] { return second->held(); }));
+  EXPECT_EQ(running.load(), 1);
+  EXPECT_EQ(started.load(), 2);
+  second.reset();
+  EXPECT_EQ(running.load(), 0);
 }
 
 TEST_F(EtcdKvStoreTest, FailedCompareWritesNothing) {
