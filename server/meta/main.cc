@@ -310,6 +310,7 @@ int Main() {
   int signal_number = 0;
   sigwait(&stop_signals, &signal_number);
   CKPTFS_LOG(kInfo) << "received " << strsignal(signal_number) << ", shutting down";
+  duty_lock.reset();  // stops the duties and frees them for another server
   (*server)->Shutdown();
   server->reset();
   etcd_lock.reset();  // frees the prefix for a standby at once
@@ -320,7 +321,6 @@ int Main() {
 }  // namespace
 }  // namespace ckptfs::meta
 
-  duty_lock.reset();  // stops the duties and frees them for another server
 int main(int argc, char** argv) {
   // Debian's Abseil is built with Mutex deadlock detection on, which costs
   // a few percent of every lock (gRPC's included) in cycle bookkeeping.

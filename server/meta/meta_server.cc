@@ -134,15 +134,15 @@ absl::StatusOr<std::unique_ptr<MetaServer>> MetaServer::Start(const Options& opt
   server->checkpoint_store_ = std::make_unique<CheckpointStore>(
       server->store_.get(), &server->ns_->inodes(), options.clock,
       CheckpointStore::Options{options.commit_timeout_s, options.orphan_grace});
-  Committer::Options commit_options;
   if (options.count_keys) server->checkpoint_store_->set_arrival_counter(options.count_keys);
+  Committer::Options commit_options;
   commit_options.sync_timeout = options.commit_sync_timeout;
   server->committer_ = std::make_unique<Committer>(server->checkpoint_store_.get(),
                                                    server->membership_.get(), commit_options);
   CheckpointCoordinator::Options coordinator_options;
   coordinator_options.default_poll = options.commit_poll;
-  server->checkpoints_ = std::make_unique<CheckpointCoordinator>(
   coordinator_options.shared_poll = options.shared_poll;
+  server->checkpoints_ = std::make_unique<CheckpointCoordinator>(
       server->checkpoint_store_.get(), server->committer_.get(), options.clock,
       coordinator_options);
   MetaServer* self = server.get();
