@@ -100,7 +100,13 @@ absl::Status DiscardPayload(int fd, size_t size) {
   char sink[64 * 1024];
   while (size > 0) {
     const size_t n = std::min(size, sizeof(sink));
-    if (absl::Status s = RecvAll(fd, sink, n); !s.ok()) return s;
+    if (absl::Status s = RecvAll(fd, sink, n); !s.ok()) {
+      // A close between two pieces is still inside the frame (RecvAll
+      // would call it a clean end of stream, which maps to EFBIG).
+      if (!IsEndOfStream(s)) return s;
+      return ErrnoStatus(ECONNRESET, absl::StrCat("connection closed inside a frame's payload, ",
+                                                  size, " bytes short"));
+    }
     size -= n;
   }
   return absl::OkStatus();

@@ -51,6 +51,7 @@ absl::StatusOr<FramePrefix> ReadFrameHead(int fd, google::protobuf::MessageLite&
                                           uint32_t max_payload = kMaxFramePayload);
 
 // Reads and drops `size` payload bytes (to skip a payload that is refused).
+// A close before all of them came is ECONNRESET (never end of stream).
 absl::Status DiscardPayload(int fd, size_t size);
 
 }  // namespace ckptfs

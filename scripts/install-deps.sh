@@ -12,6 +12,9 @@ PACKAGES=(
   etcd-server
   python3 python3-torch python3-numpy
   strace
+  # tests/fuzz/run_fuzzers.sh (libFuzzer); the runtime library is named
+  # because --no-install-recommends would leave it out.
+  clang-14 libclang-rt-14-dev
 )
 
 missing=()

@@ -45,6 +45,26 @@ absl::StatusOr<std::vector<std::string>> ListDir(const std::string& path) {
   return names;
 }
 
+// Whether the chunk file at `path`, `file_size` bytes long, is a whole chunk
+// of at most `len` data bytes: its header decodes, and the file is as long
+// as that header says. A torn file (cut short by a power loss, or with a
+// damaged header) is not, so a write does not take it for one that its
+// payload covers and silently drop the bytes it stood for.
+bool HoldsAtMost(const std::string& path, size_t file_size, size_t len) {
+  if (file_size < kChunkHeaderSize || file_size > kChunkHeaderSize + RoundUpToBlock(len)) {
+    return false;
+  }
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd.valid()) return false;
+  char block[kChunkHeaderSize];
+  if (::pread(fd.get(), block, sizeof(block), 0) != static_cast<ssize_t>(sizeof(block))) {
+    return false;
+  }
+  auto header = DecodeChunkHeader(absl::string_view(block, sizeof(block)), path);
+  return header.ok() && header->data_length <= len &&
+         file_size == ChunkFileSize(header->data_length);
+}
+
 absl::Status MakeDir(const std::string& path) {
   if (::mkdir(path.c_str(), 0755) != 0 && errno != EEXIST) {
     return SyscallError(errno, absl::StrCat("mkdir ", path));
@@ -257,15 +277,17 @@ absl::Status ChunkStore::Write(Ring& ring, ChunkKey key, uint32_t offset,
   absl::MutexLock lock(&LockFor(key));
   bool whole = replace;
   if (!whole && offset == 0) {
-    // The payload covers every old byte when the old file's padded data
-    // length is within it: no need to read the old chunk.
+    // The payload covers every old byte when the old chunk's length is
+    // within it: no need to read (and merge) the old data, only its header.
+    // Otherwise, or when the old file is torn, MergeLocked reads it all
+    // (and fails with EIO on a torn one).
     struct stat st {};
     const std::string path = ChunkPath(key);
     if (::stat(path.c_str(), &st) != 0) {
       if (errno != ENOENT) return SyscallError(errno, absl::StrCat("stat ", path));
       whole = true;
     } else {
-      whole = static_cast<size_t>(st.st_size) <= kChunkHeaderSize + len;
+      whole = HoldsAtMost(path, static_cast<size_t>(st.st_size), len);
     }
   }
   const size_t padded = RoundUpToBlock(len);
@@ -305,7 +327,8 @@ absl::Status ChunkStore::MergeLocked(Ring& ring, ChunkKey key, uint32_t offset,
   const size_t new_len = std::max(old_len, end);
   char* bytes = image.data() + kChunkHeaderSize;
   if (offset > old_len) std::memset(bytes + old_len, 0, offset - old_len);
-  std::memcpy(bytes + offset, data.data(), data.size());
+  // An empty WRITE (payload_len 0) only extends the chunk; its data() may be null.
+  if (!data.empty()) std::memcpy(bytes + offset, data.data(), data.size());
   std::memset(bytes + new_len, 0, RoundUpToBlock(new_len) - new_len);
   EncodeChunkHeader({key, static_cast<uint32_t>(new_len), Crc32c(bytes, new_len)},
                     image.data());

@@ -179,6 +179,10 @@ absl::StatusOr<Attr> Namespace::Symlink(const SymlinkRequest& request) {
   if (absl::StrContains(request.target(), absl::string_view("\0", 1))) {
     return ErrnoStatus(EINVAL, "symlink: target contains NUL");
   }
+  if (absl::Status valid = RequireStorableString(request.target(), "symlink: target");
+      !valid.ok()) {
+    return valid;
+  }
   std::optional<uint64_t> new_ino;
   return RunTxn<Attr>(kv_, "symlink", [&](MetaTxn& txn) -> absl::StatusOr<Attr> {
     absl::StatusOr<InodeRecord> parent = GetDir(txn, request.parent());

@@ -6,9 +6,19 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/errno_status.h"
+#include "google/protobuf/stubs/common.h"
 #include "server/meta/keys.h"
 
 namespace ckptfs::meta {
+
+absl::Status RequireStorableString(absl::string_view value, absl::string_view what) {
+  // The check protobuf's parser applies to proto3 string fields.
+  if (!google::protobuf::internal::IsStructurallyValidUTF8(value.data(),
+                                                           static_cast<int>(value.size()))) {
+    return ErrnoStatus(EINVAL, absl::StrCat(what, " is not valid UTF-8"));
+  }
+  return absl::OkStatus();
+}
 
 InodeRecord NewInode(uint64_t ino, FileType type, uint32_t perm, uint32_t uid, uint32_t gid,
                      int64_t now_ns) {

@@ -21,6 +21,13 @@ namespace ckptfs::meta {
 
 inline constexpr uint32_t kPermissionBits = 07777;
 
+// OK if `value` (a symlink target, an xattr name) can be kept in a string
+// field of a stored record: valid UTF-8, which protobuf's parser demands of
+// proto3 strings, so a record holding anything else could be written but
+// never read back (the inode would be lost to EIO). EINVAL naming `what`
+// otherwise.
+absl::Status RequireStorableString(absl::string_view value, absl::string_view what);
+
 // A fresh inode record. `perm` is masked to permission bits; the type bits
 // come from `type`. nlink: 2 for a directory, 1 otherwise.
 InodeRecord NewInode(uint64_t ino, FileType type, uint32_t perm, uint32_t uid, uint32_t gid,
