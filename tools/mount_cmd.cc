@@ -5,6 +5,7 @@
 // Runs on main's thread only.
 #include <unistd.h>
 
+#include <cstdlib>
 #include <iostream>
 
 #include "absl/strings/str_cat.h"
@@ -45,7 +46,8 @@ CommandSpec MountSpec() {
           {"mountpoint", "DIR", "where to mount (created if missing)", "", true},
           {"threads", "N", "FUSE worker threads (default: the daemon's)"},
           {"credential-file", "FILE",
-           "the cluster's credential, passed to the daemon (--credential_file)"},
+           "the cluster's credential, passed to the daemon (--credential_file); default: "
+           "$CKPTFS_CREDENTIAL_FILE"},
           {"log-file", "FILE", "the FUSE daemon's log (default /tmp/ckptfs-fuse<mountpoint>.log)"},
           {"timeout-s", "SECONDS", "how long to wait for the mount", "30"},
       }};
@@ -74,8 +76,10 @@ int RunMount(const ParsedFlags& flags) {
   options.fuse_binary = *binary;
 
   std::string credential;
-  if (flags.Given("credential-file")) {
-    options.credential_file = AbsolutePath(flags.Get("credential-file"));
+  const char* env_file = std::getenv(kCredentialFileEnv);
+  if (flags.Given("credential-file") || (env_file != nullptr && *env_file != '\0')) {
+    options.credential_file =
+        AbsolutePath(flags.Given("credential-file") ? flags.Get("credential-file") : env_file);
     absl::StatusOr<std::string> loaded = LoadCredential(options.credential_file);
     if (!loaded.ok()) return Failure(spec, std::string(loaded.status().message()));
     credential = *loaded;

@@ -9,10 +9,12 @@
 #include <google/protobuf/util/json_util.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <iostream>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "common/errno_status.h"
 #include "tools/ckpt_xattrs.h"
 #include "tools/cluster_address.h"
 #include "tools/commands.h"
@@ -150,6 +152,13 @@ int RunStatus(const ParsedFlags& flags) {
     } else {
       status = servers.status();
     }
+  }
+  if (!status.ok() && ErrnoFromStatus(status.status()) == EACCES) {
+    // Reached, but it wants the cluster's credential (or another one).
+    return Failure(spec, absl::StrCat("the metadata service at ", *address, " refused: ",
+                                      status.status().message(),
+                                      " (ckptfs status: --credential-file FILE, or --state-dir "
+                                      "DIR of the cluster)"));
   }
   if (!status.ok()) {
     return Failure(spec, absl::StrCat("cannot reach the metadata service at ", *address, ": ",

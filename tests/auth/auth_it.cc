@@ -87,6 +87,8 @@ class AuthTest : public ::testing::Test {
 std::unique_ptr<LocalCluster> AuthTest::cluster_;
 
 TEST_F(AuthTest, MetadataCallsWithoutTheCredentialAreRefusedAndLoggedOncePerPeer) {
+  const std::string meta_log = cluster_->root() + "/meta.log";
+  const size_t logged_before = Count(ReadLog(meta_log), "refused metadata calls from");
   auto channel = grpc::CreateChannel(cluster_->meta_address(), grpc::InsecureChannelCredentials());
   for (int i = 0; i < 5; ++i) {
     const grpc::Status status = ListServers(channel, "");
@@ -97,9 +99,9 @@ TEST_F(AuthTest, MetadataCallsWithoutTheCredentialAreRefusedAndLoggedOncePerPeer
   }
   const grpc::Status wrong = ListServers(channel, std::string(64, 'a'));
   EXPECT_EQ(wrong.error_code(), grpc::StatusCode::UNAUTHENTICATED);
-  // Six refusals on one connection: one log line.
-  const std::string log = ReadLog(cluster_->root() + "/meta.log");
-  EXPECT_EQ(Count(log, "refused metadata calls from"), 1u) << log;
+  // Six refusals on one connection (one peer): one log line.
+  const std::string log = ReadLog(meta_log);
+  EXPECT_EQ(Count(log, "refused metadata calls from"), logged_before + 1) << log;
   EXPECT_TRUE(absl::StrContains(log, "no credential presented")) << log;
   // The service goes on serving callers that present it.
   EXPECT_TRUE(ListServers(channel, cluster_->credential()).ok());
@@ -228,6 +230,9 @@ TEST_F(AuthTest, PermissionBitsHoldAgainstAnotherUserOnTheMount) {
 
   // 1: the 0600 file cannot be opened; 2: the 0644 one can be read; 3: but
   // not opened for writing; 4: nor can the root-owned directory take a file.
+  // (Everything the child touches is prepared before the fork.)
+  const std::string created = *mount + "/new.pt";
+  const ssize_t shared_size = static_cast<ssize_t>(std::string("readable weights").size());
   const int code = AsNobody([&]() -> int {
     if (::open(secret.c_str(), O_RDONLY) >= 0 || errno != EACCES) return 1;
     const int fd = ::open(shared.c_str(), O_RDONLY);
@@ -235,11 +240,9 @@ TEST_F(AuthTest, PermissionBitsHoldAgainstAnotherUserOnTheMount) {
     char buf[64];
     const ssize_t n = ::read(fd, buf, sizeof(buf));
     ::close(fd);
-    if (n != static_cast<ssize_t>(std::string("readable weights").size())) return 2;
+    if (n != shared_size) return 2;
     if (::open(shared.c_str(), O_WRONLY) >= 0 || errno != EACCES) return 3;
-    if (::open((*mount + "/new.pt").c_str(), O_WRONLY | O_CREAT, 0644) >= 0 || errno != EACCES) {
-      return 4;
-    }
+    if (::open(created.c_str(), O_WRONLY | O_CREAT, 0644) >= 0 || errno != EACCES) return 4;
     return 0;
   });
   EXPECT_EQ(code, 0) << "1: opened a 0600 file of root; 2: could not read a 0644 one; "
@@ -248,16 +251,17 @@ TEST_F(AuthTest, PermissionBitsHoldAgainstAnotherUserOnTheMount) {
 
   // A directory the other user owns: files it creates there are its own.
   const std::string theirs = *mount + "/nobody";
+  const std::string mine = theirs + "/mine.pt";
   ASSERT_EQ(::mkdir(theirs.c_str(), 0755), 0);
   ASSERT_EQ(::chown(theirs.c_str(), 65534, 65534), 0);
   EXPECT_EQ(AsNobody([&]() -> int {
-              const int fd = ::open((theirs + "/mine.pt").c_str(), O_WRONLY | O_CREAT, 0600);
+              const int fd = ::open(mine.c_str(), O_WRONLY | O_CREAT, 0600);
               if (fd < 0) return 1;
               ::close(fd);
               return 0;
             }),
             0);
-  ASSERT_EQ(::stat((theirs + "/mine.pt").c_str(), &st), 0);
+  ASSERT_EQ(::stat(mine.c_str(), &st), 0);
   EXPECT_EQ(st.st_uid, 65534u);
   EXPECT_EQ(st.st_mode & 0777, 0600u);
 }
