@@ -492,7 +492,8 @@ class ClusterStarter {
                                          "metadata server dies\n"
                                    : "")
               << "other nodes:  ckptfs mount --meta " << config_.MetaAddresses()
-              << " --credential-file COPY_OF_" << dir_.CredentialFile() << " --mountpoint DIR"
+              << " --credential-file FILE --mountpoint DIR  (FILE: a copy of "
+              << dir_.CredentialFile() << ", mode 0600)"
               << (absl::StartsWith(config_.host, "127.") || config_.host == "localhost"
                       ? "  (only this machine reaches " + config_.host +
                             "; start with --host ADDR to serve other nodes)"

@@ -152,7 +152,8 @@ class MountConventionsTest : public ::testing::Test {
 TEST_F(MountConventionsTest, MountTypeFuseCkptfsThenUmount) {
   std::string output;
   const int rc = RunShell(absl::StrCat("mount -t fuse.ckptfs ", cluster_->meta_address(), " ",
-                                       mountpoint_, " -o _netdev,threads=4,log=", log_),
+                                       mountpoint_, " -o _netdev,threads=4,log=", log_,
+                                       ",credential_file=", cluster_->credential_file()),
                           &output);
   ASSERT_EQ(rc, 0) << output << cluster_->DescribeLogs();
   EXPECT_TRUE(IsCkptfsMount(mountpoint_));
@@ -171,7 +172,7 @@ TEST_F(MountConventionsTest, FstabLine) {
     out << "# a ckptfs line as in /etc/fstab\n"
         << cluster_->meta_address() << "  " << mountpoint_
         << "  fuse.ckptfs  defaults,_netdev,nofail,x-systemd.automount,log=" << log_
-        << "  0  0\n";
+        << ",credential_file=" << cluster_->credential_file() << "  0  0\n";
   }
   std::string output;
   ASSERT_EQ(RunShell(absl::StrCat("mount -T ", fstab, " ", mountpoint_), &output), 0)
@@ -190,7 +191,8 @@ TEST_F(MountConventionsTest, MountOptionsOverrideTheConfigFile) {
   }
   std::string output;
   const std::string mount = absl::StrCat("mount -t fuse.ckptfs ", cluster_->meta_address(), " ",
-                                         mountpoint_, " -o log=", log_, ",config=", conf);
+                                         mountpoint_, " -o log=", log_, ",config=", conf,
+                                         ",credential_file=", cluster_->credential_file());
   EXPECT_NE(RunShell(mount, &output), 0) << output;
   EXPECT_TRUE(absl::StrContains(output, "max_background")) << output;
   EXPECT_FALSE(IsCkptfsMount(mountpoint_));
@@ -199,6 +201,19 @@ TEST_F(MountConventionsTest, MountOptionsOverrideTheConfigFile) {
   ASSERT_EQ(RunShell(mount + ",max_background=32", &output), 0) << output;
   EXPECT_TRUE(IsCkptfsMount(mountpoint_));
   UmountAndExpectDaemonGone();
+}
+
+// The cluster requires its credential (LocalCluster's default): a mount
+// without credential_file= fails, and mount(8) prints why.
+TEST_F(MountConventionsTest, MountWithoutTheCredentialFailsAndSaysWhy) {
+  std::string output;
+  EXPECT_NE(RunShell(absl::StrCat("mount -t fuse.ckptfs ", cluster_->meta_address(), " ",
+                                  mountpoint_, " -o log=", log_),
+                     &output),
+            0)
+      << output;
+  EXPECT_TRUE(absl::StrContains(output, "credential")) << output;
+  EXPECT_FALSE(IsCkptfsMount(mountpoint_));
 }
 
 TEST_F(MountConventionsTest, ErrorsReachTheUser) {
