@@ -59,7 +59,7 @@ absl::Status LinkNewInode(MetaTxn& txn, uint64_t parent_ino, InodeRecord& parent
 }  // namespace
 
 absl::StatusOr<CreateReply> Namespace::Create(const CreateRequest& request) {
-  if (absl::Status valid = ValidateName(request.name()); !valid.ok()) return valid;
+  if (absl::Status valid = ValidateNewName(request.name()); !valid.ok()) return valid;
   std::optional<uint64_t> new_ino;  // allocated once, kept across retries
   return RunTxn<CreateReply>(kv_, "create", [&](MetaTxn& txn) -> absl::StatusOr<CreateReply> {
     absl::StatusOr<InodeRecord> parent = GetDir(txn, request.parent());
@@ -136,7 +136,7 @@ absl::StatusOr<CreateReply> Namespace::Create(const CreateRequest& request) {
 }
 
 absl::StatusOr<Attr> Namespace::Mkdir(const MkdirRequest& request) {
-  if (absl::Status valid = ValidateName(request.name()); !valid.ok()) return valid;
+  if (absl::Status valid = ValidateNewName(request.name()); !valid.ok()) return valid;
   std::optional<uint64_t> new_ino;
   return RunTxn<Attr>(kv_, "mkdir", [&](MetaTxn& txn) -> absl::StatusOr<Attr> {
     absl::StatusOr<InodeRecord> parent = GetDir(txn, request.parent());
@@ -170,7 +170,7 @@ absl::StatusOr<Attr> Namespace::Mkdir(const MkdirRequest& request) {
 }
 
 absl::StatusOr<Attr> Namespace::Symlink(const SymlinkRequest& request) {
-  if (absl::Status valid = ValidateName(request.name()); !valid.ok()) return valid;
+  if (absl::Status valid = ValidateNewName(request.name()); !valid.ok()) return valid;
   if (request.target().empty()) return ErrnoStatus(ENOENT, "symlink: empty target");
   if (request.target().size() > kMaxSymlinkTarget) {
     return ErrnoStatus(ENAMETOOLONG, absl::StrCat("symlink: target of ", request.target().size(),

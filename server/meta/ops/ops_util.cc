@@ -4,8 +4,10 @@
 #include <algorithm>
 #include <cerrno>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "common/errno_status.h"
+#include "common/names.h"
 #include "google/protobuf/stubs/common.h"
 #include "server/meta/keys.h"
 
@@ -18,6 +20,11 @@ absl::Status RequireStorableString(absl::string_view value, absl::string_view wh
     return ErrnoStatus(EINVAL, absl::StrCat(what, " is not valid UTF-8"));
   }
   return absl::OkStatus();
+}
+
+absl::Status ValidateNewName(absl::string_view name) {
+  if (absl::Status valid = ValidateName(name); !valid.ok()) return valid;
+  return RequireStorableString(name, absl::StrCat("name \"", absl::CHexEscape(name), "\""));
 }
 
 InodeRecord NewInode(uint64_t ino, FileType type, uint32_t perm, uint32_t uid, uint32_t gid,

@@ -28,6 +28,12 @@ inline constexpr uint32_t kPermissionBits = 07777;
 // otherwise.
 absl::Status RequireStorableString(absl::string_view value, absl::string_view what);
 
+// ValidateName for a name an operation is about to create (create, mkdir,
+// symlink, rename's target): also RequireStorableString, since names travel
+// in string fields (readdir replies, a checkpoint's info) — one that is not
+// UTF-8 would make its directory unlistable over gRPC.
+absl::Status ValidateNewName(absl::string_view name);
+
 // A fresh inode record. `perm` is masked to permission bits; the type bits
 // come from `type`. nlink: 2 for a directory, 1 otherwise.
 InodeRecord NewInode(uint64_t ino, FileType type, uint32_t perm, uint32_t uid, uint32_t gid,

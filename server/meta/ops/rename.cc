@@ -45,7 +45,7 @@ absl::Status CheckNotUnder(MetaTxn& txn, uint64_t dir, uint64_t ancestor) {
 
 absl::Status Namespace::Rename(const RenameRequest& request) {
   if (absl::Status valid = ValidateName(request.name()); !valid.ok()) return valid;
-  if (absl::Status valid = ValidateName(request.new_name()); !valid.ok()) return valid;
+  if (absl::Status valid = ValidateNewName(request.new_name()); !valid.ok()) return valid;
   const uint64_t old_parent_ino = request.parent();
   const uint64_t new_parent_ino = request.new_parent();
   const bool same_parent = old_parent_ino == new_parent_ino;
