@@ -135,7 +135,7 @@ TEST_F(MetaOnEtcdTest, StandbyTakesOverTheNamespace) {
   auto standby = ChildProcess::Start(
       {BinDir() + "/ckptfs-meta", "--listen=" + standby_address, "--kv_backend=etcd",
        "--etcd_endpoints=" + etcd_->endpoints(), "--etcd_prefix=/ckptfs-test/",
-       "--etcd_lock_ttl_s=3"},
+       "--etcd_lock_ttl_s=3", "--credential_file=" + cluster_->credential_file()},
       cluster_->root() + "/standby.log");
   ASSERT_TRUE(standby.ok()) << standby.status();
   standby_ = *std::move(standby);
@@ -156,8 +156,10 @@ TEST_F(MetaOnEtcdTest, StandbyTakesOverTheNamespace) {
   // A mount of the standby sees the namespace as it was.
   const std::string second = cluster_->root() + "/second";
   ASSERT_EQ(mkdir(second.c_str(), 0755), 0);
+  // With the cluster's credential, as the storage servers require it.
   auto mount = ChildProcess::Start({BinDir() + "/ckptfs-fuse", "--meta=" + standby_address,
-                                    "--mountpoint=" + second, "--foreground"},
+                                    "--mountpoint=" + second, "--foreground",
+                                    "--credential_file=" + cluster_->credential_file()},
                                    cluster_->root() + "/second.log");
   ASSERT_TRUE(mount.ok());
   deadline = absl::Now() + absl::Seconds(30);
