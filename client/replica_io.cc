@@ -1,6 +1,7 @@
 // See replica_io.h.
 #include "client/replica_io.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <memory>
@@ -42,6 +43,40 @@ bool ShouldWarnAbout(uint32_t server_id) {
   if (now - it->second < absl::Minutes(1)) return false;
   it->second = now;
   return true;
+}
+
+// Servers whose last answer to a read was a failure (down, unreachable,
+// timed out), and when: for kSuspectFor afterwards their copies are tried
+// last, so that a server that vanished without refusing connections costs
+// one timeout, not one per chunk read. Process-wide, like the warnings.
+constexpr absl::Duration kSuspectFor = absl::Seconds(15);
+
+absl::Mutex suspects_mu(absl::kConstInit);
+absl::flat_hash_map<uint32_t, absl::Time>& Suspects() {
+  static auto* suspects = new absl::flat_hash_map<uint32_t, absl::Time>();  // by suspects_mu
+  return *suspects;
+}
+
+void NoteReadFailed(uint32_t server_id) {
+  absl::MutexLock lock(&suspects_mu);
+  Suspects()[server_id] = absl::Now();
+}
+
+void NoteReadAnswered(uint32_t server_id) {
+  absl::MutexLock lock(&suspects_mu);
+  if (!Suspects().empty()) Suspects().erase(server_id);
+}
+
+// `order` (copy numbers) with the copies on suspect servers moved last,
+// keeping the order within each group.
+void SuspectsLast(const meta::Layout& layout, uint64_t chunk_index, std::vector<int>& order) {
+  const absl::Time now = absl::Now();
+  absl::MutexLock lock(&suspects_mu);
+  if (Suspects().empty()) return;
+  std::stable_partition(order.begin(), order.end(), [&](int r) {
+    auto it = Suspects().find(ReplicaServer(layout, chunk_index, r));
+    return it == Suspects().end() || now - it->second >= kSuspectFor;
+  });
 }
 
 // What the copies of one chunk write share: the last copy to answer
@@ -115,12 +150,20 @@ absl::StatusOr<size_t> ReadChunkCopy(ChunkTransport& transport, const meta::Layo
   // one shows up before the day it is the only one left.
   const uint64_t stripe = static_cast<uint64_t>(layout.stripe_size());
   const int first = static_cast<int>((chunk_index / stripe) % static_cast<uint64_t>(copies));
+  std::vector<int> order;
+  for (int k = 0; k < copies; ++k) order.push_back((first + k) % copies);
+  SuspectsLast(layout, chunk_index, order);
   absl::Status failure;         // the first failure that was not ENOENT
   std::vector<int> missing_on;  // copies that said ENOENT
   for (int k = 0; k < copies; ++k) {
-    const int r = (first + k) % copies;
+    const int r = order[static_cast<size_t>(k)];
     const uint32_t server = ReplicaServer(layout, chunk_index, r);
     absl::StatusOr<size_t> got = transport.ReadChunk(server, ino, chunk_index, offset, out, length);
+    if (got.ok() || ErrnoFromStatus(got.status()) == ENOENT) {
+      NoteReadAnswered(server);
+    } else {
+      NoteReadFailed(server);
+    }
     if (got.ok()) {
       if (!failure.ok() || !missing_on.empty()) {
         for (int m : missing_on) {
@@ -151,6 +194,11 @@ absl::StatusOr<size_t> ReadChunkCopy(ChunkTransport& transport, const meta::Layo
   }
   return ErrnoStatus(ENOENT, absl::StrCat("chunk ", chunk_index, " of inode ", ino,
                                           " is on none of its ", copies, " copies"));
+}
+
+void ForgetReadFailuresForTesting() {
+  absl::MutexLock lock(&suspects_mu);
+  Suspects().clear();
 }
 
 }  // namespace ckptfs::client

@@ -9,10 +9,11 @@
 // on the read side); OpenFileState only says "write this chunk" and "read
 // these bytes of it".
 //
-// Thread-safety: both functions may be called from any thread, ReadChunk
-// also from an IoExecutor task (it never waits for other tasks). The
-// fallover warnings are rate-limited process-wide (once a minute per
-// server id) under a mutex of their own.
+// Thread-safety: every function may be called from any thread,
+// ReadChunkCopy also from an IoExecutor task (it never waits for other
+// tasks). The fallover warnings (once a minute per server id) and the
+// servers that failed reads lately are process-wide, each under a mutex of
+// its own.
 #ifndef CKPTFS_CLIENT_REPLICA_IO_H_
 #define CKPTFS_CLIENT_REPLICA_IO_H_
 
@@ -54,7 +55,9 @@ void WriteChunkCopies(ChunkTransport& transport, IoExecutor& executor, const met
 // end of its stored length). Tries the copies in turn, starting with one
 // that depends on the index (so that a sequential read spreads over every
 // copy, and every copy is read now and then); a server that fails (down,
-// timed out, an I/O error) or says ENOENT makes it try the next. ENOENT
+// timed out, an I/O error) or says ENOENT makes it try the next. Copies on
+// a server that failed a read in the last 15 s are tried last (one
+// timeout per vanished server, not one per chunk). ENOENT
 // only if every copy said ENOENT (a hole); if some failed and the others
 // said ENOENT, the failure (the chunk may be on the failed server alone).
 // Bytes of `out` past the returned count are unspecified.
@@ -62,6 +65,10 @@ void WriteChunkCopies(ChunkTransport& transport, IoExecutor& executor, const met
 absl::StatusOr<size_t> ReadChunkCopy(ChunkTransport& transport, const meta::Layout& layout,
                                      uint64_t ino, uint64_t chunk_index, uint32_t offset,
                                      char* out, size_t length);
+
+// Forgets which servers failed reads (see ReadChunkCopy): for tests that
+// count the reads each server gets.
+void ForgetReadFailuresForTesting();
 
 }  // namespace ckptfs::client
 

@@ -86,6 +86,7 @@ class ReplicaIoTest : public ::testing::Test {
     layout_.set_chunk_size(1024);
     for (uint32_t id : {1u, 2u, 3u, 4u}) layout_.add_stripe(id);
     layout_.set_replicas(2);
+    ForgetReadFailuresForTesting();  // another test's down servers
   }
 
   // Writes `bytes` as chunk `index` (whole) and waits for the answer.
@@ -184,6 +185,33 @@ TEST_F(ReplicaIoTest, SequentialReadsSpreadOverEveryCopy) {
   // Eight chunks over four servers with two copies: two reads each, and
   // both copies of some chunk were read.
   for (uint32_t id = 1; id <= 4; ++id) EXPECT_EQ(transport_.ReadsFrom(id), 2) << "server " << id;
+}
+
+TEST_F(ReplicaIoTest, AServerThatFailedIsAskedLastForAWhile) {
+  ASSERT_TRUE(Write(0, "zero").ok());  // copies on servers 1 (read first) and 2
+  transport_.SetDown(1, true);
+  for (int i = 0; i < 5; ++i) {
+    absl::StatusOr<std::string> got = Read(0, 4);
+    ASSERT_TRUE(got.ok()) << got.status();
+    EXPECT_EQ(*got, "zero");
+  }
+  // Only the first read waited for server 1; the others went to server 2.
+  EXPECT_EQ(transport_.ReadsFrom(1), 1);
+  EXPECT_EQ(transport_.ReadsFrom(2), 5);
+  // Still asked when it is the only copy left to try.
+  transport_.SetDown(2, true);
+  EXPECT_FALSE(Read(0, 4).ok());
+  EXPECT_EQ(transport_.ReadsFrom(1), 2);
+  EXPECT_EQ(transport_.ReadsFrom(2), 6);
+  // Both back: with both suspect the usual order holds, and a server's
+  // answer clears it.
+  transport_.SetDown(1, false);
+  transport_.SetDown(2, false);
+  ASSERT_TRUE(Read(0, 4).ok());
+  EXPECT_EQ(transport_.ReadsFrom(1), 3);
+  ASSERT_TRUE(Read(0, 4).ok());  // server 2 is suspect still, server 1 no more
+  EXPECT_EQ(transport_.ReadsFrom(1), 4);
+  EXPECT_EQ(transport_.ReadsFrom(2), 6);
 }
 
 TEST_F(ReplicaIoTest, AMissingCopyIsNotAHoleWhileAnotherHasTheChunk) {
