@@ -19,6 +19,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "common/errno_status.h"
 #include "gtest/gtest.h"
 #include "proto/meta.pb.h"
@@ -129,6 +130,13 @@ TEST_F(SharedBarrierTest, RanksThroughBothServersCommitOnce) {
   ASSERT_TRUE(info.ok()) << info.status();
   EXPECT_EQ(info->state(), COMMITTED);
   EXPECT_EQ(info->ended_ms(), results[0]->ended_ms());
+  // The arrival records go once the servers concluded (after answering:
+  // polled, with a bound on a hang).
+  const absl::Time deadline = absl::Now() + absl::Seconds(30);
+  while (!kv_.Scan(ArrivalPrefix(ino), "", 1).value().empty() && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  EXPECT_TRUE(kv_.Scan(ArrivalPrefix(ino), "", 1).value().empty());
 }
 
 TEST_F(SharedBarrierTest, WaitersLearnAnOutcomeDecidedOnTheOtherServer) {

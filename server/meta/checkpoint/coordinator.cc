@@ -561,11 +561,13 @@ void CheckpointCoordinator::Conclude(uint64_t ino, const CheckpointInfo& info,
                         << " ms after the last arrival" << parts;
     }
   }
-  if (seen_only) return;  // the server that ended it does the rest
+  // Also when another server ended it (seen_only): that server may have
+  // died before dropping them, and dropping twice costs one empty scan.
   if (absl::Status dropped = store_->DropArrivals(ino); !dropped.ok()) {
     CKPTFS_LOG(kWarning) << "cannot drop the arrival records of checkpoint " << ino << ": "
                          << dropped.message();
   }
+  if (seen_only) return;  // the server that ended it does the rest
   if (info.state() == ABORTED) OnOrphans();
   if (info.state() != COMMITTED) return;
   absl::StatusOr<std::vector<uint64_t>> removed = store_->Retain(ino);

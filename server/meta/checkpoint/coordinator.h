@@ -37,8 +37,9 @@
 // one applies and the others find it COMMITTED (or ABORTED) and answer
 // their waiters with it. A barrier past its deadline loads the stored
 // arrivals before it aborts (and commits instead if they are all there).
-// Retention and dropping the arrival records run on the server whose
-// commit or abort applied.
+// Retention and waking the orphan reclaimer run on the server whose commit
+// or abort applied; every server that sees the end drops the arrival
+// records (the ending server may have died before it did).
 //
 // Metrics (the default registry): ckptfs_meta_checkpoint_barriers_open,
 // ckptfs_meta_checkpoint_ranks_arrived and ckptfs_meta_checkpoint_waiting_commits
@@ -189,7 +190,7 @@ class CheckpointCoordinator {
   // `ino` ended as `info` (COMMITTED or ABORTED): answers its waiters, drops
   // its arrival records, applies retention after a commit. Harmless twice.
   // `seen_only`: another metadata server ended it (a look at the store):
-  // only the waiters are answered here.
+  // only the waiters are answered and the arrival records dropped here.
   void Conclude(uint64_t ino, const CheckpointInfo& info,
                 std::optional<CommitTiming> timing = std::nullopt, bool seen_only = false);
   // Forgets `ino`'s barrier, answering its waiters with `status`.
