@@ -46,7 +46,11 @@ class MetaOnEtcdTest : public ::testing::Test {
     etcd_ = *std::move(etcd);
     LocalClusterOptions options;
     options.meta_flags = {"--kv_backend=etcd", "--etcd_endpoints=" + etcd_->endpoints(),
-                          "--etcd_prefix=/ckptfs-test/", "--etcd_lock_ttl_s=3"};
+                          "--etcd_prefix=/ckptfs-test/",
+                          // Room to ride out an etcd leader election on a
+                          // loaded machine (the lock's keepalive gives up
+                          // after a TTL without a renewal).
+                          "--etcd_lock_ttl_s=10"};
     auto cluster = LocalCluster::Start(options);
     ASSERT_TRUE(cluster.ok()) << cluster.status() << "\n" << etcd_->DescribeLogs();
     cluster_ = *std::move(cluster);
