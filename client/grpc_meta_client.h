@@ -20,6 +20,7 @@
 
 #include "absl/time/time.h"
 #include "client/meta_client.h"
+#include "common/credential.h"
 #include "proto/meta.grpc.pb.h"
 
 namespace ckptfs::client {
@@ -28,7 +29,9 @@ class GrpcMetaClient : public MetaClient {
  public:
   // Does not connect yet: the first call does (gRPC channels are lazy).
   // `credential`: the cluster's (common/credential.h); empty: none sent.
-  GrpcMetaClient(std::string address, absl::Duration rpc_timeout, std::string credential = "");
+  // Defaults to the one in $CKPTFS_CREDENTIAL_FILE, as ClientOptions does.
+  GrpcMetaClient(std::string address, absl::Duration rpc_timeout,
+                 std::string credential = CredentialFromEnvironment());
 
   absl::StatusOr<meta::AttrReply> Lookup(const meta::LookupRequest& request) override;
   absl::StatusOr<meta::AttrReply> GetAttr(const meta::InodeRequest& request) override;

@@ -9,6 +9,7 @@
 
 #include <cerrno>
 #include <cstdint>
+#include <cstdlib>
 #include <string>
 #include <utility>
 
@@ -130,6 +131,13 @@ absl::StatusOr<std::string> LoadOrCreateCredential(const std::string& path) {
 absl::StatusOr<std::string> LoadCredentialFlag(const std::string& path) {
   if (path.empty()) return std::string();
   return LoadCredential(path);
+}
+
+std::string CredentialFromEnvironment() {
+  const char* file = std::getenv(kCredentialFileEnv);
+  if (file == nullptr || *file == '\0') return std::string();
+  absl::StatusOr<std::string> credential = LoadCredential(file);
+  return credential.ok() ? *std::move(credential) : std::string();
 }
 
 bool CredentialMatches(absl::string_view presented, absl::string_view expected) {

@@ -56,6 +56,10 @@ absl::StatusOr<std::string> LoadOrCreateCredential(const std::string& path);
 // LoadCredential(path) for an optional flag: "" when `path` is empty.
 absl::StatusOr<std::string> LoadCredentialFlag(const std::string& path);
 
+// The credential in $CKPTFS_CREDENTIAL_FILE; "" when it is unset or cannot
+// be loaded (a service that wants it then refuses, saying what to give).
+std::string CredentialFromEnvironment();
+
 // Whether `presented` equals `expected`, in time that depends only on their
 // lengths (no early exit on the first differing byte).
 bool CredentialMatches(absl::string_view presented, absl::string_view expected);
