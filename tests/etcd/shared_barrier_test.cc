@@ -9,7 +9,12 @@
 //   - a rank missing: both servers' waiters get ETIMEDOUT, and the reason
 //     counts the arrivals of both servers and names the missing rank;
 //   - a rank committing again through the other server (a retry after its
-//     server died) counts once.
+//     server died) counts once;
+//   - the server that loses the commit race (its commit held back, as by a
+//     slow SYNC, until the other committed) neither counts the commit nor
+//     applies retention (which would take its checkpoint as the newest);
+//   - of two commit (or abort) transactions of one checkpoint, only one
+//     reports that it applied.
 // The CheckpointCoordinator's poll thread runs for real (a few ms each).
 #include <cerrno>
 #include <future>
@@ -20,6 +25,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "common/checkpoint_xattrs.h"
 #include "common/errno_status.h"
 #include "gtest/gtest.h"
 #include "proto/meta.pb.h"
@@ -37,6 +43,49 @@ namespace {
 
 using Result = absl::StatusOr<CheckpointInfo>;
 
+// A Committer that records what each run ended, and that holds the runs
+// back while `held` (as a slow SYNC of the storage servers would).
+class RecordingCommitter : public Committer {
+ public:
+  using Committer::Committer;
+  absl::StatusOr<CheckpointStore::Ended> Run(uint64_t ino) override {
+    {
+      absl::MutexLock lock(&mu_);
+      ++entered_;
+      auto released = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) { return !held_; };
+      mu_.Await(absl::Condition(&released));
+    }
+    absl::StatusOr<CheckpointStore::Ended> ended = Committer::Run(ino);
+    absl::MutexLock lock(&mu_);
+    if (ended.ok() && ended->applied) ++applied_;
+    return ended;
+  }
+  void Hold() {
+    absl::MutexLock lock(&mu_);
+    held_ = true;
+  }
+  void Release() {
+    absl::MutexLock lock(&mu_);
+    held_ = false;
+  }
+  // Waits (at most 30 s) until a run has been entered; whether one was.
+  bool AwaitEntered() {
+    absl::MutexLock lock(&mu_);
+    auto entered = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) { return entered_ > 0; };
+    return mu_.AwaitWithTimeout(absl::Condition(&entered), absl::Seconds(30));
+  }
+  int applied() {
+    absl::MutexLock lock(&mu_);
+    return applied_;
+  }
+
+ private:
+  absl::Mutex mu_;
+  bool held_ ABSL_GUARDED_BY(mu_) = false;
+  int entered_ ABSL_GUARDED_BY(mu_) = 0;
+  int applied_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
 // One metadata server's part on the shared store.
 struct Server {
   explicit Server(KvStore* kv) {
@@ -44,7 +93,8 @@ struct Server {
     ns = std::make_unique<Namespace>(kv, membership.get(), Clock::Real(), Namespace::Options{});
     store = std::make_unique<CheckpointStore>(kv, &ns->inodes(), Clock::Real(),
                                               CheckpointStore::Options{});
-    committer = std::make_unique<Committer>(store.get(), membership.get(), Committer::Options{});
+    committer = std::make_unique<RecordingCommitter>(store.get(), membership.get(),
+                                                     Committer::Options{});
     CheckpointCoordinator::Options options;
     options.shared_poll = absl::Milliseconds(20);
     coordinator = std::make_unique<CheckpointCoordinator>(store.get(), committer.get(),
@@ -53,7 +103,7 @@ struct Server {
   std::unique_ptr<Membership> membership;
   std::unique_ptr<Namespace> ns;
   std::unique_ptr<CheckpointStore> store;
-  std::unique_ptr<Committer> committer;
+  std::unique_ptr<RecordingCommitter> committer;
   std::unique_ptr<CheckpointCoordinator> coordinator;
 };
 
@@ -72,10 +122,12 @@ class SharedBarrierTest : public ::testing::Test {
     if (y_) y_->coordinator->Stop();
   }
 
-  // A checkpoint directory `name` of `ranks` ranks (timeout_s 0: default).
-  uint64_t Declare(const std::string& name, uint32_t ranks, uint32_t timeout_s = 0) {
+  // A checkpoint directory `name` of `ranks` ranks (timeout_s 0: default),
+  // in directory `parent`.
+  uint64_t Declare(const std::string& name, uint32_t ranks, uint32_t timeout_s = 0,
+                   uint64_t parent = kRootIno) {
     MkdirRequest mkdir;
-    mkdir.set_parent(kRootIno);
+    mkdir.set_parent(parent);
     mkdir.set_name(name);
     mkdir.set_mode(0755);
     absl::StatusOr<Attr> dir = x_->ns->Mkdir(mkdir);
@@ -160,7 +212,11 @@ TEST_F(SharedBarrierTest, WaitersLearnAnOutcomeDecidedOnTheOtherServer) {
 
 TEST_F(SharedBarrierTest, TimeoutCountsTheArrivalsOfBothServers) {
   constexpr uint32_t kRanks = 3;
-  const uint64_t ino = Declare("step_3", kRanks, /*timeout_s=*/1);
+  const uint64_t ino = Declare("step_3", kRanks, /*timeout_s=*/3);
+  // Both arrivals are stored before the deadline can pass (the first one
+  // starts the 3 s); then each rank waits on its server.
+  ASSERT_TRUE(ArriveNoWait(*x_, ino, 0).ok());
+  ASSERT_TRUE(ArriveNoWait(*y_, ino, 1).ok());
   std::future<Result> on_x = std::async(std::launch::async, [&] { return Commit(*x_, ino, 0); });
   std::future<Result> on_y = std::async(std::launch::async, [&] { return Commit(*y_, ino, 1); });
   for (Result result : {on_x.get(), on_y.get()}) {

@@ -116,6 +116,10 @@ class CheckpointStore {
   struct Finished {
     bool changed = false;  // something changed since PrepareCommit: prepare again
     CheckpointInfo info;   // otherwise the checkpoint's state now
+    // This call's transaction committed it (false: it had ended meanwhile,
+    // e.g. another metadata server on the same store committed or aborted
+    // it first).
+    bool applied = false;
   };
   // Marks the checkpoint COMMITTED (durably, with ended_ms, files, bytes) and
   // points its parent's `latest` symlink at it, if nothing `prepared` read
@@ -130,6 +134,17 @@ class CheckpointStore {
   // subdirectories and symlinks go; the directory stays, empty. Returns the
   // checkpoint's info afterwards (unchanged if it was not PENDING).
   absl::StatusOr<CheckpointInfo> Abort(uint64_t ino, int err, absl::string_view reason);
+  // How a checkpoint ended, and whether the call that returns it ended it.
+  struct Ended {
+    CheckpointInfo info;
+    // This call's transaction committed or aborted it; false when it had
+    // already ended (another metadata server on the same store may have
+    // ended it first: only the one that applied counts it, logs it and
+    // applies retention).
+    bool applied = false;
+  };
+  // Abort, telling whether this call's transaction aborted it.
+  absl::StatusOr<Ended> AbortIfPending(uint64_t ino, int err, absl::string_view reason);
 
   // --- remove.cc ---
   // Removes checkpoint `name` of `run_dir` (any state) with its whole

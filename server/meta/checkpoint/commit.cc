@@ -126,7 +126,10 @@ absl::StatusOr<CheckpointStore::Finished> CheckpointStore::FinishCommit(uint64_t
       absl::Status staged = StageCommit(*txn, *dir, prepared, latest_ino, finished.info);
       if (!staged.ok()) return staged;
       absl::StatusOr<int64_t> committed = kv_->Commit(txn->txn());
-      if (committed.ok()) return finished;
+      if (committed.ok()) {
+        finished.applied = true;
+        return finished;
+      }
       if (!IsTxnConflict(committed.status())) return committed.status();
     }
   }
@@ -155,7 +158,10 @@ absl::StatusOr<CheckpointStore::Finished> CheckpointStore::FinishCommit(uint64_t
       });
       if (at == now.end() || at->key != key || at->version != version) return changed();
     }
-    return StageCommit(txn, *dir, prepared, latest_ino, finished.info);
+    absl::Status staged = StageCommit(txn, *dir, prepared, latest_ino, finished.info);
+    // Applied once RunTxn's commit of this body succeeds (checked below).
+    finished.applied = staged.ok();
+    return staged;
   });
   if (finished.changed) return finished;
   if (!status.ok()) return status;
@@ -164,10 +170,21 @@ absl::StatusOr<CheckpointStore::Finished> CheckpointStore::FinishCommit(uint64_t
 
 absl::StatusOr<CheckpointInfo> CheckpointStore::Abort(uint64_t ino, int err,
                                                       absl::string_view reason) {
+  absl::StatusOr<Ended> ended = AbortIfPending(ino, err, reason);
+  if (!ended.ok()) return ended.status();
+  return std::move(ended->info);
+}
+
+absl::StatusOr<CheckpointStore::Ended> CheckpointStore::AbortIfPending(
+    uint64_t ino, int err, absl::string_view reason) {
   absl::StatusOr<std::vector<uint32_t>> arrived = Arrivals(ino);
   if (!arrived.ok()) return arrived.status();
-  return RunTxn<CheckpointInfo>(
+  // Set by the body that stages the abort; RunTxn returns OK only once the
+  // transaction of its last run committed.
+  bool applied = false;
+  absl::StatusOr<CheckpointInfo> info = RunTxn<CheckpointInfo>(
       kv_, "abort checkpoint", [&](MetaTxn& txn) -> absl::StatusOr<CheckpointInfo> {
+        applied = false;
         absl::StatusOr<InodeRecord> dir = GetDir(txn, ino);
         if (!dir.ok()) return dir.status();
         if (!IsCheckpointDir(*dir)) {
@@ -201,8 +218,11 @@ absl::StatusOr<CheckpointInfo> CheckpointStore::Abort(uint64_t ino, int err,
         txn.PutInode(*dir);
         txn.Delete(PendingCheckpointKey(ino));
         txn.RequireDurable();
+        applied = true;
         return *info;
       });
+  if (!info.ok()) return info.status();
+  return Ended{*std::move(info), applied};
 }
 
 }  // namespace ckptfs::meta

@@ -39,12 +39,17 @@ class Committer {
 
   Committer(CheckpointStore* store, Membership* membership, const Options& options)
       : store_(store), membership_(membership), options_(options) {}
+  // Virtual so that a test can wrap Run (e.g. hold a commit back, as a slow
+  // SYNC would).
+  virtual ~Committer() = default;
 
   // Ends checkpoint `ino` and returns its final info: COMMITTED, or ABORTED
-  // with abort_errno EBUSY or EIO. A checkpoint that already ended is
-  // returned as it is. An error means the metadata store failed; the
+  // with abort_errno EBUSY or EIO, with `applied` set when this call's
+  // transaction ended it. A checkpoint that already ended (e.g. another
+  // metadata server on the same store won the race) is returned as it is,
+  // applied false. An error means the metadata store failed; the
   // checkpoint may still be PENDING.
-  absl::StatusOr<CheckpointInfo> Run(uint64_t ino);
+  virtual absl::StatusOr<CheckpointStore::Ended> Run(uint64_t ino);
 
  private:
   CheckpointStore* const store_;

@@ -281,7 +281,9 @@ void CheckpointCoordinator::Arrive(uint64_t ino, uint32_t rank,
     Forget(ino, now.status());
     answer(now.status());
   } else if (now->state() != PENDING) {
-    Conclude(ino, *now);
+    // Ended by another server, or by this one's commit worker once the
+    // barrier existed (which concluded it fully): answers only.
+    Conclude(ino, *now, std::nullopt, /*seen_only=*/true);
     answer(Outcome(*now));
   } else {
     answer(pending.has_value() ? *std::move(pending) : *std::move(now));
@@ -460,12 +462,22 @@ void CheckpointCoordinator::CommitLoop() {
     }
     const absl::Time started = absl::Now();
     const absl::Duration started_cpu = ThreadCpuTime();
-    absl::StatusOr<CheckpointInfo> outcome = committer_->Run(ino);
-    if (outcome.ok() && outcome->state() != PENDING) {
-      (outcome->state() == COMMITTED ? Metrics().committed : Metrics().aborted).Increment();
-      Conclude(ino, *outcome, CommitTiming{started, absl::Now(), ThreadCpuTime() - started_cpu});
+    absl::StatusOr<CheckpointStore::Ended> ended = committer_->Run(ino);
+    if (ended.ok() && ended->info.state() != PENDING) {
+      // Counted, logged and retained only by the server whose transaction
+      // ended it: a server that lost the race (another server on the same
+      // store committed or aborted it first) only answers its waiters.
+      if (ended->applied) {
+        (ended->info.state() == COMMITTED ? Metrics().committed : Metrics().aborted).Increment();
+      }
+      Conclude(ino, ended->info,
+               CommitTiming{started, absl::Now(), ThreadCpuTime() - started_cpu},
+               /*seen_only=*/!ended->applied);
       continue;
     }
+    absl::StatusOr<CheckpointInfo> outcome =
+        ended.ok() ? absl::StatusOr<CheckpointInfo>(ended->info)
+                   : absl::StatusOr<CheckpointInfo>(ended.status());
     const int err = outcome.ok() ? 0 : ErrnoFromStatus(outcome.status());
     if (err == ENOENT || err == EINVAL || err == ENOTDIR) {  // removed meanwhile
       Forget(ino, outcome.status());
@@ -498,10 +510,10 @@ void CheckpointCoordinator::CommitLoop() {
 }
 
 void CheckpointCoordinator::AbortNow(uint64_t ino, int err, const std::string& reason) {
-  absl::StatusOr<CheckpointInfo> info = store_->Abort(ino, err, reason);
+  absl::StatusOr<CheckpointStore::Ended> info = store_->AbortIfPending(ino, err, reason);
   if (info.ok()) {
-    if (info->state() == ABORTED) Metrics().aborted.Increment();
-    Conclude(ino, *info);
+    if (info->applied) Metrics().aborted.Increment();
+    Conclude(ino, info->info, std::nullopt, /*seen_only=*/!info->applied);
     return;
   }
   const int store_err = ErrnoFromStatus(info.status());
@@ -537,7 +549,13 @@ void CheckpointCoordinator::Conclude(uint64_t ino, const CheckpointInfo& info,
     std::vector<Barrier::Waiter> waiters = barrier->TakeAll();
     const absl::Duration answering_cpu = Answer(waiters, outcome);
     const absl::Time answered = absl::Now();
-    if (info.state() == COMMITTED && barrier->completed_at().has_value()) {
+    if (seen_only) {
+      if (info.state() == COMMITTED) {
+        CKPTFS_LOG(kInfo) << "checkpoint " << info.name() << " (" << ino
+                          << ") was committed by another server; " << waiters.size()
+                          << " waiting commits answered here";
+      }
+    } else if (info.state() == COMMITTED && barrier->completed_at().has_value()) {
       // The barrier's own latency, without the network: from the last
       // arrival counted to the last waiting commit answered; and its parts.
       const absl::Time last_arrival = *barrier->completed_at();

@@ -37,8 +37,13 @@
 // one applies and the others find it COMMITTED (or ABORTED) and answer
 // their waiters with it. A barrier past its deadline loads the stored
 // arrivals before it aborts (and commits instead if they are all there).
-// Retention and waking the orphan reclaimer run on the server whose commit
-// or abort applied; every server that sees the end drops the arrival
+// Only the server whose commit or abort transaction applied (the store
+// says so: CheckpointStore::Ended::applied) counts it in the metrics, logs
+// it as committed, applies the run directory's retention and wakes the
+// orphan reclaimer; a server that lost the race, even one whose commit ran
+// to the end after a slow SYNC, only answers its waiters (retention there
+// would count the loser's checkpoint as the newest and could remove a newer
+// one committed meanwhile). Every server that sees the end drops the arrival
 // records (the ending server may have died before it did).
 //
 // Metrics (the default registry): ckptfs_meta_checkpoint_barriers_open,
@@ -189,8 +194,9 @@ class CheckpointCoordinator {
   };
   // `ino` ended as `info` (COMMITTED or ABORTED): answers its waiters, drops
   // its arrival records, applies retention after a commit. Harmless twice.
-  // `seen_only`: another metadata server ended it (a look at the store):
-  // only the waiters are answered and the arrival records dropped here.
+  // `seen_only`: this server's transaction did not end it (another metadata
+  // server's did, or this one's earlier): only the waiters are answered and
+  // the arrival records dropped here.
   void Conclude(uint64_t ino, const CheckpointInfo& info,
                 std::optional<CommitTiming> timing = std::nullopt, bool seen_only = false);
   // Forgets `ino`'s barrier, answering its waiters with `status`.
