@@ -328,19 +328,42 @@ absl::Time CheckpointCoordinator::TimerPass() {
   for (auto& [waiter, info] : expired) waiter.done(std::move(info));
   for (auto& [ino, reason] : aborts) {
     if (options_.shared_poll > absl::ZeroDuration()) {
+      {
+        // The store may be down (etcd lost): do not keep trying through the
+        // rest of the list once Stop began.
+        absl::MutexLock lock(&mu_);
+        if (stopping_) break;
+      }
       // This server counted only the ranks that arrived here: the stored
       // state and arrivals decide between a commit and a timeout, and name
-      // the missing ranks (unless another server ended it already).
+      // the missing ranks (unless another server ended it already). When
+      // the store cannot say, the barrier looks again after retry_delay: a
+      // transient store error must not abort a complete checkpoint.
       absl::StatusOr<CheckpointInfo> stored = store_->Get(ino);
       if (stored.ok() && stored->state() != PENDING) {
         Conclude(ino, *stored, std::nullopt, /*seen_only=*/true);
         continue;
       }
-      const bool complete = LoadStoredArrivals(ino);
+      absl::StatusOr<bool> complete =
+          stored.ok() ? LoadStoredArrivals(ino) : absl::StatusOr<bool>(stored.status());
       absl::MutexLock lock(&mu_);
       auto it = barriers_.find(ino);
       if (it == barriers_.end()) continue;
-      if (complete) {
+      const int err = complete.ok() ? 0 : ErrnoFromStatus(complete.status());
+      if (err == ENOENT || err == EINVAL || err == ENOTDIR) {  // removed: AbortNow forgets it
+        complete = false;
+      }
+      if (!complete.ok()) {
+        CKPTFS_LOG(kWarning) << "checkpoint " << it->second->info().name() << " (" << ino
+                             << ") is past its deadline but the store cannot say whether all "
+                             << "its ranks arrived; looking again in "
+                             << absl::FormatDuration(options_.retry_delay) << ": "
+                             << complete.status().message();
+        it->second->ending = false;
+        it->second->retry_at = absl::Now() + options_.retry_delay;
+        continue;
+      }
+      if (*complete) {
         QueueCommit(ino, *it->second);
         continue;
       }
@@ -354,12 +377,12 @@ absl::Time CheckpointCoordinator::TimerPass() {
 
 void CheckpointCoordinator::RunTimers() { TimerPass(); }
 
-bool CheckpointCoordinator::LoadStoredArrivals(uint64_t ino) {
+absl::StatusOr<bool> CheckpointCoordinator::LoadStoredArrivals(uint64_t ino) {
   absl::StatusOr<std::vector<uint32_t>> arrivals = store_->Arrivals(ino);
   if (!arrivals.ok()) {
     CKPTFS_LOG(kWarning) << "cannot read the arrivals of checkpoint " << ino << ": "
                          << arrivals.status().message();
-    return false;
+    return arrivals.status();
   }
   absl::MutexLock lock(&mu_);
   auto it = barriers_.find(ino);
@@ -382,6 +405,12 @@ void CheckpointCoordinator::LookAtStore() {
     }
   }
   for (const auto& [ino, arrived_here] : open) {
+    {
+      // The store may be down (etcd lost): Stop must not wait for a call
+      // per open barrier.
+      absl::MutexLock lock(&mu_);
+      if (stopping_) return;
+    }
     absl::StatusOr<CheckpointInfo> info = store_->Get(ino);
     if (!info.ok()) {
       const int err = ErrnoFromStatus(info.status());
@@ -409,7 +438,11 @@ void CheckpointCoordinator::LookAtStore() {
       }
       commit_now = arrived_here || ++barrier.stored_complete_looks >= 2;
     }
-    if (!commit_now || !LoadStoredArrivals(ino)) continue;
+    if (!commit_now) continue;
+    // A store error: the next look tries again.
+    if (absl::StatusOr<bool> complete = LoadStoredArrivals(ino); !complete.ok() || !*complete) {
+      continue;
+    }
     absl::MutexLock lock(&mu_);
     auto it = barriers_.find(ino);
     if (it != barriers_.end() && it->second->complete() && !it->second->ending &&

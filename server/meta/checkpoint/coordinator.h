@@ -179,9 +179,13 @@ class CheckpointCoordinator {
   void TimerLoop();
   void CommitLoop();
   void StorePollLoop();
+  // A look of the store poll thread: at every open barrier, or only at
+  // those a new rank arrived at since the last look. Returns early once
+  // Stop began.
+  void Look(bool only_new_arrivals);
   // Counts the stored arrivals of `ino` into its barrier; whether it is
-  // complete now (false when there is no barrier or the store failed).
-  bool LoadStoredArrivals(uint64_t ino);
+  // complete now (false when there is no barrier), or the store's error.
+  absl::StatusOr<bool> LoadStoredArrivals(uint64_t ino);
   // Aborts `ino` in the store and concludes it; on a store failure the
   // barrier retries after retry_delay.
   void AbortNow(uint64_t ino, int err, const std::string& reason);
