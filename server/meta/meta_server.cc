@@ -128,9 +128,12 @@ absl::StatusOr<std::unique_ptr<MetaServer>> MetaServer::Start(const Options& opt
   if (absl::Status init = server->ns_->Init(); !init.ok()) return init;
 
   server->reclaim_options_.interval = options.reclaim_interval;
-  server->reclaimer_ = std::make_unique<OrphanReclaimer>(server->ns_.get(),
-                                                         server->membership_.get(),
-                                                         server->reclaim_options_);
+  {
+    absl::MutexLock lock(&server->duties_mu_);
+    server->reclaimer_ = std::make_unique<OrphanReclaimer>(server->ns_.get(),
+                                                           server->membership_.get(),
+                                                           server->reclaim_options_);
+  }
   server->checkpoint_store_ = std::make_unique<CheckpointStore>(
       server->store_.get(), &server->ns_->inodes(), options.clock,
       CheckpointStore::Options{options.commit_timeout_s, options.orphan_grace});
@@ -183,8 +186,11 @@ absl::StatusOr<std::unique_ptr<MetaServer>> MetaServer::Start(const Options& opt
 }
 
 void MetaServer::Shutdown() {
-  if (shut_down_) return;
-  shut_down_ = true;
+  {
+    absl::MutexLock lock(&duties_mu_);
+    if (shut_down_) return;
+    shut_down_ = true;
+  }
   // First, so that no reactor is left unfinished: gRPC's shutdown waits for
   // every call, long polls included.
   if (checkpoints_ != nullptr) checkpoints_->Stop();
@@ -212,10 +218,24 @@ void MetaServer::StartDuties() {
 }
 
 void MetaServer::StopDuties() {
+  OrphanReclaimer* stopping = nullptr;
+  {
+    absl::MutexLock lock(&duties_mu_);
+    if (!running_duties_) return;
+    running_duties_ = false;
+    stopping = reclaimer_.get();
+  }
+  // Outside duties_mu_: the join may wait for a pass's etcd and TRIM calls
+  // (tens of seconds), and the coordinator's on_orphans takes duties_mu_ on
+  // its timer and commit threads. `stopping` stays alive: a later
+  // StartDuties moves it to old_reclaimers_, which are never destroyed
+  // before the server.
+  stopping->Stop();
+}
+
+OrphanReclaimer& MetaServer::reclaimer() {
   absl::MutexLock lock(&duties_mu_);
-  if (!running_duties_) return;
-  reclaimer_->Stop();
-  running_duties_ = false;
+  return *reclaimer_;
 }
 
 bool MetaServer::runs_duties() {

@@ -113,7 +113,8 @@ class MetaServer {
   Membership& membership() { return *membership_; }
   // The orphan reclaimer of the running duties; when there are none, the
   // last one (stopped) or one never started (RunOnce still works: tests).
-  OrphanReclaimer& reclaimer() { return *reclaimer_; }
+  // Never destroyed before the server.
+  OrphanReclaimer& reclaimer();
   CheckpointCoordinator& checkpoints() { return *checkpoints_; }
 
  private:
@@ -124,10 +125,12 @@ class MetaServer {
   std::unique_ptr<KvStore> store_;
   std::unique_ptr<Membership> membership_;
   std::unique_ptr<Namespace> ns_;
-  std::unique_ptr<OrphanReclaimer> reclaimer_;
-  OrphanReclaimer::Options reclaim_options_;
-  // Guards replacing reclaimer_ (StartDuties) and running_duties_.
+  // Guards replacing reclaimer_ (StartDuties), running_duties_ and
+  // shut_down_. Never held across OrphanReclaimer::Stop (a join); the
+  // coordinator's on_orphans callback takes it (to wake the reclaimer).
   absl::Mutex duties_mu_;
+  std::unique_ptr<OrphanReclaimer> reclaimer_ ABSL_GUARDED_BY(duties_mu_);
+  OrphanReclaimer::Options reclaim_options_;
   bool running_duties_ ABSL_GUARDED_BY(duties_mu_) = false;
   bool reclaimer_started_ ABSL_GUARDED_BY(duties_mu_) = false;
   // Reclaimers of earlier duty periods, stopped (kept: reclaimer() may
@@ -141,7 +144,7 @@ class MetaServer {
   std::unique_ptr<grpc::Server> server_;
   std::string address_;
   int port_ = 0;
-  bool shut_down_ = false;
+  bool shut_down_ ABSL_GUARDED_BY(duties_mu_) = false;
   // Last: the scrape-time gauges go before the Membership they read.
   std::vector<metrics::CallbackHandle> metric_callbacks_;
 };
