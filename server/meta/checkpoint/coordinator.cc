@@ -185,12 +185,14 @@ void CheckpointCoordinator::CommitNoWait(uint64_t ino, uint32_t rank, Done done)
 
 void CheckpointCoordinator::Arrive(uint64_t ino, uint32_t rank,
                                    std::optional<absl::Duration> wait, Done done) {
+  bool refused = false;
   {
     absl::MutexLock lock(&mu_);
-    if (stopping_) {
-      done(ServiceStoppingError());
-      return;
-    }
+    refused = stopping_;
+  }
+  if (refused) {  // answered outside mu_, like every answer
+    done(ServiceStoppingError());
+    return;
   }
   absl::StatusOr<CheckpointInfo> info = store_->Arrive(ino, rank);
   if (!info.ok()) {

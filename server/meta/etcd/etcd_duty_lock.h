@@ -12,8 +12,9 @@
 // the duties over at once.
 //
 // Thread-safety: construct and destroy on one thread; `start` and `stop`
-// run on the internal thread (and `stop` on the destroying one), never
-// concurrently; held() from any thread.
+// run only on the internal thread, never concurrently (the destructor
+// wakes that thread and joins it once it ran `stop`); held() from any
+// thread.
 #ifndef CKPTFS_SERVER_META_ETCD_ETCD_DUTY_LOCK_H_
 #define CKPTFS_SERVER_META_ETCD_ETCD_DUTY_LOCK_H_
 
