@@ -60,6 +60,9 @@ ABSL_FLAG(bool, etcd_shared, false,
           "with etcd, serve at once beside the other metadata servers of the prefix (all "
           "started with --etcd_shared) instead of waiting as a standby; one of them at a "
           "time runs the orphan reclaimer");
+ABSL_FLAG(int64_t, shared_poll_ms, 150,
+          "with --etcd_shared, how often (milliseconds) the commit barriers look in etcd for "
+          "the ranks that arrived through the other metadata servers");
 ABSL_FLAG(int64_t, orphan_grace_s, 3600,
           "seconds an unlinked file's chunks are kept for handles still open on it");
 ABSL_FLAG(int64_t, server_timeout_s, 10,
@@ -137,6 +140,10 @@ int Main() {
     }
     if (absl::GetFlag(FLAGS_etcd_lock_ttl_s) < 2) {
       CKPTFS_LOG(kError) << "--etcd_lock_ttl_s must be at least 2";
+      return kExitFailure;
+    }
+    if (absl::GetFlag(FLAGS_shared_poll_ms) < 1 || absl::GetFlag(FLAGS_shared_poll_ms) > 60000) {
+      CKPTFS_LOG(kError) << "--shared_poll_ms must be between 1 and 60000";
       return kExitFailure;
     }
   } else if (options.data_dir.empty()) {
@@ -231,7 +238,7 @@ int Main() {
     options.count_keys = [counter](absl::string_view prefix) {
       return counter->CountPrefix(prefix);
     };
-    options.shared_poll = absl::Milliseconds(150);
+    options.shared_poll = absl::Milliseconds(absl::GetFlag(FLAGS_shared_poll_ms));
     options.duties = false;
     store = *std::move(etcd);
   } else if (on_etcd) {

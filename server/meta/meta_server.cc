@@ -145,6 +145,7 @@ absl::StatusOr<std::unique_ptr<MetaServer>> MetaServer::Start(const Options& opt
   CheckpointCoordinator::Options coordinator_options;
   coordinator_options.default_poll = options.commit_poll;
   coordinator_options.shared_poll = options.shared_poll;
+  coordinator_options.adopt_every = options.reclaim_interval;
   server->checkpoints_ = std::make_unique<CheckpointCoordinator>(
       server->checkpoint_store_.get(), server->committer_.get(), options.clock,
       coordinator_options);
@@ -215,6 +216,10 @@ void MetaServer::StartDuties() {
   reclaimer_->Start();
   reclaimer_started_ = true;
   running_duties_ = true;
+  // With other servers on the store: the barriers of checkpoints whose
+  // server died are watched here (takes the coordinator's mu_, which is
+  // never held while duties_mu_ is taken).
+  checkpoints_->set_adopt_pending(true);
 }
 
 void MetaServer::StopDuties() {
@@ -224,6 +229,7 @@ void MetaServer::StopDuties() {
     if (!running_duties_) return;
     running_duties_ = false;
     stopping = reclaimer_.get();
+    checkpoints_->set_adopt_pending(false);
   }
   // Outside duties_mu_: the join may wait for a pass's etcd and TRIM calls
   // (tens of seconds), and the coordinator's on_orphans takes duties_mu_ on

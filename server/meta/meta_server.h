@@ -101,7 +101,8 @@ class MetaServer {
   void Shutdown();
 
   // Starts / stops the once-per-cluster duties (a fresh orphan reclaimer
-  // each time). Idempotent; any thread, not concurrently with Shutdown.
+  // each time; on a shared store also watching the PENDING checkpoints
+  // whose server died: CheckpointCoordinator::set_adopt_pending). Idempotent; any thread, not concurrently with Shutdown.
   void StartDuties();
   void StopDuties();
   bool runs_duties();

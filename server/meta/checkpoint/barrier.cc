@@ -12,11 +12,12 @@ Barrier::Barrier(CheckpointInfo info, const std::vector<uint32_t>& arrived)
   }
 }
 
-void Barrier::Arrive(uint32_t rank) {
-  if (rank >= arrived_.size() || arrived_[rank]) return;
+bool Barrier::Arrive(uint32_t rank) {
+  if (rank >= arrived_.size() || arrived_[rank]) return false;
   arrived_[rank] = true;
   ++count_;
   if (complete()) completed_at_ = absl::Now();
+  return true;
 }
 
 std::vector<uint32_t> Barrier::Missing(size_t limit) const {

@@ -40,8 +40,9 @@ class Barrier {
   // `info`: the PENDING checkpoint as stored; `arrived`: the stored ranks.
   Barrier(CheckpointInfo info, const std::vector<uint32_t>& arrived);
 
-  // Counts `rank` (again: no change). REQUIRES: rank < ranks.
-  void Arrive(uint32_t rank);
+  // Counts `rank` (again: no change); whether it was new. REQUIRES: rank <
+  // ranks.
+  bool Arrive(uint32_t rank);
   bool complete() const { return count_ >= info_.ranks(); }
   // When the last missing rank was counted in (this process's clock);
   // nullopt while incomplete. For the release latency the service logs.
@@ -72,7 +73,8 @@ class Barrier {
   std::optional<absl::Time> retry_at;
   int failed_commits = 0;
   // Shared store (several metadata servers, CheckpointCoordinator::Options::
-  // shared_poll): a rank arrived here since the store was last looked at;
+  // shared_poll): a new rank (not a renewed long poll) arrived here since
+  // the store was last looked at;
   // and how many looks in a row found every rank stored while this server
   // had not counted them all.
   bool arrived_since_look = false;

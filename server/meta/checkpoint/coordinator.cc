@@ -221,9 +221,11 @@ void CheckpointCoordinator::Arrive(uint64_t ino, uint32_t rank,
         barrier->loaded = false;
         created = barrier.get();
       }
-      barrier->Arrive(rank);
-      if (options_.shared_poll > absl::ZeroDuration()) {
-        // Other servers may hold the other arrivals: the store decides.
+      const bool counted = barrier->Arrive(rank);
+      if (options_.shared_poll > absl::ZeroDuration() && counted) {
+        // Other servers may hold the other arrivals: the store decides. A
+        // renewed long poll (the rank counted already) changes nothing
+        // there and waits for the periodic look.
         barrier->arrived_since_look = true;
         if (!barrier->complete()) store_poked_ = true;
       }
@@ -393,15 +395,18 @@ absl::StatusOr<bool> CheckpointCoordinator::LoadStoredArrivals(uint64_t ino) {
   return it->second->complete();
 }
 
-void CheckpointCoordinator::LookAtStore() {
-  // The open barriers not being ended here, and whether a rank arrived here
-  // since the last look.
+void CheckpointCoordinator::LookAtStore() { Look(/*only_new_arrivals=*/false); }
+
+void CheckpointCoordinator::Look(bool only_new_arrivals) {
+  // The open barriers not being ended here, and whether a new rank arrived
+  // here since the last look.
   std::vector<std::pair<uint64_t, bool>> open;
   {
     absl::MutexLock lock(&mu_);
     store_poked_ = false;
     for (auto& [ino, barrier] : barriers_) {
       if (barrier->ending || !barrier->loaded) continue;
+      if (only_new_arrivals && !barrier->arrived_since_look) continue;
       open.emplace_back(ino, barrier->arrived_since_look);
       barrier->arrived_since_look = false;
     }
@@ -454,19 +459,68 @@ void CheckpointCoordinator::LookAtStore() {
   }
 }
 
+void CheckpointCoordinator::set_adopt_pending(bool adopt) {
+  absl::MutexLock lock(&mu_);
+  adopt_pending_ = adopt;
+  next_adopt_ = absl::InfinitePast();
+  store_poked_ = true;  // adopt at once
+}
+
+absl::Status CheckpointCoordinator::AdoptPending() {
+  absl::StatusOr<std::vector<uint64_t>> pending = store_->Pending();
+  if (!pending.ok()) return pending.status();
+  for (uint64_t ino : *pending) {
+    {
+      absl::MutexLock lock(&mu_);
+      if (stopping_) return absl::OkStatus();
+      if (barriers_.count(ino) != 0) continue;
+    }
+    absl::StatusOr<CheckpointInfo> info = store_->Get(ino);
+    if (!info.ok()) continue;  // removed meanwhile, or the store failed: next time
+    if (info->state() != PENDING || info->first_commit_ms() == 0) continue;
+    absl::MutexLock lock(&mu_);
+    if (stopping_) return absl::OkStatus();
+    std::unique_ptr<Barrier>& barrier = barriers_[ino];
+    if (barrier != nullptr) continue;  // a rank arrived here meanwhile
+    barrier = std::make_unique<Barrier>(*info, std::vector<uint32_t>());
+    timer_poked_ = true;  // its deadline may have passed
+    CKPTFS_LOG(kInfo) << "watching checkpoint " << info->name() << " (inode " << ino
+                      << "), pending with no barrier here: " << info->arrived() << " of "
+                      << info->ranks() << " ranks arrived";
+  }
+  return absl::OkStatus();
+}
+
 void CheckpointCoordinator::StorePollLoop() {
-  // Looks at least every shared_poll, at once after a rank arrived here,
-  // but not more often than every shared_poll / 8 (a storm of arrivals
-  // would otherwise double the store's load).
+  // Looks at every open barrier every shared_poll; in between, after a new
+  // rank arrived here, at only the barriers that had one, but not more
+  // often than every shared_poll / 8 (a storm of arrivals would otherwise
+  // double the store's load).
   const absl::Duration min_gap = options_.shared_poll / 8;
+  absl::Time swept = absl::InfinitePast();
   while (true) {
     const absl::Time looked = absl::Now();
-    LookAtStore();
+    const bool sweep = looked >= swept + options_.shared_poll;
+    if (sweep) swept = looked;
+    Look(/*only_new_arrivals=*/!sweep);
+    bool adopt = false;
+    {
+      absl::MutexLock lock(&mu_);
+      if (adopt_pending_ && looked >= next_adopt_) {
+        adopt = true;
+        next_adopt_ = looked + options_.adopt_every;
+      }
+    }
+    if (adopt) {
+      if (absl::Status adopted = AdoptPending(); !adopted.ok()) {
+        CKPTFS_LOG(kWarning) << "cannot list the pending checkpoints: " << adopted.message();
+      }
+    }
     absl::MutexLock lock(&mu_);
     auto stopping = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) { return stopping_; };
     mu_.AwaitWithDeadline(absl::Condition(&stopping), looked + min_gap);
     auto woken = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) { return stopping_ || store_poked_; };
-    mu_.AwaitWithDeadline(absl::Condition(&woken), looked + options_.shared_poll);
+    mu_.AwaitWithDeadline(absl::Condition(&woken), swept + options_.shared_poll);
     if (stopping_) return;
   }
 }

@@ -25,8 +25,9 @@
 // ckptfs-meta --etcd_shared): ranks of one checkpoint may arrive through
 // different servers, and each server's Barrier counts only the arrivals it
 // saw. The store decides: a poll thread looks every shared_poll at each open
-// barrier (one inode read and one count of the stored arrivals) and at once
-// after a rank arrived here. A look that finds the checkpoint ended
+// barrier (one inode read and one count of the stored arrivals) and, after
+// a new rank arrived here (not a renewed long poll), at once at the
+// barriers that had one. A look that finds the checkpoint ended
 // (another server committed or aborted it) answers the waiters here with
 // that outcome. One that finds every rank stored loads the stored arrivals
 // and queues the commit — right away when a rank arrived here since the
@@ -110,6 +111,9 @@ class CheckpointCoordinator {
     // thread looks at the open barriers (see the file comment). Zero: this
     // is the only server, the barriers are the truth, and there is no poll.
     absl::Duration shared_poll = absl::ZeroDuration();
+    // With shared_poll and set_adopt_pending(true): how often the poll
+    // thread looks for PENDING checkpoints without a barrier here.
+    absl::Duration adopt_every = absl::Seconds(5);
   };
 
   CheckpointCoordinator(CheckpointStore* store, Committer* committer, Clock* clock,
@@ -163,6 +167,19 @@ class CheckpointCoordinator {
   // A write to file `ino` failed (it is already marked damaged): the PENDING
   // checkpoint holding it aborts now, EIO. OK when there is none.
   absl::Status WriteFailed(uint64_t ino);
+
+  // Shared store only (shared_poll > 0): whether this server holds the
+  // cluster duties. While it does, the store poll thread, at once and then
+  // every adopt_every, opens a barrier for each PENDING checkpoint that has
+  // a first arrival but no barrier here (its ranks arrived through a server
+  // that died and never came back), so that the barrier's deadline commits
+  // or aborts it here. An adopted barrier starts with no arrivals counted:
+  // the looks at the store count them, and commit a complete one only if
+  // two looks in a row find it still pending (its own server may be alive
+  // and committing it). Any thread.
+  void set_adopt_pending(bool adopt);
+  // One pass of that adoption, now, on the caller's thread (for tests).
+  absl::Status AdoptPending();
 
   // One pass of the timer thread's work, now, on the caller's thread (for
   // tests that move a ManualClock).
@@ -229,8 +246,12 @@ class CheckpointCoordinator {
   bool started_ ABSL_GUARDED_BY(mu_) = false;
   // Set when the timer thread should look again before its planned time.
   bool timer_poked_ ABSL_GUARDED_BY(mu_) = false;
-  // Set when a rank arrived here (shared store): the poll looks at once.
+  // Set when a new rank arrived here (shared store): the poll looks at once
+  // at the barriers that had one.
   bool store_poked_ ABSL_GUARDED_BY(mu_) = false;
+  // set_adopt_pending, and when the poll thread adopts next.
+  bool adopt_pending_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Time next_adopt_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
   std::thread timer_thread_;
   std::thread commit_thread_;
   std::thread store_poll_thread_;  // shared_poll > 0 only
