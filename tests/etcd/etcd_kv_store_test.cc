@@ -161,7 +161,9 @@ TEST_F(EtcdKvStoreTest, CountPrefixCountsTheKeysOfOnePrefix) {
 TEST_F(EtcdKvStoreTest, DutyLockRunsTheDutiesOnOneServerAtATime) {
   EtcdServerLock::Options options;
   options.key_prefix = "/test/duties/";
-  options.ttl = absl::Seconds(3);
+  // Room for a loaded machine: a holder that misses its renewals for a TTL
+  // loses the lock (and may take it again).
+  options.ttl = absl::Seconds(10);
   std::atomic<int> running{0}, started{0};
   auto duties = [&](const std::string& holder) {
     EtcdServerLock::Options mine = options;
@@ -184,7 +186,7 @@ TEST_F(EtcdKvStoreTest, DutyLockRunsTheDutiesOnOneServerAtATime) {
   first.reset();  // stops its duties and revokes its lease
   ASSERT_TRUE(wait_for([&] { return second->held(); }));
   EXPECT_EQ(running.load(), 1);
-  EXPECT_EQ(started.load(), 2);
+  EXPECT_GE(started.load(), 2);  // more if a holder lost the lock and took it again
   second.reset();
   EXPECT_EQ(running.load(), 0);
 }

@@ -231,7 +231,7 @@ class MetaSharedTest : public ::testing::Test {
     auto child = ChildProcess::Start(
         {BinDir() + "/ckptfs-meta", "--listen=" + address, "--kv_backend=etcd",
          "--etcd_endpoints=" + etcd_->endpoints(), std::string("--etcd_prefix=") + kPrefix,
-         "--etcd_shared", "--etcd_lock_ttl_s=3", "--reclaim_interval_s=1", "--orphan_grace_s=0"},
+         "--etcd_shared", "--etcd_lock_ttl_s=10", "--reclaim_interval_s=1", "--orphan_grace_s=0"},
         absl::StrCat(root_, "/", name, ".log"));
     ASSERT_TRUE(child.ok()) << child.status();
     *out = *std::move(child);
@@ -456,14 +456,18 @@ TEST_F(MetaSharedTest, OrphanReclaimerRunsOnOneServerAtATime) {
   })) << Describe();
   // Give the other one time to take the duties too if it wrongly would.
   absl::SleepFor(absl::Seconds(2));
+  // One server took them (on a loaded machine the holder may lose its
+  // lease and take them again: a count of lines is not asserted).
   const int on_a = Count(WholeLog(*meta_a_), kDutiesLine);
   const int on_b = Count(WholeLog(*meta_b_), kDutiesLine);
-  ASSERT_EQ(on_a + on_b, 1) << Describe();
-  std::unique_ptr<ChildProcess>& holder = on_a == 1 ? meta_a_ : meta_b_;
-  std::unique_ptr<ChildProcess>& other = on_a == 1 ? meta_b_ : meta_a_;
-  // The holder dies: the other takes the duties over (its lease ran out).
+  ASSERT_TRUE((on_a > 0) != (on_b > 0)) << "on a: " << on_a << ", on b: " << on_b << "\n"
+                                        << Describe();
+  std::unique_ptr<ChildProcess>& holder = on_a > 0 ? meta_a_ : meta_b_;
+  std::unique_ptr<ChildProcess>& other = on_a > 0 ? meta_b_ : meta_a_;
+  // The holder dies: the other takes the duties over (its lease ran out,
+  // within the 10 s TTL).
   ASSERT_TRUE(holder->Stop(SIGKILL, absl::Seconds(10)).has_value());
-  ASSERT_TRUE(WaitFor([&] { return Count(WholeLog(*other), kDutiesLine) == 1; })) << Describe();
+  ASSERT_TRUE(WaitFor([&] { return Count(WholeLog(*other), kDutiesLine) >= 1; })) << Describe();
 }
 
 TEST(SpreadMetaChannelTargetTest, RotatesTheList) {

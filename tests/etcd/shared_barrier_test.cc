@@ -157,6 +157,24 @@ class SharedBarrierTest : public ::testing::Test {
     return absl::DeadlineExceededError("no outcome within 30 s");
   }
 
+  // Rank `rank` commits through `server` without waiting.
+  static Result ArriveNoWait(Server& server, uint64_t ino, uint32_t rank) {
+    std::promise<Result> promise;
+    server.coordinator->CommitNoWait(ino, rank, [&](Result r) { promise.set_value(r); });
+    return promise.get_future().get();
+  }
+
+  // Waits (at most 30 s) until checkpoint `ino` is no longer PENDING.
+  CheckpointState AwaitEnded(uint64_t ino) {
+    const absl::Time give_up = absl::Now() + absl::Seconds(30);
+    while (true) {
+      absl::StatusOr<CheckpointInfo> info = x_->store->Get(ino);
+      if (!info.ok()) return CHECKPOINT_STATE_UNSPECIFIED;
+      if (info->state() != PENDING || absl::Now() > give_up) return info->state();
+      absl::SleepFor(absl::Milliseconds(10));
+    }
+  }
+
   MemoryKvStore kv_;
   std::unique_ptr<Server> x_, y_;
 };
@@ -194,20 +212,26 @@ TEST_F(SharedBarrierTest, RanksThroughBothServersCommitOnce) {
 TEST_F(SharedBarrierTest, WaitersLearnAnOutcomeDecidedOnTheOtherServer) {
   constexpr uint32_t kRanks = 3;
   const uint64_t ino = Declare("step_2", kRanks);
-  // Rank 0 waits on X; ranks 1 (no_wait) and 2 arrive through Y, the last
-  // one there.
-  std::future<Result> waiting =
-      std::async(std::launch::async, [&] { return Commit(*x_, ino, 0); });
+  // Rank 0 waits on X in one long poll of 20 s; ranks 1 (no_wait) and 2
+  // arrive through Y, the last one there. X learns the outcome from the
+  // store (its look finds the checkpoint ended), well before the poll runs
+  // out: 10 s is generous for a loaded machine, and without that look X
+  // would answer only after the 20 s, PENDING.
+  std::promise<Result> x_answer;
+  const absl::Time asked = absl::Now();
+  x_->coordinator->Commit(ino, 0, 20000, [&](Result r) { x_answer.set_value(r); });
   std::promise<Result> one;
   y_->coordinator->CommitNoWait(ino, 1, [&](Result r) { one.set_value(r); });
   ASSERT_TRUE(one.get_future().get().ok());
   Result on_y = Commit(*y_, ino, 2);
-  Result on_x = waiting.get();
+  Result on_x = x_answer.get_future().get();
+  const absl::Duration took = absl::Now() - asked;
   ASSERT_TRUE(on_x.ok()) << on_x.status();
   ASSERT_TRUE(on_y.ok()) << on_y.status();
   EXPECT_EQ(on_x->state(), COMMITTED);
   EXPECT_EQ(on_y->state(), COMMITTED);
   EXPECT_EQ(on_x->ended_ms(), on_y->ended_ms());
+  EXPECT_LT(took, absl::Seconds(10));
 }
 
 TEST_F(SharedBarrierTest, TimeoutCountsTheArrivalsOfBothServers) {
@@ -252,6 +276,134 @@ TEST_F(SharedBarrierTest, ARankRetriedThroughTheOtherServerCountsOnce) {
   Result last = Commit(*x_, ino, 2);
   ASSERT_TRUE(last.ok()) << last.status();
   EXPECT_EQ(last->state(), COMMITTED);
+}
+
+TEST_F(SharedBarrierTest, TheServerThatLostTheCommitRaceAppliesNoRetention) {
+  MkdirRequest mkdir;
+  mkdir.set_parent(kRootIno);
+  mkdir.set_name("run");
+  mkdir.set_mode(0755);
+  absl::StatusOr<Attr> run = x_->ns->Mkdir(mkdir);
+  ASSERT_TRUE(run.ok()) << run.status();
+  const uint64_t first = Declare("first", 2, 0, run->ino());
+  const uint64_t second = Declare("second", 1, 0, run->ino());
+  // Y's commit of `first` is held back: rank 1's arrival through Y
+  // completes Y's barrier (rank 0 is stored) and queues it there at once.
+  y_->committer->Hold();
+  ASSERT_TRUE(ArriveNoWait(*x_, first, 0).ok());
+  std::future<Result> on_y = std::async(std::launch::async, [&] { return Commit(*y_, first, 1); });
+  ASSERT_TRUE(y_->committer->AwaitEntered());
+  // X sees every rank stored and commits `first`; then `second` commits
+  // through a third server, newer. Stopping that server joins its commit
+  // worker, which has then concluded `second` (no keep yet: no retention).
+  ASSERT_EQ(AwaitEnded(first), COMMITTED);
+  absl::SleepFor(absl::Milliseconds(5));  // a later ended_ms
+  Server z(&kv_);
+  ASSERT_TRUE(z.coordinator->Start().ok());
+  Result newer = Commit(z, second, 0);
+  z.coordinator->Stop();
+  ASSERT_TRUE(newer.ok()) << newer.status();
+  ASSERT_EQ(newer->state(), COMMITTED);
+  // Retention from now on keeps one: the newest, `second`.
+  SetXattrRequest keep;
+  keep.set_ino(run->ino());
+  keep.set_name(std::string(kKeepXattr));
+  keep.set_value("1");
+  ASSERT_TRUE(x_->ns->SetXattr(keep).ok());
+  // Y's commit of `first` runs now and finds it committed by X.
+  y_->committer->Release();
+  Result late = on_y.get();
+  ASSERT_TRUE(late.ok()) << late.status();
+  EXPECT_EQ(late->state(), COMMITTED);
+  // Stop joins Y's commit worker once it concluded `first`: without
+  // retention, which would have removed `second` as older than `first`.
+  y_->coordinator->Stop();
+  absl::StatusOr<CheckpointInfo> kept = x_->store->Get(second);
+  ASSERT_TRUE(kept.ok()) << kept.status();
+  EXPECT_EQ(kept->state(), COMMITTED);
+  absl::StatusOr<ListCheckpointsReply> list = x_->store->List(run->ino());
+  ASSERT_TRUE(list.ok()) << list.status();
+  EXPECT_EQ(list->latest(), "second");
+  EXPECT_EQ(x_->committer->applied(), 1);  // first
+  EXPECT_EQ(z.committer->applied(), 1);    // second
+  EXPECT_EQ(y_->committer->applied(), 0);
+}
+
+TEST_F(SharedBarrierTest, OnlyOneOfTwoCommitsOrAbortsApplies) {
+  // The stores alone: no coordinator commits behind the test's back.
+  x_->coordinator->Stop();
+  y_->coordinator->Stop();
+  const uint64_t committed = Declare("committed", 1);
+  ASSERT_TRUE(x_->store->Arrive(committed, 0).ok());
+  // Both servers prepared before either finished.
+  absl::StatusOr<CheckpointStore::Prepared> on_x = x_->store->PrepareCommit(committed);
+  absl::StatusOr<CheckpointStore::Prepared> on_y = y_->store->PrepareCommit(committed);
+  ASSERT_TRUE(on_x.ok()) << on_x.status();
+  ASSERT_TRUE(on_y.ok()) << on_y.status();
+  ASSERT_EQ(on_x->info.state(), PENDING);
+  ASSERT_EQ(on_y->info.state(), PENDING);
+  absl::StatusOr<CheckpointStore::Finished> won = x_->store->FinishCommit(committed, *on_x);
+  absl::StatusOr<CheckpointStore::Finished> lost = y_->store->FinishCommit(committed, *on_y);
+  ASSERT_TRUE(won.ok()) << won.status();
+  ASSERT_TRUE(lost.ok()) << lost.status();
+  EXPECT_TRUE(won->applied);
+  EXPECT_EQ(won->info.state(), COMMITTED);
+  EXPECT_FALSE(lost->changed);
+  EXPECT_FALSE(lost->applied);
+  EXPECT_EQ(lost->info.state(), COMMITTED);
+  EXPECT_EQ(lost->info.ended_ms(), won->info.ended_ms());
+  // An abort of the committed checkpoint applies nothing.
+  absl::StatusOr<CheckpointStore::Ended> late = y_->store->AbortIfPending(committed, EIO, "late");
+  ASSERT_TRUE(late.ok()) << late.status();
+  EXPECT_FALSE(late->applied);
+  EXPECT_EQ(late->info.state(), COMMITTED);
+
+  const uint64_t aborted = Declare("aborted", 2);
+  absl::StatusOr<CheckpointStore::Ended> first = x_->store->AbortIfPending(aborted, EIO, "x");
+  absl::StatusOr<CheckpointStore::Ended> second = y_->store->AbortIfPending(aborted, EIO, "y");
+  ASSERT_TRUE(first.ok()) << first.status();
+  ASSERT_TRUE(second.ok()) << second.status();
+  EXPECT_TRUE(first->applied);
+  EXPECT_FALSE(second->applied);
+  EXPECT_EQ(second->info.state(), ABORTED);
+  EXPECT_EQ(second->info.abort_reason(), "x");
+}
+
+TEST_F(SharedBarrierTest, TheDutyHolderTimesOutACheckpointWhoseServerDied) {
+  constexpr uint32_t kRanks = 2;
+  const uint64_t ino = Declare("orphaned", kRanks, /*timeout_s=*/2);
+  // Rank 0 arrives through a third server, which then dies (its barrier
+  // goes with it); rank 1 never comes, and no rank arrives through X or Y.
+  {
+    Server z(&kv_);
+    ASSERT_TRUE(z.coordinator->Start().ok());
+    ASSERT_TRUE(ArriveNoWait(z, ino, 0).ok());
+    z.coordinator->Stop();
+  }
+  // X holds the duties: it watches the checkpoint, whose deadline aborts it.
+  x_->coordinator->set_adopt_pending(true);
+  ASSERT_EQ(AwaitEnded(ino), ABORTED);
+  absl::StatusOr<CheckpointInfo> info = y_->store->Get(ino);
+  ASSERT_TRUE(info.ok()) << info.status();
+  EXPECT_EQ(info->abort_errno(), ETIMEDOUT);
+  EXPECT_TRUE(absl::StrContains(info->abort_reason(), "1 of 2 ranks")) << info->abort_reason();
+  EXPECT_TRUE(absl::StrContains(info->abort_reason(), "missing rank 1")) << info->abort_reason();
+}
+
+TEST_F(SharedBarrierTest, TheDutyHolderCommitsACompleteCheckpointWhoseServerDied) {
+  constexpr uint32_t kRanks = 2;
+  const uint64_t ino = Declare("orphaned_complete", kRanks);
+  // Both arrivals were stored by a server that died before its barrier
+  // queued the commit: the store has them, no server has a barrier.
+  ASSERT_TRUE(x_->store->Arrive(ino, 0).ok());
+  ASSERT_TRUE(x_->store->Arrive(ino, 1).ok());
+  absl::SleepFor(absl::Milliseconds(100));  // several looks: none commits it
+  ASSERT_EQ(x_->store->Get(ino)->state(), PENDING);
+  // Y holds the duties: it watches the checkpoint, finds it complete and
+  // commits it.
+  y_->coordinator->set_adopt_pending(true);
+  EXPECT_EQ(AwaitEnded(ino), COMMITTED);
+  EXPECT_EQ(y_->committer->applied(), 1);
 }
 
 }  // namespace
