@@ -3,9 +3,9 @@
 // A file is a sequence of fixed-size chunks; chunk i holds the file bytes
 // [i * chunk_size, (i + 1) * chunk_size) and is stored on the storage
 // servers stripe[(i + r) % stripe.size()], r in [0, replicas) (proto/
-// meta.proto, Layout): its placement. Placement is the one place that says
-// which servers hold a chunk, so a later redundancy scheme (erasure coding:
-// fragments instead of copies) changes it here. Everything here is pure
+// meta.proto, Layout): its placement, in common/placement.h — the one place
+// that says which servers hold a chunk, so a later redundancy scheme
+// (erasure coding: fragments instead of copies) changes it there. Everything here is pure
 // arithmetic on 64-bit offsets, so it is safe from any thread and is what
 // the unit tests pin down byte for byte.
 #ifndef CKPTFS_CLIENT_LAYOUT_H_
@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "common/placement.h"
 #include "proto/meta.pb.h"
 
 namespace ckptfs::client {
@@ -60,34 +61,15 @@ uint64_t ChunkCount(uint64_t file_size, uint32_t chunk_size);
 // An empty range yields no pieces.
 std::vector<ChunkPiece> SplitRange(uint64_t offset, uint64_t length, uint32_t chunk_size);
 
-// Copies of every chunk: layout.replicas(), where 0 (a layout from before
-// replication) means 1.
-inline int ReplicaCount(const meta::Layout& layout) {
-  return layout.replicas() == 0 ? 1 : static_cast<int>(layout.replicas());
-}
-
-// The storage server id holding copy `replica` of chunk `chunk_index`.
-// REQUIRES: ValidateLayout(layout).ok(), 0 <= replica < ReplicaCount(layout).
-inline uint32_t ReplicaServer(const meta::Layout& layout, uint64_t chunk_index, int replica) {
-  const uint64_t n = static_cast<uint64_t>(layout.stripe_size());
-  return layout.stripe(static_cast<int>((chunk_index % n + static_cast<uint64_t>(replica)) % n));
-}
-
-// The storage server ids holding chunk `chunk_index`, copy 0 first: the
-// servers a write goes to, and a read tries.
-// REQUIRES: ValidateLayout(layout).ok().
-std::vector<uint32_t> ReplicaServers(const meta::Layout& layout, uint64_t chunk_index);
+// Which servers hold which copies (ReplicaCount, ReplicaServer,
+// ReplicaServers, ServersHoldingChunks) is common/placement.h, shared with
+// the metadata service and the tools.
 
 // The storage server id holding copy 0 of chunk `chunk_index`.
 // REQUIRES: ValidateLayout(layout).ok().
 inline uint32_t ServerForChunk(const meta::Layout& layout, uint64_t chunk_index) {
   return ReplicaServer(layout, chunk_index, 0);
 }
-
-// The storage server ids holding any chunk of a file of `chunk_count`
-// chunks, each once, in stripe order (what SYNC must reach).
-// REQUIRES: ValidateLayout(layout).ok().
-std::vector<uint32_t> ServersHoldingChunks(const meta::Layout& layout, uint64_t chunk_count);
 
 }  // namespace ckptfs::client
 

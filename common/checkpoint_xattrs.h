@@ -20,6 +20,10 @@ inline constexpr char kCkptfsXattrPrefix[] = "user.ckptfs.";
 
 // Stored on directories, checked by the service.
 inline constexpr char kChunkSizeXattr[] = "user.ckptfs.chunk_size";
+// How many copies of each chunk files created in the directory keep
+// ("1" .. "8"); new subdirectories copy it from their parent. Files elsewhere
+// get the cluster's default (ckptfs-meta --replicas).
+inline constexpr char kReplicasXattr[] = "user.ckptfs.replicas";
 inline constexpr char kCommitTimeoutXattr[] = "user.ckptfs.commit_timeout_s";
 inline constexpr char kKeepXattr[] = "user.ckptfs.keep";
 

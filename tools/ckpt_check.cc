@@ -15,6 +15,7 @@
 #include "common/credential.h"
 #include "common/errno_status.h"
 #include "common/net.h"
+#include "common/placement.h"
 
 namespace ckptfs::tools {
 
@@ -137,8 +138,7 @@ FileCheck CheckpointReader::CheckFile(const std::string& dir, const std::string&
     file.status = absl::DataLossError(absl::StrCat(path, " has no layout"));
     return file;
   }
-  const int copies =
-      attr->layout().replicas() <= 1 ? 1 : static_cast<int>(attr->layout().replicas());
+  const int copies = ReplicaCount(attr->layout());
   if (file.size > 0 && copies > stripe.size()) {
     file.status = absl::DataLossError(absl::StrCat(path, " has ", copies,
                                                    " replicas on a stripe of ", stripe.size()));
@@ -151,15 +151,14 @@ FileCheck CheckpointReader::CheckFile(const std::string& dir, const std::string&
     ChunkCheck chunk;
     chunk.index = static_cast<uint32_t>(i);
     chunk.length = std::min<uint64_t>(file.chunk_size, file.size - i * file.chunk_size);
-    // Every copy is read (placement: client/layout.h, ReplicaServers);
+    // Every copy is read (common/placement.h);
     // the chunk is good when all have the same bytes, a hole when none has
     // a chunk file.
     std::vector<std::string> problems;
     int missing = 0, readable = 0;
     std::optional<CopyRead> first_data;
     for (int r = 0; r < copies; ++r) {
-      const uint64_t n = static_cast<uint64_t>(stripe.size());
-      const uint32_t server_id = stripe[static_cast<int>((i % n + static_cast<uint64_t>(r)) % n)];
+      const uint32_t server_id = ReplicaServer(attr->layout(), i, r);
       if (r == 0) {
         chunk.server_id = server_id;
         if (auto it = servers_.find(server_id); it != servers_.end()) {

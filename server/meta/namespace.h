@@ -65,11 +65,8 @@ inline constexpr size_t kMaxXattrBytesPerInode = 1u << 20;
 // OK if `chunk_size` is a power of two in [kMinChunkSize, kMaxChunkSize].
 absl::Status ValidateChunkSize(uint64_t chunk_size);
 
-// The directory xattr that sets how many copies of each chunk files created
-// in it keep ("1" .. "8"); new subdirectories copy it from their parent.
-// Files elsewhere get the cluster's Options::default_replicas. (Beside
-// kChunkSizeXattr in common/checkpoint_xattrs.h once that file may change.)
-inline constexpr char kReplicasXattr[] = "user.ckptfs.replicas";
+// The most copies kReplicasXattr (common/checkpoint_xattrs.h) or
+// Options::default_replicas may ask for.
 inline constexpr uint32_t kMaxReplicas = 8;
 
 // OK if `replicas` is in [1, kMaxReplicas]; EINVAL otherwise.

@@ -37,7 +37,7 @@ TEST_F(ReplicationTest, EveryChunkHasACopyOnEachServerItsPlacementNames) {
   ASSERT_EQ(index.size(), 3u);
   const uint64_t chunks = client::ChunkCount(kFileSize, kChunk);
   for (uint64_t i = 0; i < chunks; ++i) {
-    const std::vector<uint32_t> placed = client::ReplicaServers(attr->layout(), i);
+    const std::vector<uint32_t> placed = ckptfs::ReplicaServers(attr->layout(), i);
     ASSERT_EQ(placed.size(), 2u);
     ASSERT_NE(placed[0], placed[1]);
     std::set<int> holders;
