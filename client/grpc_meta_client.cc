@@ -44,11 +44,12 @@ namespace ckptfs::client {
 namespace {
 
 // `address` may list several metadata servers ("A,B"): one pick_first
-// channel over all of them (common/meta_channel.h). A list MetaChannelTarget
-// rejects is passed to gRPC as written, so every call fails with UNAVAILABLE
-// naming it.
+// channel over all of them, starting at an entry drawn once per process so
+// that the clients of servers that all serve (--etcd_shared) spread over them
+// (common/meta_channel.h). A list MetaChannelTarget rejects is passed to gRPC
+// as written, so every call fails with UNAVAILABLE naming it.
 std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address) {
-  absl::StatusOr<std::string> target = MetaChannelTarget(address);
+  absl::StatusOr<std::string> target = SpreadMetaChannelTarget(address);
   grpc::ChannelArguments args;
   // Notice a dead service within seconds instead of waiting on TCP.
   args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, 10000);

@@ -71,7 +71,10 @@ absl::StatusOr<DataConnection::Response> DataConnection::Call(data::RequestHeade
   }
   if (prefix->payload_len > 0) {
     if (absl::Status s = RecvAll(fd_.get(), out, prefix->payload_len); !s.ok()) {
-      return Broken(s);
+      // A close after a head that promised payload is a cut, not a clean end.
+      return Broken(IsEndOfStream(s) ? ErrnoStatus(ECONNRESET,
+                                                   "connection closed inside a reply's payload")
+                                     : s);
     }
   }
   response.payload_len = prefix->payload_len;

@@ -81,7 +81,11 @@ void PrintText(const meta::ClusterStatusReply& status) {
     std::cout << "  every chunk is readable (all servers up)\n";
   }
 
-  std::cout << "\nclients seen (" << status.clients_size() << ")\n";
+  // Clients heartbeat to the metadata server they use, and a barrier's
+  // waiters wait on theirs: with several servers serving at once
+  // (--etcd_shared) these two lists are the answering server's own.
+  std::cout << "\nclients seen (" << status.clients_size() << ", by "
+            << status.service_address() << ")\n";
   if (status.clients_size() > 0) {
     std::vector<std::vector<std::string>> rows = {
         {"HOST", "PID", "PROGRAM", "MOUNTPOINT", "VERSION", "STARTED", "LAST HEARTBEAT"}};

@@ -39,11 +39,13 @@ Registration::Registration(Options options, const ChunkStore& store)
   args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, std::min(100, max_backoff_ms));
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, max_backoff_ms);
   // Several metadata servers ("A,B"): one channel over all of them, which
-  // reaches whichever serves (common/meta_channel.h); a failed heartbeat or
+  // reaches whichever serves, starting at an entry drawn once per process so
+  // that storage servers spread over servers that all serve
+  // (common/meta_channel.h); a failed heartbeat or
   // registration is retried and so finds a standby that took over. A list
   // MetaChannelTarget rejects is dialled as written: every attempt fails and
   // the log names it.
-  absl::StatusOr<std::string> target = MetaChannelTarget(options_.meta_address);
+  absl::StatusOr<std::string> target = SpreadMetaChannelTarget(options_.meta_address);
   stub_ = meta::MetaService::NewStub(grpc::CreateCustomChannel(
       target.ok() ? *target : options_.meta_address, grpc::InsecureChannelCredentials(), args));
 }

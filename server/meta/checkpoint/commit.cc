@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/errno_status.h"
 #include "common/log.h"
+#include "common/placement.h"
 #include "server/meta/checkpoint/checkpoint_store.h"
 #include "server/meta/checkpoint/guard.h"
 #include "server/meta/checkpoint/latest.h"
@@ -16,18 +17,13 @@
 namespace ckptfs::meta {
 namespace {
 
-// The storage servers holding chunks of a file of `size` bytes, any copy:
-// chunk i's copies are on stripe[(i + r) % n], r < replicas (the placement
-// of client/layout.h, ServersHoldingChunks), so the chunks + replicas - 1
-// first positions of the stripe, at most all of it.
+// The storage servers holding chunks of a file of `size` bytes, any copy
+// (common/placement.h).
 void AddChunkServers(const Attr& attr, std::set<uint32_t>& servers) {
   const Layout& layout = attr.layout();
   if (attr.size() == 0 || layout.chunk_size() == 0 || layout.stripe_size() == 0) return;
   const uint64_t chunks = (attr.size() + layout.chunk_size() - 1) / layout.chunk_size();
-  const uint64_t copies = std::max<uint32_t>(1, layout.replicas());
-  const uint64_t used =
-      std::min<uint64_t>(chunks + copies - 1, static_cast<uint64_t>(layout.stripe_size()));
-  for (uint64_t i = 0; i < used; ++i) servers.insert(layout.stripe(static_cast<int>(i)));
+  for (uint32_t id : ServersHoldingChunks(layout, chunks)) servers.insert(id);
 }
 
 
