@@ -55,6 +55,7 @@ struct UpConfig {
   uint16_t storage_port = 0;
   int servers = 0;
   int64_t chunk_size = 0;  // 0: the metadata service's default
+  int replicas = 2;        // copies of each chunk of new files
   int64_t orphan_grace_s = -1;  // < 0: the metadata service's default
   uint16_t metrics_port = 0;  // 0: no metrics endpoints
   absl::Duration timeout;
@@ -317,6 +318,7 @@ class ClusterStarter {
     if (config_.chunk_size > 0) {
       argv.push_back(absl::StrCat("--default_chunk_size=", config_.chunk_size));
     }
+    argv.push_back(absl::StrCat("--replicas=", config_.replicas));
     if (config_.orphan_grace_s >= 0) {
       argv.push_back(absl::StrCat("--orphan_grace_s=", config_.orphan_grace_s));
     }
@@ -588,14 +590,18 @@ CommandSpec UpSpec() {
           {"storage-port", "PORT", "first storage server port", "7001"},
           {"servers", "N", "number of storage servers", "4"},
           {"chunk-size", "BYTES", "default chunk size of new files (metadata service default: 4 MiB)"},
+          {"replicas", "R",
+           "copies of each chunk of new files, on R different storage servers (1..8, at most "
+           "--servers); the default 2 survives the loss of any one storage server",
+           "2"},
           {"timeout-s", "SECONDS", "how long to wait for each part to become ready", "30"},
           {"orphan-grace-s", "S",
            "how long the chunks of a deleted file stay readable by handles still open "
            "(the metadata service's --orphan_grace_s; its default: 3600)"},
           {"meta-backend", "NAME",
            "where the metadata lives: rocksdb (one metadata server, in DIR/meta) or etcd "
-           "(a local 3-member etcd in DIR/etcd and two metadata servers on it, the second "
-           "a standby that takes over when the first dies)",
+           "(a local 3-member etcd in DIR/etcd and two metadata servers on it, both "
+           "serving; either carries on when the other dies)",
            "rocksdb"},
           {"standby-port", "PORT", "--meta-backend etcd: the standby metadata server's port",
            "7100"},
@@ -626,6 +632,13 @@ int RunUp(const ParsedFlags& flags) {
     if (!chunk.ok()) return UsageError(spec, std::string(chunk.status().message()));
     config.chunk_size = *chunk;
   }
+  absl::StatusOr<int64_t> replicas = flags.GetInt("replicas", 1, 8);
+  if (!replicas.ok()) return UsageError(spec, std::string(replicas.status().message()));
+  if (*replicas > *servers) {
+    return UsageError(spec, absl::StrCat("--replicas ", *replicas, " needs at least ", *replicas,
+                                         " storage servers (--servers is ", *servers, ")"));
+  }
+  config.replicas = static_cast<int>(*replicas);
   if (flags.Given("orphan-grace-s")) {
     absl::StatusOr<int64_t> grace = flags.GetInt("orphan-grace-s", 0, int64_t{1} << 31);
     if (!grace.ok()) return UsageError(spec, std::string(grace.status().message()));
