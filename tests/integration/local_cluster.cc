@@ -13,12 +13,14 @@
 #include <cerrno>
 #include <filesystem>
 #include <functional>
+#include <set>
 #include <fstream>
 #include <sstream>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "common/credential.h"
 #include "common/errno_status.h"
@@ -87,9 +89,20 @@ std::string BinDir() {
 }
 
 absl::StatusOr<uint16_t> PickFreePort() {
-  auto fd = ListenTcp(HostPort{"127.0.0.1", 0});
-  if (!fd.ok()) return fd.status();
-  return LocalPort(fd->get());
+  // Ports are picked before the daemons bind them, so the kernel may offer
+  // a port again that this process already handed out (a cluster's meta and
+  // a storage server once got the same one): never hand one out twice.
+  static absl::Mutex mu(absl::kConstInit);
+  static std::set<uint16_t>* handed_out = new std::set<uint16_t>();
+  for (int attempt = 0; attempt < 100; ++attempt) {
+    auto fd = ListenTcp(HostPort{"127.0.0.1", 0});
+    if (!fd.ok()) return fd.status();
+    absl::StatusOr<uint16_t> port = LocalPort(fd->get());
+    if (!port.ok()) return port.status();
+    absl::MutexLock lock(&mu);
+    if (handed_out->insert(*port).second) return *port;
+  }
+  return absl::ResourceExhaustedError("no free port that was not handed out already");
 }
 
 absl::StatusOr<std::string> MakeTempDir(const std::string& prefix) {

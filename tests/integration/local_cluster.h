@@ -37,7 +37,8 @@ namespace ckptfs::testing {
 // The directory holding ckptfs-meta, ckptfs-storage, ckptfs-fuse, ckptfs.
 std::string BinDir();
 
-// A free TCP port on 127.0.0.1 (bound then released; good enough for tests).
+// A free TCP port on 127.0.0.1 (bound then released; good enough for tests),
+// never one this process was handed before.
 absl::StatusOr<uint16_t> PickFreePort();
 
 // A new empty directory under $TMPDIR (or /tmp); removed by RemoveTree.
