@@ -53,6 +53,13 @@ absl::StatusOr<std::string> LoadCredential(const std::string& path) {
   if (!S_ISREG(st.st_mode)) {
     return ErrnoStatus(EINVAL, absl::StrCat("credential file ", path, " is not a regular file"));
   }
+  if (st.st_uid != ::geteuid()) {
+    // Else a file planted by another user (in a shared or world-writable
+    // directory) would make the cluster run on a secret they know.
+    return ErrnoStatus(EACCES, absl::StrCat("credential file ", path, " belongs to uid ",
+                                            st.st_uid, ", not to this process's user (uid ",
+                                            ::geteuid(), "): use a credential file of your own"));
+  }
   if ((st.st_mode & (S_IRWXG | S_IRWXO)) != 0) {
     return ErrnoStatus(
         EACCES, absl::StrFormat("credential file %s has mode %04o: other users could read or "

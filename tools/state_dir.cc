@@ -3,6 +3,7 @@
 
 #include <fcntl.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -13,6 +14,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "common/errno_status.h"
@@ -98,6 +100,20 @@ absl::StatusOr<StateDir> StateDir::Open(const std::string& path, bool create) {
       std::error_code ec;
       fs::create_directories(sub, ec);
       if (ec) return SyscallError(ec.value(), absl::StrCat("create directory ", sub));
+    }
+    // It holds the cluster's credential: a directory another user owns or
+    // may write to would let them replace it.
+    struct stat st {};
+    if (::stat(dir.path_.c_str(), &st) != 0) {
+      return SyscallError(errno, absl::StrCat("state directory ", dir.path_));
+    }
+    if (st.st_uid != ::geteuid() || (st.st_mode & (S_IWGRP | S_IWOTH)) != 0) {
+      return ErrnoStatus(EACCES,
+                         absl::StrFormat("state directory %s belongs to uid %u with mode %04o: it "
+                                         "holds the cluster's credential, so it must be yours "
+                                         "and writable by you only (chmod go-w, or choose "
+                                         "another --state-dir)",
+                                         dir.path_, st.st_uid, st.st_mode & 07777));
     }
   }
   return dir;

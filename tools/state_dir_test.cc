@@ -111,6 +111,20 @@ TEST(StateDirTest, LockIsExclusive) {
   EXPECT_TRUE(second->Lock().ok());
 }
 
+// It holds the credential: a directory others may write to is refused.
+TEST(StateDirTest, DirectoryOthersMayWriteToIsRefused) {
+  TempDir tmp;
+  const std::string path = tmp.path() + "/shared";
+  ASSERT_EQ(::mkdir(path.c_str(), 0777), 0);
+  ASSERT_EQ(::chmod(path.c_str(), 0777), 0);  // whatever the umask
+  auto dir = StateDir::Open(path, /*create=*/true);
+  ASSERT_FALSE(dir.ok());
+  EXPECT_NE(dir.status().message().find("writable by you only"), std::string::npos)
+      << dir.status();
+  ASSERT_EQ(::chmod(path.c_str(), 0755), 0);
+  EXPECT_TRUE(StateDir::Open(path, /*create=*/true).ok());
+}
+
 TEST(AbsolutePathTest, NormalizesRelativePaths) {
   const std::string cwd = std::filesystem::current_path().string();
   EXPECT_EQ(AbsolutePath("a/./b/../c/"), cwd + "/a/c");

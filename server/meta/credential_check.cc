@@ -41,14 +41,20 @@ grpc::ServerUnaryReactor* AuthenticatedMetaService::Refuse(Context* ctx) {
   }
   Refusals().Increment();
   const std::string peer = ctx->peer();
+  // Once per host ("ipv4:10.0.0.7:41234" -> "ipv4:10.0.0.7": every
+  // connection has its own port), and at most one line a second overall.
+  const std::string host = peer.substr(0, peer.rfind(':'));
+  bool first_of_host = false;
   {
     absl::MutexLock lock(&mu_);
     if (logged_peers_.size() >= kMaxLoggedPeers) logged_peers_.clear();
-    if (logged_peers_.insert(peer).second) {
-      CKPTFS_LOG(kWarning) << "refused metadata calls from " << peer << ": " << why
-                           << " (further refusals of this peer are counted in "
-                              "ckptfs_meta_auth_refusals_total, not logged)";
-    }
+    first_of_host = logged_peers_.insert(host).second;
+  }
+  if (std::string held_back; first_of_host && log_limiter_.Allow(&held_back)) {
+    CKPTFS_LOG(kWarning) << "refused metadata calls from " << peer << ": " << why
+                         << " (further refusals of this host are counted in "
+                            "ckptfs_meta_auth_refusals_total, not logged)"
+                         << held_back;
   }
   Reactor* reactor = ctx->DefaultReactor();
   reactor->Finish(ToGrpcStatus(ErrnoStatusWithCode(

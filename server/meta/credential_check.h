@@ -28,6 +28,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/synchronization/mutex.h"
+#include "common/log_limiter.h"
 #include "proto/meta.grpc.pb.h"
 
 namespace ckptfs::meta {
@@ -84,8 +85,9 @@ class AuthenticatedMetaService final : public MetaService::CallbackService {
   MetaService::CallbackService* const service_;
   const std::string credential_;
   absl::Mutex mu_;
-  // Peers whose refusal was logged (bounded: forgotten all at once when full).
+  // Hosts whose refusal was logged (bounded: forgotten all at once when full).
   absl::flat_hash_set<std::string> logged_peers_ ABSL_GUARDED_BY(mu_);
+  LogLimiter log_limiter_{absl::Seconds(1)};  // and at most a line a second
 };
 
 }  // namespace ckptfs::meta

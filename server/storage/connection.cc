@@ -12,11 +12,22 @@
 #include "common/credential.h"
 #include "common/errno_status.h"
 #include "common/log.h"
+#include "common/log_limiter.h"
 #include "common/metrics/metrics.h"
 #include "server/storage/event_loop.h"
 
 namespace ckptfs::storage {
 namespace {
+
+// How long a connection may stay open without presenting the credential
+// (when the server wants one).
+constexpr absl::Duration kHelloTimeout = absl::Seconds(10);
+
+// Refusals a peer can cause at will share one limiter: one line a second.
+LogLimiter& RefusalLog() {
+  static LogLimiter* limiter = new LogLimiter(absl::Seconds(1));
+  return *limiter;
+}
 
 // Lingering close after a protocol error: at most a frame's worth of input,
 // for at most this long.
@@ -62,7 +73,10 @@ Connection::~Connection() {
 
 void Connection::Start(const absl::Status& refusal) {
   if (!refusal.ok()) {
-    CKPTFS_LOG(kWarning) << "refusing a connection from " << peer_ << ": " << refusal.message();
+    if (std::string held_back; RefusalLog().Allow(&held_back)) {
+      CKPTFS_LOG(kWarning) << "refusing a connection from " << peer_ << ": "
+                           << refusal.message() << held_back;
+    }
     Fail(refusal);
     return;
   }
@@ -208,6 +222,16 @@ void Connection::OnHeader() {
     return;
   }
   if (header_bytes_.capacity() > kKeepHeaderBytes) std::string().swap(header_bytes_);
+  if (request->header.op() == data::HELLO) {
+    // Once per connection: a HELLO's reply is not counted in flight, so a
+    // stream of them would queue replies without bound.
+    if (hello_seen_) {
+      Fail(ErrnoStatus(EPROTO, "a second HELLO on one connection (HELLO opens a connection, "
+                               "once)"));
+      return;
+    }
+    hello_seen_ = true;
+  }
   if ((!authenticated_ || request->header.op() == data::HELLO) &&
       !Authenticate(request->header)) {
     return;
@@ -297,7 +321,10 @@ bool Connection::Authenticate(const data::RequestHeader& header) {
     why = header.credential().empty() ? "an empty credential presented"
                                       : "the credential presented is not this cluster's";
   }
-  CKPTFS_LOG(kWarning) << "refused a data connection from " << peer_ << ": " << why;
+  if (std::string held_back; RefusalLog().Allow(&held_back)) {
+    CKPTFS_LOG(kWarning) << "refused a data connection from " << peer_ << ": " << why
+                         << held_back;
+  }
   Fail(ErrnoStatus(EACCES, absl::StrCat("this storage server wants the cluster's credential: ",
                                         why, "; give the client --credential_file=PATH of the "
                                         "cluster's credential file (`ckptfs up` makes "
@@ -557,6 +584,16 @@ void Connection::Tick(absl::Time now) {
   if (closed_) return;
   if (phase_ == Phase::kLinger) {
     if (now >= linger_until_) Close("");
+    return;
+  }
+  if (!authenticated_ && now - opened_ > kHelloTimeout) {
+    // A connection that never presents the credential holds a slot of
+    // max_connections: it gets kHelloTimeout to do so.
+    if (std::string held_back; RefusalLog().Allow(&held_back)) {
+      CKPTFS_LOG(kWarning) << "closed a data connection from " << peer_ << ": no HELLO within "
+                           << absl::FormatDuration(kHelloTimeout) << held_back;
+    }
+    Close("");
     return;
   }
   const absl::Duration stall = loop_.options().stall_timeout;

@@ -28,9 +28,12 @@
 // Authentication: when the loop has a credential, the first frame must be a
 // HELLO carrying it (proto/data.proto). Anything else, or a wrong one, gets
 // one error frame (EACCES, saying which flag to give the client) and the
-// lingering close, and one warning naming the peer; a right one is answered
-// at once (no disk) and the connection goes on as usual. HELLO is answered
-// on every connection, with or without a credential.
+// lingering close, and a warning naming the peer (rate-limited: a scan
+// cannot fill the log); a right one is answered at once (no disk) and the
+// connection goes on as usual. HELLO is answered on every connection, with
+// or without a credential, once: a second one is a protocol error (EPROTO).
+// A connection that has not presented the credential within 10 s is closed,
+// so idle strangers cannot hold the max_connections slots.
 //
 // Ownership: owned by its EventLoop, which destroys it once Finished().
 // Thread-safety: loop thread only.
@@ -48,6 +51,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "common/frame.h"
 #include "common/unique_fd.h"
@@ -160,6 +164,8 @@ class Connection {
   size_t in_flight_ = 0;  // requests received whose replies are not sent
   // A HELLO with the loop's credential came (or the loop has none).
   bool authenticated_ = false;
+  bool hello_seen_ = false;  // a second HELLO is refused
+  const absl::Time opened_ = absl::Now();  // an unauthenticated one closes kHelloTimeout after
 
   // The frame being received.
   char prefix_[kFramePrefixSize];

@@ -128,7 +128,7 @@ TEST_F(StorageAuthTest, RightHelloIsAnsweredAndTheConnectionServes) {
   ASSERT_NE(c, nullptr);
   ASSERT_TRUE(PresentCredential(*c, kSecret).ok());
   for (int i = 0; i < 3; ++i) EXPECT_TRUE(Ping(*c).ok());
-  // A write and its read back, and a second HELLO changes nothing.
+  // A write and its read back.
   data::RequestHeader write;
   write.set_op(data::WRITE);
   write.set_ino(42);
@@ -136,7 +136,6 @@ TEST_F(StorageAuthTest, RightHelloIsAnsweredAndTheConnectionServes) {
   write.set_replace(true);
   write.set_payload_crc32c(Crc32c(payload.data(), payload.size()));
   EXPECT_TRUE(c->Call(write, payload.data(), payload.size(), nullptr, 0).ok());
-  ASSERT_TRUE(PresentCredential(*c, kSecret).ok());
   data::RequestHeader read;
   read.set_op(data::READ);
   read.set_ino(42);
@@ -145,6 +144,22 @@ TEST_F(StorageAuthTest, RightHelloIsAnsweredAndTheConnectionServes) {
   auto got = c->Call(read, nullptr, 0, out.data(), out.size());
   ASSERT_TRUE(got.ok()) << got.status();
   EXPECT_EQ(out, payload);
+  // HELLO opens a connection once: a second one (whose reply is not counted
+  // in flight, so a stream of them would queue replies without bound) ends it.
+  absl::Status again = PresentCredential(*c, kSecret);
+  EXPECT_EQ(ErrnoFromStatus(again), EPROTO) << again;
+  EXPECT_TRUE(c->broken());
+}
+
+// A connection that never presents the credential does not keep its slot:
+// it is closed after the server's HELLO timeout (10 s).
+TEST_F(StorageAuthTest, SilentConnectionIsClosedWithoutHello) {
+  Start(kSecret);
+  auto fd = ConnectTcp(server_->address(), absl::Seconds(5));
+  ASSERT_TRUE(fd.ok());
+  ASSERT_TRUE(SetSocketTimeouts(fd->get(), absl::Seconds(60)).ok());
+  char byte;
+  EXPECT_EQ(::recv(fd->get(), &byte, 1, 0), 0);  // closed by the server, no frame
 }
 
 TEST_F(StorageAuthTest, RefusalsDoNotDisturbAnAuthenticatedConnection) {

@@ -165,7 +165,7 @@ TEST_F(ReplicationTest, TooFewServersForTheCopiesFailsTheCreate) {
   ASSERT_TRUE(cluster_->StopStorage(1, SIGKILL).ok());
   ASSERT_TRUE(cluster_->StopStorage(2, SIGKILL).ok());
   absl::StatusOr<meta::Attr> later;
-  for (int attempt = 0; attempt < 100; ++attempt) {  // until the service sees them down
+  for (int attempt = 0; attempt < 300; ++attempt) {  // until the service sees them down (30 s)
     later = WriteFile(*client_, dir_, absl::StrCat("g", attempt), "y");
     if (!later.ok() && ErrnoFromStatus(later.status()) == ENOSPC) break;
     ::usleep(100 * 1000);
