@@ -14,6 +14,8 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 
 namespace ckptfs::tools::testing {
 
@@ -38,6 +40,18 @@ inline bool ProcessAlive(pid_t pid) {
   if (!std::getline(in, line)) return false;
   const size_t close = line.rfind(')');
   return close != std::string::npos && close + 2 < line.size() && line[close + 2] != 'Z';
+}
+
+// True once `pid` is gone (or a zombie) within `limit`: a process that
+// `down` saw leave (its /proc/PID/exe unreadable) may still be finishing
+// its exit for a moment, its threads tearing down.
+inline bool ProcessGoneWithin(pid_t pid, absl::Duration limit = absl::Seconds(10)) {
+  const absl::Time deadline = absl::Now() + limit;
+  while (ProcessAlive(pid)) {
+    if (absl::Now() >= deadline) return false;
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  return true;
 }
 
 inline std::string ReadWholeFile(const std::string& path) {

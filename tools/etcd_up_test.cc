@@ -26,7 +26,7 @@ namespace ckptfs::tools {
 namespace {
 
 using testing::ClusterUsable;
-using testing::ProcessAlive;
+using testing::ProcessGoneWithin;
 using testing::ReadWholeFile;
 
 class EtcdUpTest : public ::testing::Test {
@@ -86,7 +86,7 @@ class EtcdUpTest : public ::testing::Test {
     EXPECT_EQ(r.exit_status, 0) << r.output;
     EXPECT_FALSE(FindMount(mnt_).has_value());
     for (const DaemonRecord& d : state.daemons) {
-      EXPECT_FALSE(ProcessAlive(d.process.pid)) << d.role << "\n" << r.output;
+      EXPECT_TRUE(ProcessGoneWithin(d.process.pid)) << d.role << "\n" << r.output;
     }
   }
 

@@ -26,6 +26,7 @@ namespace {
 
 using testing::ClusterUsable;
 using testing::ProcessAlive;
+using testing::ProcessGoneWithin;
 using testing::ReadWholeFile;
 
 class RealClusterTest : public ::testing::Test {
@@ -124,10 +125,10 @@ TEST_F(RealClusterTest, UpStatusSecondMountDown) {
   EXPECT_EQ(r.exit_status, 0) << r.output;
   EXPECT_FALSE(FindMount(mnt_).has_value());
   for (const DaemonRecord& d : (*state)->daemons) {
-    EXPECT_FALSE(ProcessAlive(d.process.pid)) << d.role;
+    EXPECT_TRUE(ProcessGoneWithin(d.process.pid)) << d.role;
   }
   for (int i = 0; i < 50 && ProcessAlive(node2_pid_); ++i) ::usleep(100 * 1000);
-  EXPECT_FALSE(ProcessAlive(node2_pid_)) << "ckptfs-fuse of the second mount exits on umount";
+  EXPECT_TRUE(ProcessGoneWithin(node2_pid_)) << "ckptfs-fuse of the second mount exits on umount";
   EXPECT_FALSE(std::filesystem::exists(state_ + "/cluster.state"));
 }
 

@@ -15,6 +15,7 @@
 #include <functional>
 #include <set>
 #include <fstream>
+#include <iterator>
 #include <sstream>
 
 #include "absl/strings/match.h"
@@ -233,26 +234,46 @@ absl::Status LocalCluster::StopMeta(int signal) {
 absl::Status LocalCluster::StartStorage(int i) {
   const std::string dir = storage_dir(i);
   ::mkdir(dir.c_str(), 0755);
-  std::vector<std::string> argv = {BinDir() + "/ckptfs-storage", "--listen=" + storage_address(i),
-                                   "--data_dir=" + dir, "--meta=" + meta_address(),
-                                   "--heartbeat_interval_s=1"};
-  if (!credential_file_.empty()) argv.push_back("--credential_file=" + credential_file_);
-  auto child = ChildProcess::Start(argv, absl::StrCat(root_, "/storage-", i, ".log"));
-  if (!child.ok()) return child.status();
-  storage_[i] = *std::move(child);
-  // Wait until it listens: a server killed a moment ago still counts as
-  // alive in ListServers until its heartbeat times out, so WaitServersAlive
-  // alone does not say that the new process is serving yet.
-  ChildProcess* server = storage_[i].get();
-  const HostPort addr{"127.0.0.1", storage_ports_[i]};
-  absl::Status s = WaitUntil(kStartTimeout, "the storage server to listen", [&] {
-    return !server->Running() || ConnectTcp(addr, absl::Seconds(1)).ok();
-  });
-  if (!s.ok() || !server->Running()) {
+  // A port picked earlier may have been taken meanwhile by another program
+  // (tests run in parallel): then the server exits saying so, and it gets
+  // another port (it registers its address, so the cluster follows).
+  for (int attempt = 0;; ++attempt) {
+    std::vector<std::string> argv = {BinDir() + "/ckptfs-storage",
+                                     "--listen=" + storage_address(i), "--data_dir=" + dir,
+                                     "--meta=" + meta_address(), "--heartbeat_interval_s=1"};
+    if (!credential_file_.empty()) argv.push_back("--credential_file=" + credential_file_);
+    const std::string log = absl::StrCat(root_, "/storage-", i, ".log");
+    // The log is appended to across restarts: read only this start's part.
+    std::error_code ec;
+    const uintmax_t log_start = std::filesystem::exists(log, ec)
+                                    ? std::filesystem::file_size(log, ec) : 0;
+    auto this_start = [&] {
+      std::ifstream in(log, std::ios::binary);
+      in.seekg(static_cast<std::streamoff>(log_start));
+      return std::string(std::istreambuf_iterator<char>(in), {});
+    };
+    auto child = ChildProcess::Start(argv, log);
+    if (!child.ok()) return child.status();
+    storage_[i] = *std::move(child);
+    // Wait until it says it listens (not merely until the port accepts: that
+    // could be whoever took it): a server killed a moment ago still counts
+    // as alive in ListServers until its heartbeat times out, so
+    // WaitServersAlive alone does not say that the new process serves yet.
+    ChildProcess* server = storage_[i].get();
+    const std::string listening = "listening on " + storage_address(i);
+    absl::Status s = WaitUntil(kStartTimeout, "the storage server to listen", [&] {
+      return !server->Running() || absl::StrContains(this_start(), listening);
+    });
+    if (s.ok() && server->Running()) return absl::OkStatus();
+    if (attempt < 3 && absl::StrContains(this_start(), "already in use")) {
+      absl::StatusOr<uint16_t> port = PickFreePort();
+      if (!port.ok()) return port.status();
+      storage_ports_[i] = *port;
+      continue;
+    }
     return absl::UnavailableError(
         absl::StrCat("ckptfs-storage ", i, " did not start:\n", server->LogTail()));
   }
-  return absl::OkStatus();
 }
 
 absl::Status LocalCluster::StopStorage(int i, int signal) {
