@@ -17,6 +17,7 @@
 #include <atomic>
 #include <cerrno>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
@@ -230,12 +231,22 @@ TEST_F(MetaTakeoverTest, WritesAndReadsKeepWorkingAcrossTheTakeover) {
       written.store(i + 1);
     }
   });
+  // Joined on every path: a failed ASSERT below must not leave the thread
+  // joinable (std::terminate would skip the fixture's teardown and leave the
+  // mount and daemons behind).
+  auto join_writer = [&] {
+    stop.store(true);
+    if (writer.joinable()) writer.join();
+  };
+  struct JoinOnExit {
+    std::function<void()> join;
+    ~JoinOnExit() { join(); }
+  } joined{join_writer};
   ASSERT_TRUE(WaitFor([&] { return written.load() >= 2; })) << Describe();
   ASSERT_NO_FATAL_FAILURE(KillActiveAndWaitForTakeover());
   const int at_takeover = written.load();
   ASSERT_TRUE(WaitFor([&] { return written.load() >= at_takeover + 2; })) << Describe();
-  stop.store(true);
-  writer.join();
+  join_writer();
 
   const std::string after = TestData(2 << 20, 2);
   ASSERT_TRUE(WriteWholeFile(mnt_ + "/after", after).ok()) << Describe();
