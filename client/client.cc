@@ -132,6 +132,7 @@ ClientImpl::ClientImpl(const ClientOptions& options, std::unique_ptr<MetaClient>
   executor_ = std::make_unique<IoExecutor>(std::max(1, options.io_threads));
   services_.meta = meta_.get();
   services_.transport = transport_.get();
+  services_.failed_servers = &failed_servers_;
   services_.executor = executor_.get();
   services_.buffers = &buffers_;
   services_.registry = &registry_;

@@ -30,6 +30,7 @@
 #include "client/meta_client.h"
 #include "client/open_file_registry.h"
 #include "client/open_file_state.h"
+#include "client/replica_io.h"
 #include "proto/meta.pb.h"
 
 namespace ckptfs::client {
@@ -90,6 +91,8 @@ class ClientImpl {
   std::unique_ptr<MetaClient> meta_;
   CommitCoalescer commits_;
   std::unique_ptr<ChunkTransport> transport_;
+  // Servers that failed this client's reads lately (replica_io.h).
+  FailedServers failed_servers_;
   BufferPool buffers_;
   OpenFileRegistry registry_;
   ClientServices services_;

@@ -1,6 +1,7 @@
 // ClientServices: what a Client's parts borrow from it — the metadata
-// client, the chunk transport, the I/O threads, the chunk buffer pool, the
-// options and the open file registry. The Client (client_impl.h) owns them all and outlives
+// client, the chunk transport, the servers that failed reads lately, the
+// I/O threads, the chunk buffer pool, the options and the open file
+// registry. The Client (client_impl.h) owns them all and outlives
 // every user of this struct.
 //
 // Thread-safety: the pointees are thread-safe; the struct is immutable.
@@ -16,9 +17,12 @@
 
 namespace ckptfs::client {
 
+class FailedServers;  // replica_io.h
+
 struct ClientServices {
   MetaClient* meta = nullptr;
   ChunkTransport* transport = nullptr;
+  FailedServers* failed_servers = nullptr;  // null: none kept
   IoExecutor* executor = nullptr;
   BufferPool* buffers = nullptr;
   OpenFileRegistry* registry = nullptr;

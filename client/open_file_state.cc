@@ -399,7 +399,8 @@ void OpenFileState::EndViewLocked(ReadView& view) {
 absl::StatusOr<uint32_t> OpenFileState::FetchChunk(uint64_t index, uint32_t offset,
                                                    uint32_t length, char* out) {
   absl::StatusOr<size_t> got =
-      ReadChunkCopy(*services_.transport, layout_, ino_, index, offset, out, length);
+      ReadChunkCopy(*services_.transport, services_.failed_servers, layout_, ino_, index, offset,
+                    out, length);
   uint32_t stored = 0;
   if (got.ok()) {
     stored = static_cast<uint32_t>(std::min<size_t>(*got, length));

@@ -276,6 +276,12 @@ absl::Status ChunkStore::Write(Ring& ring, ChunkKey key, uint32_t offset,
   }
   absl::MutexLock lock(&LockFor(key));
   bool whole = replace;
+  if (!replace && offset > 0 && len > 0) {
+    // The bytes before `offset` must be stored here already: zeros made up
+    // for a chunk this server lost would differ from the other copies'
+    // bytes (client/replica_io.h says what a client does then).
+    if (absl::Status s = RequireStoredUpTo(key, offset); !s.ok()) return s;
+  }
   if (!whole && offset == 0) {
     // The payload covers every old byte when the old chunk's length is
     // within it: no need to read (and merge) the old data, only its header.
@@ -309,6 +315,36 @@ absl::Status ChunkStore::Write(Ring& ring, ChunkKey key, uint32_t offset,
   std::memcpy(payload.data(), data.data(), data.size());
   payload.set_size(data.size());
   return Write(ring, key, offset, payload, replace);
+}
+
+absl::Status ChunkStore::RequireStoredUpTo(ChunkKey key, uint32_t offset) const {
+  uint32_t stored = 0;
+  const std::string path = ChunkPath(key);
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) {
+    if (errno != ENOENT) return SyscallError(errno, absl::StrCat("stat ", path));
+  } else if (static_cast<size_t>(st.st_size) >= kChunkHeaderSize + offset + kBlockSize) {
+    // Data padded to whole blocks: the stored length is past `offset`.
+    return absl::OkStatus();
+  } else {
+    UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+    char block[kChunkHeaderSize];
+    if (!fd.valid() ||
+        ::pread(fd.get(), block, sizeof(block), 0) != static_cast<ssize_t>(sizeof(block))) {
+      return absl::OkStatus();  // MergeLocked reads it whole, and reports what is wrong
+    }
+    auto header = DecodeChunkHeader(absl::string_view(block, sizeof(block)), path);
+    if (!header.ok()) return absl::OkStatus();  // torn: MergeLocked says EIO
+    stored = header->data_length;
+  }
+  if (stored >= offset) return absl::OkStatus();
+  return ErrnoStatus(ENODATA,
+                     absl::StrCat("merging write at offset ", offset, " of ", ChunkName(key),
+                                  ", which holds ", stored == 0 ? "nothing" : "only ",
+                                  stored == 0 ? "" : absl::StrCat(stored, " bytes"),
+                                  " here: refused rather than filling the gap with zeros "
+                                  "(extend the chunk first with an empty write at ",
+                                  offset, ", or send the whole chunk with replace)"));
 }
 
 absl::Status ChunkStore::MergeLocked(Ring& ring, ChunkKey key, uint32_t offset,

@@ -84,10 +84,15 @@ class ChunkStore {
 
   // Stores payload.view() at `offset` of the chunk. With `replace` the chunk
   // becomes exactly the payload (REQUIRES offset == 0, else EINVAL);
-  // otherwise the payload is merged into the existing bytes (a missing chunk
-  // or a gap before `offset` reads as zeros) and the chunk grows to
-  // max(old length, offset + size). EINVAL when offset + size exceeds
-  // kMaxChunkLength; EIO if a chunk to merge into fails its CRC.
+  // otherwise the payload is merged into the existing bytes and the chunk
+  // grows to max(old length, offset + size). A merge of a non-empty payload
+  // at `offset` > 0 needs the chunk stored with at least `offset` bytes:
+  // else ENODATA, nothing changed (a copy that lost its chunk must not take
+  // zeros for the bytes the other copies hold; see client/replica_io.h). An
+  // empty merge is the explicit way to make such a gap: it extends the
+  // chunk (or creates it) with zeros up to `offset`. EINVAL when offset +
+  // size exceeds kMaxChunkLength; EIO if a chunk to merge into fails its
+  // CRC.
   // `payload_crc32c`, when given, is the payload's CRC32C the caller already
   // computed (and verified); it saves a pass over the data.
   // REQUIRES: payload.capacity() >= RoundUpToBlock(payload.size()); the
@@ -150,6 +155,10 @@ class ChunkStore {
   // Shortens a stored chunk to `new_length` bytes (nothing to do when it is
   // not longer, or missing). REQUIRES: the chunk's stripe lock is held.
   absl::Status Cut(Ring& ring, ChunkKey key, uint32_t new_length);
+  // OK if chunk `key` holds at least `offset` bytes, else ENODATA naming
+  // what it holds (a torn chunk passes: the merge then reports EIO).
+  // REQUIRES: the chunk's stripe lock is held.
+  absl::Status RequireStoredUpTo(ChunkKey key, uint32_t offset) const;
   // Write() without `replace` when the old bytes matter. REQUIRES: the
   // chunk's stripe lock is held.
   absl::Status MergeLocked(Ring& ring, ChunkKey key, uint32_t offset, absl::string_view data);

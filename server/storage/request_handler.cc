@@ -123,7 +123,9 @@ Reply RequestHandler::Handle(Ring& ring, const data::RequestHeader& request,
     int err = ErrnoFromStatus(reply.status());
     if (err == 0) err = EIO;
     m.errors().For(err).Increment();
-    if (err != ENOENT) {  // ENOENT: a hole, part of normal reading
+    // ENOENT: a hole, part of normal reading; ENODATA: a merge past a
+    // chunk's end, refused so that the client makes the gap explicitly.
+    if (err != ENOENT && err != ENODATA) {
       CKPTFS_LOG(kWarning) << "request failed: " << reply.status().message();
     }
     Reply error;

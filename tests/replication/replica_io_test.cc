@@ -1,17 +1,23 @@
 // client/replica_io.h over the in-memory storage servers of
 // client/testing/: a chunk write reaches every copy and fails if any copy
 // fails; a read falls over to the next copy on a failed server or a
-// missing chunk, and only calls a chunk a hole when every copy lacks it.
+// missing chunk, and only calls a chunk a hole when every copy lacks it; a
+// short copy never hides the bytes a longer one holds; a partial write to
+// a copy that lost its chunk rebuilds it from another copy; the servers
+// that failed reads are remembered per FailedServers (per Client).
 #include "client/replica_io.h"
 
 #include <cerrno>
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
+#include "client/layout.h"
+#include "client/stripe_ops.h"
 #include "client/testing/fake_chunk_transport.h"
 #include "common/errno_status.h"
 #include "gtest/gtest.h"
@@ -43,6 +49,20 @@ class DownableTransport : public ChunkTransport {
                           const void* data, size_t length, bool replace,
                           std::optional<uint32_t> crc32c) override {
     if (IsDown(server_id)) return Refused(server_id);
+    {
+      absl::MutexLock lock(&mu_);
+      ++writes_to_[server_id];
+    }
+    // As a storage server does (server/storage/chunk_store.h): no merge
+    // past the end of the chunk stored.
+    if (!replace && offset > 0 && length > 0) {
+      std::optional<std::string> stored = servers_->ChunkBytes(server_id, ino, chunk_index);
+      const size_t have = stored.has_value() ? stored->size() : 0;
+      if (have < offset) {
+        return ErrnoStatus(ENODATA, absl::StrCat("chunk ", chunk_index, " holds ", have,
+                                                 " bytes on storage server ", server_id));
+      }
+    }
     return servers_->WriteChunk(server_id, ino, chunk_index, offset, data, length, replace,
                                 crc32c);
   }
@@ -55,8 +75,13 @@ class DownableTransport : public ChunkTransport {
     if (IsDown(server_id)) return Refused(server_id);
     return servers_->ReadChunk(server_id, ino, chunk_index, offset, buf, length);
   }
+  int WritesTo(uint32_t server_id) {
+    absl::MutexLock lock(&mu_);
+    return writes_to_[server_id];
+  }
   absl::Status TrimChunks(uint32_t server_id, uint64_t ino, uint64_t trim_size,
                           uint32_t chunk_size) override {
+    if (IsDown(server_id)) return Refused(server_id);
     return servers_->TrimChunks(server_id, ino, trim_size, chunk_size);
   }
   absl::Status SyncChunks(uint32_t server_id, uint64_t ino) override {
@@ -78,6 +103,7 @@ class DownableTransport : public ChunkTransport {
   absl::Mutex mu_;
   std::set<uint32_t> down_ ABSL_GUARDED_BY(mu_);
   std::map<uint32_t, int> reads_from_ ABSL_GUARDED_BY(mu_);
+  std::map<uint32_t, int> writes_to_ ABSL_GUARDED_BY(mu_);
 };
 
 class ReplicaIoTest : public ::testing::Test {
@@ -86,17 +112,22 @@ class ReplicaIoTest : public ::testing::Test {
     layout_.set_chunk_size(1024);
     for (uint32_t id : {1u, 2u, 3u, 4u}) layout_.add_stripe(id);
     layout_.set_replicas(2);
-    ForgetReadFailuresForTesting();  // another test's down servers
   }
 
   // Writes `bytes` as chunk `index` (whole) and waits for the answer.
   absl::Status Write(uint64_t index, const std::string& bytes) {
+    return WriteAt(index, 0, bytes, /*replace=*/true);
+  }
+  // Writes `bytes` at `offset` of chunk `index` and waits for the answer.
+  absl::Status WriteAt(uint64_t index, uint32_t offset, const std::string& bytes,
+                       bool replace = false) {
     ChunkWrite write;
     write.ino = kIno;
     write.chunk_index = index;
+    write.offset = offset;
     write.data = bytes.data();
     write.length = bytes.size();
-    write.replace = true;
+    write.replace = replace;
     absl::Notification done;
     absl::Status result;
     int calls = 0;
@@ -111,9 +142,12 @@ class ReplicaIoTest : public ::testing::Test {
   }
 
   absl::StatusOr<std::string> Read(uint64_t index, size_t length) {
+    return ReadWith(failed_, index, length);
+  }
+  absl::StatusOr<std::string> ReadWith(FailedServers& failed, uint64_t index, size_t length) {
     std::string out(length, '\0');
     absl::StatusOr<size_t> got =
-        ReadChunkCopy(transport_, layout_, kIno, index, 0, out.data(), out.size());
+        ReadChunkCopy(transport_, &failed, layout_, kIno, index, 0, out.data(), out.size());
     if (!got.ok()) return got.status();
     out.resize(*got);
     return out;
@@ -123,6 +157,7 @@ class ReplicaIoTest : public ::testing::Test {
   testing::FakeChunkTransport servers_;
   DownableTransport transport_;
   IoExecutor executor_;
+  FailedServers failed_;
   meta::Layout layout_;
 };
 
@@ -242,6 +277,117 @@ TEST_F(ReplicaIoTest, AHoleIsWhereEveryCopyLacksTheChunk) {
   ASSERT_FALSE(got.ok());
   EXPECT_NE(ErrnoFromStatus(got.status()), ENOENT) << got.status();
   EXPECT_NE(got.status().message().find("storage server 3"), std::string::npos) << got.status();
+}
+
+// Issue 6 review, bug 5: the servers that failed reads were process-wide,
+// so one Client's down server reordered another's reads.
+TEST_F(ReplicaIoTest, EachFailedServersListIsItsOwn) {
+  ASSERT_TRUE(Write(0, "zero").ok());  // copies on servers 1 (read first) and 2
+  FailedServers other;
+  transport_.SetDown(1, true);
+  ASSERT_TRUE(Read(0, 4).ok());  // failed_ now suspects server 1
+  transport_.SetDown(1, false);
+  ASSERT_EQ(transport_.ReadsFrom(1), 1);
+  // `other` never saw server 1 fail: it asks server 1 first.
+  absl::StatusOr<std::string> got = ReadWith(other, 0, 4);
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(transport_.ReadsFrom(1), 2);
+  EXPECT_EQ(transport_.ReadsFrom(2), 1);
+  // failed_ still asks server 2 first.
+  ASSERT_TRUE(Read(0, 4).ok());
+  EXPECT_EQ(transport_.ReadsFrom(1), 2);
+  EXPECT_EQ(transport_.ReadsFrom(2), 2);
+}
+
+// Issue 6 review, bug 2: a copy cut short (a truncate that failed on the
+// other copy, a lost tail) answered first, and its short answer was taken
+// as the chunk's; the bytes the other copy holds read as zeros.
+TEST_F(ReplicaIoTest, AShortCopyDoesNotHideTheBytesOfALongerOne) {
+  for (uint32_t cut : {1u, 2u}) {  // the copy read first, then the other
+    SCOPED_TRACE(absl::StrCat("copy on server ", cut, " cut"));
+    ASSERT_TRUE(Write(0, "0123456789").ok());  // servers 1 and 2
+    ASSERT_TRUE(servers_.TrimChunks(cut, kIno, 4, 1024).ok());
+    ASSERT_EQ(servers_.ChunkBytes(cut, kIno, 0), "0123");
+    absl::StatusOr<std::string> got = Read(0, 64);
+    ASSERT_TRUE(got.ok()) << got.status();
+    EXPECT_EQ(*got, "0123456789");
+  }
+  // Copies that agree and are short (the chunk's end) are asked once each.
+  ASSERT_TRUE(Write(0, "0123456789").ok());
+  const int before = transport_.ReadsFrom(1) + transport_.ReadsFrom(2);
+  absl::StatusOr<std::string> got = Read(0, 64);
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(*got, "0123456789");
+  EXPECT_EQ(transport_.ReadsFrom(1) + transport_.ReadsFrom(2), before + 2);
+  // A whole answer needs no other copy.
+  got = Read(0, 10);
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(transport_.ReadsFrom(1) + transport_.ReadsFrom(2), before + 3);
+}
+
+TEST_F(ReplicaIoTest, ATruncateThatFailsOnOneCopyFailsTheCall) {
+  ASSERT_TRUE(Write(0, "0123456789").ok());
+  transport_.SetDown(2, true);
+  absl::Status status = TrimStripe(transport_, executor_, kIno, layout_, 4);
+  EXPECT_FALSE(status.ok());
+  EXPECT_NE(status.message().find("storage server 2"), std::string::npos) << status;
+  transport_.SetDown(2, false);
+  // What the caller was told: failed, so the size stays; the bytes the
+  // longer copy still holds read back, whichever copy is asked first.
+  absl::StatusOr<std::string> got = Read(0, 10);
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(*got, "0123456789");
+}
+
+// Issue 6 review, bug 1: a partial write (offset > 0) to a copy whose chunk
+// was lost made zeros there where the other copy has data.
+TEST_F(ReplicaIoTest, APartialWriteRebuildsACopyThatLostItsChunk) {
+  ASSERT_TRUE(Write(0, "0123456789").ok());              // servers 1 and 2
+  ASSERT_TRUE(servers_.TrimChunks(1, kIno, 0, 1024).ok());  // server 1 lost it
+  absl::Status status = WriteAt(0, 4, "AB");
+  ASSERT_TRUE(status.ok()) << status;
+  EXPECT_EQ(servers_.ChunkBytes(1, kIno, 0), "0123AB6789");
+  EXPECT_EQ(servers_.ChunkBytes(2, kIno, 0), "0123AB6789");
+  // A copy cut short is rebuilt too.
+  ASSERT_TRUE(servers_.TrimChunks(2, kIno, 2, 1024).ok());
+  ASSERT_TRUE(WriteAt(0, 8, "xy").ok());
+  EXPECT_EQ(servers_.ChunkBytes(1, kIno, 0), "0123AB67xy");
+  EXPECT_EQ(servers_.ChunkBytes(2, kIno, 0), "0123AB67xy");
+}
+
+// A sparse write: every copy lacks the bytes before it, a hole.
+TEST_F(ReplicaIoTest, APartialWriteIntoAHoleMakesTheSameZerosOnEveryCopy) {
+  absl::Status status = WriteAt(5, 10, "q");
+  ASSERT_TRUE(status.ok()) << status;
+  EXPECT_EQ(servers_.ChunkBytes(2, kIno, 5), std::string(10, '\0') + "q");
+  EXPECT_EQ(servers_.ChunkBytes(3, kIno, 5), std::string(10, '\0') + "q");
+  // Past the end of chunks that agree.
+  ASSERT_TRUE(WriteAt(5, 20, "r").ok());
+  const std::string want = std::string(10, '\0') + "q" + std::string(9, '\0') + "r";
+  EXPECT_EQ(servers_.ChunkBytes(2, kIno, 5), want);
+  EXPECT_EQ(servers_.ChunkBytes(3, kIno, 5), want);
+  // Copies of different lengths, both short of the write: the longer wins.
+  ASSERT_TRUE(Write(6, "abcdef").ok());                     // servers 3 and 4
+  ASSERT_TRUE(servers_.TrimChunks(4, kIno, 6 * 1024 + 3, 1024).ok());
+  ASSERT_EQ(servers_.ChunkBytes(4, kIno, 6), "abc");
+  ASSERT_TRUE(WriteAt(6, 8, "z").ok());
+  EXPECT_EQ(servers_.ChunkBytes(3, kIno, 6), std::string("abcdef\0\0z", 9));
+  EXPECT_EQ(servers_.ChunkBytes(4, kIno, 6), std::string("abcdef\0\0z", 9));
+  // One copy: the same.
+  layout_.clear_replicas();
+  ASSERT_TRUE(WriteAt(9, 3, "s").ok());
+  EXPECT_EQ(servers_.ChunkBytes(ServerForChunk(layout_, 9), kIno, 9), std::string("\0\0\0s", 4));
+}
+
+TEST_F(ReplicaIoTest, AFailedCopyStillFailsAPartialWrite) {
+  ASSERT_TRUE(Write(0, "0123456789").ok());
+  ASSERT_TRUE(servers_.TrimChunks(1, kIno, 0, 1024).ok());
+  transport_.SetDown(2, true);
+  absl::Status status = WriteAt(0, 4, "AB");
+  ASSERT_FALSE(status.ok());
+  EXPECT_EQ(ErrnoFromStatus(status), ECONNREFUSED) << status;
+  // Never zeros made up on the copy that lost the chunk.
+  EXPECT_EQ(servers_.ChunkBytes(1, kIno, 0), std::nullopt);
 }
 
 }  // namespace

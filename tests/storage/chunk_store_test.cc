@@ -150,14 +150,40 @@ TEST_F(ChunkStoreTest, MergeSplicesIntoExistingBytes) {
   EXPECT_EQ(*ReadAll({3, 1}), data);
 }
 
-TEST_F(ChunkStoreTest, MergeGrowsWithZerosInTheGap) {
+TEST_F(ChunkStoreTest, AnEmptyMergeMakesTheGapWithZeros) {
   ASSERT_TRUE(Write({4, 0}, 0, "abc", true).ok());
+  ASSERT_TRUE(Write({4, 0}, 5000, "", false).ok());
   ASSERT_TRUE(Write({4, 0}, 5000, "xyz", false).ok());
   std::string want = "abc" + std::string(5000 - 3, '\0') + "xyz";
   EXPECT_EQ(*ReadAll({4, 0}), want);
   // Into a missing chunk: leading zeros.
+  ASSERT_TRUE(Write({4, 1}, 10, "", false).ok());
   ASSERT_TRUE(Write({4, 1}, 10, "q", false).ok());
   EXPECT_EQ(*ReadAll({4, 1}), std::string(10, '\0') + "q");
+}
+
+// A copy that lost its chunk (a server back with an empty disk) must not
+// take zeros for the bytes before a partial write: the other copies hold
+// data there.
+TEST_F(ChunkStoreTest, AMergePastTheStoredBytesIsRefused) {
+  absl::Status missing = Write({5, 0}, 10, "q", false);
+  EXPECT_EQ(ErrnoFromStatus(missing), ENODATA) << missing;
+  EXPECT_NE(missing.message().find("chunk 0 of inode 5, which holds nothing"),
+            absl::string_view::npos)
+      << missing;
+  EXPECT_EQ(ErrnoFromStatus(ReadAll({5, 0}).status()), ENOENT);  // nothing made
+  ASSERT_TRUE(Write({5, 1}, 0, "abc", true).ok());
+  absl::Status short_chunk = Write({5, 1}, 4, "q", false);
+  EXPECT_EQ(ErrnoFromStatus(short_chunk), ENODATA) << short_chunk;
+  EXPECT_NE(short_chunk.message().find("only 3 bytes"), absl::string_view::npos) << short_chunk;
+  EXPECT_EQ(*ReadAll({5, 1}), "abc");
+  // Right at the end is no gap: it appends. Far inside a long chunk too.
+  ASSERT_TRUE(Write({5, 1}, 3, "d", false).ok());
+  EXPECT_EQ(*ReadAll({5, 1}), "abcd");
+  const std::string big = Pattern(20000, 3);
+  ASSERT_TRUE(Write({5, 2}, 0, big, true).ok());
+  ASSERT_TRUE(Write({5, 2}, 19999, "zz", false).ok());
+  EXPECT_EQ(*ReadAll({5, 2}), big.substr(0, 19999) + "zz");
 }
 
 TEST_F(ChunkStoreTest, SequentialAppendsBuildTheChunk) {
@@ -169,6 +195,7 @@ TEST_F(ChunkStoreTest, SequentialAppendsBuildTheChunk) {
 }
 
 TEST_F(ChunkStoreTest, GrowsUpToTheLimitAndNoFurther) {
+  ASSERT_TRUE(Write({7, 0}, kMaxChunkLength - 4, "", false).ok());
   ASSERT_TRUE(Write({7, 0}, kMaxChunkLength - 4, "tail", false).ok());
   auto slice = store_->Read(*ring_, buffer_, {7, 0}, kMaxChunkLength - 8, 8);
   ASSERT_TRUE(slice.ok()) << slice.status();
@@ -278,6 +305,9 @@ TEST_F(ChunkStoreTest, OpenRemovesUnfinishedWritesAndKeepsChunks) {
 TEST_F(ChunkStoreTest, ConcurrentMergesIntoOneChunkLoseNothing) {
   constexpr int kThreads = 4;
   constexpr int kWrites = 25;
+  // Merges land in any order: the chunk is made long enough first, so
+  // that none is past its end.
+  ASSERT_TRUE(Write({60, 0}, kThreads * kWrites * 10, "", false).ok());
   std::vector<std::thread> threads;
   for (int t = 0; t < kThreads; ++t) {
     threads.emplace_back([&, t] {
