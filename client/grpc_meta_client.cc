@@ -27,6 +27,17 @@
 // RemoveXattr (EEXIST / ENODATA with the create/replace flags),
 // RemoveCheckpoint (ENOENT after success), RegisterServer (could hand out a
 // second id).
+//
+// Every call waits for a connection (wait_for_ready) until its deadline
+// instead of failing at once while the channel has none. A call that never
+// reached a server cannot have been applied, so this holds for the calls
+// that are not retried too, and it is what makes a failover work: gRPC's
+// synchronous API makes progress on a connection attempt only while some
+// thread polls the channel, which a waiting call does. With fail-fast calls
+// and pauses between them, the attempts to reach the server that took over
+// were cut off by their connect timeout for want of polling (only gRPC's
+// 5 s backup poller looked at them), and a mount's calls failed for up to
+// its whole 30 s deadline after a standby took over (issue 7).
 #include "client/grpc_meta_client.h"
 
 #include <grpcpp/grpcpp.h>
@@ -54,10 +65,12 @@ std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address) {
   // Notice a dead service within seconds instead of waiting on TCP.
   args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, 10000);
   args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 5000);
-  // Reconnect quickly after a restart of the service.
+  // Reconnect quickly after a restart of the service. The minimum backoff
+  // is also gRPC's connect timeout: 1 s lets a connect to a busy server
+  // finish.
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
-  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
+  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 1000);
   return grpc::CreateCustomChannel(target.ok() ? *target : address,
                                    grpc::InsecureChannelCredentials(), args);
 }
@@ -82,6 +95,7 @@ absl::StatusOr<Reply> GrpcMetaClient::Call(const char* rpc, Retry retry,
   while (true) {
     grpc::ClientContext context;
     context.set_deadline(absl::ToChronoTime(deadline));
+    context.set_wait_for_ready(true);  // see the top of this file
     AttachCredential(context, credential_);
     Reply reply;
     grpc::Status status;
@@ -108,7 +122,16 @@ absl::StatusOr<Reply> GrpcMetaClient::Call(const char* rpc, Retry retry,
       backoff = std::min(backoff * 2, absl::Seconds(1));
       continue;
     }
-    absl::Status error = FromGrpcStatus(status, absl::StrCat(rpc, " at ", address_));
+    // Calls wait for a connection, so a service that is down shows up as
+    // the deadline: say so rather than only "Deadline Exceeded".
+    const std::string context_text =
+        transport && status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED
+            ? absl::StrCat(rpc, " at ", address_, " (no metadata server answered within ",
+                           absl::FormatDuration(timeout > absl::ZeroDuration() ? timeout
+                                                                               : rpc_timeout_),
+                           ")")
+            : absl::StrCat(rpc, " at ", address_);
+    absl::Status error = FromGrpcStatus(status, context_text);
     return transport ? MarkMetaTransportError(std::move(error)) : error;
   }
 }

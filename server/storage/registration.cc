@@ -36,7 +36,9 @@ Registration::Registration(Options options, const ChunkStore& store)
   grpc::ChannelArguments args;
   const int max_backoff_ms = static_cast<int>(absl::ToInt64Milliseconds(options_.max_backoff));
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, std::min(100, max_backoff_ms));
-  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, std::min(100, max_backoff_ms));
+  // The minimum backoff is also gRPC's connect timeout: 1 s lets a connect to
+  // a busy metadata server finish.
+  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, std::min(1000, max_backoff_ms));
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, max_backoff_ms);
   // Several metadata servers ("A,B"): one channel over all of them, which
   // reaches whichever serves, starting at an entry drawn once per process so
@@ -60,6 +62,14 @@ std::optional<uint32_t> Registration::server_id() {
   return server_id_;
 }
 
+// WaitForReadyNote: calls wait for a connection until their deadline rather
+// than failing at once while the channel has none. gRPC's synchronous API
+// advances a connection attempt only while a thread polls the channel,
+// which a waiting call does; with fail-fast calls and sleeps between them,
+// a metadata server that took over was reached only through gRPC's 5 s
+// backup poller, if at all (see client/grpc_meta_client.cc). A call that
+// never reached a server was not applied, so waiting is safe for
+// RegisterServer too.
 absl::StatusOr<uint32_t> Registration::Register() {
   meta::RegisterServerRequest request;
   request.set_address(options_.data_address);
@@ -71,6 +81,7 @@ absl::StatusOr<uint32_t> Registration::Register() {
   meta::RegisterServerReply reply;
   grpc::ClientContext context;
   context.set_deadline(absl::ToChronoTime(absl::Now() + options_.rpc_deadline));
+  context.set_wait_for_ready(true);  // see WaitForReadyNote
   AttachCredential(context, options_.credential);
   const grpc::Status status = stub_->RegisterServer(&context, request, &reply);
   if (!status.ok()) return FromGrpcStatus(status, "RegisterServer");
@@ -94,6 +105,7 @@ absl::Status Registration::Heartbeat(uint32_t server_id) {
   meta::Empty reply;
   grpc::ClientContext context;
   context.set_deadline(absl::ToChronoTime(absl::Now() + options_.rpc_deadline));
+  context.set_wait_for_ready(true);  // see WaitForReadyNote
   AttachCredential(context, options_.credential);
   return FromGrpcStatus(stub_->Heartbeat(&context, request, &reply), "Heartbeat");
 }

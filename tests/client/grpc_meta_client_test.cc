@@ -4,7 +4,11 @@
 // address.
 #include "client/grpc_meta_client.h"
 
+#include <arpa/inet.h>
 #include <grpcpp/grpcpp.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <cerrno>
@@ -53,6 +57,11 @@ class ScriptedService final : public meta::MetaService::Service {
     }
     reply->mutable_attr()->set_ino(request->writer_handle());
     reply->set_created(true);
+    return grpc::Status::OK;
+  }
+  std::atomic<int> rmdir_calls{0};
+  grpc::Status Rmdir(grpc::ServerContext*, const meta::LookupRequest*, meta::Empty*) override {
+    ++rmdir_calls;
     return grpc::Status::OK;
   }
   grpc::Status Mkdir(grpc::ServerContext*, const meta::MkdirRequest*,
@@ -216,6 +225,68 @@ TEST_F(GrpcMetaClientTest, CancelEndsTheLongPoll) {
   ASSERT_FALSE(reply.ok());
   EXPECT_TRUE(IsMetaTransportError(reply.status()));
   EXPECT_LT(absl::Now() - start, absl::Seconds(10));  // far before the poll's end
+}
+
+// A port nothing listens on (bound once by the kernel's choice, then
+// closed).
+int UnusedPort() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return 0;
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(addr);
+  int port = 0;
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 &&
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0) {
+    port = ntohs(addr.sin_port);
+  }
+  ::close(fd);
+  return port;
+}
+
+// What a takeover looks like to a client: the server it knew is gone, and
+// the one that takes over starts listening a moment later. Even a call that
+// is never resent (Rmdir) waits for it instead of failing while the
+// channel has no connection, so it lands on the new server once.
+TEST(GrpcMetaClientFailoverTest, CallsWaitForAServerThatStartsListeningLater) {
+  const int dead = UnusedPort();
+  const int late = UnusedPort();
+  ASSERT_GT(dead, 0);
+  ASSERT_GT(late, 0);
+  GrpcMetaClient client(absl::StrCat("127.0.0.1:", dead, ",127.0.0.1:", late),
+                        absl::Seconds(20));
+  ScriptedService service;
+  std::unique_ptr<grpc::Server> server;
+  std::thread starter([&] {
+    absl::SleepFor(absl::Milliseconds(1500));
+    grpc::ServerBuilder builder;
+    builder.AddListeningPort(absl::StrCat("127.0.0.1:", late), grpc::InsecureServerCredentials());
+    builder.RegisterService(&service);
+    server = builder.BuildAndStart();
+  });
+  meta::LookupRequest request;
+  request.set_name("d");
+  absl::StatusOr<meta::Empty> reply = client.Rmdir(request);
+  starter.join();
+  ASSERT_NE(server, nullptr);
+  EXPECT_TRUE(reply.ok()) << reply.status();
+  EXPECT_EQ(service.rmdir_calls.load(), 1);
+  server->Shutdown(absl::ToChronoTime(absl::Now()));
+}
+
+// With no server at all the call ends at its deadline, and says that no
+// metadata server answered.
+TEST(GrpcMetaClientFailoverTest, NoServerEndsAtTheDeadlineWithAClearMessage) {
+  const int dead = UnusedPort();
+  ASSERT_GT(dead, 0);
+  GrpcMetaClient client(absl::StrCat("127.0.0.1:", dead), absl::Milliseconds(500));
+  absl::StatusOr<meta::Empty> reply = client.Rmdir(meta::LookupRequest());
+  ASSERT_FALSE(reply.ok());
+  EXPECT_TRUE(IsMetaTransportError(reply.status()));
+  EXPECT_NE(reply.status().message().find("no metadata server answered"),
+            absl::string_view::npos)
+      << reply.status();
 }
 
 TEST(ClientConnectTest, UnreachableServiceIsNamed) {
