@@ -40,6 +40,7 @@
 #include "server/meta/etcd/etcd_duty_lock.h"
 #include "server/meta/etcd/etcd_kv_store.h"
 #include "server/meta/etcd/etcd_server_lock.h"
+#include "server/meta/etcd/etcd_serving_mode.h"
 #include "server/meta/meta_server.h"
 
 ABSL_FLAG(std::string, listen, "127.0.0.1:7000", "host:port to serve the metadata gRPC API on");
@@ -216,6 +217,7 @@ int Main() {
   std::unique_ptr<KvStore> store;
   std::unique_ptr<EtcdServerLock> etcd_lock;
   std::shared_ptr<EtcdClient> duty_lock_client;
+  std::unique_ptr<SharedPresence> shared_presence;
   EtcdServerLock::Options duty_lock_options;
   const bool etcd_shared = on_etcd && absl::GetFlag(FLAGS_etcd_shared);
   if (etcd_shared) {
@@ -225,8 +227,19 @@ int Main() {
     lock_client_options.attempt_timeout = absl::Seconds(1);
     duty_lock_client = std::make_shared<EtcdClient>(lock_client_options);
     duty_lock_options.key_prefix = absl::GetFlag(FLAGS_etcd_prefix);
-    duty_lock_options.holder = absl::StrCat(options.listen, " (pid ", getpid(), ")");
+    duty_lock_options.holder = SharedHolderName(options.listen, getpid());
     duty_lock_options.ttl = absl::Seconds(absl::GetFlag(FLAGS_etcd_lock_ttl_s));
+    // Refuse to serve beside a server that serves the prefix alone
+    // (etcd_serving_mode.h).
+    absl::StatusOr<std::unique_ptr<SharedPresence>> presence =
+        SharedPresence::Register(duty_lock_client, duty_lock_options.key_prefix,
+                                 duty_lock_options.holder, duty_lock_options.ttl,
+                                 absl::Seconds(30));
+    if (!presence.ok()) {
+      CKPTFS_LOG(kError) << presence.status().message();
+      return kExitFailure;
+    }
+    shared_presence = *std::move(presence);
     auto client = std::make_shared<EtcdClient>(EtcdClient::Options{*etcd_endpoints});
     absl::StatusOr<std::unique_ptr<EtcdKvStore>> etcd =
         EtcdKvStore::Open(client, EtcdKvStore::Options{duty_lock_options.key_prefix});
@@ -262,6 +275,15 @@ int Main() {
       CKPTFS_LOG(kError) << "exiting: another metadata server may take over the namespace";
       _exit(kExitFailure);
     };
+    // Refuse to serve alone beside servers that share the prefix
+    // (etcd_serving_mode.h): before waiting as a standby, and again once the
+    // lock is ours (a shared server may have started meanwhile). An etcd
+    // error before the wait is left to Acquire, which waits for etcd.
+    if (absl::Status shared = CheckNoSharedServers(*lock_client, lock_options.key_prefix);
+        absl::IsFailedPrecondition(shared)) {
+      CKPTFS_LOG(kError) << shared.message();
+      return kExitFailure;
+    }
     absl::StatusOr<std::unique_ptr<EtcdServerLock>> lock =
         EtcdServerLock::Acquire(lock_client, lock_options, lost);
     if (!lock.ok()) {
@@ -270,6 +292,11 @@ int Main() {
       return kExitFailure;
     }
     etcd_lock = *std::move(lock);
+    if (absl::Status shared = CheckNoSharedServers(*lock_client, lock_options.key_prefix);
+        !shared.ok()) {
+      CKPTFS_LOG(kError) << shared.message();
+      return kExitFailure;  // etcd_lock's destructor frees the lock
+    }
     absl::StatusOr<std::unique_ptr<EtcdKvStore>> etcd =
         EtcdKvStore::Open(client, EtcdKvStore::Options{lock_options.key_prefix});
     if (!etcd.ok()) {
@@ -321,6 +348,7 @@ int Main() {
   (*server)->Shutdown();
   server->reset();
   etcd_lock.reset();  // frees the prefix for a standby at once
+  shared_presence.reset();
   CKPTFS_LOG(kInfo) << "stopped";
   return 0;
 }

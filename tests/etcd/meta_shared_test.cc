@@ -23,7 +23,9 @@
 #include <cerrno>
 #include <fstream>
 #include <functional>
+#include <cstdlib>
 #include <memory>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <string>
@@ -468,6 +470,67 @@ TEST_F(MetaSharedTest, OrphanReclaimerRunsOnOneServerAtATime) {
   // within the 10 s TTL).
   ASSERT_TRUE(holder->Stop(SIGKILL, absl::Seconds(10)).has_value());
   ASSERT_TRUE(WaitFor([&] { return Count(WholeLog(*other), kDutiesLine) >= 1; })) << Describe();
+}
+
+// A server started without --etcd_shared on a prefix that shared servers
+// serve refuses to start (it would count barriers alone), naming a shared
+// server and the flag; the shared ones serve on.
+TEST_F(MetaSharedTest, AnExclusiveServerRefusesToJoinSharedServers) {
+  auto port = PickFreePort();
+  ASSERT_TRUE(port.ok());
+  auto exclusive = ChildProcess::Start(
+      {BinDir() + "/ckptfs-meta", absl::StrCat("--listen=127.0.0.1:", *port),
+       "--kv_backend=etcd", "--etcd_endpoints=" + etcd_->endpoints(),
+       std::string("--etcd_prefix=") + kPrefix, "--etcd_lock_ttl_s=10"},
+      absl::StrCat(root_, "/meta-exclusive.log"));
+  ASSERT_TRUE(exclusive.ok()) << exclusive.status();
+  const std::optional<int> code = (*exclusive)->Wait(absl::Seconds(60));
+  ASSERT_TRUE(code.has_value()) << (*exclusive)->LogTail();
+  EXPECT_NE(*code, 0);
+  const std::string log = (*exclusive)->LogTail();
+  EXPECT_TRUE(absl::StrContains(log, "start this one with --etcd_shared")) << log;
+  EXPECT_FALSE(absl::StrContains(log, "serving on")) << log;
+  EXPECT_TRUE(meta_a_->Running() && meta_b_->Running()) << Describe();
+  EXPECT_EQ(AliveServers(*a_), kStorageServers);
+}
+
+// The other way round: a shared server refuses to start beside a server
+// that serves the prefix alone.
+TEST(MetaServingModeTest, ASharedServerRefusesToJoinAnExclusiveServer) {
+  if (EtcdBinary().empty()) GTEST_SKIP() << "etcd-server is not installed";
+  auto etcd = EtcdCluster::Start(3);
+  ASSERT_TRUE(etcd.ok()) << etcd.status();
+  auto root = MakeTempDir("ckptfs-mode-");
+  ASSERT_TRUE(root.ok()) << root.status();
+  struct Cleanup {
+    std::string root;
+    ~Cleanup() {
+      if (std::getenv("CKPTFS_KEEP_TEST_DIR") == nullptr) RemoveTree(root);
+    }
+  } cleanup{*root};
+  auto start = [&](const std::string& name, bool shared) {
+    auto port = PickFreePort();
+    std::vector<std::string> argv = {
+        BinDir() + "/ckptfs-meta", absl::StrCat("--listen=127.0.0.1:", port.ok() ? *port : 1),
+        "--kv_backend=etcd", "--etcd_endpoints=" + (*etcd)->endpoints(),
+        std::string("--etcd_prefix=") + kPrefix, "--etcd_lock_ttl_s=10"};
+    if (shared) argv.push_back("--etcd_shared");
+    return ChildProcess::Start(argv, absl::StrCat(*root, "/", name, ".log"));
+  };
+  auto alone = start("meta-alone", false);
+  ASSERT_TRUE(alone.ok()) << alone.status();
+  ASSERT_TRUE(WaitFor([&] { return absl::StrContains((*alone)->LogTail(), "serving on"); }))
+      << (*alone)->LogTail();
+  auto shared = start("meta-shared", true);
+  ASSERT_TRUE(shared.ok()) << shared.status();
+  const std::optional<int> code = (*shared)->Wait(absl::Seconds(60));
+  ASSERT_TRUE(code.has_value()) << (*shared)->LogTail();
+  EXPECT_NE(*code, 0);
+  const std::string log = (*shared)->LogTail();
+  EXPECT_TRUE(absl::StrContains(log, "started without --etcd_shared")) << log;
+  EXPECT_FALSE(absl::StrContains(log, "serving on")) << log;
+  EXPECT_TRUE((*alone)->Running()) << (*alone)->LogTail();
+  (*alone)->Stop(SIGTERM, absl::Seconds(10));
 }
 
 TEST(SpreadMetaChannelTargetTest, RotatesTheList) {

@@ -78,6 +78,15 @@ class RecordingCommitter : public Committer {
     absl::MutexLock lock(&mu_);
     return applied_;
   }
+  // Waits (at most 30 s) until `n` runs applied; how many did. (The store
+  // shows a checkpoint ended as soon as the run's Txn applied, a moment
+  // before the run returns and is counted here.)
+  int AwaitApplied(int n) {
+    absl::MutexLock lock(&mu_);
+    auto reached = [this, n]() ABSL_SHARED_LOCKS_REQUIRED(mu_) { return applied_ >= n; };
+    mu_.AwaitWithTimeout(absl::Condition(&reached), absl::Seconds(30));
+    return applied_;
+  }
 
  private:
   absl::Mutex mu_;
@@ -324,8 +333,8 @@ TEST_F(SharedBarrierTest, TheServerThatLostTheCommitRaceAppliesNoRetention) {
   absl::StatusOr<ListCheckpointsReply> list = x_->store->List(run->ino());
   ASSERT_TRUE(list.ok()) << list.status();
   EXPECT_EQ(list->latest(), "second");
-  EXPECT_EQ(x_->committer->applied(), 1);  // first
-  EXPECT_EQ(z.committer->applied(), 1);    // second
+  EXPECT_EQ(x_->committer->AwaitApplied(1), 1);  // first
+  EXPECT_EQ(z.committer->AwaitApplied(1), 1);    // second
   EXPECT_EQ(y_->committer->applied(), 0);
 }
 
@@ -403,7 +412,7 @@ TEST_F(SharedBarrierTest, TheDutyHolderCommitsACompleteCheckpointWhoseServerDied
   // commits it.
   y_->coordinator->set_adopt_pending(true);
   EXPECT_EQ(AwaitEnded(ino), COMMITTED);
-  EXPECT_EQ(y_->committer->applied(), 1);
+  EXPECT_EQ(y_->committer->AwaitApplied(1), 1);
 }
 
 }  // namespace

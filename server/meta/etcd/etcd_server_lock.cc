@@ -17,7 +17,7 @@ std::string EtcdServerLock::LockKey(const std::string& key_prefix) {
 
 absl::StatusOr<std::unique_ptr<EtcdServerLock>> EtcdServerLock::Acquire(
     std::shared_ptr<EtcdClient> client, Options options, std::function<void()> on_lost) {
-  const std::string key = LockKey(options.key_prefix);
+  const std::string key = options.key.empty() ? LockKey(options.key_prefix) : options.key;
   const absl::Time give_up = options.wait == absl::InfiniteDuration()
                                  ? absl::InfiniteFuture()
                                  : absl::Now() + options.wait;
@@ -148,7 +148,9 @@ void EtcdServerLock::KeepAlive() {
       continue;
     }
     if (renewal == Renewal::kExpired || absl::Now() - last_renewed >= options_.ttl) {
-      CKPTFS_LOG(kError) << "lost the etcd lease of " << LockKey(options_.key_prefix) << " ("
+      CKPTFS_LOG(kError) << "lost the etcd lease of "
+                         << (options_.key.empty() ? LockKey(options_.key_prefix) : options_.key)
+                         << " ("
                          << (renewal == Renewal::kExpired ? "etcd says it expired"
                                                           : "not renewed in time")
                          << ")";

@@ -36,6 +36,9 @@ class EtcdServerLock {
  public:
   struct Options {
     std::string key_prefix = "/ckptfs/";  // the namespace's etcd prefix
+    // The key to hold; empty: LockKey(key_prefix). (A shared server's
+    // presence key, etcd_serving_mode.h, is held the same way.)
+    std::string key;
     std::string holder;                   // who we are, e.g. "127.0.0.1:7000 pid 123"
     absl::Duration ttl = absl::Seconds(10);
     // Longest wait for a lock another server holds (InfiniteDuration: wait
