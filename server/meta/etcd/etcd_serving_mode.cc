@@ -37,7 +37,8 @@ absl::Status CheckNoSharedServers(EtcdClient& client, const std::string& key_pre
       "metadata server ", absl::StripPrefix(present->kvs(0).key(), prefix),
       " serves the etcd prefix ", key_prefix,
       " together with others (--etcd_shared): start this one with --etcd_shared too, or stop "
-      "them first; one server serving alone beside them would split the commit barriers"));
+      "them first (one that died leaves its key for its --etcd_lock_ttl_s); one server serving "
+      "alone beside them would split the commit barriers"));
 }
 
 absl::Status CheckNoExclusiveServer(EtcdClient& client, const std::string& key_prefix) {
