@@ -14,6 +14,7 @@
 
 #include <algorithm>
 #include <csignal>
+#include <cstdlib>
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -35,10 +36,9 @@ struct TmpfsGuard {
     if (path.empty()) return;
     std::string out;
     RunShell("umount -l '" + path + "'", &out);
-    // The cluster removed its tree but for the mountpoint: remove it and
-    // the (then empty) cluster directory.
-    ::rmdir(path.c_str());
-    ::rmdir(path.substr(0, path.rfind('/')).c_str());
+    // The cluster's removal of its directory stopped at the mountpoint:
+    // remove what is left of it.
+    if (std::getenv("CKPTFS_KEEP_TEST_DIR") == nullptr) RemoveTree(path.substr(0, path.rfind('/')));
   }
 };
 
