@@ -3,7 +3,9 @@
 // with any one storage server killed (-9), through libckptfs and through a
 // FUSE mount; a directory's user.ckptfs.replicas overrides the cluster's
 // and bad values are EINVAL; a create that cannot get enough servers fails
-// clearly; `ckptfs ckpt verify` reports a copy deleted from a server's disk.
+// clearly; `ckptfs ckpt verify` reports a copy deleted from a server's disk;
+// a partial write to a chunk one server lost rebuilds that copy instead of
+// filling it with zeros, and sparse writes make the same holes on every copy.
 #include <signal.h>
 #include <sys/xattr.h>
 #include <unistd.h>
@@ -207,6 +209,82 @@ TEST_F(ReplicationTest, CkptVerifyReportsADeletedCopy) {
   absl::StatusOr<std::string> back = ReadWholeFile(dir + "/shard.bin");
   ASSERT_TRUE(back.ok()) << back.status();
   EXPECT_TRUE(SameBytes(*back, TestData(kFileSize, 3)));
+}
+
+// Issue 6 review, bug 1: a server that lost a chunk file took a partial
+// write of it as a new chunk with zeros before the written bytes, where
+// the other copy holds data.
+TEST_F(ReplicationTest, APartialWriteRebuildsACopyThatLostItsChunk) {
+  ASSERT_NO_FATAL_FAILURE(StartCluster(3, 2));
+  std::string data = TestData(3 * kChunk, 11);
+  absl::StatusOr<meta::Attr> attr = WriteFile(*client_, dir_, "f", data);
+  ASSERT_TRUE(attr.ok()) << attr.status();
+  std::vector<int> holders;
+  for (int s = 0; s < 3; ++s) {
+    if (HasChunkFile(s, attr->ino(), 1)) holders.push_back(s);
+  }
+  ASSERT_EQ(holders.size(), 2u);
+  ASSERT_EQ(::unlink(ChunkPath(holders[0], attr->ino(), 1).c_str()), 0);
+
+  auto file = client_->Open(attr->ino(), O_RDWR);
+  ASSERT_TRUE(file.ok()) << file.status();
+  const std::string patch = "patched bytes";
+  auto wrote = (*file)->Write(kChunk + 1000, patch.data(), patch.size());
+  ASSERT_TRUE(wrote.ok()) << wrote.status();
+  ASSERT_TRUE((*file)->Close().ok());
+  data.replace(kChunk + 1000, patch.size(), patch);
+
+  // Both copies whole and the same (chunk files hold no timestamps).
+  absl::StatusOr<std::string> a = ckptfs::testing::ReadWholeFile(ChunkPath(holders[0], attr->ino(), 1));
+  absl::StatusOr<std::string> b = ckptfs::testing::ReadWholeFile(ChunkPath(holders[1], attr->ino(), 1));
+  ASSERT_TRUE(a.ok()) << a.status();
+  ASSERT_TRUE(b.ok()) << b.status();
+  EXPECT_TRUE(SameBytes(*a, *b));
+  // Each copy alone serves the file.
+  for (int down : holders) {
+    ASSERT_TRUE(cluster_->StopStorage(down, SIGKILL).ok());
+    std::unique_ptr<client::Client> reader = Connect();
+    ASSERT_NE(reader, nullptr);
+    absl::StatusOr<std::string> back = ReadFile(*reader, attr->ino());
+    ASSERT_TRUE(back.ok()) << "server " << down << " down: " << back.status();
+    EXPECT_TRUE(SameBytes(*back, data)) << "server " << down << " down";
+    ASSERT_TRUE(cluster_->StartStorage(down).ok());
+    ASSERT_TRUE(cluster_->WaitServersAlive(3).ok());
+  }
+}
+
+TEST_F(ReplicationTest, SparseWritesMakeTheSameHolesOnEveryCopy) {
+  ASSERT_NO_FATAL_FAILURE(StartCluster(3, 2));
+  auto created = client_->Create(dir_, "sparse", 0644, 0, 0, O_RDWR | O_CREAT);
+  ASSERT_TRUE(created.ok()) << created.status();
+  const uint64_t ino = created->attr.ino();
+  std::string want;
+  // In a chunk no one wrote, then further on in it, then in the chunk before.
+  for (uint64_t at : {uint64_t{kChunk} + 100, uint64_t{2} * kChunk + 40, uint64_t{5000}}) {
+    const std::string bytes = absl::StrCat("bytes at ", at);
+    want.resize(std::max<size_t>(want.size(), at + bytes.size()), '\0');
+    want.replace(at, bytes.size(), bytes);
+    auto wrote = created->file->Write(at, bytes.data(), bytes.size());
+    ASSERT_TRUE(wrote.ok()) << wrote.status();
+    ASSERT_TRUE(created->file->Fsync().ok());  // each write its own chunk WRITE
+  }
+  ASSERT_TRUE(created->file->Close().ok());
+  for (uint64_t chunk = 0; chunk < 3; ++chunk) {
+    std::vector<std::string> copies;
+    for (int s = 0; s < 3; ++s) {
+      if (!HasChunkFile(s, ino, chunk)) continue;
+      absl::StatusOr<std::string> bytes = ckptfs::testing::ReadWholeFile(ChunkPath(s, ino, chunk));
+      ASSERT_TRUE(bytes.ok()) << bytes.status();
+      copies.push_back(*bytes);
+    }
+    ASSERT_EQ(copies.size(), 2u) << "chunk " << chunk;
+    EXPECT_TRUE(SameBytes(copies[0], copies[1])) << "chunk " << chunk;
+  }
+  std::unique_ptr<client::Client> reader = Connect();
+  ASSERT_NE(reader, nullptr);
+  absl::StatusOr<std::string> back = ReadFile(*reader, ino);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_TRUE(SameBytes(*back, want));
 }
 
 }  // namespace
