@@ -10,6 +10,7 @@
 #include "absl/strings/strip.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "common/errno_status.h"
 #include "common/names.h"
 
@@ -86,6 +87,35 @@ absl::StatusOr<std::string> ParseCheckpointName(absl::string_view value) {
                                     "\": ", status.message()));
   }
   return std::string(name);
+}
+
+absl::StatusOr<CheckpointRemoval> ParseCheckpointRemoval(absl::string_view value) {
+  const absl::string_view text = StripNewline(value);
+  const size_t slash = text.find('/');
+  if (slash == absl::string_view::npos) {
+    absl::StatusOr<std::string> name = ParseCheckpointName(value);
+    if (!name.ok()) return name.status();
+    return CheckpointRemoval{*std::move(name)};
+  }
+  auto bad = [&](absl::string_view why) {
+    return ErrnoStatus(EINVAL, absl::StrCat("user.ckptfs.remove \"", absl::CEscape(value),
+                                            "\": ", why, " (want NAME or NAME/INO/STATE)"));
+  };
+  const std::vector<absl::string_view> parts = absl::StrSplit(text, '/');
+  if (parts.size() != 3) return bad("not NAME/INO/STATE");
+  absl::StatusOr<std::string> name = ParseCheckpointName(parts[0]);
+  if (!name.ok()) return name.status();
+  CheckpointRemoval removal{*std::move(name)};
+  if (!absl::SimpleAtoi(parts[1], &removal.expected_ino) || removal.expected_ino == 0) {
+    return bad("INO is not an inode number");
+  }
+  for (meta::CheckpointState state : {meta::PENDING, meta::COMMITTED, meta::ABORTED}) {
+    if (parts[2] == CheckpointStateName(state)) removal.expected_state = state;
+  }
+  if (removal.expected_state == meta::CHECKPOINT_STATE_UNSPECIFIED) {
+    return bad("STATE is not pending, committed or aborted");
+  }
+  return removal;
 }
 
 }  // namespace ckptfs::client

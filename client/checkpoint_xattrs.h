@@ -67,6 +67,18 @@ absl::StatusOr<uint32_t> ParseCommitRankXattr(absl::string_view name);
 // NAME of user.ckptfs.remove: a valid file name, one trailing "\n" allowed.
 absl::StatusOr<std::string> ParseCheckpointName(absl::string_view value);
 
+// The value of user.ckptfs.remove: "NAME", or "NAME/INO/STATE" to remove it
+// only while NAME is still checkpoint inode INO in STATE ("pending",
+// "committed", "aborted"; '/' cannot occur in a name). One trailing "\n"
+// allowed. EINVAL naming what is wrong otherwise.
+struct CheckpointRemoval {
+  std::string name;
+  uint64_t expected_ino = 0;  // 0: whatever the entry is
+  meta::CheckpointState expected_state = meta::CHECKPOINT_STATE_UNSPECIFIED;
+};
+// (CheckpointRemovalValue, common/checkpoint_info_text.h, writes one.)
+absl::StatusOr<CheckpointRemoval> ParseCheckpointRemoval(absl::string_view value);
+
 // The info line and list are formatted by common/checkpoint_info_text.h
 // (FormatCheckpointInfo, FormatCheckpointList).
 

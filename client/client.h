@@ -26,6 +26,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -178,7 +179,15 @@ class Client {
   // and the latest committed one.
   absl::StatusOr<meta::ListCheckpointsReply> ListCheckpoints(uint64_t run_dir);
   // Removes checkpoint `name` of `run_dir` (any state) with all its files.
-  absl::Status RemoveCheckpoint(uint64_t run_dir, absl::string_view name);
+  // With `expected`: only while the entry is still that checkpoint (inode)
+  // in that state, ESTALE otherwise (what `ckpt gc` listed, never a newer
+  // checkpoint that took the name meanwhile).
+  struct ExpectedCheckpoint {
+    uint64_t ino = 0;
+    meta::CheckpointState state = meta::CHECKPOINT_STATE_UNSPECIFIED;
+  };
+  absl::Status RemoveCheckpoint(uint64_t run_dir, absl::string_view name,
+                                std::optional<ExpectedCheckpoint> expected = std::nullopt);
 
   // --- Files ---------------------------------------------------------------
   struct Created {

@@ -141,11 +141,16 @@ absl::StatusOr<meta::ListCheckpointsReply> Client::ListCheckpoints(uint64_t run_
   return impl_->meta().ListCheckpoints(request);
 }
 
-absl::Status Client::RemoveCheckpoint(uint64_t run_dir, absl::string_view name) {
+absl::Status Client::RemoveCheckpoint(uint64_t run_dir, absl::string_view name,
+                                      std::optional<ExpectedCheckpoint> expected) {
   if (absl::Status status = ValidateName(name); !status.ok()) return status;
-  meta::LookupRequest request;
+  meta::RemoveCheckpointRequest request;
   request.set_parent(run_dir);
   request.set_name(std::string(name));
+  if (expected.has_value()) {
+    request.set_expected_ino(expected->ino);
+    request.set_expected_state(expected->state);
+  }
   return impl_->meta().RemoveCheckpoint(request).status();
 }
 
@@ -163,9 +168,13 @@ absl::Status Client::SetCheckpointXattr(uint64_t ino, absl::string_view name,
       return CommitCheckpoint(ino, *rank, cancel).status();
     }
     case CheckpointXattr::kRemove: {
-      absl::StatusOr<std::string> checkpoint = ParseCheckpointName(value);
-      if (!checkpoint.ok()) return checkpoint.status();
-      return RemoveCheckpoint(ino, *checkpoint);
+      absl::StatusOr<CheckpointRemoval> removal = ParseCheckpointRemoval(value);
+      if (!removal.ok()) return removal.status();
+      std::optional<ExpectedCheckpoint> expected;
+      if (removal->expected_ino != 0) {
+        expected = ExpectedCheckpoint{removal->expected_ino, removal->expected_state};
+      }
+      return RemoveCheckpoint(ino, removal->name, expected);
     }
     default:
       return ErrnoStatus(EINVAL, absl::StrCat(name, " is read-only"));

@@ -212,7 +212,8 @@ absl::StatusOr<meta::ListCheckpointsReply> GrpcMetaClient::ListCheckpoints(
     const meta::InodeRequest& request) {
   return Call("ListCheckpoints", Retry::kOnUnavailable, &Stub::ListCheckpoints, request);
 }
-absl::StatusOr<meta::Empty> GrpcMetaClient::RemoveCheckpoint(const meta::LookupRequest& request) {
+absl::StatusOr<meta::Empty> GrpcMetaClient::RemoveCheckpoint(
+    const meta::RemoveCheckpointRequest& request) {
   return Call("RemoveCheckpoint", Retry::kNo, &Stub::RemoveCheckpoint, request);
 }
 absl::StatusOr<meta::RegisterServerReply> GrpcMetaClient::RegisterServer(

@@ -58,7 +58,8 @@ class GrpcMetaClient : public MetaClient {
   absl::StatusOr<meta::CheckpointInfo> GetCheckpoint(const meta::InodeRequest& request) override;
   absl::StatusOr<meta::ListCheckpointsReply> ListCheckpoints(
       const meta::InodeRequest& request) override;
-  absl::StatusOr<meta::Empty> RemoveCheckpoint(const meta::LookupRequest& request) override;
+  absl::StatusOr<meta::Empty> RemoveCheckpoint(
+      const meta::RemoveCheckpointRequest& request) override;
   absl::StatusOr<meta::RegisterServerReply> RegisterServer(
       const meta::RegisterServerRequest& request) override;
   absl::StatusOr<meta::Empty> Heartbeat(const meta::HeartbeatRequest& request) override;

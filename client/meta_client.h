@@ -65,7 +65,8 @@ class MetaClient {
       const meta::InodeRequest& request) = 0;
   virtual absl::StatusOr<meta::ListCheckpointsReply> ListCheckpoints(
       const meta::InodeRequest& request) = 0;
-  virtual absl::StatusOr<meta::Empty> RemoveCheckpoint(const meta::LookupRequest& request) = 0;
+  virtual absl::StatusOr<meta::Empty> RemoveCheckpoint(
+      const meta::RemoveCheckpointRequest& request) = 0;
 
   // Storage-server membership.
   virtual absl::StatusOr<meta::RegisterServerReply> RegisterServer(

@@ -69,7 +69,7 @@ bool SetNumber(meta::CheckpointInfo& info, absl::string_view key, absl::string_v
   int64_t n = 0;
   if (key != "ranks" && key != "arrived" && key != "files" && key != "bytes" &&
       key != "declared_ms" && key != "first_commit_ms" && key != "ended_ms" &&
-      key != "timeout_s" && key != "errno") {
+      key != "timeout_s" && key != "errno" && key != "ino") {
     return true;
   }
   if (!absl::SimpleAtoi(value, &n)) return false;
@@ -82,6 +82,7 @@ bool SetNumber(meta::CheckpointInfo& info, absl::string_view key, absl::string_v
   if (key == "ended_ms") info.set_ended_ms(n);
   if (key == "timeout_s") info.set_timeout_s(static_cast<uint32_t>(n));
   if (key == "errno") info.set_abort_errno(static_cast<int32_t>(n));
+  if (key == "ino") info.set_ino(static_cast<uint64_t>(n));
   return true;
 }
 
@@ -96,6 +97,11 @@ std::string CheckpointStateName(meta::CheckpointState state) {
   }
 }
 
+std::string CheckpointRemovalValue(absl::string_view name, uint64_t ino,
+                                   meta::CheckpointState state) {
+  return absl::StrCat(name, "/", ino, "/", CheckpointStateName(state));
+}
+
 std::string FormatCheckpointInfo(const meta::CheckpointInfo& info) {
   std::string reason = info.abort_reason();
   std::replace(reason.begin(), reason.end(), '\n', ' ');
@@ -104,7 +110,8 @@ std::string FormatCheckpointInfo(const meta::CheckpointInfo& info) {
       " ranks=", info.ranks(), " arrived=", info.arrived(), " files=", info.files(),
       " bytes=", info.bytes(), " declared_ms=", info.declared_ms(),
       " first_commit_ms=", info.first_commit_ms(), " ended_ms=", info.ended_ms(),
-      " timeout_s=", info.timeout_s(), " errno=", info.abort_errno(), " reason=", reason);
+      " timeout_s=", info.timeout_s(), " errno=", info.abort_errno(), " ino=", info.ino(),
+      " reason=", reason);
 }
 
 std::string FormatCheckpointList(const meta::ListCheckpointsReply& reply) {

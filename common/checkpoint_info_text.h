@@ -3,7 +3,9 @@
 // per checkpoint): space-separated key=value, `reason` last and free text.
 //
 //   name=step_1000 state=committed ranks=8 arrived=8 files=9 bytes=123
-//   declared_ms=.. first_commit_ms=.. ended_ms=.. timeout_s=600 errno=0 reason=
+//   declared_ms=.. first_commit_ms=.. ended_ms=.. timeout_s=600 errno=0 ino=42 reason=
+//
+// (ino: the checkpoint directory's inode, for CheckpointRemovalValue.)
 //
 // Names may hold any byte but '/' and NUL; the bytes that would break the
 // line (space, tab, newline, '\\', '=') are escaped as \ooo, as /proc/mounts
@@ -27,6 +29,12 @@ namespace ckptfs {
 
 // "pending", "committed", "aborted"; "" for CHECKPOINT_STATE_UNSPECIFIED.
 std::string CheckpointStateName(meta::CheckpointState state);
+
+// The user.ckptfs.remove value "NAME/INO/STATE": remove checkpoint `name`
+// only while it is still inode `ino` in `state` (client/checkpoint_xattrs.h
+// parses it).
+std::string CheckpointRemovalValue(absl::string_view name, uint64_t ino,
+                                   meta::CheckpointState state);
 
 // One line, no newline (a newline in the reason becomes a space).
 std::string FormatCheckpointInfo(const meta::CheckpointInfo& info);

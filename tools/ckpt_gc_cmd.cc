@@ -111,10 +111,15 @@ int RunCkptGc(const ParsedFlags& flags) {
   for (const auto& [c, why] : doomed) {
     std::string outcome = dry_run ? "would remove" : "removed";
     if (!dry_run) {
-      absl::Status s = WriteXattr(run_dir, kRemoveXattr, c.name());
+      // Only what was listed: a checkpoint that took the name since (a
+      // retried step) is not removed (ESTALE).
+      absl::Status s = WriteXattr(run_dir, kRemoveXattr,
+                                  CheckpointRemovalValue(c.name(), c.ino(), c.state()));
       if (!s.ok()) {
         ++failed;
-        outcome = absl::StrCat("NOT removed: ", ErrnoText(ErrnoFromStatus(s)));
+        outcome = ErrnoFromStatus(s) == ESTALE
+                      ? std::string("NOT removed: it changed since it was listed")
+                      : absl::StrCat("NOT removed: ", ErrnoText(ErrnoFromStatus(s)));
       } else {
         freed += c.bytes();
       }

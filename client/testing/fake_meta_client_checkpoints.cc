@@ -436,7 +436,7 @@ absl::StatusOr<meta::ListCheckpointsReply> FakeMetaClient::ListCheckpoints(
 }
 
 absl::StatusOr<meta::Empty> FakeMetaClient::RemoveCheckpoint(
-    const meta::LookupRequest& request) {
+    const meta::RemoveCheckpointRequest& request) {
   absl::MutexLock lock(&mu_);
   if (absl::Status s = Enter("RemoveCheckpoint"); !s.ok()) return s;
   if (absl::Status s = ValidateName(request.name()); !s.ok()) return s;
@@ -446,6 +446,12 @@ absl::StatusOr<meta::Empty> FakeMetaClient::RemoveCheckpoint(
   if (it == (*dir)->entries.end()) return ErrnoStatus(ENOENT, request.name());
   if (!inodes_.at(it->second).checkpoint.has_value()) {
     return ErrnoStatus(EINVAL, absl::StrCat(request.name(), " is not a checkpoint"));
+  }
+  if (request.expected_ino() != 0 &&
+      (it->second != request.expected_ino() ||
+       inodes_.at(it->second).checkpoint->info.state() != request.expected_state())) {
+    return ErrnoStatus(ESTALE,
+                       absl::StrCat(request.name(), " is no longer the checkpoint to remove"));
   }
   RemoveCheckpointLocked(request.parent(), request.name());
   return meta::Empty();

@@ -69,7 +69,7 @@ class AuthenticatedMetaService final : public MetaService::CallbackService {
   CKPTFS_AUTHENTICATED_RPC(CommitCheckpoint, CommitCheckpointRequest, CheckpointInfo)
   CKPTFS_AUTHENTICATED_RPC(GetCheckpoint, InodeRequest, CheckpointInfo)
   CKPTFS_AUTHENTICATED_RPC(ListCheckpoints, InodeRequest, ListCheckpointsReply)
-  CKPTFS_AUTHENTICATED_RPC(RemoveCheckpoint, LookupRequest, Empty)
+  CKPTFS_AUTHENTICATED_RPC(RemoveCheckpoint, RemoveCheckpointRequest, Empty)
   CKPTFS_AUTHENTICATED_RPC(RegisterServer, RegisterServerRequest, RegisterServerReply)
   CKPTFS_AUTHENTICATED_RPC(Heartbeat, HeartbeatRequest, Empty)
   CKPTFS_AUTHENTICATED_RPC(ListServers, Empty, ListServersReply)

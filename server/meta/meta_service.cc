@@ -191,9 +191,12 @@ Reactor* MetaServiceImpl::ListCheckpoints(Context* ctx, const InodeRequest* requ
                     });
 }
 
-Reactor* MetaServiceImpl::RemoveCheckpoint(Context* ctx, const LookupRequest* request, Empty*) {
+Reactor* MetaServiceImpl::RemoveCheckpoint(Context* ctx, const RemoveCheckpointRequest* request,
+                                           Empty*) {
+  const CheckpointStore::RemoveOnly only{request->expected_ino(), request->expected_state()};
   return Finish(ctx, "RemoveCheckpoint",
-                checkpoints_->Remove(request->parent(), request->name()));
+                checkpoints_->Remove(request->parent(), request->name(),
+                                     request->expected_ino() != 0 ? &only : nullptr));
 }
 
 Reactor* MetaServiceImpl::RegisterServer(Context* ctx, const RegisterServerRequest* request,

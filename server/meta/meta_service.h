@@ -76,7 +76,8 @@ class MetaServiceImpl final : public MetaService::CallbackService {
                          CheckpointInfo* reply) override;
   Reactor* ListCheckpoints(Context* ctx, const InodeRequest* request,
                            ListCheckpointsReply* reply) override;
-  Reactor* RemoveCheckpoint(Context* ctx, const LookupRequest* request, Empty* reply) override;
+  Reactor* RemoveCheckpoint(Context* ctx, const RemoveCheckpointRequest* request,
+                            Empty* reply) override;
   Reactor* RegisterServer(Context* ctx, const RegisterServerRequest* request,
                           RegisterServerReply* reply) override;
   Reactor* Heartbeat(Context* ctx, const HeartbeatRequest* request, Empty* reply) override;

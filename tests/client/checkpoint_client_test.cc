@@ -245,6 +245,36 @@ TEST_F(CheckpointClientTest, RemoveXattrRemovesTheCheckpoint) {
   EXPECT_EQ(Errno(client_->SetXattr(run_, kRemoveXattr, "a", 0)), ENOENT);
 }
 
+// "NAME/INO/STATE" removes NAME only while it is still that checkpoint in
+// that state: a newer checkpoint that took the name is left alone (ESTALE).
+TEST_F(CheckpointClientTest, RemoveXattrWithAnExpectedCheckpointLeavesANewerOneAlone) {
+  const uint64_t old_ckpt = MakeCheckpointDir("step");
+  ASSERT_TRUE(client_->DeclareCheckpoint(old_ckpt, 1).ok());
+  ASSERT_TRUE(client_->CommitCheckpoint(old_ckpt, 0).ok());
+  const std::string listed = CheckpointRemovalValue("step", old_ckpt, meta::COMMITTED);
+  // Removed and declared again under the same name (a retried step).
+  ASSERT_TRUE(client_->SetXattr(run_, kRemoveXattr, "step", 0).ok());
+  const uint64_t new_ckpt = MakeCheckpointDir("step");
+  ASSERT_TRUE(client_->DeclareCheckpoint(new_ckpt, 1).ok());
+  EXPECT_EQ(Errno(client_->SetXattr(run_, kRemoveXattr, listed, 0)), ESTALE);
+  EXPECT_TRUE(client_->Lookup(run_, "step").ok());
+  // Same inode, another state: also left alone.
+  EXPECT_EQ(Errno(client_->SetXattr(
+                run_, kRemoveXattr, CheckpointRemovalValue("step", new_ckpt, meta::COMMITTED), 0)),
+            ESTALE);
+  ASSERT_TRUE(client_->SetXattr(run_, kRemoveXattr,
+                                CheckpointRemovalValue("step", new_ckpt, meta::PENDING) + "\n", 0)
+                  .ok());
+  EXPECT_EQ(Errno(client_->Lookup(run_, "step").status()), ENOENT);
+  // Malformed: EINVAL before any call.
+  const int calls = meta_->Calls("RemoveCheckpoint");
+  for (const char* bad : {"step/0/pending", "step/x/pending", "step/7/done", "step/7", "/7/pending",
+                          "step/7/pending/more"}) {
+    EXPECT_EQ(Errno(client_->SetXattr(run_, kRemoveXattr, bad, 0)), EINVAL) << bad;
+  }
+  EXPECT_EQ(meta_->Calls("RemoveCheckpoint"), calls);
+}
+
 TEST_F(CheckpointClientTest, CommitRetriesWhileTheServiceIsUnreachable) {
   const uint64_t dir = MakeCheckpointDir("restart");
   ASSERT_TRUE(client_->DeclareCheckpoint(dir, 1).ok());

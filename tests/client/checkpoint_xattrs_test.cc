@@ -92,8 +92,21 @@ TEST(CheckpointXattrsTest, InfoLineFormat) {
   EXPECT_EQ(FormatCheckpointInfo(SampleInfo()),
             "name=step\\0407\\075x state=aborted ranks=8 arrived=7 files=3 bytes=12345678901 "
             "declared_ms=1700000000000 first_commit_ms=1700000000100 "
-            "ended_ms=1700000000700 timeout_s=600 errno=16 "
+            "ended_ms=1700000000700 timeout_s=600 errno=16 ino=42 "
             "reason=rank0/model.pt is still open for writing");
+}
+
+TEST(CheckpointXattrsTest, RemovalValueRoundTrips) {
+  absl::StatusOr<CheckpointRemoval> removal =
+      ParseCheckpointRemoval(CheckpointRemovalValue("step 7", 42, meta::ABORTED));
+  ASSERT_TRUE(removal.ok()) << removal.status();
+  EXPECT_EQ(removal->name, "step 7");
+  EXPECT_EQ(removal->expected_ino, 42u);
+  EXPECT_EQ(removal->expected_state, meta::ABORTED);
+  removal = ParseCheckpointRemoval("step\n");
+  ASSERT_TRUE(removal.ok()) << removal.status();
+  EXPECT_EQ(removal->name, "step");
+  EXPECT_EQ(removal->expected_ino, 0u);
 }
 
 TEST(CheckpointXattrsTest, InfoLineRoundTrips) {
@@ -106,6 +119,7 @@ TEST(CheckpointXattrsTest, InfoLineRoundTrips) {
   EXPECT_EQ(parsed->bytes(), info.bytes());
   EXPECT_EQ(parsed->ended_ms(), info.ended_ms());
   EXPECT_EQ(parsed->abort_errno(), EBUSY);
+  EXPECT_EQ(parsed->ino(), 42u);
   EXPECT_EQ(parsed->abort_reason(), "rank0/model.pt is still open for writing");
   EXPECT_FALSE(ParseCheckpointInfo("name=a state=b").ok());
   EXPECT_FALSE(ParseCheckpointInfo("").ok());

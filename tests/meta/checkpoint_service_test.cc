@@ -7,12 +7,15 @@
 #include <grpcpp/grpcpp.h>
 
 #include <atomic>
+#include <cerrno>
 #include <memory>
 #include <thread>
 #include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "common/errno_status.h"
+#include "common/grpc_status.h"
 #include "gtest/gtest.h"
 #include "proto/meta.grpc.pb.h"
 #include "server/meta/keys.h"
@@ -167,11 +170,26 @@ TEST_F(CheckpointServiceTest, ManyRanksBlockInCommitAndReturnTogether) {
   ASSERT_EQ(list.checkpoints_size(), 1);
   EXPECT_EQ(list.checkpoints(0).files(), 8u);
   EXPECT_EQ(list.checkpoints(0).bytes(), 8u << 20);
-  // Removal through the RPC.
-  LookupRequest remove;
+  // Removal through the RPC: with an expected inode or state that is not
+  // the entry's, ESTALE and nothing removed (what `ckpt gc` relies on when
+  // a retried step reuses a name); then as it is.
+  RemoveCheckpointRequest remove;
   remove.set_parent(run);
   remove.set_name("step-1");
+  remove.set_expected_ino(list.checkpoints(0).ino() + 1000);
+  remove.set_expected_state(COMMITTED);
   Empty empty;
+  grpc::Status refused = stub_->RemoveCheckpoint(Context().get(), remove, &empty);
+  EXPECT_EQ(ErrnoFromStatus(FromGrpcStatus(refused, "RemoveCheckpoint")), ESTALE)
+      << refused.error_message();
+  remove.set_expected_ino(list.checkpoints(0).ino());
+  remove.set_expected_state(ABORTED);
+  refused = stub_->RemoveCheckpoint(Context().get(), remove, &empty);
+  EXPECT_EQ(ErrnoFromStatus(FromGrpcStatus(refused, "RemoveCheckpoint")), ESTALE)
+      << refused.error_message();
+  ASSERT_TRUE(stub_->ListCheckpoints(Context().get(), request, &list).ok());
+  ASSERT_EQ(list.checkpoints_size(), 1);
+  remove.set_expected_state(COMMITTED);
   ASSERT_TRUE(stub_->RemoveCheckpoint(Context().get(), remove, &empty).ok());
   ASSERT_TRUE(stub_->ListCheckpoints(Context().get(), request, &list).ok());
   EXPECT_EQ(list.checkpoints_size(), 0);

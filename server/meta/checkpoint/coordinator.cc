@@ -709,8 +709,9 @@ absl::Duration CheckpointCoordinator::Answer(std::vector<Barrier::Waiter>& waite
   return answer_pool_.ForEach(waiters.size(), [&](size_t i) { waiters[i].done(result); });
 }
 
-absl::Status CheckpointCoordinator::Remove(uint64_t run_dir, absl::string_view name) {
-  absl::StatusOr<uint64_t> ino = store_->Remove(run_dir, name);
+absl::Status CheckpointCoordinator::Remove(uint64_t run_dir, absl::string_view name,
+                                          const CheckpointStore::RemoveOnly* only) {
+  absl::StatusOr<uint64_t> ino = store_->Remove(run_dir, name, only);
   if (!ino.ok()) return ino.status();
   CKPTFS_LOG(kInfo) << "removed checkpoint " << name << " (inode " << *ino
                     << ") of directory " << run_dir;

@@ -162,8 +162,10 @@ class CheckpointCoordinator {
   absl::StatusOr<CheckpointInfo> Get(uint64_t ino) { return store_->Get(ino); }
   absl::StatusOr<ListCheckpointsReply> List(uint64_t run_dir) { return store_->List(run_dir); }
   // Removes checkpoint `name` of `run_dir`; commits waiting on it fail
-  // (ENOENT).
-  absl::Status Remove(uint64_t run_dir, absl::string_view name);
+  // (ENOENT). With `only`: while it is still that checkpoint in that state
+  // (ESTALE otherwise; CheckpointStore::Remove).
+  absl::Status Remove(uint64_t run_dir, absl::string_view name,
+                      const CheckpointStore::RemoveOnly* only = nullptr);
   // A write to file `ino` failed (it is already marked damaged): the PENDING
   // checkpoint holding it aborts now, EIO. OK when there is none.
   absl::Status WriteFailed(uint64_t ino);

@@ -45,7 +45,7 @@ LATEST_XATTR = "user.ckptfs.latest"
 
 _NUMERIC_KEYS = (
     "ranks", "arrived", "files", "bytes", "declared_ms", "first_commit_ms",
-    "ended_ms", "timeout_s", "errno",
+    "ended_ms", "timeout_s", "errno", "ino",
 )
 
 
@@ -137,7 +137,8 @@ def parse_info(line):
 
     Keys: name, state ("pending", "committed", "aborted"), ranks, arrived,
     files, bytes, declared_ms, first_commit_ms, ended_ms (0 while pending),
-    timeout_s, errno (the abort errno, 0 if none) as ints, and reason (the
+    timeout_s, errno (the abort errno, 0 if none), ino (the checkpoint
+    directory's inode) as ints, and reason (the
     abort reason, free text). Unknown keys are kept as strings.
     """
     line = line.rstrip("\r\n")
