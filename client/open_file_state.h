@@ -7,7 +7,9 @@
 // buffer, or one that a write elsewhere displaces, is dispatched to the
 // IoExecutor as one WRITE to each server holding a copy of the chunk
 // (client/replica_io.h), done when every copy answered; a copy that fails
-// fails the write, and so the file (the sticky error). At most
+// fails the write, and so the file (the sticky error), which every later
+// write, read, flush, fsync and the last close report; a copy that lacks
+// the bytes before a partial write is rebuilt first (replica_io.h). At most
 // options.max_inflight_chunks_per_file are in flight; a writer that would
 // exceed it waits (backpressure). Dispatches leave in FIFO order, and two
 // writes of the same chunk are never in flight together, so the server
@@ -21,8 +23,8 @@
 // several handles are open) go through the shared ReadCache, which fetches
 // whole chunks once and reads ahead options.readahead_chunks; other reads
 // go straight from the server into a buffer of the reader's. A chunk is
-// read from one of its copies, the next tried when a server fails or lacks
-// it (replica_io.h). Never-written
+// read from one of its copies, the next tried when a server fails, lacks
+// it or answers short (the longest answer wins; replica_io.h). Never-written
 // chunks and bytes past a chunk's stored length read as zeros, and nothing
 // past the file size is returned. A read is a ReadView: cached chunks are
 // pinned and read in place, outside mu_, so concurrent readers of one file
