@@ -28,7 +28,11 @@ class ChunkTransport {
 
   // Stores data[0, length) at `offset` within the chunk. With `replace` the
   // chunk becomes exactly those bytes (REQUIRES offset == 0); without, they
-  // are merged into the chunk's existing bytes (a gap reads as zeros).
+  // are merged into the chunk's existing bytes. A merge whose offset is past
+  // the bytes the chunk holds (or into a chunk the server does not have) is
+  // refused with ENODATA and changes nothing; an empty merge at `offset`
+  // extends the chunk with zeros up to it (how a hole is made on purpose;
+  // client/replica_io.h).
   // `crc32c` is the CRC32C of data[0, length) when the caller already has
   // it; nullopt: the transport computes it.
   virtual absl::Status WriteChunk(uint32_t server_id, uint64_t ino, uint64_t chunk_index,
