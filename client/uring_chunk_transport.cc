@@ -187,8 +187,8 @@ absl::StatusOr<UringChunkTransport::Response> UringChunkTransport::Call(
           return ErrnoStatus(reply.error(), absl::StrCat("storage server ", server.ToString(),
                                                          ": ", reply.message()));
         }
-        if (call.payload_received > 0 &&
-            Crc32c(out, call.payload_received) != reply.payload_crc32c()) {
+        // The loop checksummed the payload piece by piece as it landed.
+        if (call.payload_received > 0 && call.payload_crc32c != reply.payload_crc32c()) {
           return ErrnoStatus(EBADMSG,
                              absl::StrCat("storage server ", server.ToString(),
                                           ": CRC32C mismatch on chunk ", request.chunk_index(),

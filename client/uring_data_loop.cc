@@ -16,6 +16,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "common/crc32c.h"
 #include "common/errno_status.h"
 #include "common/frame.h"
 #include "common/log.h"
@@ -249,10 +250,11 @@ bool UringDataLoop::ArmRecv(DataConnection& conn) {
     io_uring_sqe_set_data(sqe, &conn.recv_poll_tag_);
   } else if (conn.payload_call_ != nullptr) {
     char* out = static_cast<char*>(conn.payload_call_->out) + conn.payload_got_;
-    io_uring_prep_recv(sqe, conn.fd_.get(), out, conn.payload_len_ - conn.payload_got_,
-                       base_flags_ | wait_all);
+    size_t want = conn.payload_len_ - conn.payload_got_;
+    if (options_.payload_piece_bytes > 0) want = std::min(want, options_.payload_piece_bytes);
+    io_uring_prep_recv(sqe, conn.fd_.get(), out, want, base_flags_ | wait_all);
     io_uring_sqe_set_data(sqe, &conn.recv_tag_);
-    if (conn.payload_len_ - conn.payload_got_ >= options_.offload_bytes) {
+    if (want >= options_.offload_bytes) {
       io_uring_sqe_set_flags(sqe, IOSQE_ASYNC);
     }
   } else {
@@ -396,6 +398,11 @@ void UringDataLoop::OnRecv(DataConnection& conn, int res) {
     return;
   }
   if (DataCall* call = conn.payload_call_) {
+    counters_.payload_recvs.fetch_add(1, std::memory_order_relaxed);
+    // Checksummed now, while the piece just received is in cache.
+    call->payload_crc32c = Crc32cExtend(
+        call->payload_crc32c, static_cast<const char*>(call->out) + conn.payload_got_,
+        static_cast<size_t>(res));
     conn.payload_got_ += static_cast<size_t>(res);
     if (conn.payload_got_ == conn.payload_len_) {
       conn.payload_call_ = nullptr;
@@ -449,7 +456,11 @@ void UringDataLoop::ParseStaged(DataConnection& conn) {
     call->reply = std::move(header);
     const size_t payload = prefix->payload_len;
     const size_t staged = std::min(conn.stage_end_ - conn.stage_begin_, payload);
-    if (staged > 0) std::memcpy(call->out, stage + conn.stage_begin_, staged);
+    call->payload_crc32c = 0;
+    if (staged > 0) {
+      std::memcpy(call->out, stage + conn.stage_begin_, staged);
+      call->payload_crc32c = Crc32c(call->out, staged);
+    }
     conn.stage_begin_ += staged;
     if (staged < payload) {
       conn.payload_call_ = call;  // the rest lands straight in call->out

@@ -14,7 +14,11 @@
 // recvs small). Submissions are batched: one io_uring_enter per loop turn.
 // Large READ payloads are received by the ring's kernel workers
 // (offload_bytes) so that their copies spread over cores; everything else
-// runs on the loop thread.
+// runs on the loop thread. A payload is received in pieces of at most
+// payload_piece_bytes, and the loop extends the call's CRC32C over each
+// piece as its recv completes, while the bytes are still in cache: the
+// caller's check of the whole payload is then a compare, not a second pass
+// over memory.
 //
 // A connection fails as a whole (reset, close, a malformed or unexpected
 // reply, or a call past its deadline): every call on it fails with that
@@ -84,6 +88,10 @@ struct DataCall {
   Failure failure = Failure::kNone;
   data::ResponseHeader reply;
   size_t payload_received = 0;  // bytes of reply payload written to out
+  // CRC32C of out[0, payload_received), computed by the loop piece by piece
+  // as the payload lands (while it is still in cache); the caller compares
+  // it with reply.payload_crc32c().
+  uint32_t payload_crc32c = 0;
   absl::Notification done;
 
   // --- Loop-private bookkeeping ---------------------------------------
@@ -177,6 +185,11 @@ class UringDataLoop {
     // against ~1.35-1.4 offloaded, for +0.02-0.04 CPU s/GiB; offloading
     // sends gained nothing and cost as much CPU.
     size_t offload_bytes = size_t{256} << 10;
+    // Each recv of a READ payload takes at most this many bytes (0: the
+    // whole rest of the payload in one recv), and the loop checksums each
+    // piece as it lands. Small enough to still be in the cache when the
+    // loop reads it; large enough that the extra recvs cost little.
+    size_t payload_piece_bytes = size_t{256} << 10;
     // Tests: every recv and send is non-blocking (MSG_DONTWAIT), so the
     // kernel answers -EAGAIN whenever a socket is not ready and the loop
     // must wait for readiness and resubmit.
@@ -209,6 +222,7 @@ class UringDataLoop {
     std::atomic<uint64_t> resumed_sends{0};  // short sends continued
     std::atomic<uint64_t> ring_full{0};      // full submission queue flushed to take more
     std::atomic<uint64_t> most_waiting{0};   // most calls awaiting replies on one connection
+    std::atomic<uint64_t> payload_recvs{0};  // recvs that landed READ payload in a caller's buffer
   };
   const Counters& counters() const { return counters_; }
 

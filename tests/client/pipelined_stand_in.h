@@ -106,6 +106,10 @@ class PipelinedStandIn {
   // Pause before reading each request (the client's sends meanwhile fill
   // the socket).
   std::atomic<int> read_delay_us{0};
+  // The next N READ replies with a payload have its byte at
+  // corrupt_payload_at (or its last byte) flipped after the CRC32C is set.
+  std::atomic<int> corrupt_payload_next{0};
+  std::atomic<size_t> corrupt_payload_at{0};
 
   // --- Counters ------------------------------------------------------------
   std::atomic<int> connections{0};
@@ -247,6 +251,9 @@ class PipelinedStandIn {
       }
     }
     response.set_payload_crc32c(Crc32c(out.data(), out.size()));
+    if (!out.empty() && corrupt_payload_next.load() > 0 && corrupt_payload_next.fetch_sub(1) > 0) {
+      out[std::min(corrupt_payload_at.load(), out.size() - 1)] ^= 0x20;
+    }
     std::string frame(kFramePrefixSize, '\0');
     EncodeFramePrefix({static_cast<uint32_t>(response.ByteSizeLong()),
                        static_cast<uint32_t>(out.size())},
