@@ -78,17 +78,20 @@ void Filesystem::Init(struct fuse_conn_info* conn) {
   want_if_offered(FUSE_CAP_PARALLEL_DIROPS);
   // A large direct write is sent as several max_write requests in parallel.
   want_if_offered(FUSE_CAP_ASYNC_DIO);
-  // Another mount's writes change size/mtime; drop stale cached pages then.
-  want_if_offered(FUSE_CAP_AUTO_INVAL_DATA);
   // A symlink's target never changes once created.
   want_if_offered(FUSE_CAP_CACHE_SYMLINKS);
-  // Writeback cache and splice only when asked for (FilesystemOptions says
-  // why they are off by default). No splice move: the kernel no longer
-  // moves pages into a FUSE file's cache. No readdirplus: ReadDir carries
-  // no attributes. Locks stay local to the kernel.
+  // Writeback cache, splice and auto-invalidation only when asked for
+  // (FilesystemOptions says why they are off by default). No splice move:
+  // the kernel no longer moves pages into a FUSE file's cache. No
+  // readdirplus: ReadDir carries no attributes. Locks stay local to the
+  // kernel.
   conn->want &= ~(FUSE_CAP_WRITEBACK_CACHE | FUSE_CAP_SPLICE_READ | FUSE_CAP_SPLICE_WRITE |
                   FUSE_CAP_SPLICE_MOVE | FUSE_CAP_READDIRPLUS | FUSE_CAP_READDIRPLUS_AUTO |
-                  FUSE_CAP_POSIX_LOCKS | FUSE_CAP_FLOCK_LOCKS);
+                  FUSE_CAP_POSIX_LOCKS | FUSE_CAP_FLOCK_LOCKS |
+                  FUSE_CAP_AUTO_INVAL_DATA);
+  // libfuse asks for AUTO_INVAL_DATA by default: only when the options say
+  // (a GETATTR before every read otherwise; FilesystemOptions says why).
+  if (options_.auto_inval_data) want_if_offered(FUSE_CAP_AUTO_INVAL_DATA);
   if (options_.writeback_cache) want_if_offered(FUSE_CAP_WRITEBACK_CACHE);
   if (options_.splice) {
     want_if_offered(FUSE_CAP_SPLICE_READ);

@@ -60,6 +60,15 @@ struct FilesystemOptions {
   // may have in flight at once. The kernel default, 12, starves a striped
   // filesystem whose chunk requests go to many servers in parallel.
   unsigned max_background = 64;
+  // FUSE_CAP_AUTO_INVAL_DATA: the kernel asks for the attributes before
+  // every read (with attr_timeout 0 that is a metadata RPC per read() call)
+  // and drops the file's cached pages when mtime or size changed. Off by
+  // default: close-to-open does not need it (every open drops the cached
+  // pages, keep_cache=0, and looks the attributes up afresh; a read past the
+  // cached size still asks), and on a load storm that RPC per 1 MiB read was
+  // most of the metadata service's work and a wait in front of every read.
+  // On: a handle held open also sees another mount's in-place rewrites.
+  bool auto_inval_data = false;
 };
 
 class Filesystem {

@@ -3,7 +3,8 @@
 //   ckptfs-fuse --meta=127.0.0.1:7000 --mountpoint=/checkpoints [--foreground]
 //               [--threads=16] [--max_threads=512] [--attr_timeout_s=0]
 //               [--entry_timeout_s=0] [--direct_io_writes] [--writeback_cache]
-//               [--splice] [--max_background=64] [--write_buffer_mb=2048]
+//               [--splice] [--auto_inval_data] [--max_background=64]
+//               [--write_buffer_mb=2048]
 //               [--max_inflight_chunks=8]
 //               [--fuse_options=allow_other,...] [--log_level=info]
 //               [--metrics_listen=HOST:PORT] [--credential_file=PATH]
@@ -75,6 +76,9 @@ ABSL_FLAG(bool, direct_io_writes, true,
           "write-only opens bypass the page cache (FUSE direct_io)");
 ABSL_FLAG(bool, writeback_cache, false,
           "let the kernel cache writes and send them in the background (no direct_io then)");
+ABSL_FLAG(bool, auto_inval_data, false,
+          "the kernel checks attributes before every read (a metadata call each) and drops "
+          "cached pages another mount changed; off: a reopen still sees them (close-to-open)");
 ABSL_FLAG(bool, splice, false, "move requests and replies through pipes (FUSE splice)");
 ABSL_FLAG(int32_t, max_background, 64,
           "background requests (readahead, async direct I/O) the kernel may have in flight");
@@ -262,6 +266,7 @@ int Main(int argc, char** argv) {
   fs_options.direct_io_writes = absl::GetFlag(FLAGS_direct_io_writes);
   fs_options.writeback_cache = absl::GetFlag(FLAGS_writeback_cache);
   fs_options.splice = absl::GetFlag(FLAGS_splice);
+  fs_options.auto_inval_data = absl::GetFlag(FLAGS_auto_inval_data);
   fs_options.max_background = static_cast<unsigned>(max_background);
   MountOptions mount_options;
   mount_options.mountpoint = mountpoint;

@@ -3,7 +3,8 @@
 // metadata service, no storage servers). They check what only the FUSE
 // layer decides: errno mapping (never ENOSYS), where write errors surface
 // (close, fsync), xattr size queries and ERANGE, readdir offsets, rename
-// flags, setattr variants, unsupported node types, the negotiated max_write.
+// flags, setattr variants, unsupported node types, the negotiated max_write,
+// no attribute request per read (no AUTO_INVAL_DATA) yet close-to-open.
 //
 // The fixture is in mount_fixture.h (root and /dev/fuse, else skipped).
 #include <dirent.h>
@@ -285,6 +286,38 @@ TEST_F(MountTest, UnlinkedOpenFileStaysReadable) {
   ssize_t n = pread(fd, buf, sizeof(buf), 0);
   EXPECT_EQ(std::string(buf, n > 0 ? n : 0), "still here");
   EXPECT_EQ(close(fd), 0);
+}
+
+// Reads inside the file's size ask the service for no attributes (no
+// FUSE_CAP_AUTO_INVAL_DATA: with attr_timeout 0 the kernel sent a GETATTR,
+// a metadata RPC, before every read), and close-to-open still holds: after
+// a rewrite the next open reads the new bytes, not the cached pages.
+TEST_F(MountTest, ReadsAskForNoAttributesAndAReopenSeesARewrite) {
+  std::string data(4 << 20, '\0');
+  for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<char>(i * 131 + i / 4096);
+  ASSERT_EQ(WriteFile("f", data), 0);
+  int fd = open(P("f").c_str(), O_RDONLY);
+  ASSERT_GE(fd, 0);
+  const int before = meta_->Calls("GetAttr");
+  std::string got;
+  std::vector<char> buf(64 << 10);
+  int reads = 0;
+  ssize_t n;
+  while ((n = read(fd, buf.data(), buf.size())) > 0) {
+    got.append(buf.data(), static_cast<size_t>(n));
+    ++reads;
+  }
+  const int asked = meta_->Calls("GetAttr") - before;
+  EXPECT_EQ(close(fd), 0);
+  EXPECT_TRUE(got == data);
+  EXPECT_EQ(reads, 64);
+  // The read at the end of the file may ask (the size could have grown).
+  EXPECT_LE(asked, 2) << asked << " GetAttr calls for " << reads << " reads";
+
+  std::string data2 = data;
+  for (char& c : data2) c = static_cast<char>(c ^ 0x5a);
+  ASSERT_EQ(WriteFile("f", data2), 0);
+  EXPECT_TRUE(ReadFile("f") == data2) << "the reopen read stale cached pages";
 }
 
 TEST_F(MountTest, StatFsReportsFourKiBBlocks) {
