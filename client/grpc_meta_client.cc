@@ -58,7 +58,7 @@ namespace {
 // channel over all of them, starting at an entry drawn once per process so
 // that the clients of servers that all serve (--etcd_shared) spread over them
 // (common/meta_channel.h). A list MetaChannelTarget rejects is passed to gRPC
-// as written, so every call fails with UNAVAILABLE naming it.
+// as written, so every call waits out its deadline and fails naming it.
 std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address) {
   absl::StatusOr<std::string> target = SpreadMetaChannelTarget(address);
   grpc::ChannelArguments args;
@@ -126,7 +126,7 @@ absl::StatusOr<Reply> GrpcMetaClient::Call(const char* rpc, Retry retry,
     // the deadline: say so rather than only "Deadline Exceeded".
     const std::string context_text =
         transport && status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED
-            ? absl::StrCat(rpc, " at ", address_, " (no metadata server answered within ",
+            ? absl::StrCat(rpc, " at ", address_, " (no answer from the metadata service within ",
                            absl::FormatDuration(timeout > absl::ZeroDuration() ? timeout
                                                                                : rpc_timeout_),
                            ")")

@@ -309,6 +309,14 @@ absl::StatusOr<size_t> ReadChunkCopy(ChunkTransport& transport, FailedServers* f
     }
     if (failure.ok()) failure = Annotate(got.status(), CopyName(r, copies, server));
   }
+  if (best >= 0 && best_length < length && !failure.ok()) {
+    // The bytes past what the answering copies hold may be on the copy that
+    // failed alone (a copy that lost its tail): an error, never zeros in
+    // their place. (Callers ask only for bytes within the file's size.)
+    return Annotate(failure, absl::StrCat("the copies that answered hold ", best_length, " of the ",
+                                          length, " bytes asked for at offset ", offset,
+                                          ", and the rest may be on the copy that failed"));
+  }
   if (best >= 0) {
     const uint32_t server = ReplicaServer(layout, chunk_index, best);
     for (int m : missing_on) {

@@ -121,8 +121,11 @@ void WriteChunkCopies(ChunkTransport& transport, IoExecutor& executor, const met
 // an I/O error) or says ENOENT makes it try the next. A copy that answers
 // fewer than `length` bytes makes it ask the remaining copies as well, and
 // the longest answer wins (copies that differ are logged): a copy that
-// lost bytes never hides the ones another holds; a copy that failed
-// meanwhile is not waited for (the longest of those that answered).
+// lost bytes never hides the ones another holds. When the longest answer
+// is still short and a copy failed, the failure: the missing bytes may be
+// on that copy alone (callers ask only for bytes within the file's size,
+// so a short answer is a lost tail or a hole, and a hole read while a copy
+// is down is an error rather than a guess).
 // `failed` (may be null: none kept) records servers that fail reads; their
 // copies are tried last for FailedServers::kSuspectFor. ENOENT only if
 // every copy said ENOENT (a hole); if some failed and the others said

@@ -34,6 +34,7 @@ bool IsExpected(int err) {
     case EFBIG:
     case EROFS:  // a write into a committed checkpoint
     case EINTR:  // a signal interrupted a waiting commit
+    case ESTALE:  // `ckpt gc`: the checkpoint changed since it was listed
       return true;
     default:
       return false;

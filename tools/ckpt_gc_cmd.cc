@@ -113,8 +113,11 @@ int RunCkptGc(const ParsedFlags& flags) {
     if (!dry_run) {
       // Only what was listed: a checkpoint that took the name since (a
       // retried step) is not removed (ESTALE).
+      // (A mount too old to list inodes: by name alone, as before.)
       absl::Status s = WriteXattr(run_dir, kRemoveXattr,
-                                  CheckpointRemovalValue(c.name(), c.ino(), c.state()));
+                                  c.ino() != 0
+                                      ? CheckpointRemovalValue(c.name(), c.ino(), c.state())
+                                      : c.name());
       if (!s.ok()) {
         ++failed;
         outcome = ErrnoFromStatus(s) == ESTALE

@@ -449,7 +449,8 @@ absl::StatusOr<meta::Empty> FakeMetaClient::RemoveCheckpoint(
   }
   if (request.expected_ino() != 0 &&
       (it->second != request.expected_ino() ||
-       inodes_.at(it->second).checkpoint->info.state() != request.expected_state())) {
+       (request.expected_state() != meta::CHECKPOINT_STATE_UNSPECIFIED &&
+        inodes_.at(it->second).checkpoint->info.state() != request.expected_state()))) {
     return ErrnoStatus(ESTALE,
                        absl::StrCat(request.name(), " is no longer the checkpoint to remove"));
   }

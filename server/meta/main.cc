@@ -234,7 +234,11 @@ int Main() {
     absl::StatusOr<std::unique_ptr<SharedPresence>> presence =
         SharedPresence::Register(duty_lock_client, duty_lock_options.key_prefix,
                                  duty_lock_options.holder, duty_lock_options.ttl,
-                                 absl::Seconds(30));
+                                 absl::Seconds(30), [](const absl::Status&) {
+                                   CKPTFS_LOG(kError) << "exiting: a metadata server serves the "
+                                                         "prefix alone beside this one";
+                                   _exit(kExitFailure);
+                                 });
     if (!presence.ok()) {
       CKPTFS_LOG(kError) << presence.status().message();
       return kExitFailure;
@@ -292,8 +296,17 @@ int Main() {
       return kExitFailure;
     }
     etcd_lock = *std::move(lock);
-    if (absl::Status shared = CheckNoSharedServers(*lock_client, lock_options.key_prefix);
-        !shared.ok()) {
+    // An etcd error here (a failover often comes with etcd trouble) is
+    // retried for a while rather than giving up the lock just won.
+    absl::Status shared = CheckNoSharedServers(*lock_client, lock_options.key_prefix);
+    for (int attempt = 1; !shared.ok() && !absl::IsFailedPrecondition(shared) && attempt < 10;
+         ++attempt) {
+      CKPTFS_LOG(kWarning) << "cannot check for shared servers on the prefix (attempt " << attempt
+                           << "): " << shared.message();
+      absl::SleepFor(absl::Seconds(1));
+      shared = CheckNoSharedServers(*lock_client, lock_options.key_prefix);
+    }
+    if (!shared.ok()) {
       CKPTFS_LOG(kError) << shared.message();
       return kExitFailure;  // etcd_lock's destructor frees the lock
     }

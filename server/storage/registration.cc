@@ -54,7 +54,26 @@ Registration::Registration(Options options, const ChunkStore& store)
 
 void Registration::Stop() {
   if (!stop_.HasBeenNotified()) stop_.Notify();
+  {
+    absl::MutexLock lock(&mu_);
+    if (in_flight_ != nullptr) in_flight_->TryCancel();
+  }
   if (thread_.joinable()) thread_.join();
+}
+
+// Runs `call` on `context` as the call in flight (see in_flight_): not at
+// all once Stop was called.
+grpc::Status Registration::InFlight(grpc::ClientContext& context,
+                                    const std::function<grpc::Status()>& call) {
+  {
+    absl::MutexLock lock(&mu_);
+    if (stop_.HasBeenNotified()) return grpc::Status(grpc::StatusCode::CANCELLED, "stopping");
+    in_flight_ = &context;
+  }
+  grpc::Status status = call();
+  absl::MutexLock lock(&mu_);
+  in_flight_ = nullptr;
+  return status;
 }
 
 std::optional<uint32_t> Registration::server_id() {
@@ -83,7 +102,8 @@ absl::StatusOr<uint32_t> Registration::Register() {
   context.set_deadline(absl::ToChronoTime(absl::Now() + options_.rpc_deadline));
   context.set_wait_for_ready(true);  // see WaitForReadyNote
   AttachCredential(context, options_.credential);
-  const grpc::Status status = stub_->RegisterServer(&context, request, &reply);
+  const grpc::Status status =
+      InFlight(context, [&] { return stub_->RegisterServer(&context, request, &reply); });
   if (!status.ok()) return FromGrpcStatus(status, "RegisterServer");
   return reply.server_id();
 }
@@ -107,7 +127,8 @@ absl::Status Registration::Heartbeat(uint32_t server_id) {
   context.set_deadline(absl::ToChronoTime(absl::Now() + options_.rpc_deadline));
   context.set_wait_for_ready(true);  // see WaitForReadyNote
   AttachCredential(context, options_.credential);
-  return FromGrpcStatus(stub_->Heartbeat(&context, request, &reply), "Heartbeat");
+  return FromGrpcStatus(
+      InFlight(context, [&] { return stub_->Heartbeat(&context, request, &reply); }), "Heartbeat");
 }
 
 void Registration::Run() {

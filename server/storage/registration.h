@@ -78,6 +78,9 @@ class Registration {
   // One attempt; the assigned id or the RPC's failure.
   absl::StatusOr<uint32_t> Register();
   absl::Status Heartbeat(uint32_t server_id);
+  // Runs `call` (an RPC on `context`) so that Stop can cancel it; CANCELLED
+  // without running it once Stop was called.
+  grpc::Status InFlight(grpc::ClientContext& context, const std::function<grpc::Status()>& call);
 
   const Options options_;
   const ChunkStore& store_;
@@ -86,6 +89,9 @@ class Registration {
   std::thread thread_;
   absl::Mutex mu_;  // leaf lock
   std::optional<uint32_t> server_id_ ABSL_GUARDED_BY(mu_);
+  // The call in flight (it waits for a connection up to its deadline):
+  // Stop cancels it instead of waiting it out.
+  grpc::ClientContext* in_flight_ ABSL_GUARDED_BY(mu_) = nullptr;
 };
 
 }  // namespace ckptfs::storage

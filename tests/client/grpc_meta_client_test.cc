@@ -284,7 +284,7 @@ TEST(GrpcMetaClientFailoverTest, NoServerEndsAtTheDeadlineWithAClearMessage) {
   absl::StatusOr<meta::Empty> reply = client.Rmdir(meta::LookupRequest());
   ASSERT_FALSE(reply.ok());
   EXPECT_TRUE(IsMetaTransportError(reply.status()));
-  EXPECT_NE(reply.status().message().find("no metadata server answered"),
+  EXPECT_NE(reply.status().message().find("no answer from the metadata service"),
             absl::string_view::npos)
       << reply.status();
 }

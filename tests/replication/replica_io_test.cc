@@ -199,10 +199,13 @@ TEST_F(ReplicaIoTest, ReadsFallOverToTheOtherCopy) {
   for (uint32_t down = 1; down <= 4; ++down) {
     transport_.SetDown(down, true);
     for (uint64_t i = 0; i < 8; ++i) {
-      absl::StatusOr<std::string> got = Read(i, 64);
+      // The bytes the file holds (a read past them with a copy down is an
+      // error: AShortCopyWithTheOtherDownIsAnErrorNotZeros).
+      const std::string expected = "data of " + std::to_string(i);
+      absl::StatusOr<std::string> got = Read(i, expected.size());
       ASSERT_TRUE(got.ok()) << "server " << down << " down, chunk " << i << ": "
                             << got.status();
-      EXPECT_EQ(*got, "data of " + std::to_string(i));
+      EXPECT_EQ(*got, expected);
     }
     transport_.SetDown(down, false);
   }
@@ -323,6 +326,24 @@ TEST_F(ReplicaIoTest, AShortCopyDoesNotHideTheBytesOfALongerOne) {
   got = Read(0, 10);
   ASSERT_TRUE(got.ok()) << got.status();
   EXPECT_EQ(transport_.ReadsFrom(1) + transport_.ReadsFrom(2), before + 3);
+}
+
+// Review of the fix above: a copy that lost its tail while the other copy
+// is down must not make the tail read as zeros: an error instead.
+TEST_F(ReplicaIoTest, AShortCopyWithTheOtherDownIsAnErrorNotZeros) {
+  ASSERT_TRUE(Write(0, "0123456789").ok());  // servers 1 and 2
+  ASSERT_TRUE(servers_.TrimChunks(1, kIno, 4, 1024).ok());
+  transport_.SetDown(2, true);
+  absl::StatusOr<std::string> got = Read(0, 10);
+  EXPECT_FALSE(got.ok()) << *got;
+  // What the short copy holds alone is still served.
+  got = Read(0, 4);
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(*got, "0123");
+  transport_.SetDown(2, false);
+  got = Read(0, 10);
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(*got, "0123456789");
 }
 
 TEST_F(ReplicaIoTest, ATruncateThatFailsOnOneCopyFailsTheCall) {

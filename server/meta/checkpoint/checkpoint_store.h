@@ -152,7 +152,8 @@ class CheckpointStore {
   // moves to the newest remaining committed checkpoint, or goes. Returns the
   // removed checkpoint's inode. EINVAL if `name` is not a checkpoint.
   // With `only`: removes the entry only while it is still that checkpoint
-  // in that state (ESTALE otherwise).
+  // in that state (any state if CHECKPOINT_STATE_UNSPECIFIED; ESTALE
+  // otherwise).
   struct RemoveOnly {
     uint64_t ino;
     CheckpointState state;

@@ -74,8 +74,9 @@ absl::StatusOr<uint64_t> CheckpointStore::Remove(uint64_t run_dir, absl::string_
           return ErrnoStatus(EINVAL, absl::StrCat("\"", name, "\" in directory ", run_dir,
                                                   " is not a checkpoint"));
         }
-        if (only != nullptr && (ino != only->ino ||
-                                dir->checkpoint().info().state() != only->state)) {
+        if (only != nullptr &&
+            (ino != only->ino || (only->state != CHECKPOINT_STATE_UNSPECIFIED &&
+                                  dir->checkpoint().info().state() != only->state))) {
           return ErrnoStatus(ESTALE, absl::StrCat("\"", name, "\" in directory ", run_dir,
                                                   " is no longer the checkpoint to remove"));
         }

@@ -3,6 +3,9 @@
 
 #include <utility>
 
+#include <unistd.h>
+
+#include "absl/random/random.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
@@ -56,13 +59,20 @@ absl::Status CheckNoExclusiveServer(EtcdClient& client, const std::string& key_p
 
 absl::StatusOr<std::unique_ptr<SharedPresence>> SharedPresence::Register(
     std::shared_ptr<EtcdClient> client, const std::string& key_prefix,
-    const std::string& holder, absl::Duration ttl, absl::Duration wait) {
+    const std::string& holder, absl::Duration ttl, absl::Duration wait,
+    std::function<void(const absl::Status&)> on_conflict) {
+  char host[256] = {};
+  if (gethostname(host, sizeof(host) - 1) != 0) host[0] = '\0';
+  absl::BitGen bits;
   EtcdServerLock::Options options;
   options.key_prefix = key_prefix;
-  options.key = SharedPresencePrefix(key_prefix) + holder;
+  options.key = absl::StrCat(SharedPresencePrefix(key_prefix), holder, " on ",
+                             host[0] != '\0' ? host : "(unknown host)", " #",
+                             absl::Hex(absl::Uniform<uint64_t>(bits)));
   options.holder = holder;
   options.ttl = ttl;
-  std::unique_ptr<SharedPresence> presence(new SharedPresence(std::move(client), options));
+  std::unique_ptr<SharedPresence> presence(
+      new SharedPresence(std::move(client), options, std::move(on_conflict)));
   absl::StatusOr<std::unique_ptr<EtcdServerLock>> key = presence->Take(wait);
   if (!key.ok()) return key.status();
   if (absl::Status s = CheckNoExclusiveServer(*presence->client_, key_prefix); !s.ok()) {
@@ -73,8 +83,11 @@ absl::StatusOr<std::unique_ptr<SharedPresence>> SharedPresence::Register(
   return presence;
 }
 
-SharedPresence::SharedPresence(std::shared_ptr<EtcdClient> client, EtcdServerLock::Options options)
-    : client_(std::move(client)), options_(std::move(options)) {}
+SharedPresence::SharedPresence(std::shared_ptr<EtcdClient> client, EtcdServerLock::Options options,
+                               std::function<void(const absl::Status&)> on_conflict)
+    : client_(std::move(client)),
+      options_(std::move(options)),
+      on_conflict_(std::move(on_conflict)) {}
 
 SharedPresence::~SharedPresence() {
   {
@@ -112,8 +125,14 @@ void SharedPresence::Loop() {
     absl::StatusOr<std::unique_ptr<EtcdServerLock>> key = Take(absl::InfiniteDuration());
     if (!key.ok()) return;  // cancelled: stopping
     key_ = *std::move(key);
-    if (absl::Status s = CheckNoExclusiveServer(*client_, options_.key_prefix); !s.ok()) {
+    if (absl::Status s = CheckNoExclusiveServer(*client_, options_.key_prefix);
+        absl::IsFailedPrecondition(s)) {
       CKPTFS_LOG(kError) << "while this server's presence key was gone: " << s.message();
+      if (on_conflict_) on_conflict_(s);
+    } else if (!s.ok()) {
+      CKPTFS_LOG(kWarning) << "cannot check for a server serving the prefix alone after "
+                              "writing the presence key again: "
+                           << s.message();
     }
   }
 }

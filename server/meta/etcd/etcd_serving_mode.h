@@ -24,6 +24,7 @@
 #ifndef CKPTFS_SERVER_META_ETCD_ETCD_SERVING_MODE_H_
 #define CKPTFS_SERVER_META_ETCD_ETCD_SERVING_MODE_H_
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
@@ -56,10 +57,13 @@ absl::Status CheckNoSharedServers(EtcdClient& client, const std::string& key_pre
 // to start this one without --etcd_shared; the etcd error otherwise.
 absl::Status CheckNoExclusiveServer(EtcdClient& client, const std::string& key_prefix);
 
-// A shared server's presence key, held for the life of the object. If the
-// lease is lost (etcd unreachable for a TTL), it is registered again in the
-// background and the exclusive check repeated; a server that then finds an
-// exclusive one logs it loudly (it keeps serving: its clients are there).
+// A shared server's presence key, held for the life of the object. The key
+// is the holder's name, this host's name and a random number (two servers
+// listening on 0.0.0.0:7000 with the same pid in two containers still get
+// two keys). If the lease is lost (etcd unreachable for a TTL), the key is
+// written again in the background and the exclusive check repeated; if an
+// exclusive server started meanwhile, `on_conflict` runs (on that thread;
+// the metadata server exits, as one that lost its exclusive lock does).
 class SharedPresence {
  public:
   // Writes the presence key of `holder` (waiting at most `wait` for etcd),
@@ -67,7 +71,8 @@ class SharedPresence {
   // and the error returned.
   static absl::StatusOr<std::unique_ptr<SharedPresence>> Register(
       std::shared_ptr<EtcdClient> client, const std::string& key_prefix,
-      const std::string& holder, absl::Duration ttl, absl::Duration wait);
+      const std::string& holder, absl::Duration ttl, absl::Duration wait,
+      std::function<void(const absl::Status&)> on_conflict);
 
   SharedPresence(const SharedPresence&) = delete;
   SharedPresence& operator=(const SharedPresence&) = delete;
@@ -75,13 +80,15 @@ class SharedPresence {
   ~SharedPresence();
 
  private:
-  SharedPresence(std::shared_ptr<EtcdClient> client, EtcdServerLock::Options options);
+  SharedPresence(std::shared_ptr<EtcdClient> client, EtcdServerLock::Options options,
+                 std::function<void(const absl::Status&)> on_conflict);
   // Takes the key; on_lost wakes the re-registering thread.
   absl::StatusOr<std::unique_ptr<EtcdServerLock>> Take(absl::Duration wait);
   void Loop();
 
   const std::shared_ptr<EtcdClient> client_;
   const EtcdServerLock::Options options_;
+  const std::function<void(const absl::Status&)> on_conflict_;
   absl::Mutex mu_;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   bool lost_ ABSL_GUARDED_BY(mu_) = false;
