@@ -5,7 +5,7 @@
 // daemons named by --daemon-pids. One Client per transport, in one process;
 // rounds alternate between them and the medians close the report. Not a
 // test: run it by hand on a running cluster, e.g.
-//   client_transport_bench --meta 127.0.0.1:23000 --rounds 5 \
+//   client_transport_bench --meta 127.0.0.1:23000 --rounds 5
 //       --daemon-pids $(grep -h '^daemon.*pid=' STATE_DIR/cluster.state | cut -d= -f2 | paste -sd,)
 // Flags: --transports uring,blocking; --writers N (8); --mib M (256);
 // --rounds R (3); --connections C (2, uring only).
