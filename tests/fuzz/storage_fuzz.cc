@@ -227,10 +227,19 @@ class Runner {
     const auto key = std::make_pair(request.ino(), request.chunk_index());
     auto it = model_.find(key);
     const bool trusted = it == model_.end() || it->second.state == ModelChunk::State::kKnown;
+    const size_t known = it == model_.end() ? 0 : it->second.data.size();
+    if (trusted && !request.replace() && !payload.empty() && request.offset() > known) {
+      // A merge past the stored bytes is refused, never filled with zeros.
+      FUZZ_CHECK(err == ENODATA, what);
+      return;
+    }
     if (err != 0) {
       // A chunk to merge into that is damaged is EIO; anything else fails
       // only when the disk does.
-      FUZZ_CHECK(!trusted ? err == EIO || err == ENOENT : err == ENOSPC || err == EDQUOT,
+      // A chunk whose bytes the model does not know may also be shorter
+      // than the offset (ENODATA).
+      FUZZ_CHECK(!trusted ? err == EIO || err == ENOENT || err == ENODATA
+                          : err == ENOSPC || err == EDQUOT,
                  what);
       return;
     }
