@@ -101,6 +101,19 @@ class StorageProcessTest : public ::testing::Test {
     return connection;
   }
 
+  // ConnectWhenUp, once the server's own log says it serves on `port`: a
+  // port freed by a killed server may be taken meanwhile by another test's
+  // process, which a bare connect would reach instead.
+  static std::unique_ptr<DataConnection> ConnectWhenServing(uint16_t port,
+                                                            const std::string& log) {
+    const std::string line = absl::StrCat("serving on 127.0.0.1:", port);
+    if (!WaitFor([&] { return ReadFile(log).find(line) != std::string::npos; },
+                 absl::Seconds(20))) {
+      return nullptr;
+    }
+    return ConnectWhenUp(port);
+  }
+
   static absl::Status WriteChunk(DataConnection& c, uint64_t ino, const std::string& data) {
     data::RequestHeader request;
     request.set_op(data::WRITE);
@@ -169,16 +182,18 @@ TEST_F(StorageProcessTest, KillNineKeepsWrittenChunksAndIdentity) {
   const uint16_t port = UnusedPort();
   const std::string data = dir_.path() + "/data";
   pid_t pid = Spawn(Args(port, data), dir_.path() + "/log1");
-  auto c = ConnectWhenUp(port);
-  ASSERT_NE(c, nullptr);
+  auto c = ConnectWhenServing(port, dir_.path() + "/log1");
+  ASSERT_NE(c, nullptr) << ReadFile(dir_.path() + "/log1");
   const std::string chunk(300000, 'k');
   ASSERT_TRUE(WriteChunk(*c, 9, chunk).ok());
   const std::string uuid = ReadFile(data + "/server.uuid");
   ASSERT_EQ(::kill(pid, SIGKILL), 0);
   EXPECT_EQ(WaitExit(pid, absl::Seconds(10)), 128 + SIGKILL);
   c.reset();
-  pid = Spawn(Args(port, data), dir_.path() + "/log2");
-  c = ConnectWhenUp(port);
+  // Back on another port (the data directory is what it must find again).
+  const uint16_t port2 = UnusedPort();
+  pid = Spawn(Args(port2, data), dir_.path() + "/log2");
+  c = ConnectWhenServing(port2, dir_.path() + "/log2");
   ASSERT_NE(c, nullptr) << ReadFile(dir_.path() + "/log2");
   auto back = ReadChunk(*c, 9);
   ASSERT_TRUE(back.ok()) << back.status();
