@@ -147,7 +147,7 @@ TEST_F(StorageProcessTest, ServesAndExitsZeroOnSigterm) {
   const uint16_t port = UnusedPort();
   const std::string data = dir_.path() + "/data/nested";  // created if missing
   const pid_t pid = Spawn(Args(port, data), dir_.path() + "/log");
-  auto c = ConnectWhenUp(port);
+  auto c = ConnectWhenServing(port, dir_.path() + "/log");
   ASSERT_NE(c, nullptr) << ReadFile(dir_.path() + "/log");
   ASSERT_TRUE(WriteChunk(*c, 1, "chunk").ok());
   auto back = ReadChunk(*c, 1);
@@ -171,7 +171,7 @@ TEST_F(StorageProcessTest, RaisesItsOpenFileLimit) {
   const uint16_t port = UnusedPort();
   const pid_t pid = Spawn(Args(port, dir_.path() + "/data"), dir_.path() + "/log");
   ::setrlimit(RLIMIT_NOFILE, &old_limit);
-  auto c = ConnectWhenUp(port);
+  auto c = ConnectWhenServing(port, dir_.path() + "/log");
   ASSERT_NE(c, nullptr) << ReadFile(dir_.path() + "/log");
   rlimit child{};
   ASSERT_EQ(::prlimit(pid, RLIMIT_NOFILE, nullptr, &child), 0);
@@ -207,12 +207,14 @@ TEST_F(StorageProcessTest, KillNineMidWriteNeverLeavesATornChunk) {
   // version, never torn, never EIO, and no unfinished write is left over.
   const std::string a(2 << 20, 'a');
   const std::string b((2 << 20) - 4097, 'b');
-  const uint16_t port = UnusedPort();
   const std::string data = dir_.path() + "/data";
   int interrupted = 0;  // rounds where the kill caught a write in flight
   for (int round = 0; round < 3; ++round) {
+    // A fresh port for every start (a port a killed server freed may be
+    // taken by another test's process; the data directory is what counts).
+    const uint16_t port = UnusedPort();
     const pid_t pid = Spawn(Args(port, data), absl::StrCat(dir_.path(), "/log", round));
-    auto c = ConnectWhenUp(port);
+    auto c = ConnectWhenServing(port, absl::StrCat(dir_.path(), "/log", round));
     ASSERT_NE(c, nullptr);
     ASSERT_TRUE(WriteChunk(*c, 5, a).ok());
     std::atomic<bool> stop{false};
@@ -227,8 +229,10 @@ TEST_F(StorageProcessTest, KillNineMidWriteNeverLeavesATornChunk) {
     stop = true;
     writer.join();
     c.reset();
-    const pid_t again = Spawn(Args(port, data), absl::StrCat(dir_.path(), "/log", round, "b"));
-    c = ConnectWhenUp(port);
+    const uint16_t port_again = UnusedPort();
+    const pid_t again =
+        Spawn(Args(port_again, data), absl::StrCat(dir_.path(), "/log", round, "b"));
+    c = ConnectWhenServing(port_again, absl::StrCat(dir_.path(), "/log", round, "b"));
     ASSERT_NE(c, nullptr);
     auto back = ReadChunk(*c, 5);
     ASSERT_TRUE(back.ok()) << back.status();
@@ -278,7 +282,7 @@ TEST_F(StorageProcessTest, ServesWithTheSmallestDataPathSettings) {
     args.push_back(flag);
   }
   const pid_t pid = Spawn(args, dir_.path() + "/log");
-  auto c = ConnectWhenUp(port);
+  auto c = ConnectWhenServing(port, dir_.path() + "/log");
   ASSERT_NE(c, nullptr) << ReadFile(dir_.path() + "/log");
   const std::string data(3 << 20, 'z');
   ASSERT_TRUE(WriteChunk(*c, 2, data).ok());
@@ -293,7 +297,7 @@ TEST_F(StorageProcessTest, SecondServerOnTheSameDataDirIsRefused) {
   const std::string data = dir_.path() + "/data";
   const uint16_t port1 = UnusedPort();
   const pid_t first = Spawn(Args(port1, data), dir_.path() + "/log1");
-  ASSERT_NE(ConnectWhenUp(port1), nullptr);
+  ASSERT_NE(ConnectWhenServing(port1, dir_.path() + "/log1"), nullptr);
   const pid_t second = Spawn(Args(UnusedPort(), data), dir_.path() + "/log2");
   EXPECT_EQ(WaitExit(second, absl::Seconds(20)), 2);
   const std::string log = ReadFile(dir_.path() + "/log2");
