@@ -242,6 +242,7 @@ absl::Status LocalCluster::StartStorage(int i) {
                                      "--listen=" + storage_address(i), "--data_dir=" + dir,
                                      "--meta=" + meta_address(), "--heartbeat_interval_s=1"};
     if (!credential_file_.empty()) argv.push_back("--credential_file=" + credential_file_);
+    for (const auto& f : options_.storage_flags) argv.push_back(f);
     const std::string log = absl::StrCat(root_, "/storage-", i, ".log");
     // The log is appended to across restarts: read only this start's part.
     std::error_code ec;

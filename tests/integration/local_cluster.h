@@ -59,6 +59,8 @@ struct LocalClusterOptions {
   int storage_servers = 4;
   // Extra flags for every ckptfs-meta start, e.g. {"--orphan_grace_s=1"}.
   std::vector<std::string> meta_flags;
+  // Extra flags for every ckptfs-storage start, e.g. {"--scrub_bytes_per_s=0"}.
+  std::vector<std::string> storage_flags;
   // Create a credential and require it everywhere (see above); false: every
   // daemon serves anyone.
   bool credential = true;
