@@ -14,6 +14,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "common/crc32c.h"
 #include "common/errno_status.h"
 #include "common/log.h"
@@ -79,6 +80,7 @@ absl::StatusOr<std::unique_ptr<ChunkStore>> ChunkStore::Open(const std::string& 
   const std::string tmp = absl::StrCat(data_dir, "/tmp");
   if (absl::Status s = MakeDir(chunks); !s.ok()) return s;
   if (absl::Status s = MakeDir(tmp); !s.ok()) return s;
+  if (absl::Status s = MakeDir(absl::StrCat(data_dir, "/quarantine")); !s.ok()) return s;
   // Leftovers of writes a crash interrupted: never published, never acked.
   auto leftovers = ListDir(tmp);
   if (!leftovers.ok()) return leftovers.status();
@@ -113,6 +115,7 @@ ChunkStore::ChunkStore(std::string data_dir, bool direct_io)
     : data_dir_(std::move(data_dir)),
       chunks_dir_(absl::StrCat(data_dir_, "/chunks")),
       tmp_dir_(absl::StrCat(data_dir_, "/tmp")),
+      quarantine_dir_(absl::StrCat(data_dir_, "/quarantine")),
       direct_io_(direct_io) {}
 
 std::string ChunkStore::InodeDir(uint64_t ino) const {
@@ -296,16 +299,99 @@ absl::Status ChunkStore::Write(Ring& ring, ChunkKey key, uint32_t offset,
       whole = HoldsAtMost(path, static_cast<size_t>(st.st_size), len);
     }
   }
-  const size_t padded = RoundUpToBlock(len);
-  if (!whole || payload.capacity() < padded) {
+  if (!whole || payload.capacity() < RoundUpToBlock(len)) {
     return MergeLocked(ring, key, offset, payload.view());
   }
+  return PublishWhole(ring, key, payload, payload_crc32c);
+}
+
+absl::Status ChunkStore::PublishWhole(Ring& ring, ChunkKey key, AlignedBuffer& payload,
+                                      std::optional<uint32_t> payload_crc32c) {
+  const size_t len = payload.size();
+  const size_t padded = RoundUpToBlock(len);
   if (padded > len) std::memset(payload.data() + len, 0, padded - len);
   AlignedBuffer header_block;
   if (absl::Status s = header_block.Reserve(kChunkHeaderSize); !s.ok()) return s;
   const uint32_t crc = payload_crc32c.has_value() ? *payload_crc32c : Crc32c(payload.data(), len);
   EncodeChunkHeader({key, static_cast<uint32_t>(len), crc}, header_block.data());
   return Publish(ring, key, header_block.data(), payload.data(), padded);
+}
+
+absl::Status ChunkStore::Fill(Ring& ring, ChunkKey key, AlignedBuffer& payload,
+                              std::optional<uint32_t> payload_crc32c) {
+  if (payload.size() > kMaxChunkLength) {
+    return ErrnoStatus(EINVAL, absl::StrCat("fill of ", ChunkName(key), " with ",
+                                            payload.size(), " bytes exceeds the ",
+                                            kMaxChunkLength, "-byte chunk limit"));
+  }
+  if (payload.capacity() < RoundUpToBlock(payload.size())) {
+    return ErrnoStatus(EINVAL, absl::StrCat("fill of ", ChunkName(key),
+                                            ": payload buffer not padded to whole blocks"));
+  }
+  absl::MutexLock lock(&LockFor(key));
+  const std::string path = ChunkPath(key);
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0) {
+    return ErrnoStatus(EEXIST, absl::StrCat(ChunkName(key),
+                                            " is stored here already: fill refused"));
+  }
+  if (errno != ENOENT) return SyscallError(errno, absl::StrCat("stat ", path));
+  return PublishWhole(ring, key, payload, payload_crc32c);
+}
+
+absl::Status ChunkStore::ForEachChunk(absl::FunctionRef<bool(ChunkKey)> visit) const {
+  auto inodes = ListDir(chunks_dir_);
+  if (!inodes.ok()) return inodes.status();
+  for (const std::string& inode_name : *inodes) {
+    uint64_t ino = 0;
+    if (!absl::SimpleAtoi(inode_name, &ino)) continue;  // not an inode directory
+    auto names = ListDir(InodeDir(ino));
+    if (!names.ok()) {
+      if (ErrnoFromStatus(names.status()) == ENOENT) continue;  // trimmed away meanwhile
+      return names.status();
+    }
+    for (const std::string& name : *names) {
+      uint32_t index = 0;
+      if (!absl::SimpleAtoi(name, &index)) continue;  // not a chunk file
+      if (!visit(ChunkKey{ino, index})) return absl::OkStatus();
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<ScrubResult> ChunkStore::Scrub(Ring& ring, AlignedBuffer& buffer, ChunkKey key) {
+  ScrubResult result;
+  auto bad = [](const absl::Status& s) { return ErrnoFromStatus(s) == EIO; };
+  // Reads take no lock: a chunk only changes by an atomic rename.
+  absl::StatusOr<ChunkHeader> header = Load(ring, key, buffer, 0);
+  result.bytes_read = buffer.size();
+  if (header.ok()) return result;
+  if (ErrnoFromStatus(header.status()) == ENOENT) {
+    result.verdict = ScrubVerdict::kGone;
+    return result;
+  }
+  if (!bad(header.status())) return header.status();
+  // Check again where no writer can replace it between the check and the
+  // move: only the version that failed is set aside.
+  absl::MutexLock lock(&LockFor(key));
+  header = Load(ring, key, buffer, 0);
+  if (header.ok()) return result;
+  if (ErrnoFromStatus(header.status()) == ENOENT) {
+    result.verdict = ScrubVerdict::kGone;
+    return result;
+  }
+  if (!bad(header.status())) return header.status();
+  const std::string path = ChunkPath(key);
+  const std::string aside =
+      absl::StrCat(quarantine_dir_, "/", key.ino, ".", key.index, ".", absl::ToUnixMillis(absl::Now()));
+  if (::rename(path.c_str(), aside.c_str()) != 0) {
+    return SyscallError(errno, absl::StrCat("rename ", path, " to ", aside));
+  }
+  CKPTFS_LOG(kError) << "scrub: " << ChunkName(key) << " failed its CRC checks ("
+                     << header.status().message() << "); moved to " << aside
+                     << ": it reads as missing here until a repair writes it again";
+  result.verdict = ScrubVerdict::kQuarantined;
+  return result;
 }
 
 absl::Status ChunkStore::Write(Ring& ring, ChunkKey key, uint32_t offset,

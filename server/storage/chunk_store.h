@@ -5,6 +5,9 @@
 //                          directory per inode so TRIM and SYNC can list an
 //                          inode's chunks without scanning everything
 //   tmp/                   chunk files being written; emptied at Open
+//   quarantine/            chunk files a scrub found corrupt, moved aside
+//                          (<ino>.<index>.<unix ms>) for people to look at;
+//                          never read again
 //
 // Every write builds the complete new chunk file (header block + data) under
 // tmp/, written as one io_uring batch, then rename()s it over
@@ -45,6 +48,7 @@
 #include <string>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -65,6 +69,18 @@ struct ChunkSlice {
   absl::string_view data;
   uint32_t data_crc32c = 0;   // CRC32C of `data`
   uint32_t chunk_length = 0;  // the chunk's stored length
+};
+
+// What Scrub() found.
+enum class ScrubVerdict {
+  kGood,         // the chunk passed its CRC checks
+  kGone,         // not stored (any more): removed since it was listed
+  kQuarantined,  // failed its CRC checks and was moved to quarantine/
+};
+
+struct ScrubResult {
+  ScrubVerdict verdict = ScrubVerdict::kGood;
+  uint64_t bytes_read = 0;  // chunk file bytes read to check it
 };
 
 struct SpaceUsage {
@@ -102,6 +118,27 @@ class ChunkStore {
   // The same for bytes in ordinary memory (one extra copy; tests, tools).
   absl::Status Write(Ring& ring, ChunkKey key, uint32_t offset, absl::string_view data,
                      bool replace);
+
+  // Stores the chunk as exactly payload.view(), like a replacing Write, but
+  // only if no chunk `key` is stored here (a torn one counts as stored):
+  // else EEXIST and nothing changes. The check and the store happen under
+  // the chunk's stripe lock, so a repair filling a missing copy never
+  // overwrites bytes a writer stored meanwhile. Same REQUIRES as Write.
+  absl::Status Fill(Ring& ring, ChunkKey key, AlignedBuffer& payload,
+                    std::optional<uint32_t> payload_crc32c = std::nullopt);
+
+  // Calls `visit` for every chunk stored here (by the names under chunks/,
+  // inode by inode, in no particular order) until it returns false. Chunks
+  // written or removed during the walk may or may not be visited.
+  absl::Status ForEachChunk(absl::FunctionRef<bool(ChunkKey)> visit) const;
+
+  // Rereads chunk `key` whole into `buffer` and checks it as Read does. A
+  // chunk that fails is checked again under its stripe lock (a writer may
+  // have replaced it meanwhile) and, if it still fails, moved to
+  // quarantine/ and logged: it then reads as missing (ENOENT) here, so
+  // clients fall over to another copy and a repair writes it again. Errors
+  // other than a bad chunk (e.g. the disk failing to read) are returned.
+  absl::StatusOr<ScrubResult> Scrub(Ring& ring, AlignedBuffer& buffer, ChunkKey key);
 
   // Reads chunk bytes [offset, offset + length), cut at the chunk's stored
   // length (so the slice may be shorter, or empty), into `buffer` (grown as
@@ -162,6 +199,10 @@ class ChunkStore {
   // Write() without `replace` when the old bytes matter. REQUIRES: the
   // chunk's stripe lock is held.
   absl::Status MergeLocked(Ring& ring, ChunkKey key, uint32_t offset, absl::string_view data);
+  // Publishes payload as the whole chunk. REQUIRES: the chunk's stripe lock
+  // is held; payload.capacity() >= RoundUpToBlock(payload.size()).
+  absl::Status PublishWhole(Ring& ring, ChunkKey key, AlignedBuffer& payload,
+                            std::optional<uint32_t> payload_crc32c);
   absl::StatusOr<int> OpenChunkFile(const std::string& path, int flags) const;
 
   static constexpr size_t kLockStripes = 256;
@@ -169,6 +210,7 @@ class ChunkStore {
   const std::string data_dir_;
   const std::string chunks_dir_;
   const std::string tmp_dir_;
+  const std::string quarantine_dir_;
   const bool direct_io_;
   std::atomic<uint64_t> next_tmp_{0};
   // Stripe locks: writers of one chunk hold LockFor(key). Never nested.

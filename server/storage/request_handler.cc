@@ -180,6 +180,13 @@ absl::Status RequestHandler::DoWrite(Ring& ring, const data::RequestHeader& requ
                                              ": damaged in transit"));
   }
   if (absl::Status s = CheckRange(request, payload.size(), "write"); !s.ok()) return s;
+  if (request.only_if_absent()) {
+    if (!request.replace() || request.offset() != 0) {
+      return ErrnoStatus(EINVAL, absl::StrCat("only_if_absent write of ", ChunkName(request),
+                                              " must replace the whole chunk from offset 0"));
+    }
+    return store_.Fill(ring, {request.ino(), request.chunk_index()}, payload, crc);
+  }
   return store_.Write(ring, {request.ino(), request.chunk_index()}, request.offset(), payload,
                       request.replace(), crc);
 }

@@ -11,7 +11,9 @@
 
 #include <atomic>
 #include <cerrno>
+#include <cstring>
 #include <filesystem>
+#include <set>
 #include <fstream>
 #include <string>
 #include <thread>
@@ -393,6 +395,92 @@ TEST_F(ChunkStoreTest, FailedWriteReportsTheErrorAndKeepsTheOldChunk) {
   EXPECT_NE(failed.message().find("chunk 0 of inode 90"), absl::string_view::npos) << failed;
   EXPECT_EQ(*ReadAll({90, 0}), "old version");
   EXPECT_TRUE(std::filesystem::is_empty(dir_.path() + "/tmp"));
+}
+
+// Fill: stores the whole chunk only where none is stored (a repair filling a
+// missing copy must never overwrite a writer's bytes).
+TEST_F(ChunkStoreTest, FillStoresOnlyWhereNoChunkIs) {
+  const std::string first = Pattern(9000, 1);
+  AlignedBuffer payload;
+  ASSERT_TRUE(payload.Reserve(first.size()).ok());
+  std::memcpy(payload.data(), first.data(), first.size());
+  payload.set_size(first.size());
+  ASSERT_TRUE(store_->Fill(*ring_, {8, 0}, payload).ok());
+  EXPECT_EQ(*ReadAll({8, 0}), first);
+
+  const std::string writers = Pattern(5000, 2);
+  ASSERT_TRUE(Write({8, 1}, 0, writers, true).ok());
+  std::memcpy(payload.data(), first.data(), first.size());
+  payload.set_size(first.size());
+  absl::Status refused = store_->Fill(*ring_, {8, 1}, payload);
+  EXPECT_EQ(ErrnoFromStatus(refused), EEXIST) << refused;
+  EXPECT_EQ(*ReadAll({8, 1}), writers);
+
+  // A torn chunk counts as stored: the fill must not hide what a repair
+  // should look at.
+  ASSERT_TRUE(Write({8, 2}, 0, writers, true).ok());
+  FlipByte(store_->ChunkPath({8, 2}), kChunkHeaderSize + 3);
+  std::memcpy(payload.data(), first.data(), first.size());
+  payload.set_size(first.size());
+  EXPECT_EQ(ErrnoFromStatus(store_->Fill(*ring_, {8, 2}, payload)), EEXIST);
+}
+
+TEST_F(ChunkStoreTest, ForEachChunkVisitsEveryStoredChunkAndStopsWhenAsked) {
+  std::set<std::pair<uint64_t, uint32_t>> written;
+  for (uint64_t ino : {3, 70, 1234567}) {
+    for (uint32_t index : {0u, 1u, 9u}) {
+      ASSERT_TRUE(Write({ino, index}, 0, Pattern(100, static_cast<int>(index)), true).ok());
+      written.insert({ino, index});
+    }
+  }
+  ASSERT_TRUE(store_->Trim(*ring_, 70, 0, 4096).ok());
+  for (uint32_t index : {0u, 1u, 9u}) written.erase({70, index});
+  std::set<std::pair<uint64_t, uint32_t>> seen;
+  ASSERT_TRUE(store_->ForEachChunk([&](ChunkKey key) {
+    seen.insert({key.ino, key.index});
+    return true;
+  }).ok());
+  EXPECT_EQ(seen, written);
+  int visits = 0;
+  ASSERT_TRUE(store_->ForEachChunk([&](ChunkKey) { return ++visits < 2; }).ok());
+  EXPECT_EQ(visits, 2);
+}
+
+TEST_F(ChunkStoreTest, ScrubPassesGoodChunksAndQuarantinesACorruptOne) {
+  const std::string data = Pattern(20000, 4);
+  ASSERT_TRUE(Write({9, 0}, 0, data, true).ok());
+  ASSERT_TRUE(Write({9, 1}, 0, data, true).ok());
+  AlignedBuffer buffer;
+  auto good = store_->Scrub(*ring_, buffer, {9, 0});
+  ASSERT_TRUE(good.ok()) << good.status();
+  EXPECT_EQ(good->verdict, ScrubVerdict::kGood);
+  EXPECT_GE(good->bytes_read, data.size());
+
+  FlipByte(store_->ChunkPath({9, 1}), kChunkHeaderSize + 12345);
+  auto bad = store_->Scrub(*ring_, buffer, {9, 1});
+  ASSERT_TRUE(bad.ok()) << bad.status();
+  EXPECT_EQ(bad->verdict, ScrubVerdict::kQuarantined);
+  // Set aside, so a read now says "not here" (a client asks another copy)
+  // and a repair may fill it again.
+  EXPECT_EQ(ErrnoFromStatus(ReadAll({9, 1}).status()), ENOENT);
+  std::vector<std::string> aside;
+  for (const auto& entry :
+       std::filesystem::directory_iterator(dir_.path() + "/quarantine")) {
+    aside.push_back(entry.path().filename().string());
+  }
+  ASSERT_EQ(aside.size(), 1u);
+  EXPECT_EQ(aside[0].rfind("9.1.", 0), 0u) << aside[0];
+  AlignedBuffer refill;
+  ASSERT_TRUE(refill.Reserve(data.size()).ok());
+  std::memcpy(refill.data(), data.data(), data.size());
+  refill.set_size(data.size());
+  ASSERT_TRUE(store_->Fill(*ring_, {9, 1}, refill).ok());
+  EXPECT_EQ(*ReadAll({9, 1}), data);
+  EXPECT_EQ(*ReadAll({9, 0}), data);
+
+  auto gone = store_->Scrub(*ring_, buffer, {9, 7});
+  ASSERT_TRUE(gone.ok());
+  EXPECT_EQ(gone->verdict, ScrubVerdict::kGone);
 }
 
 TEST_F(ChunkStoreTest, ReportsSpace) {
