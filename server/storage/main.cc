@@ -29,6 +29,7 @@
 #include "server/storage/chunk_store.h"
 #include "server/storage/data_dir.h"
 #include "server/storage/registration.h"
+#include "server/storage/scrubber.h"
 #include "server/storage/request_handler.h"
 #include "server/storage/server.h"
 
@@ -58,6 +59,12 @@ ABSL_FLAG(std::string, credential_file, "",
           "serve anyone (authentication off)");
 ABSL_FLAG(bool, zero_copy_send, false,
           "send READ replies with IORING_OP_SENDMSG_ZC (measured slower on loopback)");
+
+ABSL_FLAG(int, scrub_mb_per_s, 16,
+          "MiB per second the scrubber rereads to check stored chunks against their CRC32C "
+          "(a chunk that fails is set aside so that a repair rewrites it); 0 turns it off");
+ABSL_FLAG(int, scrub_interval_s, 3600, "seconds the scrubber rests between passes over the store");
+ABSL_FLAG(int, scrub_first_delay_s, 30, "seconds after start before the scrubber's first pass");
 
 namespace ckptfs::storage {
 namespace {
@@ -128,6 +135,15 @@ int Main() {
     return Fail(kExitConfig, "--disk_threads must be between 1 and 256");
   }
 
+  const int scrub_mb_per_s = absl::GetFlag(FLAGS_scrub_mb_per_s);
+  const int scrub_interval_s = absl::GetFlag(FLAGS_scrub_interval_s);
+  const int scrub_first_delay_s = absl::GetFlag(FLAGS_scrub_first_delay_s);
+  if (scrub_mb_per_s < 0 || scrub_interval_s < 0 || scrub_first_delay_s < 0) {
+    return Fail(kExitConfig,
+                "--scrub_mb_per_s, --scrub_interval_s and --scrub_first_delay_s must not be "
+                "negative");
+  }
+
   // SIGTERM/SIGINT are taken by sigwait below; block them before any thread
   // starts so that every thread inherits the mask.
   sigset_t signals;
@@ -186,6 +202,18 @@ int Main() {
     return Fail(busy ? kExitConfig : kExitFailure,
                 absl::StrCat("cannot listen: ", server.status().message()));
   }
+  Scrubber::Options scrub_options;
+  scrub_options.bytes_per_s = uint64_t(scrub_mb_per_s) << 20;
+  scrub_options.pass_interval = absl::Seconds(scrub_interval_s);
+  scrub_options.first_pass_delay = absl::Seconds(scrub_first_delay_s);
+  auto scrubber = Scrubber::Start(scrub_options, **store);
+  if (!scrubber.ok()) {
+    return Fail(kExitFailure, absl::StrCat("scrubber: ", scrubber.status().message()));
+  }
+  if (scrub_mb_per_s == 0) {
+    CKPTFS_LOG(kWarning) << "scrubbing is off (--scrub_mb_per_s=0): bit rot in chunks nobody "
+                            "reads goes unnoticed";
+  }
   std::string address = absl::GetFlag(FLAGS_advertise);
   if (address.empty()) {
     address = (*server)->address().ToString();
@@ -220,6 +248,8 @@ int Main() {
                                          RequestHandler::BytesReadTotal(),
                                          RequestHandler::BytesWrittenTotal()};
     };
+    Scrubber* scrubbing = scrubber->get();
+    options.scrub = [scrubbing] { return scrubbing->Report(); };
     registration = Registration::Start(std::move(options), **store);
   }
 
@@ -228,6 +258,7 @@ int Main() {
   }
   CKPTFS_LOG(kInfo) << "signal " << signal << ": shutting down";
   if (registration) registration->Stop();
+  (*scrubber)->Stop();
   (*server)->Stop();
   CKPTFS_LOG(kInfo) << "stopped";
   return 0;

@@ -122,6 +122,7 @@ absl::Status Registration::Heartbeat(uint32_t server_id) {
     request.set_bytes_read_total(load.bytes_read_total);
     request.set_bytes_written_total(load.bytes_written_total);
   }
+  if (options_.scrub) *request.mutable_scrub() = options_.scrub();
   meta::Empty reply;
   grpc::ClientContext context;
   context.set_deadline(absl::ToChronoTime(absl::Now() + options_.rpc_deadline));

@@ -55,6 +55,10 @@ class Registration {
       uint64_t bytes_written_total = 0;  // chunk bytes stored since start
     };
     std::function<Load()> load;
+    // The scrubber's totals (HeartbeatRequest.scrub), sent with each
+    // heartbeat; called on the registration thread, must be cheap. Unset:
+    // none is reported.
+    std::function<meta::ScrubReport()> scrub;
   };
 
   // Starts the registration thread. `store` (for capacity and use) must
