@@ -44,9 +44,11 @@ class ReplicationTest : public ::testing::Test {
   // Starts `servers` storage servers and a service with --replicas=`replicas`
   // (and a short server timeout, so that a killed server is seen down in
   // seconds), then a Client and directory /d with 64 KiB chunks.
-  void StartCluster(int servers, int replicas) {
+  // `storage_flags` go to every storage server.
+  void StartCluster(int servers, int replicas, std::vector<std::string> storage_flags = {}) {
     ckptfs::testing::LocalClusterOptions options;
     options.storage_servers = servers;
+    options.storage_flags = std::move(storage_flags);
     options.meta_flags = {absl::StrCat("--replicas=", replicas), "--server_timeout_s=3"};
     auto cluster = ckptfs::testing::LocalCluster::Start(options);
     ASSERT_TRUE(cluster.ok()) << cluster.status();
