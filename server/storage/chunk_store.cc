@@ -1,10 +1,8 @@
 // See chunk_store.h.
 #include "server/storage/chunk_store.h"
 
-#include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
-#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -23,27 +21,8 @@
 namespace ckptfs::storage {
 namespace {
 
-// Chunk files opened at once by Sync (bounded so fds stay well under limits).
-constexpr size_t kSyncBatch = 64;
-
 std::string ChunkName(ChunkKey key) {
   return absl::StrCat("chunk ", key.index, " of inode ", key.ino);
-}
-
-// The names in directory `path` except "." and "..". ENOENT passes through.
-absl::StatusOr<std::vector<std::string>> ListDir(const std::string& path) {
-  DIR* dir = ::opendir(path.c_str());
-  if (dir == nullptr) return SyscallError(errno, absl::StrCat("opendir ", path));
-  std::vector<std::string> names;
-  errno = 0;
-  while (dirent* entry = ::readdir(dir)) {
-    const absl::string_view name(entry->d_name);
-    if (name != "." && name != "..") names.emplace_back(name);
-  }
-  const int err = errno;
-  ::closedir(dir);
-  if (err != 0) return SyscallError(err, absl::StrCat("readdir ", path));
-  return names;
 }
 
 // Whether the chunk file at `path`, `file_size` bytes long, is a whole chunk
@@ -51,14 +30,14 @@ absl::StatusOr<std::vector<std::string>> ListDir(const std::string& path) {
 // as that header says. A torn file (cut short by a power loss, or with a
 // damaged header) is not, so a write does not take it for one that its
 // payload covers and silently drop the bytes it stood for.
-bool HoldsAtMost(const std::string& path, size_t file_size, size_t len) {
+bool HoldsAtMost(FileSystem& fs, const std::string& path, size_t file_size, size_t len) {
   if (file_size < kChunkHeaderSize || file_size > kChunkHeaderSize + RoundUpToBlock(len)) {
     return false;
   }
-  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (!fd.valid()) return false;
+  auto fd = fs.Open(path, O_RDONLY);
+  if (!fd.ok()) return false;
   char block[kChunkHeaderSize];
-  if (::pread(fd.get(), block, sizeof(block), 0) != static_cast<ssize_t>(sizeof(block))) {
+  if (::pread(fd->get(), block, sizeof(block), 0) != static_cast<ssize_t>(sizeof(block))) {
     return false;
   }
   auto header = DecodeChunkHeader(absl::string_view(block, sizeof(block)), path);
@@ -66,29 +45,28 @@ bool HoldsAtMost(const std::string& path, size_t file_size, size_t len) {
          file_size == ChunkFileSize(header->data_length);
 }
 
-absl::Status MakeDir(const std::string& path) {
-  if (::mkdir(path.c_str(), 0755) != 0 && errno != EEXIST) {
-    return SyscallError(errno, absl::StrCat("mkdir ", path));
-  }
-  return absl::OkStatus();
+// mkdir that is content with an existing directory.
+absl::Status MakeDir(FileSystem& fs, const std::string& path) {
+  absl::Status s = fs.MakeDir(path);
+  return ErrnoFromStatus(s) == EEXIST ? absl::OkStatus() : s;
 }
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<ChunkStore>> ChunkStore::Open(const std::string& data_dir) {
+absl::StatusOr<std::unique_ptr<ChunkStore>> ChunkStore::Open(const std::string& data_dir,
+                                                            FileSystem* fs) {
+  FileSystem& files = fs != nullptr ? *fs : FileSystem::Default();
   const std::string chunks = absl::StrCat(data_dir, "/chunks");
   const std::string tmp = absl::StrCat(data_dir, "/tmp");
-  if (absl::Status s = MakeDir(chunks); !s.ok()) return s;
-  if (absl::Status s = MakeDir(tmp); !s.ok()) return s;
-  if (absl::Status s = MakeDir(absl::StrCat(data_dir, "/quarantine")); !s.ok()) return s;
+  if (absl::Status s = MakeDir(files, chunks); !s.ok()) return s;
+  if (absl::Status s = MakeDir(files, tmp); !s.ok()) return s;
+  if (absl::Status s = MakeDir(files, absl::StrCat(data_dir, "/quarantine")); !s.ok()) return s;
   // Leftovers of writes a crash interrupted: never published, never acked.
-  auto leftovers = ListDir(tmp);
+  auto leftovers = files.ListDir(tmp);
   if (!leftovers.ok()) return leftovers.status();
   for (const std::string& name : *leftovers) {
-    const std::string path = absl::StrCat(tmp, "/", name);
-    if (::unlink(path.c_str()) != 0 && errno != ENOENT) {
-      return SyscallError(errno, absl::StrCat("unlink ", path));
-    }
+    absl::Status s = files.Unlink(absl::StrCat(tmp, "/", name));
+    if (!s.ok() && ErrnoFromStatus(s) != ENOENT) return s;
   }
   if (!leftovers->empty()) {
     CKPTFS_LOG(kInfo) << "removed " << leftovers->size() << " unfinished chunk writes from "
@@ -97,22 +75,23 @@ absl::StatusOr<std::unique_ptr<ChunkStore>> ChunkStore::Open(const std::string& 
   // O_DIRECT is refused with EINVAL at open by file systems that lack it.
   const std::string probe = absl::StrCat(tmp, "/direct-io-probe");
   bool direct_io = true;
-  int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC | O_DIRECT, 0644);
-  if (fd < 0 && errno == EINVAL) {
+  auto fd = files.Open(probe, O_WRONLY | O_CREAT | O_DIRECT, 0644);
+  if (!fd.ok() && ErrnoFromStatus(fd.status()) == EINVAL) {
     direct_io = false;
-    fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+    fd = files.Open(probe, O_WRONLY | O_CREAT, 0644);
   }
-  if (fd < 0) return SyscallError(errno, absl::StrCat("create ", probe));
-  ::close(fd);
-  ::unlink(probe.c_str());
+  if (!fd.ok()) return fd.status();
+  fd->Reset();
+  (void)files.Unlink(probe);
   if (!direct_io) {
     CKPTFS_LOG(kWarning) << data_dir << ": file system refuses O_DIRECT; using buffered I/O";
   }
-  return std::unique_ptr<ChunkStore>(new ChunkStore(data_dir, direct_io));
+  return std::unique_ptr<ChunkStore>(new ChunkStore(data_dir, direct_io, files));
 }
 
-ChunkStore::ChunkStore(std::string data_dir, bool direct_io)
-    : data_dir_(std::move(data_dir)),
+ChunkStore::ChunkStore(std::string data_dir, bool direct_io, FileSystem& fs)
+    : fs_(fs),
+      data_dir_(std::move(data_dir)),
       chunks_dir_(absl::StrCat(data_dir_, "/chunks")),
       tmp_dir_(absl::StrCat(data_dir_, "/tmp")),
       quarantine_dir_(absl::StrCat(data_dir_, "/quarantine")),
@@ -133,18 +112,12 @@ absl::Mutex& ChunkStore::LockFor(ChunkKey key) {
   return locks_[h % kLockStripes];
 }
 
-absl::StatusOr<int> ChunkStore::OpenChunkFile(const std::string& path, int flags) const {
-  int fd = -1;
+absl::StatusOr<UniqueFd> ChunkStore::OpenChunkFile(const std::string& path, int flags) const {
   if (direct_io_) {
-    fd = ::open(path.c_str(), flags | O_DIRECT | O_CLOEXEC, 0644);
-    if (fd >= 0 || errno != EINVAL) {
-      if (fd < 0) return SyscallError(errno, absl::StrCat("open ", path));
-      return fd;
-    }
+    auto fd = fs_.Open(path, flags | O_DIRECT, 0644);
+    if (fd.ok() || ErrnoFromStatus(fd.status()) != EINVAL) return fd;
   }
-  fd = ::open(path.c_str(), flags | O_CLOEXEC, 0644);
-  if (fd < 0) return SyscallError(errno, absl::StrCat("open ", path));
-  return fd;
+  return fs_.Open(path, flags, 0644);
 }
 
 absl::Status ChunkStore::Publish(Ring& ring, ChunkKey key, const char* header_block,
@@ -153,7 +126,7 @@ absl::Status ChunkStore::Publish(Ring& ring, ChunkKey key, const char* header_bl
                                        next_tmp_.fetch_add(1));
   auto fd = OpenChunkFile(tmp, O_WRONLY | O_CREAT | O_EXCL);
   if (!fd.ok()) return fd.status();
-  UniqueFd file(*fd);
+  UniqueFd file = *std::move(fd);
   std::vector<Ring::Op> ops;
   if (data == nullptr) {
     ops.push_back({Ring::OpKind::kWrite, file.get(), const_cast<char*>(header_block),
@@ -181,17 +154,13 @@ absl::Status ChunkStore::Publish(Ring& ring, ChunkKey key, const char* header_bl
     // says it does not. A concurrent Trim may remove it again (when empty)
     // between our mkdir and rename: try again then.
     for (int attempt = 0;; ++attempt) {
-      if (::rename(tmp.c_str(), path.c_str()) == 0) break;
-      const int err = errno;
-      if (err != ENOENT || attempt >= 4) {
-        status = SyscallError(err, absl::StrCat("rename ", tmp, " to ", path));
-        break;
-      }
-      status = MakeDir(dir);
+      status = fs_.Rename(tmp, path);
+      if (status.ok() || ErrnoFromStatus(status) != ENOENT || attempt >= 4) break;
+      status = MakeDir(fs_, dir);
       if (!status.ok()) break;
     }
   }
-  if (!status.ok()) ::unlink(tmp.c_str());
+  if (!status.ok()) (void)fs_.Unlink(tmp);
   return status;
 }
 
@@ -205,7 +174,7 @@ absl::StatusOr<ChunkHeader> ChunkStore::Load(Ring& ring, ChunkKey key, AlignedBu
     }
     return fd.status();
   }
-  UniqueFd file(*fd);
+  UniqueFd file = *std::move(fd);
   struct stat st {};
   if (::fstat(file.get(), &st) != 0) return SyscallError(errno, absl::StrCat("fstat ", path));
   const size_t file_size = static_cast<size_t>(st.st_size);
@@ -290,13 +259,13 @@ absl::Status ChunkStore::Write(Ring& ring, ChunkKey key, uint32_t offset,
     // within it: no need to read (and merge) the old data, only its header.
     // Otherwise, or when the old file is torn, MergeLocked reads it all
     // (and fails with EIO on a torn one).
-    struct stat st {};
     const std::string path = ChunkPath(key);
-    if (::stat(path.c_str(), &st) != 0) {
-      if (errno != ENOENT) return SyscallError(errno, absl::StrCat("stat ", path));
+    auto st = fs_.Stat(path);
+    if (!st.ok()) {
+      if (ErrnoFromStatus(st.status()) != ENOENT) return st.status();
       whole = true;
     } else {
-      whole = HoldsAtMost(path, static_cast<size_t>(st.st_size), len);
+      whole = HoldsAtMost(fs_, path, static_cast<size_t>(st->st_size), len);
     }
   }
   if (!whole || payload.capacity() < RoundUpToBlock(len)) {
@@ -329,23 +298,22 @@ absl::Status ChunkStore::Fill(Ring& ring, ChunkKey key, AlignedBuffer& payload,
                                             ": payload buffer not padded to whole blocks"));
   }
   absl::MutexLock lock(&LockFor(key));
-  const std::string path = ChunkPath(key);
-  struct stat st {};
-  if (::stat(path.c_str(), &st) == 0) {
+  auto st = fs_.Stat(ChunkPath(key));
+  if (st.ok()) {
     return ErrnoStatus(EEXIST, absl::StrCat(ChunkName(key),
                                             " is stored here already: fill refused"));
   }
-  if (errno != ENOENT) return SyscallError(errno, absl::StrCat("stat ", path));
+  if (ErrnoFromStatus(st.status()) != ENOENT) return st.status();
   return PublishWhole(ring, key, payload, payload_crc32c);
 }
 
 absl::Status ChunkStore::ForEachChunk(absl::FunctionRef<bool(ChunkKey)> visit) const {
-  auto inodes = ListDir(chunks_dir_);
+  auto inodes = fs_.ListDir(chunks_dir_);
   if (!inodes.ok()) return inodes.status();
   for (const std::string& inode_name : *inodes) {
     uint64_t ino = 0;
     if (!absl::SimpleAtoi(inode_name, &ino)) continue;  // not an inode directory
-    auto names = ListDir(InodeDir(ino));
+    auto names = fs_.ListDir(InodeDir(ino));
     if (!names.ok()) {
       if (ErrnoFromStatus(names.status()) == ENOENT) continue;  // trimmed away meanwhile
       return names.status();
@@ -384,9 +352,7 @@ absl::StatusOr<ScrubResult> ChunkStore::Scrub(Ring& ring, AlignedBuffer& buffer,
   const std::string path = ChunkPath(key);
   const std::string aside =
       absl::StrCat(quarantine_dir_, "/", key.ino, ".", key.index, ".", absl::ToUnixMillis(absl::Now()));
-  if (::rename(path.c_str(), aside.c_str()) != 0) {
-    return SyscallError(errno, absl::StrCat("rename ", path, " to ", aside));
-  }
+  if (absl::Status s = fs_.Rename(path, aside); !s.ok()) return s;
   CKPTFS_LOG(kError) << "scrub: " << ChunkName(key) << " failed its CRC checks ("
                      << header.status().message() << "); moved to " << aside
                      << ": it reads as missing here until a repair writes it again";
@@ -406,17 +372,17 @@ absl::Status ChunkStore::Write(Ring& ring, ChunkKey key, uint32_t offset,
 absl::Status ChunkStore::RequireStoredUpTo(ChunkKey key, uint32_t offset) const {
   uint32_t stored = 0;
   const std::string path = ChunkPath(key);
-  struct stat st {};
-  if (::stat(path.c_str(), &st) != 0) {
-    if (errno != ENOENT) return SyscallError(errno, absl::StrCat("stat ", path));
-  } else if (static_cast<size_t>(st.st_size) >= kChunkHeaderSize + offset + kBlockSize) {
+  auto st = fs_.Stat(path);
+  if (!st.ok()) {
+    if (ErrnoFromStatus(st.status()) != ENOENT) return st.status();
+  } else if (static_cast<size_t>(st->st_size) >= kChunkHeaderSize + offset + kBlockSize) {
     // Data padded to whole blocks: the stored length is past `offset`.
     return absl::OkStatus();
   } else {
-    UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+    auto fd = fs_.Open(path, O_RDONLY);
     char block[kChunkHeaderSize];
-    if (!fd.valid() ||
-        ::pread(fd.get(), block, sizeof(block), 0) != static_cast<ssize_t>(sizeof(block))) {
+    if (!fd.ok() ||
+        ::pread(fd->get(), block, sizeof(block), 0) != static_cast<ssize_t>(sizeof(block))) {
       return absl::OkStatus();  // MergeLocked reads it whole, and reports what is wrong
     }
     auto header = DecodeChunkHeader(absl::string_view(block, sizeof(block)), path);
@@ -477,7 +443,7 @@ absl::Status ChunkStore::Trim(Ring& ring, uint64_t ino, uint64_t new_size,
                                             " bytes with chunk size 0"));
   }
   const std::string dir = InodeDir(ino);
-  auto names = ListDir(dir);
+  auto names = fs_.ListDir(dir);
   if (!names.ok()) {
     return ErrnoFromStatus(names.status()) == ENOENT ? absl::OkStatus() : names.status();
   }
@@ -491,83 +457,50 @@ absl::Status ChunkStore::Trim(Ring& ring, uint64_t ino, uint64_t new_size,
     absl::MutexLock lock(&LockFor(key));
     const std::string path = ChunkPath(key);
     if (new_size == 0 || start >= new_size) {
-      if (::unlink(path.c_str()) != 0 && errno != ENOENT) {
-        status = SyscallError(errno, absl::StrCat("unlink ", path));
-      }
+      status = fs_.Unlink(path);
+      if (ErrnoFromStatus(status) == ENOENT) status = absl::OkStatus();
     } else if (new_size - start < chunk_size) {
       const uint32_t keep = static_cast<uint32_t>(new_size - start);
-      struct stat st {};
       // A file whose padded data fits in `keep` bytes needs no cut.
-      if (::stat(path.c_str(), &st) == 0 &&
-          static_cast<size_t>(st.st_size) > kChunkHeaderSize + keep) {
+      auto st = fs_.Stat(path);
+      if (st.ok() && static_cast<size_t>(st->st_size) > kChunkHeaderSize + keep) {
         status = Cut(ring, key, keep);
       }
     }
     if (!status.ok() && first_error.ok()) first_error = status;
   }
   // Fails harmlessly (ENOTEMPTY) while chunks remain or a write adds one.
-  ::rmdir(dir.c_str());
+  (void)fs_.RemoveDir(dir);
   return first_error;
 }
 
 absl::Status ChunkStore::Sync(Ring& ring, uint64_t ino) {
   const std::string dir = InodeDir(ino);
-  auto names = ListDir(dir);
+  auto names = fs_.ListDir(dir);
   if (!names.ok()) {
     return ErrnoFromStatus(names.status()) == ENOENT ? absl::OkStatus() : names.status();
   }
-  for (size_t first = 0; first < names->size(); first += kSyncBatch) {
-    std::vector<UniqueFd> files;
-    std::vector<Ring::Op> ops;
-    std::vector<std::string> paths;
-    for (size_t i = first; i < std::min(names->size(), first + kSyncBatch); ++i) {
-      const std::string path = absl::StrCat(dir, "/", (*names)[i]);
-      UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-      if (!fd.valid()) {
-        if (errno == ENOENT) continue;  // trimmed meanwhile
-        return SyscallError(errno, absl::StrCat("open ", path, " to sync"));
-      }
-      ops.push_back({Ring::OpKind::kFdatasync, fd.get(), nullptr, 0, 0, 0});
-      files.push_back(std::move(fd));
-      paths.push_back(path);
-    }
-    if (absl::Status s = ring.Run(ops); !s.ok()) return s;
-    for (size_t i = 0; i < ops.size(); ++i) {
-      if (ops[i].result < 0) {
-        return SyscallError(static_cast<int>(-ops[i].result),
-                            absl::StrCat("fdatasync ", paths[i]));
-      }
-    }
-  }
+  std::vector<std::string> paths;
+  paths.reserve(names->size());
+  for (const std::string& name : *names) paths.push_back(absl::StrCat(dir, "/", name));
+  // Files trimmed meanwhile are skipped.
+  if (absl::Status s = fs_.SyncFiles(ring, paths); !s.ok()) return s;
   // The renames that published the chunks, and the inode directory itself.
-  for (const std::string& path : {dir, chunks_dir_}) {
-    UniqueFd fd(::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-    if (!fd.valid()) {
-      if (errno == ENOENT) continue;
-      return SyscallError(errno, absl::StrCat("open ", path, " to sync"));
-    }
-    if (absl::Status s = ring.Fdatasync(fd.get()); !s.ok()) {
-      return ErrnoStatus(ErrnoFromStatus(s), absl::StrCat("fsync ", path, ": ", s.message()));
-    }
+  for (const std::string* path : {&dir, &chunks_dir_}) {
+    absl::Status s = fs_.SyncDir(ring, *path);
+    if (!s.ok() && ErrnoFromStatus(s) != ENOENT) return s;
   }
   return absl::OkStatus();
 }
 
-absl::Status ChunkStore::SyncAll() {
-  UniqueFd fd(::open(data_dir_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-  if (!fd.valid()) return SyscallError(errno, absl::StrCat("open ", data_dir_, " to sync"));
-  if (::syncfs(fd.get()) != 0) return SyscallError(errno, absl::StrCat("syncfs ", data_dir_));
-  return absl::OkStatus();
-}
+absl::Status ChunkStore::SyncAll() { return fs_.SyncFileSystem(data_dir_); }
 
 absl::StatusOr<SpaceUsage> ChunkStore::Space() const {
-  struct statvfs vfs {};
-  if (::statvfs(data_dir_.c_str(), &vfs) != 0) {
-    return SyscallError(errno, absl::StrCat("statvfs ", data_dir_));
-  }
+  auto vfs = fs_.StatFileSystem(data_dir_);
+  if (!vfs.ok()) return vfs.status();
   SpaceUsage usage;
-  usage.capacity_bytes = uint64_t{vfs.f_blocks} * vfs.f_frsize;
-  const uint64_t available = uint64_t{vfs.f_bavail} * vfs.f_frsize;
+  usage.capacity_bytes = uint64_t{vfs->f_blocks} * vfs->f_frsize;
+  const uint64_t available = uint64_t{vfs->f_bavail} * vfs->f_frsize;
   usage.used_bytes = usage.capacity_bytes > available ? usage.capacity_bytes - available : 0;
   return usage;
 }

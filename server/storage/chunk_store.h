@@ -32,7 +32,10 @@
 //
 // Disk I/O goes through the caller's io_uring Ring (one per thread), with
 // O_DIRECT and 4096-aligned buffers when the file system allows it, buffered
-// I/O otherwise.
+// I/O otherwise. Every other file call (open, rename, unlink, mkdir, the
+// syncs, ...) goes through a FileSystem (file_system.h): the real one, or in
+// tests one that models what a power loss keeps
+// (testing/fault_injection_file_system.h).
 //
 // Thread-safety: all methods may be called concurrently from any threads,
 // each thread passing its own Ring and buffers.
@@ -54,9 +57,11 @@
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "common/frame.h"
+#include "common/unique_fd.h"
 #include "common/uring.h"
 #include "server/storage/aligned_buffer.h"
 #include "server/storage/chunk_format.h"
+#include "server/storage/file_system.h"
 
 namespace ckptfs::storage {
 
@@ -91,9 +96,12 @@ struct SpaceUsage {
 class ChunkStore {
  public:
   // Opens (creating if needed) the store under `data_dir`, empties tmp/ and
-  // probes whether O_DIRECT works there. REQUIRES: `data_dir` exists and no
-  // other process uses it (the caller holds its lock).
-  static absl::StatusOr<std::unique_ptr<ChunkStore>> Open(const std::string& data_dir);
+  // probes whether O_DIRECT works there. Every file call goes through `fs`
+  // (borrowed; must outlive the store), or the real file system when null.
+  // REQUIRES: `data_dir` exists and no other process uses it (the caller
+  // holds its lock).
+  static absl::StatusOr<std::unique_ptr<ChunkStore>> Open(const std::string& data_dir,
+                                                          FileSystem* fs = nullptr);
 
   ChunkStore(const ChunkStore&) = delete;
   ChunkStore& operator=(const ChunkStore&) = delete;
@@ -174,7 +182,7 @@ class ChunkStore {
   std::string InodeDir(uint64_t ino) const;
 
  private:
-  ChunkStore(std::string data_dir, bool direct_io);
+  ChunkStore(std::string data_dir, bool direct_io, FileSystem& fs);
 
   absl::Mutex& LockFor(ChunkKey key);
   // Writes a new chunk file under tmp/ in one io_uring batch and renames it
@@ -203,10 +211,13 @@ class ChunkStore {
   // is held; payload.capacity() >= RoundUpToBlock(payload.size()).
   absl::Status PublishWhole(Ring& ring, ChunkKey key, AlignedBuffer& payload,
                             std::optional<uint32_t> payload_crc32c);
-  absl::StatusOr<int> OpenChunkFile(const std::string& path, int flags) const;
+  // Opens a chunk file with O_DIRECT when the store uses it and the file
+  // system takes it for this file, else buffered.
+  absl::StatusOr<UniqueFd> OpenChunkFile(const std::string& path, int flags) const;
 
   static constexpr size_t kLockStripes = 256;
 
+  FileSystem& fs_;
   const std::string data_dir_;
   const std::string chunks_dir_;
   const std::string tmp_dir_;
