@@ -73,6 +73,8 @@ class AuthenticatedMetaService final : public MetaService::CallbackService {
   CKPTFS_AUTHENTICATED_RPC(RegisterServer, RegisterServerRequest, RegisterServerReply)
   CKPTFS_AUTHENTICATED_RPC(Heartbeat, HeartbeatRequest, Empty)
   CKPTFS_AUTHENTICATED_RPC(ListServers, Empty, ListServersReply)
+  CKPTFS_AUTHENTICATED_RPC(MoveStripeServer, MoveStripeServerRequest, AttrReply)
+  CKPTFS_AUTHENTICATED_RPC(ReportRepair, ReportRepairRequest, Empty)
   CKPTFS_AUTHENTICATED_RPC(ClientHeartbeat, ClientHeartbeatRequest, Empty)
   CKPTFS_AUTHENTICATED_RPC(ClusterStatus, ClusterStatusRequest, ClusterStatusReply)
 #undef CKPTFS_AUTHENTICATED_RPC

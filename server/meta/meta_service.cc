@@ -222,6 +222,24 @@ Reactor* MetaServiceImpl::ListServers(Context* ctx, const Empty*, ListServersRep
                     });
 }
 
+Reactor* MetaServiceImpl::MoveStripeServer(Context* ctx, const MoveStripeServerRequest* request,
+                                           AttrReply* reply) {
+  absl::StatusOr<Attr> attr =
+      ns_->MoveStripeServer(request->ino(), request->from_server_id(), request->to_server_id());
+  if (attr.ok()) {
+    CKPTFS_LOG(kInfo) << "the copies of inode " << request->ino() << " moved from storage server "
+                      << request->from_server_id() << " to " << request->to_server_id();
+  }
+  return FinishWith(ctx, "MoveStripeServer", std::move(attr),
+                    [&](Attr moved) { *reply->mutable_attr() = std::move(moved); });
+}
+
+Reactor* MetaServiceImpl::ReportRepair(Context* ctx, const ReportRepairRequest* request,
+                                       Empty*) {
+  board_.RepairReported(request->report(), absl::ToUnixMillis(absl::Now()));
+  return Finish(ctx, "ReportRepair", absl::OkStatus());
+}
+
 Reactor* MetaServiceImpl::ClientHeartbeat(Context* ctx, const ClientHeartbeatRequest* request,
                                           Empty*) {
   if (request->client().client_id().empty()) {

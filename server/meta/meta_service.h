@@ -17,9 +17,16 @@
 //
 // ClientHeartbeat and ClusterStatus (`ckptfs status`) use the service's own
 // StatusBoard (status_board.h), in memory only: no KV write on either path.
-// The storage Heartbeat also records the load a server reports there, and
-// the checkpoint RPCs note the checkpoints they see, so ClusterStatus lists
-// the pending ones without a scan.
+// The storage Heartbeat also records the load and scrub totals a server
+// reports there, ReportRepair keeps the repairer's last report, and the
+// checkpoint RPCs note the checkpoints they see, so ClusterStatus lists the
+// pending ones without a scan.
+//
+// MoveStripeServer (the repairer's) is Namespace::MoveStripeServer. The
+// repair report is kept by the metadata server that received it only: with
+// several servers on one store (--etcd_shared) a status answered by another
+// one shows none, or an older one. That is enough for a display, and it
+// keeps the KV store free of a write every few seconds for one.
 //
 // Thread-safety: thread-safe (handlers run concurrently). Namespace,
 // Membership and the coordinator are borrowed and must outlive the service.
@@ -82,6 +89,9 @@ class MetaServiceImpl final : public MetaService::CallbackService {
                           RegisterServerReply* reply) override;
   Reactor* Heartbeat(Context* ctx, const HeartbeatRequest* request, Empty* reply) override;
   Reactor* ListServers(Context* ctx, const Empty* request, ListServersReply* reply) override;
+  Reactor* MoveStripeServer(Context* ctx, const MoveStripeServerRequest* request,
+                            AttrReply* reply) override;
+  Reactor* ReportRepair(Context* ctx, const ReportRepairRequest* request, Empty* reply) override;
   Reactor* ClientHeartbeat(Context* ctx, const ClientHeartbeatRequest* request,
                            Empty* reply) override;
   Reactor* ClusterStatus(Context* ctx, const ClusterStatusRequest* request,

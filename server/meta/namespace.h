@@ -173,6 +173,16 @@ class Namespace {
   absl::StatusOr<Attr> CommitWrite(uint64_t ino, uint64_t size, int64_t mtime_ns,
                                    bool durable = false);
 
+  // --- Repair (ops/move_stripe.cc) ---
+  // Moves regular file `ino`'s copies off storage server `from`: every
+  // `from` in its layout's stripe becomes `to`, ctime advances, and the new
+  // attributes are returned (an orphan's reclamation record moves too).
+  // Allowed inside ended checkpoints (it moves bytes, it does not change
+  // them). EINVAL when `from` == `to`, `to` is not a registered server, or
+  // the stripe already holds `to`; ESTALE when it does not hold `from`
+  // (moved already); ENOENT, EISDIR, EINVAL (a symlink) as usual.
+  absl::StatusOr<Attr> MoveStripeServer(uint64_t ino, uint32_t from, uint32_t to);
+
   // --- Extended attributes (ops/xattr.cc) ---
   // Names: 1..255 bytes (ERANGE otherwise, as Linux), no NUL (EINVAL); values at
   // most 64 KiB (E2BIG); at most 1 MiB of xattrs per inode (ENOSPC).

@@ -2,6 +2,7 @@
 #include "server/meta/status_board.h"
 
 #include <algorithm>
+#include <utility>
 
 namespace ckptfs::meta {
 namespace {
@@ -64,8 +65,14 @@ std::vector<ClientInfo> StatusBoard::Clients(int64_t now_ms) {
 }
 
 void StatusBoard::ServerHeartbeat(const HeartbeatRequest& request, int64_t now_ms) {
-  if (!request.load_reported()) return;
   absl::MutexLock lock(&mu_);
+  // The last heartbeat's: a server restarted with scrubbing off reports none.
+  if (request.has_scrub()) {
+    scrubs_[request.server_id()] = request.scrub();
+  } else {
+    scrubs_.erase(request.server_id());
+  }
+  if (!request.load_reported()) return;
   auto [it, fresh] = loads_.try_emplace(request.server_id());
   LoadEntry& load = it->second;
   const int64_t elapsed_ms = now_ms - load.at_ms;
@@ -89,6 +96,9 @@ ServerStatus StatusBoard::ServerStatusOf(const ServerInfo& info) {
   ServerStatus status;
   *status.mutable_info() = info;
   absl::MutexLock lock(&mu_);
+  if (auto scrub = scrubs_.find(info.id()); scrub != scrubs_.end()) {
+    *status.mutable_scrub() = scrub->second;
+  }
   auto it = loads_.find(info.id());
   if (it == loads_.end()) return status;
   status.set_load_reported(true);
@@ -96,6 +106,19 @@ ServerStatus StatusBoard::ServerStatusOf(const ServerInfo& info) {
   status.set_read_bytes_per_s(it->second.read_per_s);
   status.set_write_bytes_per_s(it->second.write_per_s);
   return status;
+}
+
+void StatusBoard::RepairReported(const RepairReport& report, int64_t now_ms) {
+  RepairEntry entry{report, now_ms};
+  Cap(entry.report.mutable_repairer());
+  Cap(entry.report.mutable_last_problem());
+  absl::MutexLock lock(&mu_);
+  repair_ = std::move(entry);
+}
+
+std::optional<StatusBoard::RepairEntry> StatusBoard::LastRepair() {
+  absl::MutexLock lock(&mu_);
+  return repair_;
 }
 
 void StatusBoard::SeeCheckpoint(uint64_t ino) {

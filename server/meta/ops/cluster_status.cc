@@ -1,13 +1,16 @@
 // MetaServiceImpl::BuildClusterStatus: the answer to ClusterStatus
 // (`ckptfs status`). Servers come from Membership (KV reads) with the load
-// the StatusBoard holds; clients from the StatusBoard; the checkpoints to
-// look at are those the StatusBoard has seen plus the KV's pending index;
-// each is read (GetCheckpoint) to keep the pending ones, and the ones that
-// ended are forgotten. Writes nothing.
+// and scrub reports the StatusBoard holds; clients and the repairer's last
+// report from the StatusBoard; the checkpoints to look at are those the
+// StatusBoard has seen plus the KV's pending index; each is read
+// (GetCheckpoint) to keep the pending ones, and the ones that ended are
+// forgotten. Writes nothing.
 // Thread-safety: as MetaServiceImpl (any handler thread).
 #include <cerrno>
 
+#include <optional>
 #include <string>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
@@ -33,6 +36,10 @@ absl::StatusOr<ClusterStatusReply> MetaServiceImpl::BuildClusterStatus() {
   reply.set_redundancy(copies <= 1 ? std::string("none (1 copy)")
                                    : absl::StrCat(copies, " replicas"));
   for (ClientInfo& client : board_.Clients(now_ms)) *reply.add_clients() = std::move(client);
+  if (std::optional<StatusBoard::RepairEntry> repair = board_.LastRepair(); repair.has_value()) {
+    *reply.mutable_repair() = std::move(repair->report);
+    reply.set_repair_reported_ms(repair->reported_ms);
+  }
   if (pending_index_ != nullptr) {
     // The KV index of pending checkpoints: those from before a restart too.
     absl::StatusOr<std::vector<uint64_t>> pending = pending_index_->Pending();
