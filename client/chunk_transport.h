@@ -13,12 +13,14 @@
 #ifndef CKPTFS_CLIENT_CHUNK_TRANSPORT_H_
 #define CKPTFS_CLIENT_CHUNK_TRANSPORT_H_
 
+#include <cerrno>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "common/errno_status.h"
 
 namespace ckptfs::client {
 
@@ -43,6 +45,17 @@ class ChunkTransport {
   absl::Status WriteChunk(uint32_t server_id, uint64_t ino, uint64_t chunk_index,
                           uint32_t offset, const void* data, size_t length, bool replace) {
     return WriteChunk(server_id, ino, chunk_index, offset, data, length, replace, std::nullopt);
+  }
+
+  // Stores data[0, length) as the whole chunk (a replace WRITE), but only if
+  // the server holds no such chunk: fails with EEXIST, and changes nothing,
+  // when it holds one. How a repair (client/repair.h) restores a missing
+  // copy without ever overwriting bytes a writer stored meanwhile. A server
+  // of an older build ignores the condition and replaces. The default fails
+  // with ENOTSUP (test transports that never repair need not implement it).
+  virtual absl::Status FillChunk(uint32_t server_id, uint64_t ino, uint64_t chunk_index,
+                                 const void* data, size_t length) {
+    return ErrnoStatus(ENOTSUP, "this chunk transport cannot fill a missing chunk");
   }
 
   // Reads up to `length` bytes at `offset` within the chunk into buf.

@@ -145,6 +145,20 @@ absl::Status DataChunkTransport::WriteChunk(uint32_t server_id, uint64_t ino,
   return scope.Finish(Call(server_id, request, data, length, nullptr, 0).status(), length);
 }
 
+absl::Status DataChunkTransport::FillChunk(uint32_t server_id, uint64_t ino, uint64_t chunk_index,
+                                           const void* data, size_t length) {
+  data::RequestHeader request;
+  request.set_op(data::WRITE);
+  request.set_ino(ino);
+  request.set_chunk_index(static_cast<uint32_t>(chunk_index));
+  request.set_offset(0);
+  request.set_payload_crc32c(Crc32c(data, length));
+  request.set_replace(true);
+  request.set_only_if_absent(true);
+  ChunkRequestScope scope(ChunkOp::kWrite);
+  return scope.Finish(Call(server_id, request, data, length, nullptr, 0).status(), length);
+}
+
 absl::StatusOr<size_t> DataChunkTransport::ReadChunk(uint32_t server_id, uint64_t ino,
                                                      uint64_t chunk_index, uint32_t offset,
                                                      void* buf, size_t length) {

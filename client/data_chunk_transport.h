@@ -52,6 +52,8 @@ class DataChunkTransport : public ChunkTransport {
   absl::Status WriteChunk(uint32_t server_id, uint64_t ino, uint64_t chunk_index,
                           uint32_t offset, const void* data, size_t length, bool replace,
                           std::optional<uint32_t> crc32c) override;
+  absl::Status FillChunk(uint32_t server_id, uint64_t ino, uint64_t chunk_index,
+                         const void* data, size_t length) override;
   absl::StatusOr<size_t> ReadChunk(uint32_t server_id, uint64_t ino, uint64_t chunk_index,
                                    uint32_t offset, void* buf, size_t length) override;
   absl::Status TrimChunks(uint32_t server_id, uint64_t ino, uint64_t trim_size,

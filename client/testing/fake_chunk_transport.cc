@@ -12,6 +12,11 @@
 
 namespace ckptfs::client::testing {
 
+absl::Status FakeChunkTransport::DownStatus(uint32_t server_id) const {
+  if (down_.count(server_id) == 0) return absl::OkStatus();
+  return ErrnoStatus(ECONNREFUSED, absl::StrCat("fake storage server ", server_id, " is down"));
+}
+
 void FakeChunkTransport::Delay() const {
   absl::Duration delay;
   {
@@ -49,7 +54,9 @@ absl::Status FakeChunkTransport::WriteChunk(uint32_t server_id, uint64_t ino,
                                                   ": injected write failure"));
     }
   }
+  if (absl::Status down = DownStatus(server_id); !down.ok()) return down;
   if (replace && offset != 0) return ErrnoStatus(EINVAL, "replace write at offset != 0");
+  if (replace) corrupt_.erase(Key(server_id, ino, chunk_index));
   std::string& chunk = chunks_[Key(server_id, ino, chunk_index)];
   const char* bytes = static_cast<const char*>(data);
   if (replace) {
@@ -61,6 +68,22 @@ absl::Status FakeChunkTransport::WriteChunk(uint32_t server_id, uint64_t ino,
   return absl::OkStatus();
 }
 
+absl::Status FakeChunkTransport::FillChunk(uint32_t server_id, uint64_t ino,
+                                           uint64_t chunk_index, const void* data,
+                                           size_t length) {
+  {
+    absl::MutexLock lock(&mu_);
+    ++counts_.fills;
+    if (absl::Status down = DownStatus(server_id); !down.ok()) return down;
+    if (chunks_.count(Key(server_id, ino, chunk_index)) != 0) {
+      return ErrnoStatus(EEXIST, absl::StrCat("fake storage server ", server_id,
+                                              ": already holds chunk ", chunk_index,
+                                              " of inode ", ino));
+    }
+  }
+  return WriteChunk(server_id, ino, chunk_index, 0, data, length, /*replace=*/true);
+}
+
 absl::StatusOr<size_t> FakeChunkTransport::ReadChunk(uint32_t server_id, uint64_t ino,
                                                      uint64_t chunk_index, uint32_t offset,
                                                      void* buf, size_t length) {
@@ -69,6 +92,12 @@ absl::StatusOr<size_t> FakeChunkTransport::ReadChunk(uint32_t server_id, uint64_
   ++counts_.reads;
   ++reads_of_[{ino, chunk_index}];
   if (read_err_ != 0) return ErrnoStatus(read_err_, "fake storage server: injected read failure");
+  if (absl::Status down = DownStatus(server_id); !down.ok()) return down;
+  if (corrupt_.count(Key(server_id, ino, chunk_index)) != 0) {
+    return ErrnoStatus(EIO, absl::StrCat("fake storage server ", server_id, ": chunk ",
+                                         chunk_index, " of inode ", ino,
+                                         " fails its CRC32C"));
+  }
   auto it = chunks_.find(Key(server_id, ino, chunk_index));
   if (it == chunks_.end()) {
     return ErrnoStatus(ENOENT, absl::StrCat("fake storage server ", server_id, ": no chunk ",
@@ -87,6 +116,7 @@ absl::Status FakeChunkTransport::TrimChunks(uint32_t server_id, uint64_t ino, ui
   absl::MutexLock lock(&mu_);
   ++counts_.trims;
   if (trim_err_ != 0) return ErrnoStatus(trim_err_, "fake storage server: injected trim failure");
+  if (absl::Status down = DownStatus(server_id); !down.ok()) return down;
   if (chunk_size == 0) return ErrnoStatus(EINVAL, "trim with chunk size 0");
   for (auto it = chunks_.lower_bound(Key(server_id, ino, 0));
        it != chunks_.end() && std::get<0>(it->first) == server_id &&
@@ -108,6 +138,7 @@ absl::Status FakeChunkTransport::SyncChunks(uint32_t server_id, uint64_t ino) {
   ++counts_.syncs;
   ++syncs_of_[{server_id, ino}];
   if (sync_err_ != 0) return ErrnoStatus(sync_err_, "fake storage server: injected sync failure");
+  if (absl::Status down = DownStatus(server_id); !down.ok()) return down;
   return absl::OkStatus();
 }
 
@@ -130,6 +161,20 @@ void FakeChunkTransport::FailTrims(int err) {
 void FakeChunkTransport::FailSyncs(int err) {
   absl::MutexLock lock(&mu_);
   sync_err_ = err;
+}
+
+void FakeChunkTransport::CorruptChunk(uint32_t server_id, uint64_t ino, uint64_t chunk_index) {
+  absl::MutexLock lock(&mu_);
+  corrupt_.insert(Key(server_id, ino, chunk_index));
+}
+
+void FakeChunkTransport::SetServerDown(uint32_t server_id, bool down) {
+  absl::MutexLock lock(&mu_);
+  if (down) {
+    down_.insert(server_id);
+  } else {
+    down_.erase(server_id);
+  }
 }
 
 void FakeChunkTransport::SetDelay(absl::Duration delay) {

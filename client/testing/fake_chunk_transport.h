@@ -3,11 +3,12 @@
 //
 // Chunks are kept per (server id, inode, chunk index) with the semantics of
 // the real storage server: WRITE replace / merge (a caller's CRC32C that
-// does not match the payload fails with EBADMSG), READ of a missing chunk
+// does not match the payload fails with EBADMSG), a fill (replace only if
+// absent, else EEXIST), READ of a missing chunk
 // fails with ENOENT, a short chunk reads short, TRIM deletes and cuts, SYNC
 // counts. Tests can make writes fail, slow every request down (to make
-// requests overlap), and count requests, including the most chunk writes
-// ever in flight at once.
+// requests overlap), corrupt a stored chunk, take a server down, and count
+// requests, including the most chunk writes ever in flight at once.
 //
 // Thread-safety: thread-safe.
 #ifndef CKPTFS_CLIENT_TESTING_FAKE_CHUNK_TRANSPORT_H_
@@ -16,6 +17,7 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <tuple>
 
@@ -34,6 +36,8 @@ class FakeChunkTransport : public ChunkTransport {
   absl::Status WriteChunk(uint32_t server_id, uint64_t ino, uint64_t chunk_index,
                           uint32_t offset, const void* data, size_t length, bool replace,
                           std::optional<uint32_t> crc32c) override;
+  absl::Status FillChunk(uint32_t server_id, uint64_t ino, uint64_t chunk_index,
+                         const void* data, size_t length) override;
   absl::StatusOr<size_t> ReadChunk(uint32_t server_id, uint64_t ino, uint64_t chunk_index,
                                    uint32_t offset, void* buf, size_t length) override;
   absl::Status TrimChunks(uint32_t server_id, uint64_t ino, uint64_t trim_size,
@@ -49,12 +53,20 @@ class FakeChunkTransport : public ChunkTransport {
   void FailSyncs(int err);
   // Each request sleeps this long before it is served.
   void SetDelay(absl::Duration delay);
+  // The stored copy of a chunk fails its CRC32C: READs of it fail with EIO
+  // (as the real server's check does) until a replace WRITE stores it anew.
+  // REQUIRES: the chunk exists.
+  void CorruptChunk(uint32_t server_id, uint64_t ino, uint64_t chunk_index);
+  // A server that is down: every request to it fails with ECONNREFUSED
+  // (nothing changes) until it is up again.
+  void SetServerDown(uint32_t server_id, bool down);
 
   // --- Inspection ---------------------------------------------------------
   struct Counts {
     int writes = 0;
     int replace_writes = 0;
     int writes_with_crc = 0;  // WRITEs whose caller passed the CRC32C
+    int fills = 0;  // FillChunk calls (each stored one is also a replace WRITE)
     int reads = 0;
     int trims = 0;
     int syncs = 0;
@@ -75,9 +87,13 @@ class FakeChunkTransport : public ChunkTransport {
   using Key = std::tuple<uint32_t, uint64_t, uint64_t>;  // server, ino, chunk
 
   void Delay() const;
+  // ECONNREFUSED when SetServerDown made `server_id` down.
+  absl::Status DownStatus(uint32_t server_id) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   mutable absl::Mutex mu_;
   std::map<Key, std::string> chunks_ ABSL_GUARDED_BY(mu_);
+  std::set<Key> corrupt_ ABSL_GUARDED_BY(mu_);
+  std::set<uint32_t> down_ ABSL_GUARDED_BY(mu_);
   std::map<std::pair<uint64_t, uint64_t>, int> reads_of_ ABSL_GUARDED_BY(mu_);
   std::map<std::pair<uint32_t, uint64_t>, int> syncs_of_ ABSL_GUARDED_BY(mu_);
   Counts counts_ ABSL_GUARDED_BY(mu_);

@@ -1,0 +1,91 @@
+// FileRepairer: restores the copies of one replicated file's chunks.
+//
+// Given a file's attributes (size, layout) and the storage servers (alive
+// flag, last heartbeat), Repair does two things:
+//  - A stripe server dead (not alive) for at least `move_after` is replaced:
+//    a live server outside the stripe (the one with the most free bytes)
+//    gets, by a replace WRITE, every chunk that had a copy on the dead one,
+//    read from another copy; then the service moves the stripe entry
+//    (RepairMeta::MoveStripeServer). ESTALE (someone moved it first) re-reads
+//    the attributes. With one copy per chunk, or no spare server, the file
+//    is unrepairable.
+//  - With two or more copies per chunk, every chunk of the file is READ
+//    whole from each copy on a live server (the server checks its CRC32C:
+//    EIO for a corrupt copy; a copy its scrubber set aside reads ENOENT). A
+//    missing copy is filled from a good one (ChunkTransport::FillChunk, only
+//    if still absent: a writer's bytes stored meanwhile win); a corrupt one
+//    is rewritten (replace WRITE). Good copies that differ are left alone (a
+//    write that failed on one copy, and its writer was told) and reported; a
+//    chunk missing everywhere is a hole.
+// A corrupt copy is rewritten without a condition: a writer replacing that
+// chunk between the READs and the rewrite loses to the repair (the window is
+// one chunk's READ and WRITE). Copies are compared over the chunk's bytes within the file's size (a
+// short copy reads as zeros past its end); the bytes copied are all that
+// the good copy holds.
+//
+// Thread-safety: one Repair at a time per FileRepairer; several
+// FileRepairers may share the transport and the RepairMeta.
+#ifndef CKPTFS_TOOLS_REPAIR_FILE_REPAIR_H_
+#define CKPTFS_TOOLS_REPAIR_FILE_REPAIR_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/time/time.h"
+#include "client/chunk_transport.h"
+#include "proto/meta.pb.h"
+#include "tools/repair/repair_meta.h"
+
+namespace ckptfs::repair {
+
+// What the repair of one file did; a pass adds these up.
+struct FileRepairResult {
+  uint64_t chunks_checked = 0;  // chunks whose copies were compared
+  uint64_t copies_rebuilt = 0;  // missing or corrupt copies written again
+  uint64_t copies_moved = 0;    // copies written onto a replacement server
+  uint64_t bytes_written = 0;
+  bool unrepairable = false;    // something is still wrong (see problems)
+  // For people, one line each, naming the file, chunk and servers.
+  std::vector<std::string> problems;
+};
+
+class FileRepairer {
+ public:
+  // `meta` and `transport` are borrowed and must outlive this.
+  FileRepairer(RepairMeta* meta, client::ChunkTransport* transport, absl::Duration move_after);
+
+  // Repairs file `attr` (a regular file; `path` names it in messages) given
+  // the storage servers as ListServers reported them at `now_ms` (the
+  // service's wall clock, against which last_heartbeat_ms is measured).
+  // Never fails: what could not be done is in the result.
+  FileRepairResult Repair(const std::string& path, meta::Attr attr,
+                          const std::vector<meta::ServerInfo>& servers, int64_t now_ms);
+
+ private:
+  // One copy of a chunk as READ from its server.
+  struct Copy {
+    uint32_t server_id = 0;
+    enum class State { kGood, kMissing, kCorrupt, kFailed } state = State::kFailed;
+    std::string bytes;  // kGood: what the server holds (up to chunk_size)
+    std::string error;  // kFailed / kCorrupt: the transport's message
+  };
+
+  Copy ReadCopy(uint32_t server_id, uint64_t ino, uint64_t chunk_index, uint32_t chunk_size);
+  // Copies `dead`'s chunks of the file onto `spare`, then moves the stripe
+  // entry; kMoved updates `attr`; kFailed records a problem.
+  enum class MoveOutcome { kMoved, kStale, kFailed };
+  MoveOutcome MoveOff(const std::string& path, meta::Attr& attr, uint32_t dead, uint32_t spare,
+                      FileRepairResult& result);
+  void CheckChunk(const std::string& path, const meta::Attr& attr, uint64_t chunk_index,
+                  FileRepairResult& result);
+
+  RepairMeta* const meta_;
+  client::ChunkTransport* const transport_;
+  const absl::Duration move_after_;
+  std::vector<meta::ServerInfo> servers_;  // of the current Repair
+};
+
+}  // namespace ckptfs::repair
+
+#endif  // CKPTFS_TOOLS_REPAIR_FILE_REPAIR_H_
