@@ -45,10 +45,13 @@ bool HoldsAtMost(FileSystem& fs, const std::string& path, size_t file_size, size
          file_size == ChunkFileSize(header->data_length);
 }
 
-// mkdir that is content with an existing directory.
-absl::Status MakeDir(FileSystem& fs, const std::string& path) {
+// mkdir that is content with an existing directory. Returns whether it
+// made one.
+absl::StatusOr<bool> MakeDir(FileSystem& fs, const std::string& path) {
   absl::Status s = fs.MakeDir(path);
-  return ErrnoFromStatus(s) == EEXIST ? absl::OkStatus() : s;
+  if (s.ok()) return true;
+  if (ErrnoFromStatus(s) == EEXIST) return false;
+  return s;
 }
 
 }  // namespace
@@ -58,9 +61,19 @@ absl::StatusOr<std::unique_ptr<ChunkStore>> ChunkStore::Open(const std::string& 
   FileSystem& files = fs != nullptr ? *fs : FileSystem::Default();
   const std::string chunks = absl::StrCat(data_dir, "/chunks");
   const std::string tmp = absl::StrCat(data_dir, "/tmp");
-  if (absl::Status s = MakeDir(files, chunks); !s.ok()) return s;
-  if (absl::Status s = MakeDir(files, tmp); !s.ok()) return s;
-  if (absl::Status s = MakeDir(files, absl::StrCat(data_dir, "/quarantine")); !s.ok()) return s;
+  bool made = false;
+  for (const std::string& dir : {chunks, tmp, absl::StrCat(data_dir, "/quarantine")}) {
+    auto made_dir = MakeDir(files, dir);
+    if (!made_dir.ok()) return made_dir.status();
+    made = made || *made_dir;
+  }
+  if (made) {
+    // A new store: its directories must outlive a power loss, or so would
+    // not every chunk a Sync(ino) confirms (Sync syncs chunks/ and below).
+    auto ring = Ring::Create(1);
+    if (!ring.ok()) return ring.status();
+    if (absl::Status s = files.SyncDir(**ring, data_dir); !s.ok()) return s;
+  }
   // Leftovers of writes a crash interrupted: never published, never acked.
   auto leftovers = files.ListDir(tmp);
   if (!leftovers.ok()) return leftovers.status();
@@ -156,7 +169,7 @@ absl::Status ChunkStore::Publish(Ring& ring, ChunkKey key, const char* header_bl
     for (int attempt = 0;; ++attempt) {
       status = fs_.Rename(tmp, path);
       if (status.ok() || ErrnoFromStatus(status) != ENOENT || attempt >= 4) break;
-      status = MakeDir(fs_, dir);
+      status = MakeDir(fs_, dir).status();
       if (!status.ok()) break;
     }
   }
@@ -478,7 +491,12 @@ absl::Status ChunkStore::Sync(Ring& ring, uint64_t ino) {
   const std::string dir = InodeDir(ino);
   auto names = fs_.ListDir(dir);
   if (!names.ok()) {
-    return ErrnoFromStatus(names.status()) == ENOENT ? absl::OkStatus() : names.status();
+    if (ErrnoFromStatus(names.status()) != ENOENT) return names.status();
+    // No chunk stored. If a Trim removed them all (and the directory), that
+    // removal must be durable too, or a power loss brings the old chunks
+    // back: bytes a file cut to zero and grown again would read in its holes.
+    absl::Status s = fs_.SyncDir(ring, chunks_dir_);
+    return ErrnoFromStatus(s) == ENOENT ? absl::OkStatus() : s;
   }
   std::vector<std::string> paths;
   paths.reserve(names->size());

@@ -162,7 +162,8 @@ class ChunkStore {
   absl::Status Trim(Ring& ring, uint64_t ino, uint64_t new_size, uint32_t chunk_size);
 
   // Makes every chunk of `ino` stored here durable: fdatasync of each chunk
-  // file, then of the directories naming them. OK when none is stored.
+  // file, then of the directories naming them; and so the chunks removed
+  // since (by Trim), also when none is left. OK when none is stored.
   absl::Status Sync(Ring& ring, uint64_t ino);
 
   // Makes everything stored here durable with one syncfs(2) of the data
