@@ -9,7 +9,8 @@
 //   - Open (truncate to 0 twice is truncate once; the caller trimmed storage
 //     first; registering a writer twice is harmless), CommitWrite (size =
 //     max(current, size) is idempotent; releasing a writer twice is
-//     harmless), SetAttr (sets absolute values) and Heartbeat;
+//     harmless), SetAttr (sets absolute values), Heartbeat, and
+//     ReportRepair (the service keeps the last report: twice is once);
 //   - DeclareCheckpoint (re-declaring with the same N changes nothing),
 //     CommitCheckpoint (a rank's second commit waits for the same outcome),
 //     GetCheckpoint and ListCheckpoints;
@@ -19,7 +20,11 @@
 //     inode); a resent non-exclusive one opens the file the first attempt
 //     created (reported as not created: trimming it trims nothing, no
 //     handle has written to it) and registering the same id twice is
-//     harmless.
+//     harmless;
+//   - MoveStripeServer, whose resend after a lost reply finds the stripe
+//     moved and answers ESTALE: an ESTALE that answers a resend is taken
+//     for the first attempt's success when the file's stripe now holds
+//     `to` and no `from` (GetAttr), and returned as is otherwise.
 // Not retried, because a repeat after a lost reply reports a wrong error or
 // does something twice: Create without a writer id (EEXIST for the file we
 // created, with O_EXCL), Mkdir and Symlink (EEXIST), Unlink and Rmdir
@@ -43,11 +48,13 @@
 #include <grpcpp/grpcpp.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/credential.h"
+#include "common/errno_status.h"
 #include "common/meta_channel.h"
 #include "common/grpc_status.h"
 
@@ -88,7 +95,8 @@ template <typename Request, typename Reply>
 absl::StatusOr<Reply> GrpcMetaClient::Call(const char* rpc, Retry retry,
                                            Method<Request, Reply> method,
                                            const Request& request, absl::Duration timeout,
-                                           Cancellation* cancel) {
+                                           Cancellation* cancel, bool* resent) {
+  if (resent != nullptr) *resent = false;
   const absl::Time deadline =
       absl::Now() + (timeout > absl::ZeroDuration() ? timeout : rpc_timeout_);
   absl::Duration backoff = absl::Milliseconds(50);
@@ -120,6 +128,7 @@ absl::StatusOr<Reply> GrpcMetaClient::Call(const char* rpc, Retry retry,
         absl::SleepFor(pause);
       }
       backoff = std::min(backoff * 2, absl::Seconds(1));
+      if (resent != nullptr) *resent = true;
       continue;
     }
     // Calls wait for a connection, so a service that is down shows up as
@@ -225,6 +234,40 @@ absl::StatusOr<meta::Empty> GrpcMetaClient::Heartbeat(const meta::HeartbeatReque
 }
 absl::StatusOr<meta::ListServersReply> GrpcMetaClient::ListServers(const meta::Empty& request) {
   return Call("ListServers", Retry::kOnUnavailable, &Stub::ListServers, request);
+}
+
+absl::StatusOr<meta::Attr> GrpcMetaClient::MoveStripeServer(uint64_t ino, uint32_t from,
+                                                            uint32_t to) {
+  meta::MoveStripeServerRequest request;
+  request.set_ino(ino);
+  request.set_from_server_id(from);
+  request.set_to_server_id(to);
+  bool resent = false;
+  absl::StatusOr<meta::AttrReply> moved =
+      Call("MoveStripeServer", Retry::kOnUnavailable, &Stub::MoveStripeServer, request,
+           absl::ZeroDuration(), nullptr, &resent);
+  if (moved.ok()) return std::move(*moved->mutable_attr());
+  if (!resent || IsMetaTransportError(moved.status()) ||
+      ErrnoFromStatus(moved.status()) != ESTALE) {
+    return moved.status();
+  }
+  // A resend found the stripe moved: by the first attempt, whose reply was
+  // lost, if the stripe now reads as that attempt left it.
+  meta::InodeRequest stat;
+  stat.set_ino(ino);
+  absl::StatusOr<meta::AttrReply> now = GetAttr(stat);
+  if (!now.ok()) return moved.status();
+  const auto& stripe = now->attr().layout().stripe();
+  const bool holds_to = std::find(stripe.begin(), stripe.end(), to) != stripe.end();
+  const bool holds_from = std::find(stripe.begin(), stripe.end(), from) != stripe.end();
+  if (holds_to && !holds_from) return std::move(*now->mutable_attr());
+  return moved.status();
+}
+
+absl::Status GrpcMetaClient::ReportRepair(const meta::RepairReport& report) {
+  meta::ReportRepairRequest request;
+  *request.mutable_report() = report;
+  return Call("ReportRepair", Retry::kOnUnavailable, &Stub::ReportRepair, request).status();
 }
 
 absl::StatusOr<meta::Empty> GrpcMetaClient::ClientHeartbeat(

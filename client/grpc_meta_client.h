@@ -15,6 +15,7 @@
 #ifndef CKPTFS_CLIENT_GRPC_META_CLIENT_H_
 #define CKPTFS_CLIENT_GRPC_META_CLIENT_H_
 
+#include <cstdint>
 #include <memory>
 #include <string>
 
@@ -64,6 +65,8 @@ class GrpcMetaClient : public MetaClient {
       const meta::RegisterServerRequest& request) override;
   absl::StatusOr<meta::Empty> Heartbeat(const meta::HeartbeatRequest& request) override;
   absl::StatusOr<meta::ListServersReply> ListServers(const meta::Empty& request) override;
+  absl::StatusOr<meta::Attr> MoveStripeServer(uint64_t ino, uint32_t from, uint32_t to) override;
+  absl::Status ReportRepair(const meta::RepairReport& report) override;
   absl::StatusOr<meta::Empty> ClientHeartbeat(
       const meta::ClientHeartbeatRequest& request) override;
   absl::StatusOr<meta::ClusterStatusReply> ClusterStatus(
@@ -80,11 +83,14 @@ class GrpcMetaClient : public MetaClient {
 
   // `timeout`: the deadline from now (rpc_timeout_ when zero). `cancel`
   // (may be null) cancels the call in flight and the backoff sleeps.
+  // `resent` (may be null) is set to whether the request was sent more than
+  // once (a retry on UNAVAILABLE), for a caller that reads a resend's
+  // answer differently.
   template <typename Request, typename Reply>
   absl::StatusOr<Reply> Call(const char* rpc, Retry retry, Method<Request, Reply> method,
                              const Request& request,
                              absl::Duration timeout = absl::ZeroDuration(),
-                             Cancellation* cancel = nullptr);
+                             Cancellation* cancel = nullptr, bool* resent = nullptr);
 
   const std::string address_;
   const absl::Duration rpc_timeout_;

@@ -13,6 +13,10 @@ constexpr char kTransportPayloadUrl[] = "ckptfs/meta-transport";
 
 }  // namespace
 
+absl::Status MetaClient::ReportRepair(const meta::RepairReport&) {
+  return absl::UnimplementedError("ReportRepair is not implemented by this MetaClient");
+}
+
 absl::StatusOr<meta::Empty> MetaClient::ClientHeartbeat(const meta::ClientHeartbeatRequest&) {
   return absl::UnimplementedError("ClientHeartbeat is not implemented by this MetaClient");
 }

@@ -17,6 +17,8 @@
 #ifndef CKPTFS_CLIENT_META_CLIENT_H_
 #define CKPTFS_CLIENT_META_CLIENT_H_
 
+#include <cstdint>
+
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -73,6 +75,17 @@ class MetaClient {
       const meta::RegisterServerRequest& request) = 0;
   virtual absl::StatusOr<meta::Empty> Heartbeat(const meta::HeartbeatRequest& request) = 0;
   virtual absl::StatusOr<meta::ListServersReply> ListServers(const meta::Empty& request) = 0;
+
+  // Repair (`ckptfs repair`). Moves file `ino`'s copies off storage server
+  // `from`: every `from` in its stripe becomes `to`; returns the new
+  // attributes. ESTALE when the stripe no longer holds `from` (moved
+  // already), EINVAL when `to` is unknown, already in the stripe, or `from`
+  // itself; ENOENT / EISDIR as usual.
+  virtual absl::StatusOr<meta::Attr> MoveStripeServer(uint64_t ino, uint32_t from,
+                                                      uint32_t to) = 0;
+  // Hands the service the repairer's progress for `ckptfs status` (it keeps
+  // the last one). Not pure: the default answers UNIMPLEMENTED.
+  virtual absl::Status ReportRepair(const meta::RepairReport& report);
 
   // Status (`ckptfs status`). Not pure, so fakes need not implement them:
   // the defaults answer UNIMPLEMENTED.

@@ -550,4 +550,43 @@ absl::StatusOr<meta::ListServersReply> FakeMetaClient::ListServers(const meta::E
   return reply;
 }
 
+absl::StatusOr<meta::Attr> FakeMetaClient::MoveStripeServer(uint64_t ino, uint32_t from,
+                                                            uint32_t to) {
+  absl::MutexLock lock(&mu_);
+  if (absl::Status s = Enter("MoveStripeServer"); !s.ok()) return s;
+  if (from == to) return ErrnoStatus(EINVAL, "move stripe server: from == to");
+  if (std::find(server_ids_.begin(), server_ids_.end(), to) == server_ids_.end()) {
+    return ErrnoStatus(EINVAL, absl::StrCat("move stripe server: no server ", to));
+  }
+  auto inode = Find(ino);
+  if (!inode.ok()) return inode.status();
+  meta::Attr& attr = (*inode)->attr;
+  if (attr.type() == meta::DIRECTORY) return ErrnoStatus(EISDIR, "move stripe server");
+  if (attr.type() != meta::REGULAR) return ErrnoStatus(EINVAL, "move stripe server");
+  auto* stripe = attr.mutable_layout()->mutable_stripe();
+  if (std::find(stripe->begin(), stripe->end(), from) == stripe->end()) {
+    return ErrnoStatus(ESTALE, absl::StrCat("move stripe server: no server ", from,
+                                            " in the stripe"));
+  }
+  if (std::find(stripe->begin(), stripe->end(), to) != stripe->end()) {
+    return ErrnoStatus(EINVAL, absl::StrCat("move stripe server: server ", to,
+                                            " is in the stripe already"));
+  }
+  std::replace(stripe->begin(), stripe->end(), from, to);
+  attr.set_ctime_ns(absl::GetCurrentTimeNanos());
+  return attr;
+}
+
+absl::Status FakeMetaClient::ReportRepair(const meta::RepairReport& report) {
+  absl::MutexLock lock(&mu_);
+  if (absl::Status s = Enter("ReportRepair"); !s.ok()) return s;
+  repair_reports_.push_back(report);
+  return absl::OkStatus();
+}
+
+std::vector<meta::RepairReport> FakeMetaClient::RepairReports() const {
+  absl::MutexLock lock(&mu_);
+  return repair_reports_;
+}
+
 }  // namespace ckptfs::client::testing

@@ -6,7 +6,9 @@
 // from the parent directory's "user.ckptfs.chunk_size" xattr (inherited by
 // new subdirectories) or the default, stripe = all servers rotated by a
 // counter. Unlinked files stay reachable by inode (as orphans do). Tests can
-// count calls per RPC and make the next calls of an RPC fail.
+// count calls per RPC and make the next calls of an RPC fail. The repairer's
+// calls: MoveStripeServer edits the stripe as the service does, and
+// ReportRepair keeps every report for the test to read.
 //
 // Checkpoint transactions follow the issue-4 contract: declare marks the
 // subtree, writers register with Create/Open and leave with CommitWrite,
@@ -78,6 +80,9 @@ class FakeMetaClient : public MetaClient {
       const meta::RegisterServerRequest& request) override;
   absl::StatusOr<meta::Empty> Heartbeat(const meta::HeartbeatRequest& request) override;
   absl::StatusOr<meta::ListServersReply> ListServers(const meta::Empty& request) override;
+  // As the service: `to` must be one of the fake's servers.
+  absl::StatusOr<meta::Attr> MoveStripeServer(uint64_t ino, uint32_t from, uint32_t to) override;
+  absl::Status ReportRepair(const meta::RepairReport& report) override;
 
   // Calls of `rpc` (e.g. "CommitWrite") so far, failed ones included.
   int Calls(absl::string_view rpc) const;
@@ -98,6 +103,8 @@ class FakeMetaClient : public MetaClient {
   std::vector<uint64_t> Registrations() const;
   // Every CommitWrite request that reached the fake, in order.
   std::vector<meta::CommitWriteRequest> CommitWrites() const;
+  // Every ReportRepair report that reached the fake, in order.
+  std::vector<meta::RepairReport> RepairReports() const;
 
   // Checkpoints: the ranks waiting for an outcome, for tests that wait for
   // ranks to block: long polls blocked in the fake right now, plus the
@@ -198,6 +205,7 @@ class FakeMetaClient : public MetaClient {
   std::map<std::string, Failure, std::less<>> fail_next_ ABSL_GUARDED_BY(mu_);
   std::vector<uint64_t> registrations_ ABSL_GUARDED_BY(mu_);
   std::vector<meta::CommitWriteRequest> commit_writes_ ABSL_GUARDED_BY(mu_);
+  std::vector<meta::RepairReport> repair_reports_ ABSL_GUARDED_BY(mu_);
   // Signalled whenever a checkpoint's state or arrivals change.
   absl::CondVar checkpoint_changed_;
   int waiting_commits_ ABSL_GUARDED_BY(mu_) = 0;
