@@ -23,10 +23,11 @@ namespace ckptfs::tools {
 namespace {
 
 // Stop order: whoever uses a daemon goes before it (the metadata servers,
-// standby included, before the etcd members they keep their state in).
+// standby included, before the etcd members they keep their state in; the
+// repairer, `ckptfs repair --watch`, with the storage servers, before them).
 int StopRank(const DaemonRecord& d) {
   if (d.role == "fuse") return 0;
-  if (absl::StartsWith(d.role, "storage")) return 1;
+  if (d.role == "repair" || absl::StartsWith(d.role, "storage")) return 1;
   if (absl::StartsWith(d.role, "etcd")) return 3;
   return 2;
 }

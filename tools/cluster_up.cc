@@ -57,6 +57,7 @@ struct UpConfig {
   int64_t chunk_size = 0;  // 0: the metadata service's default
   int replicas = 2;        // copies of each chunk of new files
   int64_t orphan_grace_s = -1;  // < 0: the metadata service's default
+  int64_t repair_move_after_s = 600;  // the repairer's --move-after-s
   uint16_t metrics_port = 0;  // 0: no metrics endpoints
   absl::Duration timeout;
   std::string mountpoint;  // absolute
@@ -236,6 +237,8 @@ class ClusterStarter {
     }
     if (absl::Status s = StartStorage(); !s.ok()) return Abort(s);
     if (absl::Status s = StartMount(); !s.ok()) return Abort(s);
+    // Last, so the daemons before it keep their places (and metrics ports).
+    if (absl::Status s = StartRepairer(); !s.ok()) return Abort(s);
     PrintSummary();
     return 0;
   }
@@ -428,6 +431,31 @@ class ClusterStarter {
         });
   }
 
+  // `ckptfs repair --watch` (this very binary) in the background: restores
+  // missing and corrupt copies and moves copies off dead servers.
+  absl::Status StartRepairer() {
+    char self[4096];
+    const ssize_t n = ::readlink("/proc/self/exe", self, sizeof(self) - 1);
+    if (n <= 0) return SyscallError(errno, "readlink /proc/self/exe");
+    self[n] = '\0';
+    std::cout << "starting the repairer (ckptfs repair --watch) ..." << std::endl;
+    absl::Status s = Start("repair", "", "",
+                           {self, "repair", "--watch", "--meta=" + config_.MetaAddresses(),
+                            "--credential-file=" + dir_.CredentialFile(),
+                            absl::StrCat("--move-after-s=", config_.repair_move_after_s)},
+                           0);
+    if (!s.ok()) return s;
+    // A repairer that cannot start (a bad flag, an unreachable service)
+    // exits at once; say so now rather than never repairing.
+    const pid_t pid = state_.daemons.back().process.pid;
+    absl::SleepFor(absl::Milliseconds(200));
+    if (std::optional<std::string> how = ReapIfExited(pid)) {
+      return absl::UnavailableError(absl::StrCat("ckptfs repair (pid ", pid, ") ", *how));
+    }
+    failing_log_.clear();
+    return absl::OkStatus();
+  }
+
   absl::Status StartMount() {
     std::cout << "mounting " << config_.mountpoint << " ..." << std::endl;
     if (absl::Status s = PrepareMountpoint(config_.mountpoint); !s.ok()) return s;
@@ -608,6 +636,10 @@ CommandSpec UpSpec() {
           {"etcd-port", "BASE",
            "--meta-backend etcd: etcd member i serves clients on BASE+2i, peers on BASE+2i+1",
            "2379"},
+          {"repair-move-after-s", "S",
+           "the repairer (`ckptfs repair --watch`, started with the cluster) moves the "
+           "copies of a storage server dead this long onto another one",
+           "600"},
           {"metrics-port", "BASE",
            "Prometheus metrics: the metadata service on BASE, storage server i on "
            "BASE+1+i, the mount after them; 0: none",
@@ -646,6 +678,9 @@ int RunUp(const ParsedFlags& flags) {
   }
   absl::StatusOr<int64_t> metrics_port = flags.GetInt("metrics-port", 0, 65535);
   if (!metrics_port.ok()) return UsageError(spec, std::string(metrics_port.status().message()));
+  absl::StatusOr<int64_t> move_after = flags.GetInt("repair-move-after-s", 0, 365LL * 24 * 3600);
+  if (!move_after.ok()) return UsageError(spec, std::string(move_after.status().message()));
+  config.repair_move_after_s = *move_after;
   config.meta_port = static_cast<uint16_t>(*meta_port);
   config.storage_port = static_cast<uint16_t>(*storage_port);
   config.servers = static_cast<int>(*servers);

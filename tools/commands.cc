@@ -9,6 +9,7 @@ const std::vector<Command>& AllCommands() {
   static const std::vector<Command>* commands = new std::vector<Command>{
       {UpSpec(), RunUp},         {DownSpec(), RunDown},     {MountSpec(), RunMount},
       {UmountSpec(), RunUmount}, {StatusSpec(), RunStatus},
+      {RepairSpec(), RunRepair},
       {CkptDeclareSpec(), RunCkptDeclare}, {CkptCommitSpec(), RunCkptCommit},
       {CkptStateSpec(), RunCkptState},     {CkptLsSpec(), RunCkptLs},
       {CkptShowSpec(), RunCkptShow},       {CkptVerifySpec(), RunCkptVerify},

@@ -61,6 +61,11 @@ int RunCkptShow(const ParsedFlags& flags);
 CommandSpec CkptVerifySpec();
 int RunCkptVerify(const ParsedFlags& flags);
 
+// repair_cmd.cc: restore missing and corrupt copies, move copies off dead
+// servers (tools/repair/repair_pass.h); --watch keeps doing it.
+CommandSpec RepairSpec();
+int RunRepair(const ParsedFlags& flags);
+
 // Usage error inside Run (a flag value out of range, ...): prints
 // "ckptfs <cmd>: <message>" and the usage on stderr; returns 2.
 int UsageError(const CommandSpec& spec, const std::string& message);

@@ -132,7 +132,11 @@ TEST_F(OpsClusterTest, StatusShowsServersClientsAndPendingCheckpoint) {
 
   auto state = StateDir::Open(state_, /*create=*/false)->Load();
   ASSERT_TRUE(state.ok() && state->has_value());
-  ASSERT_EQ((*state)->daemons.size(), 4u);
+  ASSERT_EQ((*state)->daemons.size(), 5u);  // meta, 2 storage, fuse, repair
+  EXPECT_EQ((*state)->daemons[4].role, "repair");
+  EXPECT_TRUE(Contains(ReadWholeFile(absl::StrCat("/proc/", (*state)->daemons[4].process.pid,
+                                            "/cmdline")),
+                       std::string("--watch")));
   EXPECT_TRUE(Contains(ReadWholeFile(absl::StrCat("/proc/", (*state)->daemons[0].process.pid,
                                             "/cmdline")),
                        std::string("--orphan_grace_s=7")));

@@ -81,7 +81,8 @@ TEST_F(RealClusterTest, UpStatusSecondMountDown) {
 
   auto state = StateDir::Open(state_, /*create=*/false)->Load();
   ASSERT_TRUE(state.ok() && state->has_value());
-  ASSERT_EQ((*state)->daemons.size(), 4u);  // meta, 2 storage, fuse
+  ASSERT_EQ((*state)->daemons.size(), 5u);  // meta, 2 storage, fuse, repair
+  EXPECT_EQ((*state)->daemons[4].role, "repair");
   EXPECT_NE(ReadWholeFile(absl::StrCat("/proc/", (*state)->daemons[0].process.pid, "/cmdline"))
                 .find("--default_chunk_size=65536"),
             std::string::npos);

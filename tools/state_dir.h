@@ -28,7 +28,7 @@ namespace ckptfs::tools {
 
 // One daemon `up` started.
 struct DaemonRecord {
-  std::string role;      // "meta", "storage-<i>" or "fuse"
+  std::string role;      // "meta", "storage-<i>", "repair" or "fuse"
   std::string address;   // host:port it serves; the mountpoint for "fuse"
   std::string data_dir;  // "" for "fuse"
   std::string log_path;
