@@ -364,7 +364,8 @@ absl::StatusOr<ScrubResult> ChunkStore::Scrub(Ring& ring, AlignedBuffer& buffer,
   if (!bad(header.status())) return header.status();
   const std::string path = ChunkPath(key);
   const std::string aside =
-      absl::StrCat(quarantine_dir_, "/", key.ino, ".", key.index, ".", absl::ToUnixMillis(absl::Now()));
+      absl::StrCat(quarantine_dir_, "/", key.ino, ".", key.index, ".",
+                   absl::ToUnixMillis(absl::Now()));
   if (absl::Status s = fs_.Rename(path, aside); !s.ok()) return s;
   CKPTFS_LOG(kError) << "scrub: " << ChunkName(key) << " failed its CRC checks ("
                      << header.status().message() << "); moved to " << aside

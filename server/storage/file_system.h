@@ -45,8 +45,7 @@ class FileSystem {
   virtual ~FileSystem() = default;
 
   // open(2) with O_CLOEXEC added; `mode` applies with O_CREAT.
-  virtual absl::StatusOr<UniqueFd> Open(const std::string& path, int flags,
-                                        mode_t mode = 0644) = 0;
+  virtual absl::StatusOr<UniqueFd> Open(const std::string& path, int flags, mode_t mode = 0644) = 0;
   // rename(2): atomically replaces `to` if it exists.
   virtual absl::Status Rename(const std::string& from, const std::string& to) = 0;
   // unlink(2).

@@ -120,8 +120,7 @@ TEST_F(ServerPowerLossTest, WhatASyncConfirmedIsServedAfterPowerLoss) {
     auto one = Read(1, index, kSize);
     ASSERT_TRUE(one.ok()) << one.status();
     EXPECT_TRUE(*one == Pattern(kSize, 10 + index)) << "inode 1 chunk " << index;
-    EXPECT_EQ(ErrnoFromStatus(Read(2, index, kSize).status()), ENOENT) << "inode 2 chunk "
-                                                                       << index;
+    EXPECT_EQ(ErrnoFromStatus(Read(2, index, kSize).status()), ENOENT) << "inode 2 chunk " << index;
     auto three = Read(3, index, kSize);
     ASSERT_TRUE(three.ok()) << three.status();
     EXPECT_TRUE(*three == Pattern(kSize, 30 + index)) << "inode 3 chunk " << index;

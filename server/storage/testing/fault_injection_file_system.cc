@@ -146,7 +146,8 @@ absl::Status FaultInjectionFileSystem::Scan(const std::string& path, NodeId id) 
     const NodeId child = NewNode(S_ISDIR(st.st_mode));
     nodes_[id].entries[name] = child;
     nodes_[id].durable_entries[name] = child;
-    absl::Status s = S_ISDIR(st.st_mode) ? Scan(child_path, child) : SnapshotFile(child_path, child);
+    absl::Status s =
+        S_ISDIR(st.st_mode) ? Scan(child_path, child) : SnapshotFile(child_path, child);
     if (!s.ok()) return s;
   }
   return absl::OkStatus();
@@ -227,14 +228,12 @@ absl::StatusOr<struct stat> FaultInjectionFileSystem::Stat(const std::string& pa
   return base_.Stat(path);
 }
 
-absl::StatusOr<struct statvfs> FaultInjectionFileSystem::StatFileSystem(
-    const std::string& path) {
+absl::StatusOr<struct statvfs> FaultInjectionFileSystem::StatFileSystem(const std::string& path) {
   absl::MutexLock lock(&mu_);
   return base_.StatFileSystem(path);
 }
 
-absl::Status FaultInjectionFileSystem::SyncFiles(Ring& ring,
-                                                 absl::Span<const std::string> paths) {
+absl::Status FaultInjectionFileSystem::SyncFiles(Ring& ring, absl::Span<const std::string> paths) {
   absl::MutexLock lock(&mu_);
   if (absl::Status s = base_.SyncFiles(ring, paths); !s.ok()) return s;
   for (const std::string& path : paths) {
@@ -262,8 +261,7 @@ absl::Status FaultInjectionFileSystem::SyncFileSystem(const std::string& path) {
   return SnapshotTree(root_, kRoot);
 }
 
-absl::StatusOr<FaultInjectionFileSystem::DropReport>
-FaultInjectionFileSystem::DropUnsyncedData() {
+absl::StatusOr<FaultInjectionFileSystem::DropReport> FaultInjectionFileSystem::DropUnsyncedData() {
   absl::MutexLock lock(&mu_);
   // The disk first loses everything under root_ ...
   auto names = base_.ListDir(root_);
@@ -286,8 +284,7 @@ FaultInjectionFileSystem::DropUnsyncedData() {
   std::function<absl::Status(NodeId, NodeId, const std::string&, int)> restore =
       [&](NodeId old_dir, NodeId new_dir, const std::string& path, int depth) -> absl::Status {
     if (depth > kMaxDepth) {
-      return ErrnoStatus(ELOOP, absl::StrCat("durable tree deeper than ", kMaxDepth, " at ",
-                                             path));
+      return ErrnoStatus(ELOOP, absl::StrCat("durable tree deeper than ", kMaxDepth, " at ", path));
     }
     for (const auto& [name, old_id] : nodes_.at(old_dir).durable_entries) {
       const Node& old = nodes_.at(old_id);
