@@ -5,7 +5,9 @@
 #include <cerrno>
 
 #include "absl/strings/str_cat.h"
+#include "common/erasure_code.h"
 #include "common/errno_status.h"
+#include "common/placement.h"
 
 namespace ckptfs::client {
 
@@ -16,6 +18,15 @@ absl::Status ValidateLayout(const meta::Layout& layout) {
     return ErrnoStatus(EIO, absl::StrCat("file layout has ", layout.replicas(),
                                          " replicas on a stripe of only ", layout.stripe_size(),
                                          " storage servers"));
+  }
+  if (IsErasureCoded(layout)) {
+    const uint32_t pieces = layout.ec_data() + layout.ec_parity();
+    if (layout.ec_parity() == 0 || pieces > static_cast<uint32_t>(layout.stripe_size()) ||
+        pieces > static_cast<uint32_t>(ErasureCode::kMaxFragments)) {
+      return ErrnoStatus(EIO, absl::StrCat("file layout has erasure code ", layout.ec_data(), "+",
+                                           layout.ec_parity(), " on a stripe of ",
+                                           layout.stripe_size(), " storage servers"));
+    }
   }
   return absl::OkStatus();
 }

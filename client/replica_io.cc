@@ -12,6 +12,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "client/fragment_io.h"
 #include "client/layout.h"
 #include "common/errno_status.h"
 #include "common/log.h"
@@ -217,6 +218,10 @@ void FailedServers::MoveSuspectsLast(const meta::Layout& layout, uint64_t chunk_
 
 void WriteChunkCopies(ChunkTransport& transport, IoExecutor& executor, const meta::Layout& layout,
                       const ChunkWrite& write, absl::AnyInvocable<void(absl::Status) &&> done) {
+  if (IsErasureCoded(layout)) {
+    WriteChunkFragments(transport, executor, layout, write, std::move(done));
+    return;
+  }
   std::vector<uint32_t> servers = ReplicaServers(layout, write.chunk_index);
   const int copies = static_cast<int>(servers.size());
   if (copies == 1) {
@@ -248,6 +253,9 @@ absl::StatusOr<size_t> ReadChunkCopy(ChunkTransport& transport, FailedServers* f
                                      const meta::Layout& layout, uint64_t ino,
                                      uint64_t chunk_index, uint32_t offset, char* out,
                                      size_t length) {
+  if (IsErasureCoded(layout)) {
+    return ReadChunkFragments(transport, failed, layout, ino, chunk_index, offset, out, length);
+  }
   const int copies = ReplicaCount(layout);
   if (copies == 1) {
     return transport.ReadChunk(ServerForChunk(layout, chunk_index), ino, chunk_index, offset, out,

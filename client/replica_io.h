@@ -29,9 +29,10 @@
 //     copy refused (a hole: sparse writes), evens their lengths and makes
 //     the gap explicitly (an empty write up to the offset) before writing.
 //
-// Erasure coding would slot in here (fragments instead of copies, a decode
-// on the read side); OpenFileState only says "write this chunk" and "read
-// these bytes of it".
+// Erasure-coded layouts (Layout.ec_data > 0) are passed on to
+// client/fragment_io.h (fragments instead of copies, a decode on the read
+// side); OpenFileState only says "write this chunk" and "read these bytes
+// of it".
 //
 // Thread-safety: every function may be called from any thread,
 // ReadChunkCopy also from an IoExecutor task (it never waits for other

@@ -18,9 +18,15 @@
 
 namespace ckptfs {
 
-// Copies of every chunk: layout.replicas(), where 0 (a layout from before
-// replication) means 1.
+// Whether the layout erasure-codes its chunks (fragments instead of copies).
+inline bool IsErasureCoded(const meta::Layout& layout) { return layout.ec_data() > 0; }
+
+// Servers each chunk is stored on: its copies, layout.replicas() (0, a
+// layout from before replication, means 1), or for an erasure-coded layout
+// its ec_data + ec_parity fragments (fragment r where copy r would be), so
+// that SYNC, placement and writes reach every piece of a chunk alike.
 inline int ReplicaCount(const meta::Layout& layout) {
+  if (IsErasureCoded(layout)) return static_cast<int>(layout.ec_data() + layout.ec_parity());
   return layout.replicas() == 0 ? 1 : static_cast<int>(layout.replicas());
 }
 
