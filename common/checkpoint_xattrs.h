@@ -24,6 +24,11 @@ inline constexpr char kChunkSizeXattr[] = "user.ckptfs.chunk_size";
 // ("1" .. "8"); new subdirectories copy it from their parent. Files elsewhere
 // get the cluster's default (ckptfs-meta --replicas).
 inline constexpr char kReplicasXattr[] = "user.ckptfs.replicas";
+// Erasure coding of files created in the directory instead of copies:
+// "K+M" (K data and M parity fragments per chunk, e.g. "4+2"), or "none" to
+// use copies where the cluster's default is erasure coding (ckptfs-meta
+// --ec); new subdirectories copy it from their parent.
+inline constexpr char kErasureCodeXattr[] = "user.ckptfs.ec";
 inline constexpr char kCommitTimeoutXattr[] = "user.ckptfs.commit_timeout_s";
 inline constexpr char kKeepXattr[] = "user.ckptfs.keep";
 

@@ -71,6 +71,10 @@ ABSL_FLAG(int64_t, server_timeout_s, 10,
 ABSL_FLAG(uint32_t, default_chunk_size, 4u << 20,
           "chunk size of files in directories without user.ckptfs.chunk_size "
           "(power of two, 64 KiB .. 64 MiB)");
+ABSL_FLAG(std::string, ec, "",
+          "erasure-code the chunks of files in directories without user.ckptfs.ec: K+M (K data "
+          "and M parity fragments, each on its own storage server, e.g. 4+2); empty or none: "
+          "copies (--replicas)");
 ABSL_FLAG(uint32_t, replicas, 1,
           "copies of every chunk of files in directories without user.ckptfs.replicas, "
           "each on a different storage server (1 .. 8; 2 survives the loss of one server)");
@@ -162,6 +166,14 @@ int Main() {
     return kExitFailure;
   }
   options.default_replicas = absl::GetFlag(FLAGS_replicas);
+  if (const std::string ec = absl::GetFlag(FLAGS_ec); !ec.empty()) {
+    absl::StatusOr<ErasureCodeSpec> parsed = ParseErasureCode(ec);
+    if (!parsed.ok()) {
+      CKPTFS_LOG(kError) << "--ec: " << parsed.status().message();
+      return kExitFailure;
+    }
+    options.default_ec = *parsed;
+  }
   const int64_t grace_s = absl::GetFlag(FLAGS_orphan_grace_s);
   const int64_t timeout_s = absl::GetFlag(FLAGS_server_timeout_s);
   const int64_t reclaim_s = absl::GetFlag(FLAGS_reclaim_interval_s);
@@ -332,8 +344,12 @@ int Main() {
                                                " under ", absl::GetFlag(FLAGS_etcd_prefix))
                                 : options.data_dir)
                     << "; default chunk size "
-                    << options.default_chunk_size << " B, " << options.default_replicas
-                    << (options.default_replicas == 1 ? " copy" : " replicas")
+                    << options.default_chunk_size << " B, "
+                    << (options.default_ec.enabled()
+                            ? absl::StrCat("erasure coding ", options.default_ec.k, "+",
+                                           options.default_ec.m)
+                            : absl::StrCat(options.default_replicas,
+                                           options.default_replicas == 1 ? " copy" : " replicas"))
                     << " of each chunk, orphan grace "
                     << absl::FormatDuration(options.orphan_grace) << ", server timeout "
                     << absl::FormatDuration(options.server_timeout)

@@ -122,6 +122,7 @@ absl::StatusOr<std::unique_ptr<MetaServer>> MetaServer::Start(const Options& opt
   Namespace::Options ns_options;
   ns_options.default_chunk_size = options.default_chunk_size;
   ns_options.default_replicas = options.default_replicas;
+  ns_options.default_ec = options.default_ec;
   ns_options.orphan_grace = options.orphan_grace;
   server->ns_ = std::make_unique<Namespace>(server->store_.get(), server->membership_.get(),
                                             options.clock, ns_options);

@@ -56,6 +56,8 @@ class MetaServer {
     uint32_t default_chunk_size = 4u << 20;
     // Copies of each chunk of new files (Namespace::Options::default_replicas).
     uint32_t default_replicas = 1;
+    // Erasure coding of new files (Namespace::Options::default_ec).
+    ErasureCodeSpec default_ec;
     absl::Duration reclaim_interval = absl::Seconds(5);
     bool sync_commits = false;      // RocksDbKvStore::Options::sync
     // A checkpoint's barrier timeout when nothing else sets it.

@@ -7,6 +7,7 @@
 
 #include "absl/numeric/bits.h"
 #include "absl/strings/escaping.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "common/errno_status.h"
@@ -46,6 +47,26 @@ absl::StatusOr<uint32_t> ParseReplicas(absl::string_view value) {
   return *replicas;
 }
 
+absl::StatusOr<ErasureCodeSpec> ParseErasureCode(absl::string_view value) {
+  absl::string_view text = value;
+  if (absl::EndsWith(text, "\n")) text.remove_suffix(1);
+  if (text == "none") return ErasureCodeSpec{};
+  auto bad = [&] {
+    return ErrnoStatus(EINVAL, absl::StrCat(kErasureCodeXattr, " must be K+M (K data and M "
+                                            "parity fragments, K >= 2, M >= 1, K + M <= ",
+                                            kMaxErasureFragments, ", e.g. 4+2) or none, not \"",
+                                            absl::CHexEscape(value), "\""));
+  };
+  const size_t plus = text.find('+');
+  if (plus == absl::string_view::npos) return bad();
+  const std::optional<uint32_t> k = ParsePositiveDecimal(text.substr(0, plus));
+  const std::optional<uint32_t> m = ParsePositiveDecimal(text.substr(plus + 1));
+  if (!k.has_value() || !m.has_value() || *k < 2 || uint64_t{*k} + *m > kMaxErasureFragments) {
+    return bad();
+  }
+  return ErasureCodeSpec{*k, *m};
+}
+
 Namespace::Namespace(KvStore* kv, Membership* membership, Clock* clock, const Options& options)
     : kv_(kv), membership_(membership), clock_(clock), options_(options), inodes_(kv) {}
 
@@ -83,7 +104,19 @@ absl::StatusOr<Layout> Namespace::NewLayout(const InodeRecord& parent, uint64_t 
       replicas_from = "the directory's user.ckptfs.replicas";
     }
   }
-  layout.set_replicas(replicas);
+  ErasureCodeSpec ec = options_.default_ec;
+  const char* ec_from = "the cluster's --ec";
+  if (auto it = parent.xattrs().find(std::string(kErasureCodeXattr)); it != parent.xattrs().end()) {
+    if (absl::StatusOr<ErasureCodeSpec> parsed = ParseErasureCode(it->second); parsed.ok()) {
+      ec = *parsed;
+      ec_from = "the directory's user.ckptfs.ec";
+    }
+  }
+  layout.set_replicas(ec.enabled() ? 1 : replicas);
+  if (ec.enabled()) {
+    layout.set_ec_data(ec.k);
+    layout.set_ec_parity(ec.m);
+  }
   // Read outside the caller's transaction on purpose: the stripe is a
   // placement choice, and a heartbeat landing meanwhile must not abort it.
   absl::StatusOr<std::vector<ServerInfo>> alive = membership_->AliveServers();
@@ -91,7 +124,15 @@ absl::StatusOr<Layout> Namespace::NewLayout(const InodeRecord& parent, uint64_t 
   if (alive->empty()) {
     return ErrnoStatus(EIO, "cannot place a new file: no storage servers are alive");
   }
-  if (alive->size() < replicas) {
+  if (ec.enabled() && alive->size() < ec.k + ec.m) {
+    // Each fragment of a chunk needs a server of its own.
+    return ErrnoStatus(ENOSPC, absl::StrCat("cannot place a new file with erasure code ", ec.k,
+                                            "+", ec.m, " (", ec_from, "): it needs ",
+                                            ec.k + ec.m, " storage servers and only ",
+                                            alive->size(), alive->size() == 1 ? " is" : " are",
+                                            " alive; start more or check `ckptfs status`"));
+  }
+  if (!ec.enabled() && alive->size() < replicas) {
     // Each copy of a chunk needs a server of its own; fewer copies than
     // asked for would be a redundancy the user believes in and does not
     // have.

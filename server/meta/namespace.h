@@ -69,6 +69,19 @@ absl::Status ValidateChunkSize(uint64_t chunk_size);
 // Options::default_replicas may ask for.
 inline constexpr uint32_t kMaxReplicas = 8;
 
+// Erasure coding of new files: k data + m parity fragments per chunk; k == 0
+// means none (copies).
+struct ErasureCodeSpec {
+  uint32_t k = 0;
+  uint32_t m = 0;
+  bool enabled() const { return k > 0; }
+};
+// The most fragments a chunk may have (common/erasure_code.h).
+inline constexpr uint32_t kMaxErasureFragments = 32;
+// Parses "K+M" (K >= 2, M >= 1, K + M <= kMaxErasureFragments; optionally
+// one trailing "\n") or "none"; EINVAL naming the rule otherwise.
+absl::StatusOr<ErasureCodeSpec> ParseErasureCode(absl::string_view value);
+
 // OK if `replicas` is in [1, kMaxReplicas]; EINVAL otherwise.
 absl::Status ValidateReplicas(uint64_t replicas);
 // The replica count `value` (a user.ckptfs.replicas value: decimal digits,
@@ -82,6 +95,9 @@ class Namespace {
     // Copies of each chunk of a new file in a directory without
     // user.ckptfs.replicas; in [1, kMaxReplicas].
     uint32_t default_replicas = 1;
+    // Erasure coding of new files in a directory without user.ckptfs.ec
+    // (none: copies, default_replicas).
+    ErasureCodeSpec default_ec;
     // How long an unlinked file's chunks outlive its last name.
     absl::Duration orphan_grace = absl::Hours(1);
     uint32_t readdir_default_limit = 1024;
@@ -116,13 +132,15 @@ class Namespace {
   // (reply.created false): EEXIST if it exists and request.exclusive; EISDIR
   // if it is a directory; with request.truncate an existing file's size
   // becomes 0. A new file gets a layout: the parent's user.ckptfs.chunk_size
-  // or the default chunk size, the parent's user.ckptfs.replicas or the
-  // default replica count, and a stripe of every alive storage server
+  // or the default chunk size, the parent's user.ckptfs.ec or the default
+  // erasure code (which, when set, replaces copies), else the parent's
+  // user.ckptfs.replicas or the default replica count, and a stripe of every alive storage server
   // rotated by the inode number; EIO if no storage server is alive, ENOSPC
-  // (naming both numbers) if fewer are alive than the file needs copies.
+  // (naming both numbers) if fewer are alive than the file needs copies or
+  // fragments.
   absl::StatusOr<CreateReply> Create(const CreateRequest& request);
   // EEXIST if the name exists. The new directory copies the parent's
-  // user.ckptfs.chunk_size and user.ckptfs.replicas xattrs.
+  // user.ckptfs.chunk_size, user.ckptfs.replicas and user.ckptfs.ec xattrs.
   absl::StatusOr<Attr> Mkdir(const MkdirRequest& request);
   // A symlink (mode S_IFLNK|0777) to request.target (1..4095 bytes, no NUL).
   absl::StatusOr<Attr> Symlink(const SymlinkRequest& request);

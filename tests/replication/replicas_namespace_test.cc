@@ -91,6 +91,80 @@ TEST_F(ReplicasNamespaceTest, TooFewServersAliveIsAClearError) {
   EXPECT_EQ(file->layout().replicas(), 4u);
 }
 
+// Erasure coding (user.ckptfs.ec, ckptfs-meta --ec): a directory's K+M
+// gives its new files fragments instead of copies, inherited by new
+// subdirectories; "none" turns a cluster default off; creation needs K+M
+// servers alive.
+TEST_F(ReplicasNamespaceTest, ErasureCodeFromTheDirectoryNeedsKPlusMServers) {
+  auto dir = MakeDir(kRootIno, "ec");
+  ASSERT_TRUE(dir.ok());
+  SetXattrRequest set;
+  set.set_ino(dir->ino());
+  set.set_name(kErasureCodeXattr);
+  set.set_value("2+1\n");
+  ASSERT_OK(ns_->SetXattr(set));
+  auto file = CreateFile(dir->ino(), "f");
+  ASSERT_TRUE(file.ok()) << file.status();
+  EXPECT_EQ(file->layout().ec_data(), 2u);
+  EXPECT_EQ(file->layout().ec_parity(), 1u);
+  EXPECT_EQ(file->layout().replicas(), 1u);
+  auto sub = MakeDir(dir->ino(), "sub");
+  ASSERT_TRUE(sub.ok());
+  EXPECT_EQ(CreateFile(sub->ino(), "g")->layout().ec_data(), 2u);
+
+  set.set_value("2+2");
+  ASSERT_OK(ns_->SetXattr(set));
+  absl::StatusOr<Attr> wide = CreateFile(dir->ino(), "wide");
+  EXPECT_EQ(ErrnoOf(wide), ENOSPC) << wide.status();
+  EXPECT_TRUE(absl::StrContains(wide.status().message(), "needs 4 storage servers")) << wide.status();
+  AddServer("uuid-d");
+  wide = CreateFile(dir->ino(), "wide");
+  ASSERT_TRUE(wide.ok()) << wide.status();
+  EXPECT_EQ(wide->layout().ec_parity(), 2u);
+
+  for (const char* bad : {"4", "1+1", "4+0", "0+2", "30+3", "4+2 ", "four+two", ""}) {
+    set.set_value(bad);
+    EXPECT_ERRNO(ns_->SetXattr(set), EINVAL) << "\"" << bad << "\"";
+  }
+  set.set_ino(file->ino());
+  set.set_value("2+1");
+  EXPECT_ERRNO(ns_->SetXattr(set), EINVAL);  // a file's layout is fixed
+}
+
+TEST(ErasureCodeParseTest, KPlusMOrNone) {
+  absl::StatusOr<ErasureCodeSpec> spec = ParseErasureCode("4+2");
+  ASSERT_TRUE(spec.ok());
+  EXPECT_EQ(spec->k, 4u);
+  EXPECT_EQ(spec->m, 2u);
+  EXPECT_FALSE(ParseErasureCode("none")->enabled());
+  EXPECT_TRUE(ParseErasureCode("30+2").ok());
+  EXPECT_FALSE(ParseErasureCode("31+2").ok());
+}
+
+class ErasureCodedClusterTest : public NamespaceFixture {
+ protected:
+  void SetUp() override {
+    options_.default_ec = ErasureCodeSpec{2, 1};
+    NamespaceFixture::SetUp();
+    for (const char* uuid : {"uuid-a", "uuid-b", "uuid-c"}) AddServer(uuid);
+  }
+};
+
+TEST_F(ErasureCodedClusterTest, TheClusterDefaultAppliesAndNoneTurnsItOff) {
+  EXPECT_EQ(CreateFile(kRootIno, "f")->layout().ec_data(), 2u);
+  auto dir = MakeDir(kRootIno, "copies");
+  ASSERT_TRUE(dir.ok());
+  SetXattrRequest set;
+  set.set_ino(dir->ino());
+  set.set_name(kErasureCodeXattr);
+  set.set_value("none");
+  ASSERT_OK(ns_->SetXattr(set));
+  absl::StatusOr<Attr> plain = CreateFile(dir->ino(), "g");
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  EXPECT_EQ(plain->layout().ec_data(), 0u);
+  EXPECT_EQ(plain->layout().replicas(), 1u);
+}
+
 TEST(ReplicasParseTest, AcceptsOneToEight) {
   for (uint32_t n = 1; n <= kMaxReplicas; ++n) {
     absl::StatusOr<uint32_t> parsed = ParseReplicas(std::to_string(n));

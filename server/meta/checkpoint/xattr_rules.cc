@@ -26,13 +26,13 @@ std::optional<uint32_t> ParsePositiveDecimal(absl::string_view text) {
 
 absl::Status ValidateXattrNameNotReserved(absl::string_view name) {
   if (!absl::StartsWith(name, kCkptfsXattrPrefix)) return absl::OkStatus();
-  if (name == kChunkSizeXattr || name == kReplicasXattr || name == kCommitTimeoutXattr ||
-      name == kKeepXattr) {
+  if (name == kChunkSizeXattr || name == kReplicasXattr || name == kErasureCodeXattr ||
+      name == kCommitTimeoutXattr || name == kKeepXattr) {
     return absl::OkStatus();
   }
   return ErrnoStatus(EINVAL, absl::StrCat("xattr \"", name,
                                           "\" is reserved for checkpoints; the stored "
-                                          "user.ckptfs. names are chunk_size, replicas, "
+                                          "user.ckptfs. names are chunk_size, replicas, ec, "
                                           "commit_timeout_s and keep"));
 }
 

@@ -30,11 +30,18 @@ absl::StatusOr<ClusterStatusReply> MetaServiceImpl::BuildClusterStatus() {
     *reply.add_servers() = board_.ServerStatusOf(server);
   }
   // The cluster's default for new files (a directory's
-  // user.ckptfs.replicas may differ). Erasure coding is not implemented.
+  // user.ckptfs.replicas or user.ckptfs.ec may differ).
+  const ErasureCodeSpec ec = ns_->options().default_ec;
   const uint32_t copies = ns_->options().default_replicas;
-  reply.set_copies(copies);
-  reply.set_redundancy(copies <= 1 ? std::string("none (1 copy)")
-                                   : absl::StrCat(copies, " replicas"));
+  if (ec.enabled()) {
+    reply.set_copies(1);
+    reply.set_redundancy(absl::StrCat("erasure coding ", ec.k, "+", ec.m, " (survives ", ec.m,
+                                      " lost servers)"));
+  } else {
+    reply.set_copies(copies);
+    reply.set_redundancy(copies <= 1 ? std::string("none (1 copy)")
+                                     : absl::StrCat(copies, " replicas"));
+  }
   for (ClientInfo& client : board_.Clients(now_ms)) *reply.add_clients() = std::move(client);
   if (std::optional<StatusBoard::RepairEntry> repair = board_.LastRepair(); repair.has_value()) {
     *reply.mutable_repair() = std::move(repair->report);

@@ -153,8 +153,8 @@ absl::StatusOr<Attr> Namespace::Mkdir(const MkdirRequest& request) {
     InodeRecord dir = NewInode(*ino, DIRECTORY, request.mode(), request.uid(), request.gid(), now);
     dir.set_parent(request.parent());
     // Layout inheritance: a new directory copies its parent's chunk size
-    // and replica count.
-    for (const char* name : {kChunkSizeXattr, kReplicasXattr}) {
+    // replica count and erasure code.
+    for (const char* name : {kChunkSizeXattr, kReplicasXattr, kErasureCodeXattr}) {
       auto setting = parent->xattrs().find(std::string(name));
       if (setting != parent->xattrs().end()) {
         (*dir.mutable_xattrs())[setting->first] = setting->second;

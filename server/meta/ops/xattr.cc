@@ -61,15 +61,21 @@ absl::Status Namespace::SetXattr(const SetXattrRequest& request) {
       return parsed.status();
     }
   }
+  const bool ec = request.name() == kErasureCodeXattr;
+  if (ec) {
+    if (absl::StatusOr<ErasureCodeSpec> parsed = ParseErasureCode(request.value()); !parsed.ok()) {
+      return parsed.status();
+    }
+  }
   return RunTxn(kv_, "setxattr", [&](MetaTxn& txn) -> absl::Status {
     absl::StatusOr<InodeRecord> inode = txn.GetInode(request.ino());
     if (!inode.ok()) return inode.status();
     if (absl::Status writable = RequireMutable(txn, *inode, "setxattr"); !writable.ok()) {
       return writable;
     }
-    if (replicas && inode->attr().type() != DIRECTORY) {
+    if ((replicas || ec) && inode->attr().type() != DIRECTORY) {
       // A file's copies are fixed by its layout when it is created.
-      return ErrnoStatus(EINVAL, absl::StrCat(kReplicasXattr, " is set on a directory (for the "
+      return ErrnoStatus(EINVAL, absl::StrCat(request.name(), " is set on a directory (for the "
                                               "files created in it), not on inode ",
                                               request.ino()));
     }
