@@ -1,7 +1,8 @@
 // `ckptfs status`: one look at a cluster, from the metadata service's
-// ClusterStatus: the storage servers (up/down, capacity, use, load, last
-// heartbeat), the redundancy state, the clients (mounts, tools, jobs) that
-// announced themselves, and the pending checkpoints with ranks arrived.
+// ClusterStatus: the storage servers (up/down, capacity, use, load, scrub
+// totals, last heartbeat), the redundancy state, the repairer's last report,
+// the clients (mounts, tools, jobs) that announced themselves, and the
+// pending checkpoints with ranks arrived.
 // --json prints the same reply as one JSON object (protobuf's JSON
 // mapping: 64-bit numbers are strings). A service of an older build without
 // ClusterStatus gets the servers table from ListServers only.
@@ -11,6 +12,9 @@
 #include <algorithm>
 #include <cerrno>
 #include <iostream>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
@@ -33,17 +37,21 @@ std::string Ago(int64_t now_ms, int64_t then_ms) {
 std::string ServerTable(const google::protobuf::RepeatedPtrField<meta::ServerStatus>& servers,
                         int64_t now_ms) {
   std::vector<std::vector<std::string>> rows = {{"ID", "ADDRESS", "STATE", "CAPACITY", "USED",
-                                                 "CONNS", "READ/S", "WRITE/S",
-                                                 "LAST HEARTBEAT"}};
+                                                 "CONNS", "READ/S", "WRITE/S"}};
+  for (std::string& header : ScrubHeaders()) rows[0].push_back(std::move(header));
+  rows[0].push_back("LAST HEARTBEAT");
   for (const meta::ServerStatus& s : servers) {
     const meta::ServerInfo& i = s.info();
     const bool load = s.load_reported() && i.alive();
-    rows.push_back({absl::StrCat(i.id()), i.address(), i.alive() ? "up" : "DOWN",
-                    FormatBytes(i.capacity_bytes()), FormatBytes(i.used_bytes()),
-                    load ? absl::StrCat(s.connections()) : "-",
-                    load ? FormatBytes(s.read_bytes_per_s()) : "-",
-                    load ? FormatBytes(s.write_bytes_per_s()) : "-",
-                    Ago(now_ms, i.last_heartbeat_ms())});
+    std::vector<std::string> row = {absl::StrCat(i.id()), i.address(), i.alive() ? "up" : "DOWN",
+                                    FormatBytes(i.capacity_bytes()), FormatBytes(i.used_bytes()),
+                                    load ? absl::StrCat(s.connections()) : "-",
+                                    load ? FormatBytes(s.read_bytes_per_s()) : "-",
+                                    load ? FormatBytes(s.write_bytes_per_s()) : "-"};
+    // A down server's last totals still say what its scrubber found.
+    for (std::string& cell : ScrubCells(s)) row.push_back(std::move(cell));
+    row.push_back(Ago(now_ms, i.last_heartbeat_ms()));
+    rows.push_back(std::move(row));
   }
   return FormatTable(rows);
 }
@@ -63,15 +71,19 @@ void PrintText(const meta::ClusterStatusReply& status) {
   const uint32_t copies = std::max<uint32_t>(1, status.copies());
   std::cout << "\nredundancy: " << status.redundancy()
             << " (of new files; a directory's user.ckptfs.replicas may say otherwise; "
-               "erasure coding and background rebuild are not implemented)\n";
+               "erasure coding is not implemented)\n";
   if (down > 0 && copies > 1) {
     std::cout << "  " << down << " server" << (down == 1 ? " is" : "s are")
               << " down: a chunk stays readable while one of its " << copies
               << " copies is on a server that is up; writes to a file with a copy there "
                  "fail until "
               << (down == 1 ? "it returns" : "they return")
-              << ", and copies missed meanwhile are not rebuilt (a new file avoids down "
-                 "servers)\n";
+              << (status.has_repair()
+                      ? ", and the repairer rebuilds the copies missed meanwhile, or moves "
+                        "them to another server if it stays down"
+                      : ", and no repairer has reported to this service to rebuild the "
+                        "copies missed meanwhile (`ckptfs repair`)")
+              << " (a new file avoids down servers)\n";
   } else if (down > 0) {
     std::cout << "  " << down << " server" << (down == 1 ? " is" : "s are")
               << " down: every file with a chunk there cannot be read until "
@@ -79,6 +91,15 @@ void PrintText(const meta::ClusterStatusReply& status) {
               << " (a new file avoids down servers)\n";
   } else {
     std::cout << "  every chunk is readable (all servers up)\n";
+  }
+
+  // Like the clients below, the report of the repairer that reports to the
+  // metadata server answering (with --etcd_shared, each server has its own).
+  if (status.has_repair()) {
+    std::cout << "\n"
+              << FormatRepairReport(status.repair(), status.repair_reported_ms(), now_ms);
+  } else {
+    std::cout << "\nrepair: no report from a repairer since the metadata service started\n";
   }
 
   // Clients heartbeat to the metadata server they use, and a barrier's
@@ -116,11 +137,14 @@ void PrintText(const meta::ClusterStatusReply& status) {
 CommandSpec StatusSpec() {
   return CommandSpec{
       "status",
-      "Show a cluster: storage servers and load, redundancy, clients, pending checkpoints.",
+      "Show a cluster: servers, load, scrubbing, redundancy, repair, clients, pending checkpoints.",
       "Give either --meta, or --state-dir of a cluster started with `ckptfs up`.\n"
       "Servers: up or DOWN (no heartbeat within the service's --server_timeout_s),\n"
       "capacity and use of their data directory, open data connections and bytes/s\n"
-      "read and written (between their last two heartbeats). Clients: every mount,\n"
+      "read and written (between their last two heartbeats), and their scrubber's\n"
+      "chunks checked, corrupt chunks found and whole passes since they started\n"
+      "(\"-\": not reported). Repair: the last report of the repairer (`ckptfs up`\n"
+      "starts one), its pass and what it rebuilt and moved. Clients: every mount,\n"
       "tool and program using libckptfs that sent a heartbeat in the last 15 s.\n"
       "Pending checkpoints: those the service has seen since it started, with\n"
       "ranks arrived/declared. Exit status 1 if the service cannot be reached.",
