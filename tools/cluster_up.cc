@@ -58,6 +58,7 @@ struct UpConfig {
   int replicas = 2;        // copies of each chunk of new files
   int64_t orphan_grace_s = -1;  // < 0: the metadata service's default
   int64_t repair_move_after_s = 600;  // the repairer's --move-after-s
+  bool repair = true;  // start the repairer (--no-repair: not)
   uint16_t metrics_port = 0;  // 0: no metrics endpoints
   absl::Duration timeout;
   std::string mountpoint;  // absolute
@@ -238,7 +239,9 @@ class ClusterStarter {
     if (absl::Status s = StartStorage(); !s.ok()) return Abort(s);
     if (absl::Status s = StartMount(); !s.ok()) return Abort(s);
     // Last, so the daemons before it keep their places (and metrics ports).
-    if (absl::Status s = StartRepairer(); !s.ok()) return Abort(s);
+    if (config_.repair) {
+      if (absl::Status s = StartRepairer(); !s.ok()) return Abort(s);
+    }
     PrintSummary();
     return 0;
   }
@@ -640,6 +643,7 @@ CommandSpec UpSpec() {
            "the repairer (`ckptfs repair --watch`, started with the cluster) moves the "
            "copies of a storage server dead this long onto another one",
            "600"},
+          {"no-repair", "", "do not start the repairer (`ckptfs repair --watch`)"},
           {"metrics-port", "BASE",
            "Prometheus metrics: the metadata service on BASE, storage server i on "
            "BASE+1+i, the mount after them; 0: none",
@@ -681,6 +685,7 @@ int RunUp(const ParsedFlags& flags) {
   absl::StatusOr<int64_t> move_after = flags.GetInt("repair-move-after-s", 0, 365LL * 24 * 3600);
   if (!move_after.ok()) return UsageError(spec, std::string(move_after.status().message()));
   config.repair_move_after_s = *move_after;
+  config.repair = !flags.GetBool("no-repair");
   config.meta_port = static_cast<uint16_t>(*meta_port);
   config.storage_port = static_cast<uint16_t>(*storage_port);
   config.servers = static_cast<int>(*servers);
