@@ -70,8 +70,8 @@ void PrintText(const meta::ClusterStatusReply& status) {
 
   const uint32_t copies = std::max<uint32_t>(1, status.copies());
   std::cout << "\nredundancy: " << status.redundancy()
-            << " (of new files; a directory's user.ckptfs.replicas may say otherwise; "
-               "erasure coding is not implemented)\n";
+            << " (of new files; a directory's user.ckptfs.replicas or user.ckptfs.ec may say "
+               "otherwise)\n";
   if (down > 0 && copies > 1) {
     std::cout << "  " << down << " server" << (down == 1 ? " is" : "s are")
               << " down: a chunk stays readable while one of its " << copies
