@@ -108,6 +108,16 @@ FileRepairResult FileRepairer::Repair(const std::string& path, meta::Attr attr,
         dead_for_ms == INT64_MAX
             ? absl::StrCat("storage server ", dead, " (dead, no heartbeat known)")
             : absl::StrCat("storage server ", dead, " (dead for ", dead_for_ms / 1000, " s)");
+    if (IsErasureCoded(attr.layout())) {
+      // Its fragments differ by design: a lost one is decoded from the
+      // others, which this repairer does not do yet.
+      result.unrepairable = true;
+      result.problems.push_back(absl::StrCat(
+          Name(path, attr.ino()), ": ", dead_text,
+          " holds fragments of its erasure-coded chunks; ckptfs repair does not rebuild "
+          "fragments yet (reads decode them from the others)"));
+      continue;
+    }
     if (ReplicaCount(attr.layout()) <= 1) {
       result.unrepairable = true;
       result.problems.push_back(absl::StrCat(Name(path, attr.ino()), ": ", dead_text,
@@ -157,7 +167,8 @@ FileRepairResult FileRepairer::Repair(const std::string& path, meta::Attr attr,
         break;
     }
   }
-  if (ReplicaCount(attr.layout()) < 2) return result;
+  // Erasure-coded fragments are not copies: nothing to compare or copy.
+  if (IsErasureCoded(attr.layout()) || ReplicaCount(attr.layout()) < 2) return result;
   const uint64_t chunks = client::ChunkCount(attr.size(), attr.layout().chunk_size());
   for (uint64_t i = 0; i < chunks; ++i) CheckChunk(path, attr, i, result);
   return result;

@@ -17,6 +17,9 @@
 //    is rewritten (replace WRITE). Good copies that differ are left alone (a
 //    write that failed on one copy, and its writer was told) and reported; a
 //    chunk missing everywhere is a hole.
+// Erasure-coded files (fragments, not copies) are left alone: their chunks
+// are not compared, and a dead server holding their fragments makes them
+// unrepairable here (decoding a lost fragment is not done yet).
 // A corrupt copy is rewritten without a condition: a writer replacing that
 // chunk between the READs and the rewrite loses to the repair (the window is
 // one chunk's READ and WRITE). Copies are compared over the chunk's bytes within the file's size (a

@@ -259,6 +259,30 @@ TEST_F(RepairTest, SingleCopyFilesAreNotCompared) {
   EXPECT_EQ(transport_.counts().reads, 0);
 }
 
+TEST_F(RepairTest, ErasureCodedFragmentsAreNeverCopiedOverEachOther) {
+  meta::Attr& attr = meta_.AddFile("f", 16, 16, {1, 2, 3, 4}, 1);
+  attr.mutable_layout()->set_ec_data(2);
+  attr.mutable_layout()->set_ec_parity(1);
+  // Three different fragments of chunk 0, one missing on server 3.
+  for (uint32_t id : {1u, 2u}) {
+    const std::string fragment(8, static_cast<char>('0' + id));
+    ASSERT_TRUE(transport_.WriteChunk(id, 16, 0, 0, fragment.data(), fragment.size(), true).ok());
+  }
+  FileRepairResult result = Repair(16);
+  EXPECT_FALSE(result.unrepairable);
+  EXPECT_EQ(transport_.counts().reads, 0);
+  EXPECT_FALSE(transport_.ChunkBytes(3, 16, 0).has_value());
+  // A dead server holding fragments: said, not moved.
+  meta_.SetServers(5);  // a spare, 5, outside the stripe
+  meta_.Server(2).set_alive(false);
+  meta_.Server(2).set_last_heartbeat_ms(kNowMs - 60'000);
+  result = Repair(16, absl::Seconds(1));
+  EXPECT_TRUE(result.unrepairable);
+  EXPECT_TRUE(meta_.moves.empty());
+  ASSERT_FALSE(result.problems.empty());
+  EXPECT_THAT(result.problems[0], HasSubstr("erasure-coded"));
+}
+
 TEST_F(RepairTest, DeadServerCopiesAreMovedThenTheStripe) {
   const meta::Attr& attr = meta_.AddFile("f", 20, 64, {1, 2, 3}, 2);
   WriteFile(transport_, attr);
