@@ -6,11 +6,16 @@
 #include <algorithm>
 #include <cerrno>
 #include <filesystem>
+#include <functional>
 #include <optional>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "client/fragment_io.h"
+#include "client/layout.h"
 #include "common/crc32c.h"
 #include "common/credential.h"
 #include "common/errno_status.h"
@@ -18,6 +23,81 @@
 #include "common/placement.h"
 
 namespace ckptfs::tools {
+namespace {
+
+// The reader's connections as a client::ChunkTransport for fragment_io:
+// READs only (verify never writes: every other call fails with EROFS).
+class ReadOnlyTransport : public client::ChunkTransport {
+ public:
+  using Connect = std::function<absl::StatusOr<DataConnection*>(uint32_t)>;
+  explicit ReadOnlyTransport(Connect connect) : connect_(std::move(connect)) {}
+
+  using ChunkTransport::WriteChunk;
+  absl::Status WriteChunk(uint32_t, uint64_t, uint64_t, uint32_t, const void*, size_t, bool,
+                          std::optional<uint32_t>) override {
+    return ReadOnly();
+  }
+  absl::Status FillChunk(uint32_t, uint64_t, uint64_t, const void*, size_t) override {
+    return ReadOnly();
+  }
+  absl::StatusOr<size_t> ReadChunk(uint32_t server_id, uint64_t ino, uint64_t chunk_index,
+                                   uint32_t offset, void* buf, size_t length) override {
+    absl::StatusOr<DataConnection*> conn = connect_(server_id);
+    if (!conn.ok()) return conn.status();
+    data::RequestHeader request;
+    request.set_op(data::READ);
+    request.set_ino(ino);
+    request.set_chunk_index(chunk_index);
+    request.set_offset(offset);
+    request.set_length(static_cast<uint32_t>(length));
+    absl::StatusOr<DataConnection::Response> read =
+        (*conn)->Call(request, nullptr, 0, static_cast<char*>(buf), length);
+    if (!read.ok()) return read.status();
+    return read->payload_len;
+  }
+  absl::Status TrimChunks(uint32_t, uint64_t, uint64_t, uint32_t) override { return ReadOnly(); }
+  absl::Status SyncChunks(uint32_t, uint64_t) override { return ReadOnly(); }
+
+ private:
+  static absl::Status ReadOnly() {
+    return ErrnoStatus(EROFS, "ckpt verify reads chunks only");
+  }
+
+  Connect connect_;
+};
+
+}  // namespace
+
+ChunkCheck CheckErasureCodedChunk(client::ChunkTransport& transport,
+                                  const meta::Layout& layout, uint64_t ino, uint32_t index,
+                                  uint64_t length, std::string& bytes) {
+  ChunkCheck chunk;
+  chunk.index = index;
+  chunk.length = length;
+  chunk.server_id = ReplicaServer(layout, index, 0);
+  bytes.assign(length, '\0');
+  absl::StatusOr<client::DecodedChunk> decoded = client::ReadWholeChunkFragments(
+      transport, nullptr, layout, ino, index, /*check_all=*/true);
+  if (!decoded.ok() && ErrnoFromStatus(decoded.status()) == ENOENT) {
+    chunk.hole = true;  // no fragment anywhere: reads as zeros, as through the mount
+  } else if (!decoded.ok()) {
+    chunk.status = absl::DataLossError(
+        absl::StrCat("chunk ", index, ": ", decoded.status().message()));
+  } else {
+    std::copy_n(decoded->bytes.begin(), std::min<size_t>(length, decoded->bytes.size()),
+                bytes.begin());
+    std::vector<std::string> problems;
+    for (size_t r = 0; r < decoded->fragment_good.size(); ++r) {
+      if (decoded->fragment_good[r]) continue;
+      // The status names the fragment and its server.
+      problems.push_back(
+          absl::StrCat("chunk ", index, ": ", decoded->fragment_status[r].message()));
+    }
+    if (!problems.empty()) chunk.status = absl::DataLossError(absl::StrJoin(problems, "; "));
+  }
+  chunk.crc32c = Crc32c(bytes.data(), bytes.size());
+  return chunk;
+}
 
 CheckpointReader::CheckpointReader(MetaProbe* probe, absl::Duration timeout)
     : probe_(probe), timeout_(timeout) {}
@@ -147,6 +227,26 @@ FileCheck CheckpointReader::CheckFile(const std::string& dir, const std::string&
   std::string buffer, scratch;
   uint32_t file_crc = 0;
   const uint64_t chunks = file.size == 0 ? 0 : (file.size - 1) / file.chunk_size + 1;
+  if (IsErasureCoded(attr->layout()) && file.size > 0) {
+    if (absl::Status valid = client::ValidateLayout(attr->layout()); !valid.ok()) {
+      file.status = absl::DataLossError(absl::StrCat(path, ": ", valid.message()));
+      return file;
+    }
+    ReadOnlyTransport transport([this](uint32_t id) { return ConnectionTo(id); });
+    for (uint64_t i = 0; i < chunks; ++i) {
+      ChunkCheck chunk = CheckErasureCodedChunk(
+          transport, attr->layout(), file.ino, static_cast<uint32_t>(i),
+          std::min<uint64_t>(file.chunk_size, file.size - i * file.chunk_size), buffer);
+      if (auto it = servers_.find(chunk.server_id); it != servers_.end()) {
+        chunk.server = it->second.address();
+      }
+      file_crc = Crc32cExtend(file_crc, buffer.data(), buffer.size());
+      if (!chunk.status.ok() && file.status.ok()) file.status = chunk.status;
+      file.chunks.push_back(std::move(chunk));
+    }
+    file.crc32c = file_crc;
+    return file;
+  }
   for (uint64_t i = 0; i < chunks; ++i) {
     ChunkCheck chunk;
     chunk.index = static_cast<uint32_t>(i);

@@ -14,6 +14,14 @@
 // computed here over the bytes read (a hole reads as zeros), so a file's
 // CRC32C equals that of a copy of it anywhere else.
 //
+// Erasure-coded files (Layout.ec_data > 0, client/fragment_io.h) have
+// fragments, not copies: each chunk is decoded from its k+m fragments and
+// every fragment is compared with what re-encoding the chunk gives
+// (ReadWholeChunkFragments with check_all, over the same connections); the
+// chunk is bad, naming the fragment, its server and why, when any fragment
+// is missing, unreadable, damaged or of another write, and when fewer than
+// k agree. The CRC32Cs are over the decoded bytes, as for copies.
+//
 // Thread-safety: not thread-safe; one CheckpointReader per thread.
 #ifndef CKPTFS_TOOLS_CKPT_CHECK_H_
 #define CKPTFS_TOOLS_CKPT_CHECK_H_
@@ -27,6 +35,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "client/chunk_transport.h"
 #include "common/data_connection.h"
 #include "proto/meta.pb.h"
 #include "tools/meta_probe.h"
@@ -53,6 +62,17 @@ struct FileCheck {
   absl::Status status;  // the first failure (a chunk's, or the file's)
   bool ok() const { return status.ok(); }
 };
+
+// Reads and checks chunk `index` of erasure-coded file `ino` (its bytes in
+// the file: `length`) through `transport`, as CheckFile does. `bytes` gets
+// the chunk's bytes [0, length) as decoded (zeros for a hole, and past the
+// end of a short chunk); the result's crc32c is over them. server_id is
+// fragment 1's server; `server` is left empty.
+// REQUIRES: IsErasureCoded(layout), client::ValidateLayout(layout).ok(),
+// length <= layout.chunk_size().
+ChunkCheck CheckErasureCodedChunk(client::ChunkTransport& transport,
+                                  const meta::Layout& layout, uint64_t ino, uint32_t index,
+                                  uint64_t length, std::string& bytes);
 
 class CheckpointReader {
  public:

@@ -3,11 +3,13 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <optional>
 #include <set>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "client/fragment_io.h"
 #include "client/layout.h"
 #include "common/errno_status.h"
 #include "common/placement.h"
@@ -32,6 +34,110 @@ bool SameWithin(const std::string& a, const std::string& b, size_t length) {
     const char x = i < a.size() ? a[i] : '\0';
     const char y = i < b.size() ? b[i] : '\0';
     if (x != y) return false;
+  }
+  return true;
+}
+
+// A version of an erasure-coded chunk whose fragments may be rewritten from
+// the others: at least this long since the file's last write (its mtime).
+// A write stores all k+m fragments anew, one request each, so while one is
+// in flight some fragments hold the new write id and the others the old
+// one; the group that decodes may then be the OLD version, and rewriting a
+// fragment that "holds another version" would destroy the writer's new
+// bytes. A writer sets the mtime when it writes, so a fragment of another
+// version in a file written within this window is left alone (a later pass
+// looks again); after it, the other version is a write that failed part way
+// (its writer was told) and the fragments that decode win.
+constexpr int64_t kQuietBeforeRewriteMs = 60'000;
+
+// Reads and writes through `base`, except that a server not in `live` fails
+// at once (EHOSTDOWN) instead of costing a connect or a timeout per chunk:
+// fragment_io reads every fragment of a chunk, and a dead server's fragment
+// is then just one that failed.
+class LiveServersOnly : public client::ChunkTransport {
+ public:
+  LiveServersOnly(client::ChunkTransport& base, const std::vector<meta::ServerInfo>& servers)
+      : base_(base) {
+    for (const meta::ServerInfo& s : servers) {
+      if (s.alive()) live_.insert(s.id());
+    }
+  }
+  bool IsLive(uint32_t id) const { return live_.count(id) != 0; }
+
+  using ChunkTransport::WriteChunk;
+  absl::Status WriteChunk(uint32_t server_id, uint64_t ino, uint64_t chunk_index,
+                          uint32_t offset, const void* data, size_t length, bool replace,
+                          std::optional<uint32_t> crc32c) override {
+    if (!IsLive(server_id)) return Dead(server_id);
+    return base_.WriteChunk(server_id, ino, chunk_index, offset, data, length, replace, crc32c);
+  }
+  absl::Status FillChunk(uint32_t server_id, uint64_t ino, uint64_t chunk_index,
+                         const void* data, size_t length) override {
+    if (!IsLive(server_id)) return Dead(server_id);
+    return base_.FillChunk(server_id, ino, chunk_index, data, length);
+  }
+  absl::StatusOr<size_t> ReadChunk(uint32_t server_id, uint64_t ino, uint64_t chunk_index,
+                                   uint32_t offset, void* buf, size_t length) override {
+    if (!IsLive(server_id)) return Dead(server_id);
+    return base_.ReadChunk(server_id, ino, chunk_index, offset, buf, length);
+  }
+  absl::Status TrimChunks(uint32_t server_id, uint64_t ino, uint64_t trim_size,
+                          uint32_t chunk_size) override {
+    if (!IsLive(server_id)) return Dead(server_id);
+    return base_.TrimChunks(server_id, ino, trim_size, chunk_size);
+  }
+  absl::Status SyncChunks(uint32_t server_id, uint64_t ino) override {
+    if (!IsLive(server_id)) return Dead(server_id);
+    return base_.SyncChunks(server_id, ino);
+  }
+
+ private:
+  static absl::Status Dead(uint32_t id) {
+    return ErrnoStatus(EHOSTDOWN, absl::StrCat("storage server ", id, " is down"));
+  }
+
+  client::ChunkTransport& base_;
+  std::set<uint32_t> live_;
+};
+
+// What a fragment's server holds at the start of it: its header.
+struct StoredHeader {
+  absl::Status read;  // the READ's failure (ENOENT: no chunk file)
+  bool valid = false;  // the magic is right
+  uint32_t length = 0;
+  uint64_t write_id = 0;
+};
+
+StoredHeader ReadStoredHeader(client::ChunkTransport& transport, uint32_t server_id,
+                              uint64_t ino, uint64_t chunk_index) {
+  StoredHeader header;
+  unsigned char buf[client::kFragmentHeaderSize] = {};
+  absl::StatusOr<size_t> n = transport.ReadChunk(server_id, ino, chunk_index, 0, buf, sizeof buf);
+  if (!n.ok()) {
+    header.read = n.status();
+    return header;
+  }
+  if (*n < sizeof buf) return header;
+  auto le = [&](int at, int bytes) {
+    uint64_t v = 0;
+    for (int b = bytes - 1; b >= 0; --b) v = (v << 8) | buf[at + b];
+    return v;
+  };
+  header.valid = le(0, 4) == client::kFragmentMagic;
+  header.length = static_cast<uint32_t>(le(4, 4));
+  header.write_id = le(8, 8);
+  return header;
+}
+
+// True when no live fragment server of the chunk has a chunk file for it
+// (a hole, as far as the live servers tell).
+bool MissingOnEveryLiveServer(LiveServersOnly& transport, const meta::Layout& layout,
+                              uint64_t ino, uint64_t chunk_index) {
+  for (uint32_t id : ReplicaServers(layout, chunk_index)) {
+    if (!transport.IsLive(id)) continue;
+    if (ErrnoFromStatus(ReadStoredHeader(transport, id, ino, chunk_index).read) != ENOENT) {
+      return false;
+    }
   }
   return true;
 }
@@ -108,17 +214,7 @@ FileRepairResult FileRepairer::Repair(const std::string& path, meta::Attr attr,
         dead_for_ms == INT64_MAX
             ? absl::StrCat("storage server ", dead, " (dead, no heartbeat known)")
             : absl::StrCat("storage server ", dead, " (dead for ", dead_for_ms / 1000, " s)");
-    if (IsErasureCoded(attr.layout())) {
-      // Its fragments differ by design: a lost one is decoded from the
-      // others, which this repairer does not do yet.
-      result.unrepairable = true;
-      result.problems.push_back(absl::StrCat(
-          Name(path, attr.ino()), ": ", dead_text,
-          " holds fragments of its erasure-coded chunks; ckptfs repair does not rebuild "
-          "fragments yet (reads decode them from the others)"));
-      continue;
-    }
-    if (ReplicaCount(attr.layout()) <= 1) {
+    if (!IsErasureCoded(attr.layout()) && ReplicaCount(attr.layout()) <= 1) {
       result.unrepairable = true;
       result.problems.push_back(absl::StrCat(Name(path, attr.ino()), ": ", dead_text,
                                              " holds the only copy of some of its chunks "
@@ -140,11 +236,16 @@ FileRepairResult FileRepairer::Repair(const std::string& path, meta::Attr attr,
       result.unrepairable = true;
       result.problems.push_back(absl::StrCat(
           Name(path, attr.ino()), ": ", dead_text,
-          " holds copies of its chunks, and no live server outside its stripe [",
+          IsErasureCoded(attr.layout()) ? " holds fragments of its erasure-coded chunks"
+                                        : " holds copies of its chunks",
+          ", and no live server outside its stripe [",
           absl::StrJoin(attr.layout().stripe(), ","), "] can take them"));
       continue;
     }
-    switch (MoveOff(path, attr, dead, spare->id(), result)) {
+    const MoveOutcome outcome = IsErasureCoded(attr.layout())
+                                    ? MoveFragmentsOff(path, attr, dead, spare->id(), result)
+                                    : MoveOff(path, attr, dead, spare->id(), result);
+    switch (outcome) {
       case MoveOutcome::kMoved:
         break;
       case MoveOutcome::kStale: {
@@ -167,9 +268,12 @@ FileRepairResult FileRepairer::Repair(const std::string& path, meta::Attr attr,
         break;
     }
   }
-  // Erasure-coded fragments are not copies: nothing to compare or copy.
-  if (IsErasureCoded(attr.layout()) || ReplicaCount(attr.layout()) < 2) return result;
   const uint64_t chunks = client::ChunkCount(attr.size(), attr.layout().chunk_size());
+  if (IsErasureCoded(attr.layout())) {
+    for (uint64_t i = 0; i < chunks; ++i) CheckFragments(path, attr, i, now_ms, result);
+    return result;
+  }
+  if (ReplicaCount(attr.layout()) < 2) return result;
   for (uint64_t i = 0; i < chunks; ++i) CheckChunk(path, attr, i, result);
   return result;
 }
@@ -321,6 +425,133 @@ void FileRepairer::CheckChunk(const std::string& path, const meta::Attr& attr,
     }
     ++result.copies_rebuilt;
     result.bytes_written += source->bytes.size();
+  }
+}
+
+FileRepairer::MoveOutcome FileRepairer::MoveFragmentsOff(const std::string& path,
+                                                         meta::Attr& attr, uint32_t dead,
+                                                         uint32_t spare,
+                                                         FileRepairResult& result) {
+  const meta::Layout& layout = attr.layout();
+  const uint64_t ino = attr.ino();
+  LiveServersOnly live(*transport_, servers_);
+  auto fail = [&](std::string problem) {
+    result.problems.push_back(
+        absl::StrCat(problem, "; its fragments stay on dead server ", dead));
+    return MoveOutcome::kFailed;
+  };
+  const uint64_t chunks = client::ChunkCount(attr.size(), layout.chunk_size());
+  for (uint64_t i = 0; i < chunks; ++i) {
+    const std::vector<uint32_t> holders = ReplicaServers(layout, i);
+    const auto at = std::find(holders.begin(), holders.end(), dead);
+    if (at == holders.end()) continue;
+    const int r = static_cast<int>(at - holders.begin());
+    // The dead server's read fails at once; the others decode.
+    absl::StatusOr<client::DecodedChunk> chunk =
+        client::ReadWholeChunkFragments(live, nullptr, layout, ino, i, /*check_all=*/false);
+    if (!chunk.ok()) {
+      if (ErrnoFromStatus(chunk.status()) == ENOENT ||
+          MissingOnEveryLiveServer(live, layout, ino, i)) {
+        continue;  // a hole
+      }
+      return fail(absl::StrCat(ChunkName(path, ino, i), ": cannot decode its fragment ", r + 1,
+                               " (", chunk.status().message(), ")"));
+    }
+    const std::vector<char> fragment = client::EncodeFragment(layout, *chunk, r);
+    absl::Status written = transport_->WriteChunk(spare, ino, i, 0, fragment.data(),
+                                                  fragment.size(), /*replace=*/true);
+    if (!written.ok()) {
+      return fail(absl::StrCat(ChunkName(path, ino, i), ": writing its fragment ", r + 1,
+                               " onto server ", spare, ": ", written.message()));
+    }
+    ++result.copies_moved;
+    result.bytes_written += fragment.size();
+  }
+  absl::StatusOr<meta::Attr> moved = meta_->MoveStripeServer(ino, dead, spare);
+  if (moved.ok()) {
+    attr = *std::move(moved);
+    return MoveOutcome::kMoved;
+  }
+  if (ErrnoFromStatus(moved.status()) == ESTALE) return MoveOutcome::kStale;
+  return fail(absl::StrCat(Name(path, ino), ": moving its stripe from server ", dead,
+                           " to server ", spare, ": ", moved.status().message()));
+}
+
+void FileRepairer::CheckFragments(const std::string& path, const meta::Attr& attr,
+                                  uint64_t chunk_index, int64_t now_ms,
+                                  FileRepairResult& result) {
+  const meta::Layout& layout = attr.layout();
+  const uint64_t ino = attr.ino();
+  const std::string name = ChunkName(path, ino, chunk_index);
+  LiveServersOnly live(*transport_, servers_);
+  absl::StatusOr<client::DecodedChunk> chunk = client::ReadWholeChunkFragments(
+      live, nullptr, layout, ino, chunk_index, /*check_all=*/true);
+  if (!chunk.ok()) {
+    if (ErrnoFromStatus(chunk.status()) == ENOENT ||
+        MissingOnEveryLiveServer(live, layout, ino, chunk_index)) {
+      return;  // a hole
+    }
+    ++result.chunks_checked;
+    result.unrepairable = true;
+    result.problems.push_back(absl::StrCat(name, ": cannot be decoded, so no fragment is rebuilt (",
+                                           chunk.status().message(), ")"));
+    return;
+  }
+  ++result.chunks_checked;
+  const std::vector<uint32_t> servers = ReplicaServers(layout, chunk_index);
+  const int64_t written_ms_ago = now_ms - attr.mtime_ns() / 1'000'000;
+  for (int r = 0; r < static_cast<int>(servers.size()); ++r) {
+    const size_t i = static_cast<size_t>(r);
+    const uint32_t id = servers[i];
+    if (chunk->fragment_good[i] || !live.IsLive(id)) continue;
+    const absl::Status& why = chunk->fragment_status[i];
+    const std::string which = absl::StrCat(name, ": fragment ", r + 1, " on server ", id);
+    const int err = ErrnoFromStatus(why);
+    if (err == ENOENT) {
+      const std::vector<char> fragment = client::EncodeFragment(layout, *chunk, r);
+      absl::Status filled = transport_->FillChunk(id, ino, chunk_index, fragment.data(),
+                                                  fragment.size());
+      if (ErrnoFromStatus(filled) == EEXIST) continue;  // a writer stored it meanwhile
+      if (!filled.ok()) {
+        result.unrepairable = true;
+        result.problems.push_back(absl::StrCat(which, " is missing; filling it: ",
+                                               filled.message()));
+        continue;
+      }
+      ++result.copies_rebuilt;
+      result.bytes_written += fragment.size();
+      continue;
+    }
+    if (err != EIO) {  // the server answered with something else, or not at all
+      result.unrepairable = true;
+      result.problems.push_back(absl::StrCat(which, ": ", why.message()));
+      continue;
+    }
+    // EIO: the server's CRC32C check, a bad header, bytes that differ from
+    // what the version encodes to (all corrupt), or another version.
+    const StoredHeader header = ReadStoredHeader(*transport_, id, ino, chunk_index);
+    const bool other_version = header.read.ok() && header.valid &&
+                               (header.write_id != chunk->write_id ||
+                                header.length != chunk->length);
+    if (other_version && written_ms_ago < kQuietBeforeRewriteMs) {
+      // See kQuietBeforeRewriteMs: maybe a write in flight.
+      result.problems.push_back(absl::StrCat(
+          which, " holds another version of the chunk; the file is being written (last "
+          "written ", std::max<int64_t>(0, written_ms_ago) / 1000, " s ago), so it is left"));
+      continue;
+    }
+    const std::vector<char> fragment = client::EncodeFragment(layout, *chunk, r);
+    absl::Status written = transport_->WriteChunk(id, ino, chunk_index, 0, fragment.data(),
+                                                  fragment.size(), /*replace=*/true);
+    if (!written.ok()) {
+      result.unrepairable = true;
+      result.problems.push_back(absl::StrCat(
+          which, other_version ? " holds another version" : " is corrupt",
+          "; rewriting it: ", written.message()));
+      continue;
+    }
+    ++result.copies_rebuilt;
+    result.bytes_written += fragment.size();
   }
 }
 

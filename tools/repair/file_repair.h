@@ -1,4 +1,5 @@
-// FileRepairer: restores the copies of one replicated file's chunks.
+// FileRepairer: restores the copies (or erasure-coded fragments) of one
+// file's chunks.
 //
 // Given a file's attributes (size, layout) and the storage servers (alive
 // flag, last heartbeat), Repair does two things:
@@ -17,9 +18,20 @@
 //    is rewritten (replace WRITE). Good copies that differ are left alone (a
 //    write that failed on one copy, and its writer was told) and reported; a
 //    chunk missing everywhere is a hole.
-// Erasure-coded files (fragments, not copies) are left alone: their chunks
-// are not compared, and a dead server holding their fragments makes them
-// unrepairable here (decoding a lost fragment is not done yet).
+// Erasure-coded files (client/fragment_io.h: k data + m parity fragments
+// per chunk, fragment r where copy r would be) are checked per chunk by
+// decoding it from the live servers' fragments and re-encoding every
+// fragment (ReadWholeChunkFragments, check_all); a dead server's fragment is
+// just one that failed. A fragment on a live server that is missing is
+// filled (FillChunk, only if still absent) with exactly what encoding the
+// chunk gives (EncodeFragment); a corrupt one (the server's CRC32C check, a
+// bad header, bytes that differ) is rewritten; one holding another version
+// (write id) is rewritten only when the file was last written 60 s or more
+// ago, else reported as being written and left (file_repair.cc,
+// kQuietBeforeRewriteMs). Fewer than k agreeing fragments: unrepairable.
+// A dead server is moved off as for copies, each of its fragments decoded
+// from the others and written onto the spare. Fragments count as copies in
+// the result (copies_rebuilt, copies_moved).
 // A corrupt copy is rewritten without a condition: a writer replacing that
 // chunk between the READs and the rewrite loses to the repair (the window is
 // one chunk's READ and WRITE). Copies are compared over the chunk's bytes within the file's size (a
@@ -80,8 +92,15 @@ class FileRepairer {
   enum class MoveOutcome { kMoved, kStale, kFailed };
   MoveOutcome MoveOff(const std::string& path, meta::Attr& attr, uint32_t dead, uint32_t spare,
                       FileRepairResult& result);
+  // The same for an erasure-coded file: each fragment `dead` holds is
+  // decoded from the others and written onto `spare`.
+  MoveOutcome MoveFragmentsOff(const std::string& path, meta::Attr& attr, uint32_t dead,
+                               uint32_t spare, FileRepairResult& result);
   void CheckChunk(const std::string& path, const meta::Attr& attr, uint64_t chunk_index,
                   FileRepairResult& result);
+  // CheckChunk for an erasure-coded file; `now_ms` as for Repair.
+  void CheckFragments(const std::string& path, const meta::Attr& attr, uint64_t chunk_index,
+                      int64_t now_ms, FileRepairResult& result);
 
   RepairMeta* const meta_;
   client::ChunkTransport* const transport_;

@@ -2,16 +2,21 @@
 // storage servers (client/testing/fake_chunk_transport.h) and a RepairMeta
 // kept in the test: missing copies filled, corrupt copies replaced,
 // differing copies left and reported, holes left, a dead server's copies
-// moved before its stripe entry, and a pass's report. Also the fake's
-// FillChunk (replace only if absent).
+// moved before its stripe entry, and a pass's report; for erasure-coded
+// files, lost fragments filled byte-exact, corrupt ones rewritten, another
+// version's left while the file is being written, fewer than k reported,
+// and a dead server's fragments decoded onto a spare before the stripe
+// moves. Also the fake's FillChunk (replace only if absent).
 #include <cerrno>
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "client/fragment_io.h"
 #include "client/testing/fake_chunk_transport.h"
 #include "common/errno_status.h"
 #include "common/placement.h"
@@ -259,24 +264,173 @@ TEST_F(RepairTest, SingleCopyFilesAreNotCompared) {
   EXPECT_EQ(transport_.counts().reads, 0);
 }
 
-TEST_F(RepairTest, ErasureCodedFragmentsAreNeverCopiedOverEachOther) {
-  meta::Attr& attr = meta_.AddFile("f", 16, 16, {1, 2, 3, 4}, 1);
-  attr.mutable_layout()->set_ec_data(2);
-  attr.mutable_layout()->set_ec_parity(1);
-  // Three different fragments of chunk 0, one missing on server 3.
-  for (uint32_t id : {1u, 2u}) {
-    const std::string fragment(8, static_cast<char>('0' + id));
-    ASSERT_TRUE(transport_.WriteChunk(id, 16, 0, 0, fragment.data(), fragment.size(), true).ok());
+// An erasure-coded (4+2) file on servers 1..7: chunks of kChunk bytes, F = 4.
+meta::Attr& AddEcFile(TestMeta& meta, uint64_t ino, uint64_t size, int64_t mtime_ms) {
+  meta::Attr& attr = meta.AddFile(absl::StrCat("f", ino), ino, size, {1, 2, 3, 4, 5, 6, 7}, 1);
+  attr.mutable_layout()->set_ec_data(4);
+  attr.mutable_layout()->set_ec_parity(2);
+  attr.set_mtime_ns(mtime_ms * 1'000'000);
+  return attr;
+}
+
+// Chunk `i` of an erasure-coded test file as a writer with write id `id`
+// would have it.
+client::DecodedChunk EcChunk(const meta::Attr& attr, uint64_t i, uint64_t id) {
+  client::DecodedChunk chunk;
+  chunk.length = static_cast<uint32_t>(std::min<uint64_t>(kChunk, attr.size() - i * kChunk));
+  chunk.write_id = id;
+  const std::string data = ChunkData(i, chunk.length);
+  chunk.bytes.assign(data.begin(), data.end());
+  chunk.bytes.resize(attr.layout().ec_data() * client::FragmentSize(attr.layout()), '\0');
+  return chunk;
+}
+
+// Stores every fragment of every chunk of `attr` as a writer would.
+void WriteEcFile(FakeChunkTransport& t, const meta::Attr& attr) {
+  for (uint64_t i = 0; i * kChunk < attr.size(); ++i) {
+    const client::DecodedChunk chunk = EcChunk(attr, i, 1000 + i);
+    const std::vector<uint32_t> servers = ReplicaServers(attr.layout(), i);
+    for (int r = 0; r < static_cast<int>(servers.size()); ++r) {
+      const std::vector<char> f = client::EncodeFragment(attr.layout(), chunk, r);
+      ASSERT_TRUE(t.WriteChunk(servers[r], attr.ino(), i, 0, f.data(), f.size(), true).ok());
+    }
   }
+}
+
+// What every server holds of the first chunks of `ino`.
+std::map<std::pair<uint32_t, uint64_t>, std::optional<std::string>> Snapshot(
+    const FakeChunkTransport& t, uint64_t ino, int servers = 8) {
+  std::map<std::pair<uint32_t, uint64_t>, std::optional<std::string>> held;
+  for (uint32_t id = 1; id <= static_cast<uint32_t>(servers); ++id) {
+    for (uint64_t i = 0; i < 8; ++i) held[{id, i}] = t.ChunkBytes(id, ino, i);
+  }
+  return held;
+}
+
+TEST_F(RepairTest, ErasureCodedLostFragmentsAreFilledExactly) {
+  meta_.SetServers(7);
+  const meta::Attr& attr = AddEcFile(meta_, 16, 40, kNowMs - 3'600'000);
+  WriteEcFile(transport_, attr);
+  const auto before = Snapshot(transport_, 16);
+  // Server 3 loses every fragment it held (of chunks 0, 1 and 2).
+  ASSERT_TRUE(transport_.TrimChunks(3, 16, 0, kChunk).ok());
+  ASSERT_FALSE(transport_.ChunkBytes(3, 16, 0).has_value());
+
   FileRepairResult result = Repair(16);
+  EXPECT_FALSE(result.unrepairable) << result.problems[0];
+  EXPECT_TRUE(result.problems.empty());
+  EXPECT_EQ(result.chunks_checked, 3u);
+  EXPECT_EQ(result.copies_rebuilt, 3u);
+  EXPECT_EQ(result.bytes_written, 3u * (client::kFragmentHeaderSize + 4));
+  EXPECT_EQ(transport_.counts().fills, 3);
+  EXPECT_EQ(Snapshot(transport_, 16), before);
+  // A second pass finds nothing to do.
+  result = Repair(16);
+  EXPECT_EQ(result.copies_rebuilt, 0u);
+  EXPECT_TRUE(result.problems.empty());
+}
+
+TEST_F(RepairTest, ErasureCodedCorruptFragmentsAreRewritten) {
+  meta_.SetServers(7);
+  const meta::Attr& attr = AddEcFile(meta_, 17, 40, kNowMs - 3'600'000);
+  WriteEcFile(transport_, attr);
+  const auto before = Snapshot(transport_, 17);
+  transport_.CorruptChunk(5, 17, 1);  // fails the server's CRC32C check
+  const std::string garbage = "garbage, no header at all";
+  ASSERT_TRUE(transport_.WriteChunk(2, 17, 0, 0, garbage.data(), garbage.size(), true).ok());
+
+  FileRepairResult result = Repair(17);
+  EXPECT_FALSE(result.unrepairable) << result.problems[0];
+  EXPECT_EQ(result.copies_rebuilt, 2u);
+  EXPECT_EQ(transport_.counts().fills, 0);
+  EXPECT_EQ(Snapshot(transport_, 17), before);
+}
+
+TEST_F(RepairTest, ErasureCodedOtherVersionIsRewrittenOnlyOnceTheFileIsQuiet) {
+  meta_.SetServers(7);
+  meta::Attr& attr = AddEcFile(meta_, 18, 16, kNowMs - 5'000);  // written 5 s ago
+  WriteEcFile(transport_, attr);
+  const auto before = Snapshot(transport_, 18);
+  // Fragment 2 (server 2) of another write of chunk 0.
+  const std::vector<char> other =
+      client::EncodeFragment(attr.layout(), EcChunk(attr, 0, 4242), 1);
+  ASSERT_TRUE(transport_.WriteChunk(2, 18, 0, 0, other.data(), other.size(), true).ok());
+
+  FileRepairResult result = Repair(18);
+  EXPECT_EQ(result.copies_rebuilt, 0u);
+  ASSERT_EQ(result.problems.size(), 1u);
+  EXPECT_THAT(result.problems[0], HasSubstr("being written"));
+  EXPECT_THAT(result.problems[0], HasSubstr("server 2"));
+  EXPECT_EQ(transport_.ChunkBytes(2, 18, 0), std::string(other.begin(), other.end()));
+
+  attr.set_mtime_ns((kNowMs - 120'000) * 1'000'000);  // last written 2 minutes ago
+  result = Repair(18);
   EXPECT_FALSE(result.unrepairable);
-  EXPECT_EQ(transport_.counts().reads, 0);
-  EXPECT_FALSE(transport_.ChunkBytes(3, 16, 0).has_value());
-  // A dead server holding fragments: said, not moved.
-  meta_.SetServers(5);  // a spare, 5, outside the stripe
+  EXPECT_EQ(result.copies_rebuilt, 1u);
+  EXPECT_EQ(Snapshot(transport_, 18), before);
+}
+
+TEST_F(RepairTest, ErasureCodedFewerThanKFragmentsIsUnrepairable) {
+  meta_.SetServers(7);
+  const meta::Attr& attr = AddEcFile(meta_, 19, 16, kNowMs - 3'600'000);
+  WriteEcFile(transport_, attr);
+  for (uint32_t id : {1u, 2u, 3u}) ASSERT_TRUE(transport_.TrimChunks(id, 19, 0, kChunk).ok());
+
+  FileRepairResult result = Repair(19);
+  EXPECT_TRUE(result.unrepairable);
+  EXPECT_EQ(result.copies_rebuilt, 0u);
+  ASSERT_EQ(result.problems.size(), 1u);
+  EXPECT_THAT(result.problems[0], HasSubstr("chunk 0"));
+  EXPECT_FALSE(transport_.ChunkBytes(1, 19, 0).has_value());
+}
+
+TEST_F(RepairTest, ErasureCodedHoleIsLeftEvenWithADeadServer) {
+  meta_.SetServers(7);
+  AddEcFile(meta_, 21, 32, kNowMs - 3'600'000);  // never written: two holes
+  meta_.Server(4).set_alive(false);
+  transport_.SetServerDown(4, true);
+  FileRepairResult result = Repair(21);
+  EXPECT_FALSE(result.unrepairable) << result.problems[0];
+  EXPECT_EQ(result.chunks_checked, 0u);
+  EXPECT_EQ(transport_.ChunkCount(21), 0);
+}
+
+TEST_F(RepairTest, ErasureCodedFragmentsOfADeadServerAreMovedThenTheStripe) {
+  meta_.SetServers(8);  // 8 is outside the stripe
+  const meta::Attr& attr = AddEcFile(meta_, 22, 40, kNowMs - 3'600'000);
+  WriteEcFile(transport_, attr);
+  const auto before = Snapshot(transport_, 22);
   meta_.Server(2).set_alive(false);
   meta_.Server(2).set_last_heartbeat_ms(kNowMs - 60'000);
-  result = Repair(16, absl::Seconds(1));
+  transport_.SetServerDown(2, true);
+
+  FileRepairResult result = Repair(22, absl::Seconds(10));
+  EXPECT_FALSE(result.unrepairable) << result.problems[0];
+  // Chunk i's fragments are on stripe[(i + r) % 7]: server 2 holds
+  // fragment 2 of chunk 0 and fragment 1 of chunk 1, and none of chunk 2.
+  EXPECT_EQ(result.copies_moved, 2u);
+  ASSERT_EQ(meta_.moves.size(), 1u);
+  EXPECT_EQ(meta_.moves[0].from, 2u);
+  EXPECT_EQ(meta_.moves[0].to, 8u);
+  EXPECT_EQ(meta_.moves[0].chunks_on_to, 2);  // all written before the move
+  for (uint64_t i : {0u, 1u}) {
+    EXPECT_EQ(transport_.ChunkBytes(8, 22, i), before.at({2, i})) << "chunk " << i;
+  }
+  EXPECT_FALSE(transport_.ChunkBytes(8, 22, 2).has_value());
+  EXPECT_EQ(meta_.files.at(22).layout().stripe(1), 8u);
+  // The chunks checked after the move are whole again.
+  EXPECT_EQ(result.chunks_checked, 3u);
+  EXPECT_EQ(result.copies_rebuilt, 0u);
+}
+
+TEST_F(RepairTest, ErasureCodedDeadServerWithoutASpareIsUnrepairable) {
+  meta_.SetServers(7);
+  const meta::Attr& attr = AddEcFile(meta_, 23, 16, kNowMs - 3'600'000);
+  WriteEcFile(transport_, attr);
+  meta_.Server(2).set_alive(false);
+  meta_.Server(2).set_last_heartbeat_ms(kNowMs - 60'000);
+  transport_.SetServerDown(2, true);
+  FileRepairResult result = Repair(23, absl::Seconds(10));
   EXPECT_TRUE(result.unrepairable);
   EXPECT_TRUE(meta_.moves.empty());
   ASSERT_FALSE(result.problems.empty());
