@@ -81,7 +81,8 @@ CommandSpec CkptShowSpec() {
       "Show the files of checkpoint DIR: size, chunks, CRC32C per file (and chunk).",
       "Every chunk is read from its storage server; the CRC32C shown is computed\n"
       "over the bytes read (a file's equals `crc32c` of a copy of it), after the\n"
-      "server checked its stored CRC32C. --chunks lists each chunk with its server.\n"
+      "server checked its stored CRC32C. An erasure-coded file's chunks are decoded\n"
+      "from their fragments. --chunks lists each chunk with its server.\n"
       "Exit status 1 if a chunk cannot be read (see `ckptfs ckpt verify`).",
       {MetaFlag(), StateDirFlag(), CredentialFileFlag(), {"chunks", "", "also list every chunk"}},
       {"DIR"}};
@@ -133,9 +134,13 @@ CommandSpec CkptVerifySpec() {
       "ckpt verify",
       "Read every chunk of every file of checkpoint DIR and check its CRC32C.",
       "Each chunk is read from its storage server, which checks the CRC32C stored\n"
-      "with it on disk; the CRC32C of the bytes on the wire is checked here. One\n"
-      "line per file: OK with its CRC32C, or BAD naming the chunk, the server and\n"
-      "what failed. Exit status 0 if every file is intact, 1 if any is bad.",
+      "with it on disk; the CRC32C of the bytes on the wire is checked here. Every\n"
+      "copy of a replicated chunk is read and compared; an erasure-coded chunk is\n"
+      "decoded from its fragments and each fragment checked against what the chunk\n"
+      "encodes to (a missing, damaged or stale fragment is bad). One line per file:\n"
+      "OK with its CRC32C, or BAD naming the chunk, the server (and copy or\n"
+      "fragment) and what failed. Exit status 0 if every file is intact, 1 if any\n"
+      "is bad.",
       {MetaFlag(), StateDirFlag(), CredentialFileFlag()},
       {"DIR"}};
 }
@@ -183,7 +188,9 @@ int RunCkptVerify(const ParsedFlags& flags) {
   std::cerr << "ckptfs ckpt verify: " << dir << " is damaged: "
             << absl::StrJoin(bad_files, ", ")
             << " (a chunk failing its CRC32C is damaged on the server's disk: restore the file "
-               "from another checkpoint; an unreachable server: check `ckptfs status`)\n";
+               "from another checkpoint, or, for one bad copy or fragment of a file with replicas or "
+               "erasure coding, run `ckptfs repair`; an unreachable server: check `ckptfs "
+               "status`)\n";
   return 1;
 }
 
