@@ -3,19 +3,23 @@
 // is verified.
 //
 // A LocalCluster of 4 storage servers with two copies of every chunk. Each
-// writer has its own libckptfs Client and run directory /d/w<W>; it declares
-// one-rank checkpoints c<K> there, saves kFilesPerCheckpoint files f<N> into
-// each (a few MiB, never a whole number of chunks, contents determined by
-// (writer, N)), and commits. Reader threads, each with its own Client,
-// re-read files already saved while the servers die. Every
+// writer has its own libckptfs Client and directory /d/w<W>, and saves files
+// f<N> in a loop (a few MiB, never a whole number of chunks, contents
+// determined by (writer, N)): the even writers plain files in it, the odd
+// ones into one-rank checkpoints c<K> there (kFilesPerCheckpoint files each,
+// then a commit). Reader threads, each with its own Client, re-read files
+// already saved while the servers die. Every
 // CKPTFS_SOAK_KILL_EVERY_S (default 60; the first half a period in) the next
 // storage server in turn is killed with SIGKILL and restarted
 // CKPTFS_SOAK_DOWN_S later (default 10) on its old data.
 //
 // A save that failed (an error from create, write or close) or a commit that
-// aborted is allowed and counted. What is not allowed, a loss:
+// aborted is allowed and counted; an aborted checkpoint's files are removed
+// by design (CheckpointStore::Abort), saved or not: its writer learns it
+// from the commit. What is not allowed, a loss:
 //   - a save whose close returned 0 that does not read back exact at the end
-//     (through a fresh Client, all servers up);
+//     (through a fresh Client, all servers up), unless its checkpoint is
+//     listed ABORTED (then it must be gone);
 //   - a file of a checkpoint the metadata service lists as COMMITTED (the
 //     metadata's "complete") that differs from its (writer, N) contents, or a
 //     committed checkpoint holding a failed save or missing a file, or a
@@ -157,7 +161,9 @@ class SoakTest : public ReplicationTest {
 
   absl::Mutex mu_;
   std::vector<Save> saves_ ABSL_GUARDED_BY(mu_);
-  std::vector<Save> saved_ ABSL_GUARDED_BY(mu_);  // close returned 0: readers pick these
+  // Readers pick these: plain saves whose close returned 0, and the files of
+  // checkpoints whose commit returned COMMITTED.
+  std::vector<Save> saved_ ABSL_GUARDED_BY(mu_);
   std::vector<CommitResult> commits_ ABSL_GUARDED_BY(mu_);
   int losses_ ABSL_GUARDED_BY(mu_) = 0;
   std::vector<std::string> loss_messages_ ABSL_GUARDED_BY(mu_);
@@ -211,6 +217,26 @@ TEST_F(SoakTest, WritersLoseNothingWhileStorageServersAreKilledAndRestarted) {
       client::Client& client = *writer_clients[w];
       double bytes = 0;  // attempted, for the pacing
       int n = 0;
+      auto pace = [&] {
+        if (bytes_per_s_each > 0) sleep_until(start + absl::Seconds(bytes / bytes_per_s_each));
+      };
+      if (w % 2 == 0) {  // plain files
+        for (; absl::Now() < end; ++n) {
+          Save save;
+          save.writer = w;
+          save.n = n;
+          save.checkpoint = -1;
+          save.status = SaveFile(client, run_dirs[w], w, n, &save.ino);
+          bytes += static_cast<double>(SaveSize(w, n));
+          {
+            absl::MutexLock lock(&mu_);
+            saves_.push_back(save);
+            if (save.status.ok()) saved_.push_back(save);
+          }
+          pace();
+        }
+        return;
+      }
       for (int k = 0; absl::Now() < end; ++k) {
         auto dir = client.Mkdir(run_dirs[w], absl::StrCat("c", k), 0755, 0, 0);
         absl::Status declared = dir.status();
@@ -224,6 +250,7 @@ TEST_F(SoakTest, WritersLoseNothingWhileStorageServersAreKilledAndRestarted) {
           continue;
         }
         absl::Status create_failed;
+        std::vector<Save> made;
         for (int f = 0; f < kFilesPerCheckpoint && absl::Now() < end; ++f, ++n) {
           Save save;
           save.writer = w;
@@ -232,18 +259,23 @@ TEST_F(SoakTest, WritersLoseNothingWhileStorageServersAreKilledAndRestarted) {
           save.status = SaveFile(client, dir->ino(), w, n, &save.ino);
           if (save.ino == 0) create_failed = save.status;
           bytes += static_cast<double>(SaveSize(w, n));
+          made.push_back(save);
           {
             absl::MutexLock lock(&mu_);
             saves_.push_back(save);
-            if (save.status.ok()) saved_.push_back(save);
           }
-          if (bytes_per_s_each > 0) sleep_until(start + absl::Seconds(bytes / bytes_per_s_each));
+          pace();
         }
         // A write or close that failed marked its file damaged: the commit
         // must abort then (or, if it commits, the file must be exact).
         CommitResult commit{w, k, create_failed.ok(), create_failed};
         if (commit.attempted) commit.status = client.CommitCheckpoint(dir->ino(), 0).status();
         absl::MutexLock lock(&mu_);
+        if (commit.attempted && commit.status.ok()) {
+          for (const Save& save : made) {
+            if (save.status.ok()) saved_.push_back(save);
+          }
+        }
         commits_.push_back(std::move(commit));
       }
     });
@@ -295,10 +327,19 @@ TEST_F(SoakTest, WritersLoseNothingWhileStorageServersAreKilledAndRestarted) {
   writers_done.store(true);
   for (size_t t = kWriters; t < threads.size(); ++t) threads[t].join();
   const absl::Duration storm = absl::Now() - start;
-  writer_clients.clear();
-  reader_clients.clear();
+  {
+    // Each Client takes a while to close its connections: in parallel.
+    std::vector<std::thread> closers;
+    for (auto& c : writer_clients) closers.emplace_back([&c] { c.reset(); });
+    for (auto& c : reader_clients) closers.emplace_back([&c] { c.reset(); });
+    for (std::thread& t : closers) t.join();
+  }
+  std::cerr << "soak: clients closed " << absl::FormatDuration(absl::Now() - start - storm)
+            << " after the storm\n";
   ASSERT_TRUE(fault_errors.empty()) << absl::StrJoin(fault_errors, "\n");
   ASSERT_TRUE(cluster_->WaitServersAlive(kServers).ok());
+  std::cerr << "soak: all servers alive " << absl::FormatDuration(absl::Now() - start - storm)
+            << " after the storm\n";
 
   // Every byte of every save whose close returned 0, through a fresh
   // Client, with every server up.
@@ -318,17 +359,6 @@ TEST_F(SoakTest, WritersLoseNothingWhileStorageServersAreKilledAndRestarted) {
     saves_ok += s.status.ok() ? 1 : 0;
   }
   const absl::Time verify_start = absl::Now();
-  std::atomic<size_t> next{0};
-  std::vector<std::thread> verifiers;
-  for (int v = 0; v < kVerifiers; ++v) {
-    verifiers.emplace_back([&] {
-      for (size_t i = next.fetch_add(1); i < saves.size(); i = next.fetch_add(1)) {
-        const Save& s = saves[i];
-        if (s.status.ok()) VerifySave(*verifier, s.writer, s.n, s.ino, "saved");
-      }
-    });
-  }
-  for (std::thread& t : verifiers) t.join();
 
   // Every checkpoint the metadata lists as committed: it holds exactly the
   // files its writer made there, each complete and exact (the saves whose
@@ -336,6 +366,7 @@ TEST_F(SoakTest, WritersLoseNothingWhileStorageServersAreKilledAndRestarted) {
   std::map<std::pair<int, int>, std::vector<int>> saves_in;  // (writer, checkpoint) -> n
   for (const Save& s : saves) saves_in[{s.writer, s.checkpoint}].push_back(s.n);
   int committed = 0, aborted = 0, other_state = 0, committed_failed_saves = 0;
+  std::map<std::pair<int, int>, meta::CheckpointState> all_states;  // (writer, checkpoint)
   for (int w = 0; w < kWriters; ++w) {
     absl::StatusOr<meta::ListCheckpointsReply> list = verifier->ListCheckpoints(run_dirs[w]);
     ASSERT_TRUE(list.ok()) << list.status();
@@ -347,6 +378,7 @@ TEST_F(SoakTest, WritersLoseNothingWhileStorageServersAreKilledAndRestarted) {
         continue;
       }
       states[k] = info.state();
+      all_states[{w, k}] = info.state();
       if (info.state() == meta::ABORTED) ++aborted;
       if (info.state() != meta::COMMITTED) {
         other_state += info.state() == meta::ABORTED ? 0 : 1;
@@ -401,6 +433,30 @@ TEST_F(SoakTest, WritersLoseNothingWhileStorageServersAreKilledAndRestarted) {
       }
     }
   }
+  // Then every save whose close returned 0, but for those of checkpoints
+  // listed ABORTED (removed with them).
+  int removed_with_abort = 0;
+  for (const Save& s : saves) {
+    if (!s.status.ok() || s.checkpoint < 0) continue;
+    auto state = all_states.find({s.writer, s.checkpoint});
+    if (state != all_states.end() && state->second == meta::ABORTED) ++removed_with_abort;
+  }
+  std::atomic<size_t> next{0};
+  std::vector<std::thread> verifiers;
+  for (int v = 0; v < kVerifiers; ++v) {
+    verifiers.emplace_back([&] {
+      for (size_t i = next.fetch_add(1); i < saves.size(); i = next.fetch_add(1)) {
+        const Save& s = saves[i];
+        if (!s.status.ok()) continue;
+        if (s.checkpoint >= 0) {
+          auto state = all_states.find({s.writer, s.checkpoint});
+          if (state != all_states.end() && state->second == meta::ABORTED) continue;
+        }
+        VerifySave(*verifier, s.writer, s.n, s.ino, "saved");
+      }
+    });
+  }
+  for (std::thread& t : verifiers) t.join();
   const absl::Duration verify_time = absl::Now() - verify_start;
 
   int commits_ok = 0, commits_failed = 0, not_committed = 0;
@@ -420,7 +476,8 @@ TEST_F(SoakTest, WritersLoseNothingWhileStorageServersAreKilledAndRestarted) {
   }
   std::cerr << absl::StrCat(
       "soak: ", absl::FormatDuration(storm), " storm, ", kWriters, " writers, ", kReaders,
-      " readers; saves ok ", saves_ok, " / failed ", saves.size() - static_cast<size_t>(saves_ok),
+      " readers; saves ok ", saves_ok, " (", removed_with_abort,
+      " of them removed with their aborted checkpoint)", " / failed ", saves.size() - static_cast<size_t>(saves_ok),
       "; checkpoints committed ", committed, " (", committed_failed_saves,
       " files of them saves that failed) / aborted ", aborted, " / other ", other_state,
       " (commits returned ok ", commits_ok, " / an error ", commits_failed, ", not attempted ",
