@@ -1,4 +1,4 @@
-// Soak (issue 6, point 9): 32 writers save checkpoints for minutes while a
+// Soak (issue 6, point 9): 32 writers save files for minutes while a
 // storage server is killed (-9) and restarted every minute, then every byte
 // is verified.
 //
@@ -8,10 +8,10 @@
 // determined by (writer, N)): the even writers plain files in it, the odd
 // ones into one-rank checkpoints c<K> there (kFilesPerCheckpoint files each,
 // then a commit). Reader threads, each with its own Client, re-read files
-// already saved while the servers die. Every
-// CKPTFS_SOAK_KILL_EVERY_S (default 60; the first half a period in) the next
-// storage server in turn is killed with SIGKILL and restarted
-// CKPTFS_SOAK_DOWN_S later (default 10) on its old data.
+// already saved while the servers die. Every CKPTFS_SOAK_KILL_EVERY_S
+// (default 60; the first half a period in) the next storage server in turn
+// is killed with SIGKILL and restarted CKPTFS_SOAK_DOWN_S later (default 10)
+// on its old data.
 //
 // A save that failed (an error from create, write or close) or a commit that
 // aborted is allowed and counted; an aborted checkpoint's files are removed
@@ -19,10 +19,11 @@
 // from the commit. What is not allowed, a loss:
 //   - a save whose close returned 0 that does not read back exact at the end
 //     (through a fresh Client, all servers up), unless its checkpoint is
-//     listed ABORTED (then it must be gone);
+//     listed ABORTED (removed with it: counted, not read);
 //   - a file of a checkpoint the metadata service lists as COMMITTED (the
-//     metadata's "complete") that differs from its (writer, N) contents, or a
-//     committed checkpoint holding a failed save or missing a file, or a
+//     metadata's "complete") that differs from its (writer, N) contents,
+//     even one whose save failed; a committed checkpoint missing a file or
+//     holding one no save made, or with other file and byte counts; a
 //     commit that returned COMMITTED for a checkpoint not listed so;
 //   - a read during the storm that returned 0 with bytes that differ.
 //
