@@ -42,12 +42,19 @@ bool SameWithin(const std::string& a, const std::string& b, size_t length) {
 // the others: at least this long since the file's last write (its mtime).
 // A write stores all k+m fragments anew, one request each, so while one is
 // in flight some fragments hold the new write id and the others the old
-// one; the group that decodes may then be the OLD version, and rewriting a
-// fragment that "holds another version" would destroy the writer's new
-// bytes. A writer sets the mtime when it writes, so a fragment of another
-// version in a file written within this window is left alone (a later pass
-// looks again); after it, the other version is a write that failed part way
-// (its writer was told) and the fragments that decode win.
+// one; the group that decodes may then be the OLD version, and rewriting
+// the fragments that "hold another version" would destroy the writer's new
+// bytes (with 4+2, three new and three old fragments rewritten to old leave
+// fewer than k of either once the write ends). The service's mtime moves
+// when a file is created or truncated and at each writer's commit (flush,
+// fsync, close), so a fragment of another version in a file written within
+// this window is left alone (a later pass looks again); after it, the other
+// version is most likely a write that failed part way (its writer was told)
+// and the fragments that decode win. The gap: a writer that keeps the file
+// open and writes for longer than this without a commit is not seen by the
+// mtime (the service does not tell the repairer which files have writers
+// registered), so the chunk is read a second time just before such a
+// rewrite and left if anything changed (CheckFragments).
 constexpr int64_t kQuietBeforeRewriteMs = 60'000;
 
 // Reads and writes through `base`, except that a server not in `live` fails
@@ -138,6 +145,24 @@ bool MissingOnEveryLiveServer(LiveServersOnly& transport, const meta::Layout& la
     if (ErrnoFromStatus(ReadStoredHeader(transport, id, ino, chunk_index).read) != ENOENT) {
       return false;
     }
+  }
+  return true;
+}
+
+// Whether chunk `chunk_index` still decodes to the version `seen` (same
+// write id and length, every fragment good then still good; fragments this
+// pass restored meanwhile may have joined) with fragment `r` still not part
+// of it: read again just before a fragment of another version is rewritten.
+bool StillTheSame(LiveServersOnly& transport, const meta::Layout& layout, uint64_t ino,
+                  uint64_t chunk_index, const client::DecodedChunk& seen, int r) {
+  absl::StatusOr<client::DecodedChunk> again = client::ReadWholeChunkFragments(
+      transport, nullptr, layout, ino, chunk_index, /*check_all=*/true);
+  if (!again.ok() || again->write_id != seen.write_id || again->length != seen.length ||
+      again->fragment_good[static_cast<size_t>(r)]) {
+    return false;
+  }
+  for (size_t j = 0; j < seen.fragment_good.size(); ++j) {
+    if (seen.fragment_good[j] && !again->fragment_good[j]) return false;
   }
   return true;
 }
@@ -538,6 +563,13 @@ void FileRepairer::CheckFragments(const std::string& path, const meta::Attr& att
       result.problems.push_back(absl::StrCat(
           which, " holds another version of the chunk; the file is being written (last "
           "written ", std::max<int64_t>(0, written_ms_ago) / 1000, " s ago), so it is left"));
+      continue;
+    }
+    if (other_version && !StillTheSame(live, layout, ino, chunk_index, *chunk, r)) {
+      // See kQuietBeforeRewriteMs: the chunk changed between two reads.
+      result.problems.push_back(absl::StrCat(
+          which, " holds another version of the chunk, and the chunk changed while it was "
+          "checked: it is being written, so it is left"));
       continue;
     }
     const std::vector<char> fragment = client::EncodeFragment(layout, *chunk, r);

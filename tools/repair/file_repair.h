@@ -27,8 +27,9 @@
 // chunk gives (EncodeFragment); a corrupt one (the server's CRC32C check, a
 // bad header, bytes that differ) is rewritten; one holding another version
 // (write id) is rewritten only when the file was last written 60 s or more
-// ago, else reported as being written and left (file_repair.cc,
-// kQuietBeforeRewriteMs). Fewer than k agreeing fragments: unrepairable.
+// ago and the chunk reads the same a second time, else reported as being
+// written and left (file_repair.cc, kQuietBeforeRewriteMs, says why and
+// what this does not see). Fewer than k agreeing fragments: unrepairable.
 // A dead server is moved off as for copies, each of its fragments decoded
 // from the others and written onto the spare. Fragments count as copies in
 // the result (copies_rebuilt, copies_moved).
