@@ -5,17 +5,25 @@
 // fragments; one `ckptfs repair` pass restores both (every fragment reads
 // back exactly what it held before) and exits 0; a second pass rebuilds
 // nothing; verify then says all intact, and the files read back exact.
+// And a storage server stopped for good while a spare outside every stripe
+// is back: `ckptfs repair --move-after-s 0` decodes the dead server's
+// fragments onto the spare (each exactly what the dead one held), the
+// stripes name the spare instead, and the files read back exact.
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <signal.h>
+
 #include <map>
 #include <random>
+#include <set>
 #include <string>
 #include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "client/data_chunk_transport.h"
 #include "client/grpc_meta_client.h"
 #include "common/errno_status.h"
@@ -69,6 +77,22 @@ class EcRepairIt : public ReplicationTest {
       }
     }
     return all;
+  }
+
+  // Waits until the service sees exactly the servers `alive` (by id) alive.
+  void WaitAlive(const std::set<uint32_t>& alive) {
+    std::set<uint32_t> now;
+    for (int i = 0; i < 300; ++i) {
+      auto servers = client_->ListServers();
+      ASSERT_TRUE(servers.ok()) << servers.status();
+      now.clear();
+      for (const meta::ServerInfo& s : servers->servers()) {
+        if (s.alive()) now.insert(s.id());
+      }
+      if (now == alive) return;
+      absl::SleepFor(absl::Milliseconds(100));
+    }
+    FAIL() << "the service never saw the expected servers alive";
   }
 };
 
@@ -149,6 +173,81 @@ TEST_F(EcRepairIt, RepairRestoresADeletedAndAGarbledFragmentAndVerifyAgrees) {
     auto got = ReadFile(*fresh, inos[f]);
     ASSERT_TRUE(got.ok()) << got.status();
     EXPECT_TRUE(SameBytes(*got, data[f])) << "file e" << f;
+  }
+}
+
+TEST_F(EcRepairIt, ADeadServersFragmentsAreDecodedOntoASpare) {
+  ASSERT_NO_FATAL_FAILURE(StartCluster(8, 1));
+  std::map<uint32_t, int> index_of = ServerIndexes();
+  ASSERT_EQ(index_of.size(), 8u);
+  std::map<int, uint32_t> id_of;
+  std::set<uint32_t> all;
+  for (const auto& [id, index] : index_of) {
+    id_of[index] = id;
+    all.insert(id);
+  }
+  // Server 7 is down while the files are written: the stripes hold 0..6.
+  ASSERT_TRUE(cluster_->StopStorage(7, SIGTERM).ok());
+  std::set<uint32_t> alive = all;
+  alive.erase(id_of[7]);
+  ASSERT_NO_FATAL_FAILURE(WaitAlive(alive));
+  ASSERT_TRUE(client_->SetXattr(dir_, "user.ckptfs.ec", "4+2", 0).ok());
+  std::vector<std::string> data;
+  std::vector<uint64_t> inos;
+  std::vector<std::vector<std::map<uint32_t, std::string>>> before;
+  for (int f = 0; f < 3; ++f) {
+    data.push_back(RandomBytes(2 * kChunk + 999 * f + 1, 400 + f));
+    auto attr = WriteFile(*client_, dir_, absl::StrCat("g", f), data.back());
+    ASSERT_TRUE(attr.ok()) << attr.status();
+    ASSERT_EQ(attr->layout().ec_data(), 4u);
+    inos.push_back(attr->ino());
+    const auto& stripe = attr->layout().stripe();
+    ASSERT_EQ(std::count(stripe.begin(), stripe.end(), id_of[7]), 0);
+    ASSERT_EQ(std::count(stripe.begin(), stripe.end(), id_of[1]), 1)
+        << "the test wants server 1 in every stripe";
+    before.push_back(Fragments(inos.back()));
+  }
+
+  // Server 1 goes for good; server 7 comes back.
+  ASSERT_TRUE(cluster_->StopStorage(1, SIGKILL).ok());
+  ASSERT_TRUE(cluster_->StartStorage(7).ok());
+  alive = all;
+  alive.erase(id_of[1]);
+  ASSERT_NO_FATAL_FAILURE(WaitAlive(alive));
+
+  std::string output;
+  EXPECT_EQ(RunCkptfs(absl::StrCat("repair --move-after-s 0 --meta ", cluster_->meta_address()),
+                      &output),
+            0)
+      << output;
+  std::cerr << output;
+  EXPECT_FALSE(absl::StrContains(output, " 0 copies moved")) << output;
+  EXPECT_TRUE(absl::StrContains(output, "0 files unrepairable")) << output;
+  for (size_t f = 0; f < inos.size(); ++f) {
+    auto attr = client_->GetAttr(inos[f]);
+    ASSERT_TRUE(attr.ok()) << attr.status();
+    const auto& stripe = attr->layout().stripe();
+    EXPECT_EQ(std::count(stripe.begin(), stripe.end(), id_of[1]), 0) << "file g" << f;
+    EXPECT_EQ(std::count(stripe.begin(), stripe.end(), id_of[7]), 1) << "file g" << f;
+    // Every fragment is where the stripe says, with the bytes it had (the
+    // dead server's now on the spare).
+    const std::vector<std::map<uint32_t, std::string>> after = Fragments(inos[f]);
+    ASSERT_EQ(after.size(), before[f].size());
+    for (size_t i = 0; i < after.size(); ++i) {
+      for (const auto& [id, bytes] : before[f][i]) {
+        const uint32_t now_on = id == id_of[1] ? id_of[7] : id;
+        ASSERT_EQ(after[i].count(now_on), 1u) << "file g" << f << " chunk " << i;
+        EXPECT_EQ(after[i].at(now_on), bytes)
+            << "file g" << f << " chunk " << i << " server " << now_on;
+      }
+    }
+  }
+  std::unique_ptr<client::Client> fresh = Connect();
+  ASSERT_NE(fresh, nullptr);
+  for (size_t f = 0; f < inos.size(); ++f) {
+    auto got = ReadFile(*fresh, inos[f]);
+    ASSERT_TRUE(got.ok()) << got.status();
+    EXPECT_TRUE(SameBytes(*got, data[f])) << "file g" << f;
   }
 }
 
