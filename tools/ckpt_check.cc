@@ -220,8 +220,10 @@ FileCheck CheckpointReader::CheckFile(const std::string& dir, const std::string&
   }
   const int copies = ReplicaCount(attr->layout());
   if (file.size > 0 && copies > stripe.size()) {
-    file.status = absl::DataLossError(absl::StrCat(path, " has ", copies,
-                                                   " replicas on a stripe of ", stripe.size()));
+    file.status = absl::DataLossError(absl::StrCat(
+        path, " has ", copies,
+        IsErasureCoded(attr->layout()) ? " fragments per chunk" : " replicas",
+        " on a stripe of ", stripe.size()));
     return file;
   }
   std::string buffer, scratch;
