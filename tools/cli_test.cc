@@ -114,6 +114,15 @@ TEST_F(CliTest, UsageErrorsExitWithTwo) {
                 .exit_status,
             2);  // meta port inside the storage range
   EXPECT_EQ(Run({"status"}).exit_status, 2);
+  // An erasure code needs a server per fragment, and says so.
+  r = Run(Up({"--ec", "4+2"}));  // Up() has --servers 2
+  EXPECT_EQ(r.exit_status, 2);
+  EXPECT_NE(r.output.find("needs at least 6 storage servers"), std::string::npos) << r.output;
+  for (const char* bad : {"4", "1+1", "4+0", "4+x", "30+3"}) {
+    r = Run(Up({"--ec", bad}));
+    EXPECT_EQ(r.exit_status, 2) << bad;
+    EXPECT_NE(r.output.find("want K+M"), std::string::npos) << bad << ": " << r.output;
+  }
 }
 
 TEST_F(CliTest, HelpExitsWithZero) {

@@ -25,8 +25,10 @@
 #include <memory>
 
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "common/credential.h"
 #include "common/meta_channel.h"
 #include "common/errno_status.h"
@@ -56,6 +58,7 @@ struct UpConfig {
   int servers = 0;
   int64_t chunk_size = 0;  // 0: the metadata service's default
   int replicas = 2;        // copies of each chunk of new files
+  std::string ec;          // "K+M": erasure-code new files instead ("" none)
   int64_t orphan_grace_s = -1;  // < 0: the metadata service's default
   int64_t repair_move_after_s = 600;  // the repairer's --move-after-s
   bool repair = true;  // start the repairer (--no-repair: not)
@@ -325,6 +328,7 @@ class ClusterStarter {
       argv.push_back(absl::StrCat("--default_chunk_size=", config_.chunk_size));
     }
     argv.push_back(absl::StrCat("--replicas=", config_.replicas));
+    if (!config_.ec.empty()) argv.push_back("--ec=" + config_.ec);
     if (config_.orphan_grace_s >= 0) {
       argv.push_back(absl::StrCat("--orphan_grace_s=", config_.orphan_grace_s));
     }
@@ -625,6 +629,10 @@ CommandSpec UpSpec() {
            "copies of each chunk of new files, on R different storage servers (1..8, at most "
            "--servers); the default 2 survives the loss of any one storage server",
            "2"},
+          {"ec", "K+M",
+           "erasure-code new files instead of copying them: K data and M parity fragments "
+           "per chunk, each on its own storage server (needs --servers >= K+M; one more "
+           "keeps new files writable with a server down), surviving the loss of any M"},
           {"timeout-s", "SECONDS", "how long to wait for each part to become ready", "30"},
           {"orphan-grace-s", "S",
            "how long the chunks of a deleted file stay readable by handles still open "
@@ -675,6 +683,21 @@ int RunUp(const ParsedFlags& flags) {
                                          " storage servers (--servers is ", *servers, ")"));
   }
   config.replicas = static_cast<int>(*replicas);
+  if (flags.Given("ec")) {
+    const std::string ec = flags.Get("ec");
+    std::vector<std::string> parts = absl::StrSplit(ec, '+');
+    int k = 0, m = 0;
+    if (parts.size() != 2 || !absl::SimpleAtoi(parts[0], &k) || !absl::SimpleAtoi(parts[1], &m) ||
+        k < 2 || m < 1 || k + m > 32) {
+      return UsageError(spec, absl::StrCat("--ec ", ec, ": want K+M with K >= 2, M >= 1 and "
+                                           "K + M <= 32, e.g. 4+2"));
+    }
+    if (k + m > *servers) {
+      return UsageError(spec, absl::StrCat("--ec ", ec, " needs at least ", k + m,
+                                           " storage servers (--servers is ", *servers, ")"));
+    }
+    config.ec = absl::StrCat(k, "+", m);
+  }
   if (flags.Given("orphan-grace-s")) {
     absl::StatusOr<int64_t> grace = flags.GetInt("orphan-grace-s", 0, int64_t{1} << 31);
     if (!grace.ok()) return UsageError(spec, std::string(grace.status().message()));

@@ -72,7 +72,20 @@ void PrintText(const meta::ClusterStatusReply& status) {
   std::cout << "\nredundancy: " << status.redundancy()
             << " (of new files; a directory's user.ckptfs.replicas or user.ckptfs.ec may say "
                "otherwise)\n";
-  if (down > 0 && copies > 1) {
+  if (down > 0 && status.ec_data() > 0) {
+    const uint32_t pieces = status.ec_data() + status.ec_parity();
+    std::cout << "  " << down << " server" << (down == 1 ? " is" : "s are")
+              << " down: a chunk stays readable (decoded) while at most " << status.ec_parity()
+              << " of its " << pieces << " fragments are on servers that are down; writes to a "
+              << "file with a fragment there fail until "
+              << (down == 1 ? "it returns" : "they return")
+              << (status.has_repair()
+                      ? ", and the repairer rebuilds the fragments missed meanwhile, or moves "
+                        "them to another server if it stays down"
+                      : ", and no repairer has reported to this service to rebuild the "
+                        "fragments missed meanwhile (`ckptfs repair`)")
+              << " (a new file avoids down servers)\n";
+  } else if (down > 0 && copies > 1) {
     std::cout << "  " << down << " server" << (down == 1 ? " is" : "s are")
               << " down: a chunk stays readable while one of its " << copies
               << " copies is on a server that is up; writes to a file with a copy there "

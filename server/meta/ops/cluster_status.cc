@@ -35,6 +35,8 @@ absl::StatusOr<ClusterStatusReply> MetaServiceImpl::BuildClusterStatus() {
   const uint32_t copies = ns_->options().default_replicas;
   if (ec.enabled()) {
     reply.set_copies(1);
+    reply.set_ec_data(ec.k);
+    reply.set_ec_parity(ec.m);
     reply.set_redundancy(absl::StrCat("erasure coding ", ec.k, "+", ec.m, " (survives ", ec.m,
                                       " lost servers)"));
   } else {
