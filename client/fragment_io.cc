@@ -279,11 +279,29 @@ absl::StatusOr<DecodedChunk> ReadWholeChunkFragments(ChunkTransport& transport,
       if (failure.ok()) failure = chunk.fragment_status[i];
       continue;
     }
+    // The stored bytes must be exactly what a write of a chunk of that
+    // length stores in this fragment: a shorter one would be zero-padded
+    // into the decode, a longer one is not ours.
+    const uint32_t L = headers[i].length;
+    const uint64_t start = uint64_t{g.F} * static_cast<uint64_t>(r);
+    const uint64_t expected =
+        r < g.k ? (L > start ? std::min<uint64_t>(g.F, L - start) : 0) : std::min(g.F, L);
+    if (got[i] != kFragmentHeaderSize + expected) {
+      chunk.fragment_status[i] = ErrnoStatus(
+          EIO, absl::StrCat(PieceName(r, g, servers[i]), " holds ",
+                            got[i] - kFragmentHeaderSize, " bytes; a chunk of ", L,
+                            " bytes gives it ", expected));
+      if (failure.ok()) failure = chunk.fragment_status[i];
+      continue;
+    }
     versions[{headers[i].write_id, headers[i].length}].push_back(r);
   }
   const std::string chunk_name = absl::StrCat("chunk ", chunk_index, " of inode ", ino);
   if (versions.empty()) {
-    if (missing == g.n) {
+    // At least k fragments absent: a chunk that was written would have
+    // lost more than m of them at once, beyond what the code survives, so
+    // it is a hole (never written), read as zeros with up to m servers down.
+    if (missing >= g.k) {
       return ErrnoStatus(ENOENT, absl::StrCat(chunk_name, " is on none of its ", g.n,
                                               " fragment servers"));
     }
@@ -429,17 +447,21 @@ absl::Status CutChunkFragments(ChunkTransport& transport, const meta::Layout& la
   const Geometry g = GeometryOf(layout);
   const Fragments fragments = Encode(g, chunk->bytes.data(), keep, NewWriteId());
   const std::vector<uint32_t> servers = ReplicaServers(layout, chunk_index);
+  // Every fragment is written even after one failed: stopping would leave
+  // as many old as new fragments (neither k), and the chunk unreadable; one
+  // failure leaves n - 1 new ones.
+  absl::Status first_error;
   for (int r = 0; r < g.n; ++r) {
     const size_t i = static_cast<size_t>(r);
     absl::Status status = transport.WriteChunk(servers[i], ino, chunk_index, 0,
                                                fragments.buffers[i].get(), fragments.sizes[i],
                                                /*replace=*/true);
-    if (!status.ok()) {
-      return Annotate(status, absl::StrCat("cut of chunk ", chunk_index, " to ", keep,
-                                           " bytes: ", PieceName(r, g, servers[i])));
+    if (!status.ok() && first_error.ok()) {
+      first_error = Annotate(status, absl::StrCat("cut of chunk ", chunk_index, " to ", keep,
+                                                  " bytes: ", PieceName(r, g, servers[i])));
     }
   }
-  return absl::OkStatus();
+  return first_error;
 }
 
 std::vector<char> EncodeFragment(const meta::Layout& layout, const DecodedChunk& chunk, int r) {

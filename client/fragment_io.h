@@ -24,13 +24,24 @@
 // writes it whole: read-modify-write, serialized per chunk by the caller
 // (OpenFileState). Two clients writing one chunk of an erasure-coded file
 // at once can lose one's bytes (checkpoint files have one writer each).
+// Known limit: fragments are replaced in place, so a client that dies (or
+// a write that fails) after more than m and fewer than k of the n
+// replacements of a chunk that already held data leaves neither version
+// decodable: that chunk then reads EIO. A checkpoint writes each chunk of a
+// new file once (nothing older to lose, and a failed write is reported to
+// its writer); rewriting or appending to a file in place is where this
+// bites. Keeping the old version until all n are stored (a per-write-id
+// fragment name) is the fix.
 //
 // Reads. The data fragments holding the bytes asked for are read directly
 // (no decode, no header check: bytes of the version each server holds, as a
 // replica would give). If one of them fails or is missing, every fragment
-// is read whole, the largest group of fragments with one write id is taken
-// (at least k, else EIO), and the missing data fragments are decoded. Every
-// fragment missing (ENOENT) is a hole.
+// is read whole, the largest group of fragments with one write id (and the
+// stored length that id's chunk length gives each fragment) is taken (at
+// least k, else EIO), and the missing data fragments are decoded. No
+// fragment readable and at least k of them absent (ENOENT) is a hole: a
+// chunk that was written has lost at most m, so a hole still reads as
+// zeros with up to m servers down.
 //
 // Truncate. Storage servers cut chunks by byte offset, which does not fit
 // fragments: TrimStripe (stripe_ops.h) trims whole chunks on the servers
@@ -76,8 +87,8 @@ void WriteChunkFragments(ChunkTransport& transport, IoExecutor& executor,
 
 // Reads up to `length` bytes at `offset` of chunk `chunk_index` into `out`,
 // as ReadChunkCopy does for copies: returns how many there were (bytes of
-// `out` up to `length` past them are zeros), ENOENT when no fragment of the
-// chunk exists (a hole), EIO when fewer than k fragments agree. `failed`
+// `out` up to `length` past them are zeros), ENOENT for a hole (see the top
+// of this file), EIO when fewer than k fragments agree. `failed`
 // (may be null) learns servers whose reads failed.
 // REQUIRES: IsErasureCoded(layout), ValidateLayout(layout).ok().
 absl::StatusOr<size_t> ReadChunkFragments(ChunkTransport& transport, FailedServers* failed,
@@ -103,8 +114,8 @@ struct DecodedChunk {
   std::vector<absl::Status> fragment_status;  // why not, per fragment (OK when good)
 };
 
-// Reads every fragment of the chunk and decodes it. ENOENT when no fragment
-// exists; EIO when fewer than k agree. With `check_all`, also re-encodes
+// Reads every fragment of the chunk and decodes it. ENOENT for a hole; EIO
+// when fewer than k agree. With `check_all`, also re-encodes
 // the chunk and compares every fragment that was read with what it should
 // hold (fragment_good), so that a tool finds a stale or damaged fragment.
 absl::StatusOr<DecodedChunk> ReadWholeChunkFragments(ChunkTransport& transport,

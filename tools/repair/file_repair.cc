@@ -267,6 +267,19 @@ FileRepairResult FileRepairer::Repair(const std::string& path, meta::Attr attr,
           absl::StrJoin(attr.layout().stripe(), ","), "] can take them"));
       continue;
     }
+    // The spare is outside the stripe, so nothing it holds of this inode is
+    // the file's: chunks from an earlier time in the stripe (a server that
+    // was moved off and came back) would otherwise outlive the move in the
+    // holes and past the end, and be served as the file's bytes.
+    if (absl::Status cleared =
+            transport_->TrimChunks(spare->id(), attr.ino(), 0, attr.layout().chunk_size());
+        !cleared.ok()) {
+      result.unrepairable = true;
+      result.problems.push_back(absl::StrCat(Name(path, attr.ino()), ": clearing spare server ",
+                                             spare->id(), " before the move: ",
+                                             cleared.message()));
+      continue;
+    }
     const MoveOutcome outcome = IsErasureCoded(attr.layout())
                                     ? MoveFragmentsOff(path, attr, dead, spare->id(), result)
                                     : MoveOff(path, attr, dead, spare->id(), result);
