@@ -104,8 +104,9 @@ TEST_F(EtcdUpTest, UpStatusDownUpFindsTheDataAgain) {
   EXPECT_EQ(state->meta_address, both);
   std::vector<std::string> roles;
   for (const DaemonRecord& d : state->daemons) roles.push_back(d.role);
-  EXPECT_EQ(roles, (std::vector<std::string>{"etcd-0", "etcd-1", "etcd-2", "meta",
-                                              "meta-standby", "storage-0", "storage-1", "fuse"}));
+  EXPECT_EQ(roles,
+            (std::vector<std::string>{"etcd-0", "etcd-1", "etcd-2", "meta", "meta-standby",
+                                      "storage-0", "storage-1", "fuse", "repair"}));
   for (const DaemonRecord& d : state->daemons) {
     const std::string cmdline = ReadWholeFile(absl::StrCat("/proc/", d.process.pid, "/cmdline"));
     if (d.role == "meta" || d.role == "meta-standby") {
