@@ -12,6 +12,7 @@
 #include "absl/random/random.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "client/io_errors.h"
 #include "common/erasure_code.h"
 #include "common/errno_status.h"
 #include "common/log.h"
@@ -81,12 +82,6 @@ std::string PieceName(int r, const Geometry& g, uint32_t server_id) {
                       " (storage server ", server_id, ")");
 }
 
-absl::Status Annotate(const absl::Status& status, absl::string_view context) {
-  const int err = ErrnoFromStatus(status);
-  return ErrnoStatusWithCode(status.code(), err == 0 ? EIO : err,
-                             absl::StrCat(context, ": ", status.message()));
-}
-
 // The k+m fragments of a chunk, as stored: header, then bytes.
 struct Fragments {
   std::vector<std::unique_ptr<char[]>> buffers;
@@ -121,19 +116,6 @@ Fragments Encode(const Geometry& g, const char* image, uint32_t length, uint64_t
   return out;
 }
 
-// A warning about a chunk's fragment at most once a minute per server.
-bool ShouldWarnAbout(uint32_t server_id) {
-  static absl::Mutex mu(absl::kConstInit);
-  static auto* last = new std::map<uint32_t, absl::Time>();
-  const absl::Time now = absl::Now();
-  absl::MutexLock lock(&mu);
-  auto [it, first] = last->emplace(server_id, now);
-  if (first) return true;
-  if (now - it->second < absl::Minutes(1)) return false;
-  it->second = now;
-  return true;
-}
-
 // What the fragments of one chunk write share: the last to answer reports.
 struct FragmentsInFlight {
   FragmentsInFlight(ChunkTransport& transport, Geometry g, uint64_t ino, uint64_t chunk_index,
@@ -155,7 +137,7 @@ struct FragmentsInFlight {
                                                /*replace=*/true);
     if (!status.ok()) {
       absl::MutexLock lock(&mu);
-      if (first_error.ok()) first_error = Annotate(status, PieceName(r, g, servers[i]));
+      if (first_error.ok()) first_error = AnnotateError(status, PieceName(r, g, servers[i]));
     }
     if (remaining.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
     absl::Status result;
@@ -201,7 +183,7 @@ absl::StatusOr<Fragments> FragmentsOfWrite(ChunkTransport& transport, const meta
   } else if (ErrnoFromStatus(old.status()) == ENOENT) {
     image.assign(capacity, 0);  // a hole: zeros
   } else {
-    return Annotate(old.status(), absl::StrCat("read of chunk ", write.chunk_index,
+    return AnnotateError(old.status(), absl::StrCat("read of chunk ", write.chunk_index,
                                                " to merge a write at offset ", write.offset));
   }
   if (write.length > 0) std::memcpy(image.data() + write.offset, write.data, write.length);
@@ -264,7 +246,7 @@ absl::StatusOr<DecodedChunk> ReadWholeChunkFragments(ChunkTransport& transport,
       }
     }
     if (!read.ok()) {
-      chunk.fragment_status[i] = Annotate(read.status(), PieceName(r, g, servers[i]));
+      chunk.fragment_status[i] = AnnotateError(read.status(), PieceName(r, g, servers[i]));
       if (ErrnoFromStatus(read.status()) == ENOENT) {
         ++missing;
       } else if (failure.ok()) {
@@ -305,7 +287,7 @@ absl::StatusOr<DecodedChunk> ReadWholeChunkFragments(ChunkTransport& transport,
       return ErrnoStatus(ENOENT, absl::StrCat(chunk_name, " is on none of its ", g.n,
                                               " fragment servers"));
     }
-    return Annotate(failure, absl::StrCat("no fragment of ", chunk_name, " could be read"));
+    return AnnotateError(failure, absl::StrCat("no fragment of ", chunk_name, " could be read"));
   }
   const std::vector<int>* group = nullptr;
   for (const auto& [version, members] : versions) {
@@ -353,12 +335,12 @@ absl::StatusOr<DecodedChunk> ReadWholeChunkFragments(ChunkTransport& transport,
   }
   if (absl::Status s = CodeFor(g.k, g.m).Decode(P, have, have_bytes.data(), want, want_out.data());
       !s.ok()) {
-    return Annotate(s, chunk_name);
+    return AnnotateError(s, chunk_name);
   }
   if (!want.empty() || missing > 0 || !failure.ok()) {
     for (int r = 0; r < g.n; ++r) {
       const size_t i = static_cast<size_t>(r);
-      if (in_group[i] || !ShouldWarnAbout(servers[i])) continue;
+      if (in_group[i] || !ShouldWarnAboutServer(servers[i])) continue;
       CKPTFS_LOG(kWarning) << chunk_name << ": "
                            << (chunk.fragment_status[i].ok()
                                    ? absl::StrCat(PieceName(r, g, servers[i]),
@@ -440,7 +422,7 @@ absl::Status CutChunkFragments(ChunkTransport& transport, const meta::Layout& la
       ReadWholeChunkFragments(transport, nullptr, layout, ino, chunk_index, /*check_all=*/false);
   if (!chunk.ok()) {
     if (ErrnoFromStatus(chunk.status()) == ENOENT) return absl::OkStatus();  // a hole
-    return Annotate(chunk.status(), absl::StrCat("read of chunk ", chunk_index, " to cut it to ",
+    return AnnotateError(chunk.status(), absl::StrCat("read of chunk ", chunk_index, " to cut it to ",
                                                  keep, " bytes"));
   }
   if (chunk->length <= keep) return absl::OkStatus();
@@ -457,7 +439,7 @@ absl::Status CutChunkFragments(ChunkTransport& transport, const meta::Layout& la
                                                fragments.buffers[i].get(), fragments.sizes[i],
                                                /*replace=*/true);
     if (!status.ok() && first_error.ok()) {
-      first_error = Annotate(status, absl::StrCat("cut of chunk ", chunk_index, " to ", keep,
+      first_error = AnnotateError(status, absl::StrCat("cut of chunk ", chunk_index, " to ", keep,
                                                   " bytes: ", PieceName(r, g, servers[i])));
     }
   }

@@ -3,7 +3,10 @@
 
 #include <cerrno>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
 #include "common/errno_status.h"
 
 namespace ckptfs::client {
@@ -76,6 +79,24 @@ absl::Status FileIoError(const absl::Status& status, absl::string_view context) 
   return ErrnoStatusWithCode(status.code() == absl::StatusCode::kOk ? absl::StatusCode::kInternal
                                                                     : status.code(),
                              err, message);
+}
+
+absl::Status AnnotateError(const absl::Status& status, absl::string_view context) {
+  const int err = ErrnoFromStatus(status);
+  return ErrnoStatusWithCode(status.code(), err == 0 ? EIO : err,
+                             absl::StrCat(context, ": ", status.message()));
+}
+
+bool ShouldWarnAboutServer(uint32_t server_id) {
+  static absl::Mutex mu(absl::kConstInit);
+  static auto* last = new absl::flat_hash_map<uint32_t, absl::Time>();  // guarded by mu
+  const absl::Time now = absl::Now();
+  absl::MutexLock lock(&mu);
+  auto [it, first] = last->emplace(server_id, now);
+  if (first) return true;
+  if (now - it->second < absl::Minutes(1)) return false;
+  it->second = now;
+  return true;
 }
 
 }  // namespace ckptfs::client

@@ -10,6 +10,8 @@
 #ifndef CKPTFS_CLIENT_IO_ERRORS_H_
 #define CKPTFS_CLIENT_IO_ERRORS_H_
 
+#include <cstdint>
+
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 
@@ -19,6 +21,16 @@ namespace ckptfs::client {
 // "write of chunk 3 of inode 42: storage server 127.0.0.1:7002: connect:
 // Connection refused (storage server unreachable: check `ckptfs status`)".
 absl::Status FileIoError(const absl::Status& status, absl::string_view context);
+
+// `status` (not OK) with `context` in front ("context: message"), its code
+// and errno kept (EIO when it had none): for a chunk request's failure
+// named by the copy or fragment that failed.
+absl::Status AnnotateError(const absl::Status& status, absl::string_view context);
+
+// True at most once a minute per storage server id: a warning about a down
+// or damaged server would otherwise add a log line to every chunk read of
+// it. Process-wide, thread-safe (one mutex).
+bool ShouldWarnAboutServer(uint32_t server_id);
 
 }  // namespace ckptfs::client
 

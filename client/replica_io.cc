@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "client/fragment_io.h"
+#include "client/io_errors.h"
 #include "client/layout.h"
 #include "common/errno_status.h"
 #include "common/log.h"
@@ -20,29 +21,8 @@
 namespace ckptfs::client {
 namespace {
 
-// `status` (not OK) with `context` in front, its errno and code kept.
-absl::Status Annotate(const absl::Status& status, absl::string_view context) {
-  const int err = ErrnoFromStatus(status);
-  return ErrnoStatusWithCode(status.code(), err == 0 ? EIO : err,
-                             absl::StrCat(context, ": ", status.message()));
-}
-
 std::string CopyName(int replica, int copies, uint32_t server_id) {
   return absl::StrCat("copy ", replica + 1, " of ", copies, " (storage server ", server_id, ")");
-}
-
-// A warning about a server at most once a minute per server id: a down
-// server would otherwise add a line to every read of its chunks.
-bool ShouldWarnAbout(uint32_t server_id) {
-  static absl::Mutex mu(absl::kConstInit);
-  static auto* last = new absl::flat_hash_map<uint32_t, absl::Time>();  // guarded by mu
-  const absl::Time now = absl::Now();
-  absl::MutexLock lock(&mu);
-  auto [it, first] = last->emplace(server_id, now);
-  if (first) return true;
-  if (now - it->second < absl::Minutes(1)) return false;
-  it->second = now;
-  return true;
 }
 
 bool RefusedForAGap(const absl::Status& status) {
@@ -58,7 +38,7 @@ absl::Status RebuildFrom(ChunkTransport& transport, uint32_t chunk_size, const C
   absl::StatusOr<size_t> got =
       transport.ReadChunk(source, write.ino, write.chunk_index, 0, image.get(), chunk_size);
   if (!got.ok()) {
-    return Annotate(got.status(), absl::StrCat("read from storage server ", source,
+    return AnnotateError(got.status(), absl::StrCat("read from storage server ", source,
                                                " to rebuild the other copies"));
   }
   for (uint32_t target : targets) {
@@ -69,7 +49,7 @@ absl::Status RebuildFrom(ChunkTransport& transport, uint32_t chunk_size, const C
     absl::Status status = transport.WriteChunk(target, write.ino, write.chunk_index, 0,
                                                image.get(), *got, /*replace=*/true);
     if (!status.ok()) {
-      return Annotate(status, absl::StrCat("rebuild on storage server ", target));
+      return AnnotateError(status, absl::StrCat("rebuild on storage server ", target));
     }
   }
   return absl::OkStatus();
@@ -93,7 +73,7 @@ absl::Status MakeGapAndWrite(ChunkTransport& transport, const ChunkWrite& write,
     if (got.ok()) {
       length = std::min<size_t>(*got, write.offset);
     } else if (ErrnoFromStatus(got.status()) != ENOENT) {
-      return Annotate(got.status(), absl::StrCat("read from storage server ", server,
+      return AnnotateError(got.status(), absl::StrCat("read from storage server ", server,
                                                  " to fill the gap before offset ",
                                                  write.offset));
     }
@@ -124,7 +104,7 @@ absl::Status MakeGapAndWrite(ChunkTransport& transport, const ChunkWrite& write,
                                     write.data, write.length, write.replace, write.crc32c);
     }
     if (!status.ok()) {
-      return Annotate(status, absl::StrCat("filling the gap before offset ", write.offset,
+      return AnnotateError(status, absl::StrCat("filling the gap before offset ", write.offset,
                                            " on storage server ", server));
     }
   }
@@ -172,7 +152,7 @@ struct CopiesInFlight {
         gapped.push_back(servers[static_cast<size_t>(r)]);
       } else {
         // Any other failure fails the write, rebuilt or not.
-        return Annotate(status, CopyName(r, copies, servers[static_cast<size_t>(r)]));
+        return AnnotateError(status, CopyName(r, copies, servers[static_cast<size_t>(r)]));
       }
     }
     if (gapped.empty()) return absl::OkStatus();
@@ -310,18 +290,18 @@ absl::StatusOr<size_t> ReadChunkCopy(ChunkTransport& transport, FailedServers* f
       missing_on.push_back(r);
       continue;
     }
-    if (k + 1 < copies && ShouldWarnAbout(server)) {
+    if (k + 1 < copies && ShouldWarnAboutServer(server)) {
       CKPTFS_LOG(kWarning) << "read of chunk " << chunk_index << " of inode " << ino << " from "
                            << CopyName(r, copies, server) << " failed (" << got.status().message()
                            << "); reading another copy (said once a minute per server)";
     }
-    if (failure.ok()) failure = Annotate(got.status(), CopyName(r, copies, server));
+    if (failure.ok()) failure = AnnotateError(got.status(), CopyName(r, copies, server));
   }
   if (best >= 0 && best_length < length && !failure.ok()) {
     // The bytes past what the answering copies hold may be on the copy that
     // failed alone (a copy that lost its tail): an error, never zeros in
     // their place. (Callers ask only for bytes within the file's size.)
-    return Annotate(failure, absl::StrCat("the copies that answered hold ", best_length, " of the ",
+    return AnnotateError(failure, absl::StrCat("the copies that answered hold ", best_length, " of the ",
                                           length, " bytes asked for at offset ", offset,
                                           ", and the rest may be on the copy that failed"));
   }
@@ -329,7 +309,7 @@ absl::StatusOr<size_t> ReadChunkCopy(ChunkTransport& transport, FailedServers* f
     const uint32_t server = ReplicaServer(layout, chunk_index, best);
     for (int m : missing_on) {
       const uint32_t lost = ReplicaServer(layout, chunk_index, m);
-      if (!ShouldWarnAbout(lost)) continue;
+      if (!ShouldWarnAboutServer(lost)) continue;
       CKPTFS_LOG(kWarning) << "chunk " << chunk_index << " of inode " << ino
                            << " is missing on " << CopyName(m, copies, lost)
                            << "; read from storage server " << server
@@ -338,7 +318,7 @@ absl::StatusOr<size_t> ReadChunkCopy(ChunkTransport& transport, FailedServers* f
     for (const auto& [r, n] : answered) {
       if (n == best_length) continue;
       const uint32_t shorter = ReplicaServer(layout, chunk_index, r);
-      if (!ShouldWarnAbout(shorter)) continue;
+      if (!ShouldWarnAboutServer(shorter)) continue;
       CKPTFS_LOG(kWarning) << "copies of chunk " << chunk_index << " of inode " << ino
                            << " differ: " << CopyName(r, copies, shorter) << " holds " << n
                            << " of the bytes at offset " << offset << ", storage server "
@@ -348,7 +328,7 @@ absl::StatusOr<size_t> ReadChunkCopy(ChunkTransport& transport, FailedServers* f
     return best_length;
   }
   if (!failure.ok()) {
-    return Annotate(failure, absl::StrCat("no copy of the chunk could be read (",
+    return AnnotateError(failure, absl::StrCat("no copy of the chunk could be read (",
                                           missing_on.size(), " of ", copies, " missing)"));
   }
   return ErrnoStatus(ENOENT, absl::StrCat("chunk ", chunk_index, " of inode ", ino,

@@ -316,6 +316,19 @@ FileRepairResult FileRepairer::Repair(const std::string& path, meta::Attr attr,
   return result;
 }
 
+template <typename Fail>
+FileRepairer::MoveOutcome FileRepairer::FinishMove(const std::string& path, meta::Attr& attr,
+                                                   uint32_t dead, uint32_t spare, Fail& fail) {
+  absl::StatusOr<meta::Attr> moved = meta_->MoveStripeServer(attr.ino(), dead, spare);
+  if (moved.ok()) {
+    attr = *std::move(moved);
+    return MoveOutcome::kMoved;
+  }
+  if (ErrnoFromStatus(moved.status()) == ESTALE) return MoveOutcome::kStale;
+  return fail(absl::StrCat(Name(path, attr.ino()), ": moving its stripe from server ", dead,
+                           " to server ", spare, ": ", moved.status().message()));
+}
+
 FileRepairer::MoveOutcome FileRepairer::MoveOff(const std::string& path, meta::Attr& attr,
                                                 uint32_t dead, uint32_t spare,
                                                 FileRepairResult& result) {
@@ -371,14 +384,7 @@ FileRepairer::MoveOutcome FileRepairer::MoveOff(const std::string& path, meta::A
     ++result.copies_moved;
     result.bytes_written += source.bytes.size();
   }
-  absl::StatusOr<meta::Attr> moved = meta_->MoveStripeServer(ino, dead, spare);
-  if (moved.ok()) {
-    attr = *std::move(moved);
-    return MoveOutcome::kMoved;
-  }
-  if (ErrnoFromStatus(moved.status()) == ESTALE) return MoveOutcome::kStale;
-  return fail(absl::StrCat(Name(path, ino), ": moving its stripe from server ", dead,
-                           " to server ", spare, ": ", moved.status().message()));
+  return FinishMove(path, attr, dead, spare, fail);
 }
 
 void FileRepairer::CheckChunk(const std::string& path, const meta::Attr& attr,
@@ -505,14 +511,7 @@ FileRepairer::MoveOutcome FileRepairer::MoveFragmentsOff(const std::string& path
     ++result.copies_moved;
     result.bytes_written += fragment.size();
   }
-  absl::StatusOr<meta::Attr> moved = meta_->MoveStripeServer(ino, dead, spare);
-  if (moved.ok()) {
-    attr = *std::move(moved);
-    return MoveOutcome::kMoved;
-  }
-  if (ErrnoFromStatus(moved.status()) == ESTALE) return MoveOutcome::kStale;
-  return fail(absl::StrCat(Name(path, ino), ": moving its stripe from server ", dead,
-                           " to server ", spare, ": ", moved.status().message()));
+  return FinishMove(path, attr, dead, spare, fail);
 }
 
 void FileRepairer::CheckFragments(const std::string& path, const meta::Attr& attr,

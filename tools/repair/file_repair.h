@@ -91,6 +91,11 @@ class FileRepairer {
   // Copies `dead`'s chunks of the file onto `spare`, then moves the stripe
   // entry; kMoved updates `attr`; kFailed records a problem.
   enum class MoveOutcome { kMoved, kStale, kFailed };
+  // After the chunks are on `spare`: moves the stripe entry (kMoved, `attr`
+  // updated), or kStale on ESTALE, or kFailed through `fail(problem)`.
+  template <typename Fail>
+  MoveOutcome FinishMove(const std::string& path, meta::Attr& attr, uint32_t dead,
+                         uint32_t spare, Fail& fail);
   MoveOutcome MoveOff(const std::string& path, meta::Attr& attr, uint32_t dead, uint32_t spare,
                       FileRepairResult& result);
   // The same for an erasure-coded file: each fragment `dead` holds is
