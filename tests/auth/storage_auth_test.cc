@@ -23,6 +23,7 @@
 #include "proto/data.pb.h"
 #include "server/storage/chunk_store.h"
 #include "server/storage/server.h"
+#include "tests/common/recv_eof.h"
 
 namespace ckptfs::storage {
 namespace {
@@ -75,8 +76,7 @@ class StorageAuthTest : public ::testing::Test {
     data::ResponseHeader reply;
     auto prefix = ReadFrameHead(fd->get(), reply);
     EXPECT_TRUE(prefix.ok()) << prefix.status();
-    char byte;
-    const bool closed = ::recv(fd->get(), &byte, 1, 0) == 0;
+    const bool closed = RecvOneByte(fd->get()) == 0;
     return {reply, closed};
   }
 
@@ -159,16 +159,7 @@ TEST_F(StorageAuthTest, SilentConnectionIsClosedWithoutHello) {
   auto fd = ConnectTcp(server_->address(), absl::Seconds(5));
   ASSERT_TRUE(fd.ok());
   ASSERT_TRUE(SetSocketTimeouts(fd->get(), absl::Seconds(60)).ok());
-  // recv is retried on EINTR: with a receive timeout set the kernel does not
-  // restart it, and on 6.18 it is interrupted within milliseconds of the
-  // connect (no signal handler runs: a notification to this thread,
-  // presumably io_uring task work from the server's loops in this process).
-  char byte;
-  ssize_t got;
-  do {
-    got = ::recv(fd->get(), &byte, 1, 0);
-  } while (got < 0 && errno == EINTR);
-  EXPECT_EQ(got, 0) << std::strerror(errno);  // closed by the server, no frame
+  EXPECT_EQ(RecvOneByte(fd->get()), 0) << std::strerror(errno);  // closed by the server, no frame
 }
 
 TEST_F(StorageAuthTest, RefusalsDoNotDisturbAnAuthenticatedConnection) {

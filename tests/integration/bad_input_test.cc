@@ -30,6 +30,7 @@
 #include "proto/data.pb.h"
 #include "proto/meta.grpc.pb.h"
 #include "tests/integration/local_cluster.h"
+#include "tests/common/recv_eof.h"
 
 namespace ckptfs::testing {
 namespace {
@@ -68,8 +69,7 @@ class BadInputTest : public ::testing::Test {
     data::ResponseHeader reply;
     auto prefix = ReadFrameHead(fd->get(), reply);
     EXPECT_TRUE(prefix.ok()) << prefix.status();
-    char byte;
-    EXPECT_EQ(::recv(fd->get(), &byte, 1, 0), 0) << "connection should be closed";
+    EXPECT_EQ(RecvOneByte(fd->get()), 0) << "connection should be closed";
     return reply;
   }
 

@@ -25,6 +25,7 @@
 #include "proto/data.pb.h"
 #include "server/storage/server.h"
 #include "tests/storage/temp_dir.h"
+#include "tests/common/recv_eof.h"
 
 namespace ckptfs::storage {
 namespace {
@@ -446,8 +447,7 @@ TEST_F(PipelineTest, MalformedFrameAfterPipelinedRequestsEndsWithTheErrorFrame) 
   }
   EXPECT_LE(replies, 20);
   ::shutdown(raw.get(), SHUT_WR);
-  char byte;
-  EXPECT_EQ(::recv(raw.get(), &byte, 1, 0), 0);
+  EXPECT_EQ(RecvOneByte(raw.get()), 0);
   EXPECT_TRUE(Eventually([&] { return PoolIdle(); }));
   EXPECT_TRUE(Eventually([&] { return server_->active_connections() == 1; }));
   EXPECT_EQ(ReadRawReply(raw.get()).ok(), false);
@@ -461,8 +461,7 @@ TEST_F(PipelineTest, PeerStalledInsideAFrameIsClosed) {
   const std::string data = Pattern(1 << 20, 6);
   const std::string frame = Frame(WriteHeader(1, 6, 0, data), data);
   ASSERT_TRUE(SendAll(raw.get(), frame.data(), 1000).ok());  // then nothing
-  char byte;
-  EXPECT_EQ(::recv(raw.get(), &byte, 1, 0), 0);  // the server hung up
+  EXPECT_EQ(RecvOneByte(raw.get()), 0);  // the server hung up
   EXPECT_TRUE(Eventually([&] { return PoolIdle(); }));
   EXPECT_TRUE(Eventually([&] { return server_->active_connections() == 0; }));
 }

@@ -22,6 +22,7 @@
 #include "gtest/gtest.h"
 #include "proto/data.pb.h"
 #include "tests/storage/temp_dir.h"
+#include "tests/common/recv_eof.h"
 
 namespace ckptfs::storage {
 namespace {
@@ -135,8 +136,7 @@ class ServerTest : public ::testing::Test {
     for (int i = 0; i < 200 && server_->active_connections() > others; ++i) {
       absl::SleepFor(absl::Milliseconds(10));
     }
-    char byte;
-    return ::recv(fd, &byte, 1, 0) == 0;
+    return RecvOneByte(fd) == 0;
   }
 
   TempDir dir_;
