@@ -6,20 +6,23 @@
 # median A/B ratios of save and load GB/s, and ckptfs's CPU s/GiB.
 #
 #   scripts/bench-fuse-modes.sh --meta 127.0.0.1:7000 --mountpoint /tmp/m \
-#       --baseline /var/tmp/plain [--build build] [--workload raw]
+#       --baseline /var/tmp/plain [--credential-file FILE] [--build build] [--workload raw]
 #       [--ranks 8] [--size 256M] [--repeat 3] [--modes "name:flags;..."]
 #
+# A cluster started by `ckptfs up` wants its credential: pass
+# --credential-file STATE_DIR/credential.
 # The mountpoint must exist and be unmounted; the script mounts and
 # unmounts it once per mode and stops only the ckptfs-fuse it started.
 set -euo pipefail
 
-meta="" mnt="" baseline="" build="build" workload="raw" ranks=8 size=256M repeat=3
+meta="" mnt="" baseline="" credential="" build="build" workload="raw" ranks=8 size=256M repeat=3
 modes="default:;no-direct-io:--direct_io_writes=false;writeback:--writeback_cache;splice:--splice;threads-4:--threads=4 --max_threads=4;bg-12:--max_background=12;bg-256:--max_background=256"
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --meta) meta="$2"; shift 2 ;;
     --mountpoint) mnt="$2"; shift 2 ;;
     --baseline) baseline="$2"; shift 2 ;;
+    --credential-file) credential="$2"; shift 2 ;;
     --build) build="$2"; shift 2 ;;
     --workload) workload="$2"; shift 2 ;;
     --ranks) ranks="$2"; shift 2 ;;
@@ -54,7 +57,8 @@ for entry in "${entries[@]}"; do
   name="${entry%%:*}"
   flags="${entry#*:}"
   # shellcheck disable=SC2086  # flags are words on purpose
-  "$build/bin/ckptfs-fuse" --meta="$meta" --mountpoint="$mnt" --foreground $flags \
+  "$build/bin/ckptfs-fuse" --meta="$meta" --mountpoint="$mnt" --foreground \
+      ${credential:+--credential_file="$credential"} $flags \
       2>"/tmp/bench-fuse-modes.$name.log" &
   fuse_pid=$!
   for _ in $(seq 100); do mountpoint -q "$mnt" && break; sleep 0.1; done
