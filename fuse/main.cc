@@ -90,7 +90,7 @@ ABSL_FLAG(int32_t, idle_buffer_mb, 4096,
           "and storms that come next (filling fresh memory costs page faults); never more "
           "than a storm used at once");
 ABSL_FLAG(int32_t, readahead_chunks, 4,
-          "chunks fetched ahead of a sequential reader, per open file");
+          "chunks fetched ahead of a sequential reader, per open file (0..64)");
 ABSL_FLAG(int32_t, max_inflight_chunks, 8, "chunk writes one open file may have in flight");
 ABSL_FLAG(std::string, metrics_listen, "",
           "host:port to serve Prometheus metrics on (GET /metrics); empty: no metrics server");
@@ -211,10 +211,11 @@ int Main(int argc, char** argv) {
   const int max_inflight_chunks = absl::GetFlag(FLAGS_max_inflight_chunks);
   if (attr_timeout_s < 0 || entry_timeout_s < 0 || threads < 1 || max_threads < 1 ||
       max_background < 1 || max_background > 65535 || write_buffer_mb < 0 ||
-      idle_buffer_mb < 0 || readahead_chunks < 0 || max_inflight_chunks < 1) {
+      idle_buffer_mb < 0 || readahead_chunks < 0 || readahead_chunks > 64 || max_inflight_chunks < 1) {
     CKPTFS_LOG(kError) << "--attr_timeout_s and --entry_timeout_s must be >= 0, --threads, "
                           "--max_threads and --max_inflight_chunks >= 1, --max_background in "
-                          "1..65535, --write_buffer_mb, --idle_buffer_mb and --readahead_chunks >= 0";
+                          "1..65535, --write_buffer_mb and --idle_buffer_mb >= 0, "
+                          "--readahead_chunks in 0..64";
     return kExitFailure;
   }
   // Checked again by Mount::Create; here it fails before any fork or RPC.
