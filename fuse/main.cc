@@ -211,7 +211,8 @@ int Main(int argc, char** argv) {
   const int max_inflight_chunks = absl::GetFlag(FLAGS_max_inflight_chunks);
   if (attr_timeout_s < 0 || entry_timeout_s < 0 || threads < 1 || max_threads < 1 ||
       max_background < 1 || max_background > 65535 || write_buffer_mb < 0 ||
-      idle_buffer_mb < 0 || readahead_chunks < 0 || readahead_chunks > 64 || max_inflight_chunks < 1) {
+      idle_buffer_mb < 0 || readahead_chunks < 0 || readahead_chunks > 64 ||
+      max_inflight_chunks < 1) {
     CKPTFS_LOG(kError) << "--attr_timeout_s and --entry_timeout_s must be >= 0, --threads, "
                           "--max_threads and --max_inflight_chunks >= 1, --max_background in "
                           "1..65535, --write_buffer_mb and --idle_buffer_mb >= 0, "
