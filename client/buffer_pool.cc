@@ -2,6 +2,7 @@
 #include "client/buffer_pool.h"
 
 #include <utility>
+#include <vector>
 
 namespace ckptfs::client {
 
@@ -28,6 +29,7 @@ BufferPool::BufferPool(size_t max_idle_bytes, size_t write_budget_bytes)
 }
 
 std::unique_ptr<char[]> BufferPool::Acquire(uint32_t size) {
+  std::vector<std::unique_ptr<char[]>> given_up;
   {
     absl::MutexLock lock(&mu_);
     auto it = idle_.find(size);
@@ -37,7 +39,21 @@ std::unique_ptr<char[]> BufferPool::Acquire(uint32_t size) {
       idle_bytes_ -= size;
       return buffer;
     }
+    // A miss: the new buffer replaces idle ones of other sizes (files of
+    // another chunk size), at least as many bytes, so that idle and used
+    // memory together stay within one buffer of the most used at once.
+    size_t freed = 0;
+    for (auto& [other_size, buffers] : idle_) {
+      while (freed < size && !buffers.empty()) {
+        given_up.push_back(std::move(buffers.back()));
+        buffers.pop_back();
+        idle_bytes_ -= other_size;
+        freed += other_size;
+      }
+      if (freed >= size) break;
+    }
   }
+  given_up.clear();  // freed outside the lock, before the allocation
   return std::unique_ptr<char[]>(new char[size]);
 }
 

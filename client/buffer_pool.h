@@ -4,7 +4,9 @@
 // at a fraction of the speed of rewriting touched memory), so the write
 // buffers and read-cache buffers of a file that closes go back here and
 // serve the next file instead of returning to the allocator. Idle buffers
-// beyond `max_idle_bytes` are freed.
+// beyond `max_idle_bytes` are freed, and so are idle buffers of other sizes
+// when a size has none idle: idle plus used memory stays within one buffer
+// of the most ever used at once, whatever the chunk sizes.
 //
 // It also keeps the Client-wide budget of extra write buffers (see
 // ClientOptions::write_buffer_budget_bytes): TryReserve / Unreserve.
@@ -37,7 +39,9 @@ class BufferPool {
   BufferPool(const BufferPool&) = delete;
   BufferPool& operator=(const BufferPool&) = delete;
 
-  // A buffer of `size` bytes, contents unspecified. REQUIRES: size > 0.
+  // A buffer of `size` bytes, contents unspecified: an idle one of that
+  // size, else a new one, for which idle buffers of other sizes (at least
+  // `size` bytes of them, where there are) are freed. REQUIRES: size > 0.
   std::unique_ptr<char[]> Acquire(uint32_t size);
 
   // Gives back a buffer Acquire(size) returned.

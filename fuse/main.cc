@@ -90,7 +90,8 @@ ABSL_FLAG(int32_t, idle_buffer_mb, 4096,
           "and storms that come next (filling fresh memory costs page faults); never more "
           "than a storm used at once");
 ABSL_FLAG(int32_t, readahead_chunks, 4,
-          "chunks fetched ahead of a sequential reader, per open file (0..64)");
+          "chunks fetched ahead of a sequential reader, per open file (0..64; each "
+          "takes a chunk-sized buffer)");
 ABSL_FLAG(int32_t, max_inflight_chunks, 8, "chunk writes one open file may have in flight");
 ABSL_FLAG(std::string, metrics_listen, "",
           "host:port to serve Prometheus metrics on (GET /metrics); empty: no metrics server");

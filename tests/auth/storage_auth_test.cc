@@ -159,7 +159,9 @@ TEST_F(StorageAuthTest, SilentConnectionIsClosedWithoutHello) {
   auto fd = ConnectTcp(server_->address(), absl::Seconds(5));
   ASSERT_TRUE(fd.ok());
   ASSERT_TRUE(SetSocketTimeouts(fd->get(), absl::Seconds(60)).ok());
-  EXPECT_EQ(RecvOneByte(fd->get()), 0) << std::strerror(errno);  // closed by the server, no frame
+  const ssize_t got = RecvOneByte(fd->get());
+  const int recv_errno = errno;
+  EXPECT_EQ(got, 0) << std::strerror(recv_errno);  // closed by the server, no frame
 }
 
 TEST_F(StorageAuthTest, RefusalsDoNotDisturbAnAuthenticatedConnection) {

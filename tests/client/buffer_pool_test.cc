@@ -18,10 +18,29 @@ TEST(BufferPoolTest, ReusesReleasedBuffersOfTheSameSize) {
   char* const a_memory = a.get();
   pool.Release(4096, std::move(a));
   EXPECT_EQ(pool.idle_bytes(), 4096u);
-  std::unique_ptr<char[]> other_size = pool.Acquire(8192);
-  EXPECT_NE(other_size.get(), a_memory);
   std::unique_ptr<char[]> again = pool.Acquire(4096);
   EXPECT_EQ(again.get(), a_memory);
+  EXPECT_EQ(pool.idle_bytes(), 0u);
+}
+
+// Files of another chunk size do not leave the first size's buffers idle
+// beside new ones: a miss frees at least its own size of other idle sizes.
+TEST(BufferPoolTest, AMissGivesUpIdleBuffersOfOtherSizes) {
+  BufferPool pool(1 << 20);
+  std::unique_ptr<char[]> a = pool.Acquire(4096);
+  std::unique_ptr<char[]> b = pool.Acquire(4096);
+  std::unique_ptr<char[]> c = pool.Acquire(4096);
+  pool.Release(4096, std::move(a));
+  pool.Release(4096, std::move(b));
+  pool.Release(4096, std::move(c));
+  EXPECT_EQ(pool.idle_bytes(), 12288u);
+  std::unique_ptr<char[]> big = pool.Acquire(8192);  // two 4096s go
+  EXPECT_EQ(pool.idle_bytes(), 4096u);
+  pool.Release(8192, std::move(big));
+  EXPECT_EQ(pool.idle_bytes(), 12288u);
+  std::unique_ptr<char[]> small = pool.Acquire(4096);  // a hit: nothing given up
+  EXPECT_EQ(pool.idle_bytes(), 8192u);
+  std::unique_ptr<char[]> huge = pool.Acquire(65536);  // all there is goes
   EXPECT_EQ(pool.idle_bytes(), 0u);
 }
 

@@ -1,4 +1,4 @@
-// RecvEof: waits for the peer to close a test's raw socket.
+// RecvOneByte: how a test waits for the peer to close its raw socket.
 //
 // Tests that speak to an in-process server over a raw socket end by
 // checking that the server hung up: one recv that returns 0. With a receive
@@ -10,6 +10,7 @@
 #define CKPTFS_TESTS_COMMON_RECV_EOF_H_
 
 #include <sys/socket.h>
+#include <sys/types.h>
 
 #include <cerrno>
 
@@ -17,9 +18,9 @@ namespace ckptfs {
 
 // recv of one byte on `fd`, retried on EINTR: 0 when the peer closed the
 // connection, 1 when a byte came, -1 (errno set) on an error or timeout.
-inline long RecvOneByte(int fd) {
+inline ssize_t RecvOneByte(int fd) {
   char byte;
-  long got;
+  ssize_t got;
   do {
     got = ::recv(fd, &byte, 1, 0);
   } while (got < 0 && errno == EINTR);

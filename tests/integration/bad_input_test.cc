@@ -29,8 +29,8 @@
 #include "gtest/gtest.h"
 #include "proto/data.pb.h"
 #include "proto/meta.grpc.pb.h"
-#include "tests/integration/local_cluster.h"
 #include "tests/common/recv_eof.h"
+#include "tests/integration/local_cluster.h"
 
 namespace ckptfs::testing {
 namespace {

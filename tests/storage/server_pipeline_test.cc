@@ -24,8 +24,8 @@
 #include "gtest/gtest.h"
 #include "proto/data.pb.h"
 #include "server/storage/server.h"
-#include "tests/storage/temp_dir.h"
 #include "tests/common/recv_eof.h"
+#include "tests/storage/temp_dir.h"
 
 namespace ckptfs::storage {
 namespace {

@@ -21,8 +21,8 @@
 #include "common/net.h"
 #include "gtest/gtest.h"
 #include "proto/data.pb.h"
-#include "tests/storage/temp_dir.h"
 #include "tests/common/recv_eof.h"
+#include "tests/storage/temp_dir.h"
 
 namespace ckptfs::storage {
 namespace {
