@@ -10,13 +10,11 @@
 // fragments onto the spare (each exactly what the dead one held), the
 // stripes name the spare instead, and the files read back exact.
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <signal.h>
-
 #include <map>
-#include <random>
 #include <set>
 #include <string>
 #include <vector>
@@ -24,8 +22,6 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "client/data_chunk_transport.h"
-#include "client/grpc_meta_client.h"
 #include "common/errno_status.h"
 #include "common/placement.h"
 #include "tests/replication/replication_support.h"
@@ -33,12 +29,7 @@
 namespace ckptfs::replication {
 namespace {
 
-std::string RandomBytes(size_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::string s(n, '\0');
-  for (char& c : s) c = static_cast<char>(rng());
-  return s;
-}
+using ckptfs::testing::TestData;
 
 class EcRepairIt : public ReplicationTest {
  protected:
@@ -46,53 +37,6 @@ class EcRepairIt : public ReplicationTest {
     out->clear();
     return ckptfs::testing::RunShell(
         absl::StrCat(ckptfs::testing::BinDir(), "/ckptfs ", args, " 2>&1"), out);
-  }
-
-  // Every fragment of every chunk of `ino`, as its server returns it
-  // (server id -> bytes, per chunk); a failed read is recorded as "!" and
-  // its errno.
-  std::vector<std::map<uint32_t, std::string>> Fragments(uint64_t ino) {
-    std::vector<std::map<uint32_t, std::string>> all;
-    auto attr = client_->GetAttr(ino);
-    EXPECT_TRUE(attr.ok()) << attr.status();
-    if (!attr.ok()) return all;
-    client::GrpcMetaClient meta(cluster_->meta_address(), absl::Seconds(10),
-                                cluster_->credential());
-    client::DataChunkTransport transport(&meta, absl::Seconds(10), cluster_->credential());
-    absl::Status listed = transport.RefreshServers();
-    EXPECT_TRUE(listed.ok()) << listed;
-    const meta::Layout& layout = attr->layout();
-    const uint64_t chunks = client::ChunkCount(attr->size(), layout.chunk_size());
-    for (uint64_t i = 0; i < chunks; ++i) {
-      std::map<uint32_t, std::string>& chunk = all.emplace_back();
-      for (uint32_t id : ReplicaServers(layout, i)) {
-        std::string buf(layout.chunk_size() + 64, '\0');
-        absl::StatusOr<size_t> n = transport.ReadChunk(id, ino, i, 0, buf.data(), buf.size());
-        if (n.ok()) {
-          buf.resize(*n);
-          chunk[id] = buf;
-        } else {
-          chunk[id] = absl::StrCat("!", ErrnoFromStatus(n.status()));
-        }
-      }
-    }
-    return all;
-  }
-
-  // Waits until the service sees exactly the servers `alive` (by id) alive.
-  void WaitAlive(const std::set<uint32_t>& alive) {
-    std::set<uint32_t> now;
-    for (int i = 0; i < 300; ++i) {
-      auto servers = client_->ListServers();
-      ASSERT_TRUE(servers.ok()) << servers.status();
-      now.clear();
-      for (const meta::ServerInfo& s : servers->servers()) {
-        if (s.alive()) now.insert(s.id());
-      }
-      if (now == alive) return;
-      absl::SleepFor(absl::Milliseconds(100));
-    }
-    FAIL() << "the service never saw the expected servers alive";
   }
 };
 
@@ -102,15 +46,15 @@ TEST_F(EcRepairIt, RepairRestoresADeletedAndAGarbledFragmentAndVerifyAgrees) {
   std::vector<std::string> data;
   std::vector<uint64_t> inos;
   for (int f = 0; f < 2; ++f) {
-    data.push_back(RandomBytes(3 * kChunk + 4321, 300 + f));
+    data.push_back(TestData(3 * kChunk + 4321, 300 + f));
     auto attr = WriteFile(*client_, dir_, absl::StrCat("e", f), data.back());
     ASSERT_TRUE(attr.ok()) << attr.status();
     ASSERT_EQ(attr->layout().ec_data(), 4u);
     ASSERT_EQ(attr->layout().ec_parity(), 2u);
     inos.push_back(attr->ino());
   }
-  const std::vector<std::map<uint32_t, std::string>> before0 = Fragments(inos[0]);
-  const std::vector<std::map<uint32_t, std::string>> before1 = Fragments(inos[1]);
+  const std::vector<std::map<uint32_t, std::string>> before0 = ReadEveryCopy(inos[0]);
+  const std::vector<std::map<uint32_t, std::string>> before1 = ReadEveryCopy(inos[1]);
   ASSERT_EQ(before0.size(), 4u);
   for (const auto& chunk : before0) {
     for (const auto& [id, bytes] : chunk) ASSERT_NE(bytes[0], '!') << "server " << id;
@@ -129,15 +73,15 @@ TEST_F(EcRepairIt, RepairRestoresADeletedAndAGarbledFragmentAndVerifyAgrees) {
     const std::string path = ChunkPath(index_of.at(garbled_id), inos[1], 2);
     struct stat st;
     ASSERT_EQ(::stat(path.c_str(), &st), 0);
-    const std::string garbage = RandomBytes(static_cast<size_t>(st.st_size), 9);
+    const std::string garbage = TestData(static_cast<size_t>(st.st_size), 9);
     const int fd = ::open(path.c_str(), O_WRONLY);
     ASSERT_GE(fd, 0);
     ASSERT_EQ(::pwrite(fd, garbage.data(), garbage.size(), 0),
               static_cast<ssize_t>(garbage.size()));
     ::close(fd);
   }
-  EXPECT_EQ(Fragments(inos[0])[1].at(deleted_id), absl::StrCat("!", ENOENT));
-  EXPECT_EQ(Fragments(inos[1])[2].at(garbled_id)[0], '!');
+  EXPECT_EQ(ReadEveryCopy(inos[0])[1].at(deleted_id), absl::StrCat("!", ENOENT));
+  EXPECT_EQ(ReadEveryCopy(inos[1])[2].at(garbled_id)[0], '!');
 
   absl::StatusOr<std::string> mnt = cluster_->Mount("m");
   ASSERT_TRUE(mnt.ok()) << mnt.status();
@@ -158,8 +102,8 @@ TEST_F(EcRepairIt, RepairRestoresADeletedAndAGarbledFragmentAndVerifyAgrees) {
   EXPECT_TRUE(absl::StrContains(output, "2 copies rebuilt")) << output;
   EXPECT_TRUE(absl::StrContains(output, "0 files unrepairable")) << output;
   EXPECT_TRUE(HasChunkFile(index_of.at(deleted_id), inos[0], 1));
-  EXPECT_EQ(Fragments(inos[0]), before0);
-  EXPECT_EQ(Fragments(inos[1]), before1);
+  EXPECT_EQ(ReadEveryCopy(inos[0]), before0);
+  EXPECT_EQ(ReadEveryCopy(inos[1]), before1);
 
   EXPECT_EQ(RunCkptfs(repair, &output), 0) << output;
   EXPECT_TRUE(absl::StrContains(output, "0 copies rebuilt")) << output;
@@ -196,7 +140,7 @@ TEST_F(EcRepairIt, ADeadServersFragmentsAreDecodedOntoASpare) {
   std::vector<uint64_t> inos;
   std::vector<std::vector<std::map<uint32_t, std::string>>> before;
   for (int f = 0; f < 3; ++f) {
-    data.push_back(RandomBytes(2 * kChunk + 999 * f + 1, 400 + f));
+    data.push_back(TestData(2 * kChunk + 999 * f + 1, 400 + f));
     auto attr = WriteFile(*client_, dir_, absl::StrCat("g", f), data.back());
     ASSERT_TRUE(attr.ok()) << attr.status();
     ASSERT_EQ(attr->layout().ec_data(), 4u);
@@ -205,7 +149,7 @@ TEST_F(EcRepairIt, ADeadServersFragmentsAreDecodedOntoASpare) {
     ASSERT_EQ(std::count(stripe.begin(), stripe.end(), id_of[7]), 0);
     ASSERT_EQ(std::count(stripe.begin(), stripe.end(), id_of[1]), 1)
         << "the test wants server 1 in every stripe";
-    before.push_back(Fragments(inos.back()));
+    before.push_back(ReadEveryCopy(inos.back()));
   }
 
   // Server 1 goes for good; server 7 comes back.
@@ -231,7 +175,7 @@ TEST_F(EcRepairIt, ADeadServersFragmentsAreDecodedOntoASpare) {
     EXPECT_EQ(std::count(stripe.begin(), stripe.end(), id_of[7]), 1) << "file g" << f;
     // Every fragment is where the stripe says, with the bytes it had (the
     // dead server's now on the spare).
-    const std::vector<std::map<uint32_t, std::string>> after = Fragments(inos[f]);
+    const std::vector<std::map<uint32_t, std::string>> after = ReadEveryCopy(inos[f]);
     ASSERT_EQ(after.size(), before[f].size());
     for (size_t i = 0; i < after.size(); ++i) {
       for (const auto& [id, bytes] : before[f][i]) {

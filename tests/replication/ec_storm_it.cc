@@ -6,12 +6,7 @@
 // even with a second server killed (m = 2 lost); once the servers are back
 // new files are saved and read again.
 #include <signal.h>
-#include <unistd.h>
 
-#include <atomic>
-#include <thread>
-
-#include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "common/errno_status.h"
 #include "tests/replication/replication_support.h"
@@ -26,13 +21,6 @@ size_t FileSize(int writer, int n) {
   return 7 * kChunk + 3000 * static_cast<size_t>(writer) + 17 * static_cast<size_t>(n) + 5;
 }
 uint64_t Seed(int writer, int n) { return 5000 + 100 * static_cast<uint64_t>(writer) + n; }
-
-struct Save {
-  int writer = 0;
-  int n = 0;
-  bool after_kill = false;
-  absl::StatusOr<meta::Attr> result;
-};
 
 TEST_F(ReplicationTest, ErasureCodedSavesSurviveAServerKilledMidStormAndTwoLost) {
   // 7 servers: 4+2 needs 6 alive for new files once one is killed.
@@ -49,48 +37,15 @@ TEST_F(ReplicationTest, ErasureCodedSavesSurviveAServerKilledMidStormAndTwoLost)
     before.emplace_back(attr->ino(), data);
   }
 
-  std::atomic<bool> killed{false};
-  std::atomic<bool> stop{false};
-  std::atomic<int> saved{0};
-  std::atomic<int> saved_after_kill{0};
-  absl::Mutex mu;
-  std::vector<Save> saves;  // guarded by mu
-  std::vector<std::thread> writers;
-  for (int w = 0; w < kWriters; ++w) {
-    writers.emplace_back([&, w] {
-      std::unique_ptr<client::Client> client = Connect();
-      if (client == nullptr) return;
-      for (int n = 0; !stop.load(); ++n) {
-        Save save;
-        save.writer = w;
-        save.n = n;
-        save.after_kill = killed.load();
-        save.result = WriteFile(*client, dir_, absl::StrCat("w", w, "-", n),
-                                TestData(FileSize(w, n), Seed(w, n)));
-        if (save.result.ok()) {
-          saved.fetch_add(1);
-          if (save.after_kill) saved_after_kill.fetch_add(1);
-        }
-        absl::MutexLock lock(&mu);
-        saves.push_back(std::move(save));
-      }
-    });
-  }
-  absl::Time deadline = absl::Now() + absl::Seconds(60);
-  while (saved.load() < 2 * kWriters && absl::Now() < deadline) ::usleep(10 * 1000);
-  absl::Status killed_status = cluster_->StopStorage(2, SIGKILL);
-  killed.store(true);
-  deadline = absl::Now() + absl::Seconds(30);
-  while (saved_after_kill.load() < kWriters && absl::Now() < deadline) ::usleep(10 * 1000);
-  stop.store(true);
-  for (std::thread& t : writers) t.join();
-  ASSERT_TRUE(killed_status.ok()) << killed_status;
+  const Storm storm = RunStormKillingServer(
+      2, kWriters, [](int w, int n) { return TestData(FileSize(w, n), Seed(w, n)); });
+  ASSERT_TRUE(storm.kill.ok()) << storm.kill;
 
   auto check_all = [&](const std::string& when) {
     std::unique_ptr<client::Client> reader = Connect();
     ASSERT_NE(reader, nullptr);
     int ok = 0, failed = 0;
-    for (const Save& s : saves) {
+    for (const StormSave& s : storm.saves) {
       if (!s.result.ok()) {
         ++failed;
         EXPECT_NE(ErrnoFromStatus(s.result.status()), 0);
@@ -107,12 +62,12 @@ TEST_F(ReplicationTest, ErasureCodedSavesSurviveAServerKilledMidStormAndTwoLost)
       ASSERT_TRUE(back.ok()) << when << ": inode " << ino << ": " << back.status();
       EXPECT_TRUE(SameBytes(*back, data)) << when << ": inode " << ino;
     }
-    std::cerr << "ec storm, " << when << ": " << saves.size() << " saves, " << ok
+    std::cerr << "ec storm, " << when << ": " << storm.saves.size() << " saves, " << ok
               << " returned 0, " << failed << " returned an error; all read back exact\n";
   };
   ASSERT_NO_FATAL_FAILURE(check_all("one server down"));
-  EXPECT_GE(saved.load(), 2 * kWriters);
-  EXPECT_GT(saved_after_kill.load(), 0);  // new files avoid the dead server
+  EXPECT_GE(storm.saved, 2 * kWriters);
+  EXPECT_GT(storm.saved_after_kill, 0);  // new files avoid the dead server
 
   // A second server lost: m = 2, still every byte.
   ASSERT_TRUE(cluster_->StopStorage(5, SIGKILL).ok());

@@ -14,7 +14,6 @@
 #include <unistd.h>
 
 #include <map>
-#include <random>
 #include <set>
 #include <string>
 #include <vector>
@@ -31,12 +30,7 @@
 namespace ckptfs::replication {
 namespace {
 
-std::string RandomBytes(size_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::string s(n, '\0');
-  for (char& c : s) c = static_cast<char>(rng());
-  return s;
-}
+using ckptfs::testing::TestData;
 
 class RepairIt : public ReplicationTest {
  protected:
@@ -47,22 +41,6 @@ class RepairIt : public ReplicationTest {
     return ckptfs::testing::RunShell(command, out);
   }
 
-  // Waits until the service sees exactly the servers `alive` (by id) alive.
-  void WaitAlive(const std::set<uint32_t>& alive) {
-    std::set<uint32_t> now;
-    for (int i = 0; i < 300; ++i) {
-      auto servers = client_->ListServers();
-      ASSERT_TRUE(servers.ok()) << servers.status();
-      now.clear();
-      for (const meta::ServerInfo& s : servers->servers()) {
-        if (s.alive()) now.insert(s.id());
-      }
-      if (now == alive) return;
-      absl::SleepFor(absl::Milliseconds(100));
-    }
-    FAIL() << "the service never saw the expected servers alive";
-  }
-
   // Every copy of every chunk of file `ino` (read through the data protocol
   // from each server its layout names) equals the bytes of `want` there;
   // every copy's server is alive.
@@ -70,25 +48,17 @@ class RepairIt : public ReplicationTest {
     auto attr = client_->GetAttr(ino);
     ASSERT_TRUE(attr.ok()) << attr.status();
     ASSERT_EQ(attr->size(), want.size());
-    client::GrpcMetaClient meta(cluster_->meta_address(), absl::Seconds(10),
-                                cluster_->credential());
-    client::DataChunkTransport transport(&meta, absl::Seconds(10), cluster_->credential());
-    absl::Status listed = transport.RefreshServers();
-    ASSERT_TRUE(listed.ok()) << listed;
     const meta::Layout& layout = attr->layout();
     ASSERT_EQ(ReplicaCount(layout), 2);
-    const uint64_t chunks = client::ChunkCount(want.size(), layout.chunk_size());
-    for (uint64_t i = 0; i < chunks; ++i) {
-      const size_t start = i * layout.chunk_size();
-      const std::string slice = want.substr(start, layout.chunk_size());
-      for (uint32_t id : ReplicaServers(layout, i)) {
-        std::string buf(layout.chunk_size(), '\0');
-        absl::StatusOr<size_t> n = transport.ReadChunk(id, ino, i, 0, buf.data(), buf.size());
-        ASSERT_TRUE(n.ok()) << "inode " << ino << " chunk " << i << " on server " << id << ": "
-                            << n.status();
-        buf.resize(*n);
-        EXPECT_TRUE(SameBytes(buf, slice)) << "inode " << ino << " chunk " << i << " on server "
-                                           << id;
+    const std::vector<std::map<uint32_t, std::string>> copies = ReadEveryCopy(ino);
+    ASSERT_EQ(copies.size(), client::ChunkCount(want.size(), layout.chunk_size()));
+    for (uint64_t i = 0; i < copies.size(); ++i) {
+      const std::string slice = want.substr(i * layout.chunk_size(), layout.chunk_size());
+      for (const auto& [id, bytes] : copies[i]) {
+        // A failed read is "!" and its errno.
+        EXPECT_TRUE(SameBytes(bytes, slice))
+            << "inode " << ino << " chunk " << i << " on server " << id
+            << (bytes.size() < 8 ? ": " + bytes : "");
       }
     }
   }
@@ -108,7 +78,7 @@ TEST_F(RepairIt, OnePassRestoresADeletedAndACorruptedCopy) {
   std::vector<std::string> data;
   std::vector<uint64_t> inos;
   for (int f = 0; f < 3; ++f) {
-    data.push_back(RandomBytes(5 * kChunk + 1234, 100 + f));
+    data.push_back(TestData(5 * kChunk + 1234, 100 + f));
     auto attr = WriteFile(*client_, dir_, absl::StrCat("f", f), data.back());
     ASSERT_TRUE(attr.ok()) << attr.status();
     inos.push_back(attr->ino());
@@ -124,7 +94,7 @@ TEST_F(RepairIt, OnePassRestoresADeletedAndACorruptedCopy) {
   struct stat st;
   ASSERT_EQ(::stat(path.c_str(), &st), 0);
   {
-    const std::string garbage = RandomBytes(static_cast<size_t>(st.st_size), 7);
+    const std::string garbage = TestData(static_cast<size_t>(st.st_size), 7);
     const int fd = ::open(path.c_str(), O_WRONLY);
     ASSERT_GE(fd, 0);
     ASSERT_EQ(::pwrite(fd, garbage.data(), garbage.size(), 0),
@@ -177,7 +147,7 @@ TEST_F(RepairIt, ADeadServersCopiesMoveToASpare) {
   std::vector<std::string> data;
   std::vector<uint64_t> inos;
   for (int f = 0; f < 4; ++f) {
-    data.push_back(RandomBytes(3 * kChunk + 777 * f + 1, 200 + f));
+    data.push_back(TestData(3 * kChunk + 777 * f + 1, 200 + f));
     auto attr = WriteFile(*client_, dir_, absl::StrCat("g", f), data.back());
     ASSERT_TRUE(attr.ok()) << attr.status();
     inos.push_back(attr->ino());

@@ -1,7 +1,10 @@
 // The fixture of the replication integration tests: a LocalCluster (real
 // ckptfs-meta and ckptfs-storage processes on loopback) started with
 // --replicas=N, libckptfs Clients on it, and helpers that find a chunk's
-// copies on the storage servers' disks (storage_dir(i)/chunks/<ino>/<i>).
+// copies on the storage servers' disks (storage_dir(i)/chunks/<ino>/<i>),
+// read every copy of a file through the data protocol, wait for the
+// service's view of which servers are alive, and run a save storm with a
+// storage server killed in its middle.
 //
 // Thread-safety: the fixture belongs to one test; Connect()ed Clients are
 // thread-safe, so storm writers may share the cluster.
@@ -9,19 +12,31 @@
 #define CKPTFS_TESTS_REPLICATION_REPLICATION_SUPPORT_H_
 
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
+#include <functional>
 #include <iostream>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
 #include "client/client.h"
+#include "client/data_chunk_transport.h"
 #include "client/file.h"
+#include "client/grpc_meta_client.h"
 #include "client/layout.h"
+#include "common/errno_status.h"
+#include "common/placement.h"
 #include "gtest/gtest.h"
 #include "tests/integration/local_cluster.h"
 #include "tests/integration/posix_io.h"
@@ -138,6 +153,121 @@ class ReplicationTest : public ::testing::Test {
   bool HasChunkFile(int server_index, uint64_t ino, uint64_t chunk) const {
     struct stat st;
     return ::stat(ChunkPath(server_index, ino, chunk).c_str(), &st) == 0;
+  }
+
+  // Waits until the service sees exactly the servers `alive` (by id) alive.
+  void WaitAlive(const std::set<uint32_t>& alive) {
+    std::set<uint32_t> now;
+    for (int i = 0; i < 300; ++i) {
+      auto servers = client_->ListServers();
+      ASSERT_TRUE(servers.ok()) << servers.status();
+      now.clear();
+      for (const meta::ServerInfo& s : servers->servers()) {
+        if (s.alive()) now.insert(s.id());
+      }
+      if (now == alive) return;
+      absl::SleepFor(absl::Milliseconds(100));
+    }
+    FAIL() << "the service never saw the expected servers alive";
+  }
+
+  // Every copy (or erasure-coded fragment) of every chunk of `ino`, as the
+  // server its layout names returns it: per chunk, server id -> bytes; a
+  // failed read is recorded as "!" and its errno.
+  std::vector<std::map<uint32_t, std::string>> ReadEveryCopy(uint64_t ino) {
+    std::vector<std::map<uint32_t, std::string>> all;
+    auto attr = client_->GetAttr(ino);
+    EXPECT_TRUE(attr.ok()) << attr.status();
+    if (!attr.ok()) return all;
+    client::GrpcMetaClient meta(cluster_->meta_address(), absl::Seconds(10),
+                                cluster_->credential());
+    client::DataChunkTransport transport(&meta, absl::Seconds(10), cluster_->credential());
+    absl::Status listed = transport.RefreshServers();
+    EXPECT_TRUE(listed.ok()) << listed;
+    const meta::Layout& layout = attr->layout();
+    const uint64_t chunks = client::ChunkCount(attr->size(), layout.chunk_size());
+    for (uint64_t i = 0; i < chunks; ++i) {
+      std::map<uint32_t, std::string>& chunk = all.emplace_back();
+      for (uint32_t id : ReplicaServers(layout, i)) {
+        std::string buf(layout.chunk_size() + 64, '\0');  // room for a fragment's header
+        absl::StatusOr<size_t> n = transport.ReadChunk(id, ino, i, 0, buf.data(), buf.size());
+        if (n.ok()) {
+          buf.resize(*n);
+          chunk[id] = buf;
+        } else {
+          chunk[id] = absl::StrCat("!", ErrnoFromStatus(n.status()));
+        }
+      }
+    }
+    return all;
+  }
+
+  // One file a storm writer tried to save.
+  struct StormSave {
+    int writer = 0;
+    int n = 0;
+    bool after_kill = false;  // begun after the kill
+    absl::StatusOr<meta::Attr> result;
+  };
+  struct Storm {
+    std::vector<StormSave> saves;
+    absl::Status kill;  // of the victim
+    int saved = 0;      // saves that returned 0
+    int saved_after_kill = 0;
+    // From the kill to the first save begun after it that returned 0.
+    absl::Duration first_save_after_kill = absl::InfiniteDuration();
+  };
+  // A save storm: `writers` threads, each with its own Client, save files
+  // "w<writer>-<n>" holding data(writer, n) in dir_ until stopped. Once
+  // 2 * writers saves returned 0 (or 60 s passed), storage server `victim`
+  // is killed -9; the storm goes on until `writers` saves begun after the
+  // kill returned 0 (or 30 s passed: the service must first see the server
+  // down), then stops. Every save is recorded, failed ones too.
+  Storm RunStormKillingServer(int victim, int writers,
+                              const std::function<std::string(int, int)>& data) {
+    std::atomic<bool> killed{false};
+    std::atomic<bool> stop{false};
+    std::atomic<int> saved{0};
+    std::atomic<int> saved_after_kill{0};
+    absl::Mutex mu;
+    Storm storm;  // saves guarded by mu until the writers are joined
+    std::vector<std::thread> threads;
+    for (int w = 0; w < writers; ++w) {
+      threads.emplace_back([&, w] {
+        std::unique_ptr<client::Client> client = Connect();
+        if (client == nullptr) return;
+        for (int n = 0; !stop.load(); ++n) {
+          StormSave save;
+          save.writer = w;
+          save.n = n;
+          save.after_kill = killed.load();
+          save.result = WriteFile(*client, dir_, absl::StrCat("w", w, "-", n), data(w, n));
+          if (save.result.ok()) {
+            saved.fetch_add(1);
+            if (save.after_kill) saved_after_kill.fetch_add(1);
+          }
+          absl::MutexLock lock(&mu);
+          storm.saves.push_back(std::move(save));
+        }
+      });
+    }
+    absl::Time deadline = absl::Now() + absl::Seconds(60);
+    while (saved.load() < 2 * writers && absl::Now() < deadline) ::usleep(10 * 1000);
+    storm.kill = cluster_->StopStorage(victim, SIGKILL);
+    const absl::Time kill_time = absl::Now();
+    killed.store(true);
+    deadline = absl::Now() + absl::Seconds(30);
+    while (saved_after_kill.load() < writers && absl::Now() < deadline) {
+      if (saved_after_kill.load() > 0 && storm.first_save_after_kill == absl::InfiniteDuration()) {
+        storm.first_save_after_kill = absl::Now() - kill_time;
+      }
+      ::usleep(10 * 1000);
+    }
+    stop.store(true);
+    for (std::thread& t : threads) t.join();
+    storm.saved = saved.load();
+    storm.saved_after_kill = saved_after_kill.load();
+    return storm;
   }
 
   std::unique_ptr<ckptfs::testing::LocalCluster> cluster_;

@@ -5,15 +5,8 @@
 // saved before the kill stays intact; once the server is back the cluster
 // takes new files again, and `ckptfs ckpt verify` finds every copy of every
 // saved file (on the restarted server too) present and identical.
-#include <signal.h>
-#include <unistd.h>
-
-#include <atomic>
-#include <thread>
-
 #include "absl/strings/match.h"
-#include "absl/synchronization/mutex.h"
-#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "common/errno_status.h"
 #include "tests/replication/replication_support.h"
 
@@ -29,13 +22,6 @@ size_t FileSize(int writer, int n) {
 }
 uint64_t Seed(int writer, int n) { return 1000 * static_cast<uint64_t>(writer) + n; }
 
-struct Attempt {
-  int writer = 0;
-  int n = 0;
-  bool after_kill = false;  // started after the kill
-  absl::StatusOr<meta::Attr> result;
-};
-
 TEST_F(ReplicationTest, AServerKilledDuringASaveStormLosesNothingSaved) {
   ASSERT_NO_FATAL_FAILURE(StartCluster(4, 2));
 
@@ -48,59 +34,19 @@ TEST_F(ReplicationTest, AServerKilledDuringASaveStormLosesNothingSaved) {
     before.emplace_back(attr->ino(), data);
   }
 
-  std::atomic<bool> killed{false};
-  std::atomic<bool> stop{false};
-  std::atomic<int> saved{0};
-  std::atomic<int> saved_after_kill{0};
-  absl::Mutex mu;
-  std::vector<Attempt> attempts;  // guarded by mu
-  std::vector<std::thread> writers;
-  for (int w = 0; w < kWriters; ++w) {
-    writers.emplace_back([&, w] {
-      std::unique_ptr<client::Client> client = Connect();
-      if (client == nullptr) return;
-      for (int n = 0; !stop.load(); ++n) {
-        Attempt attempt;
-        attempt.writer = w;
-        attempt.n = n;
-        attempt.after_kill = killed.load();
-        attempt.result = WriteFile(*client, dir_, absl::StrCat("w", w, "-", n),
-                                   TestData(FileSize(w, n), Seed(w, n)));
-        if (attempt.result.ok()) {
-          saved.fetch_add(1);
-          if (attempt.after_kill) saved_after_kill.fetch_add(1);
-        }
-        absl::MutexLock lock(&mu);
-        attempts.push_back(std::move(attempt));
-      }
-    });
-  }
   // Kill server 1 once the storm is under way, then let it run on without
   // the server until the service has seen it down and saves go through
   // again (a deadline only in case they never do), and stop.
-  absl::Time deadline = absl::Now() + absl::Seconds(60);
-  while (saved.load() < 2 * kWriters && absl::Now() < deadline) ::usleep(10 * 1000);
-  absl::Status killed_status = cluster_->StopStorage(1, SIGKILL);
-  const absl::Time kill_time = absl::Now();
-  killed.store(true);
-  deadline = absl::Now() + absl::Seconds(30);
-  absl::Duration first_saves_after_kill = absl::InfiniteDuration();
-  while (saved_after_kill.load() < kWriters && absl::Now() < deadline) {
-    if (saved_after_kill.load() > 0 && first_saves_after_kill == absl::InfiniteDuration()) {
-      first_saves_after_kill = absl::Now() - kill_time;
-    }
-    ::usleep(10 * 1000);
-  }
-  stop.store(true);
-  for (std::thread& t : writers) t.join();
-  ASSERT_TRUE(killed_status.ok()) << killed_status;
+  const Storm storm = RunStormKillingServer(
+      1, kWriters, [](int w, int n) { return TestData(FileSize(w, n), Seed(w, n)); });
+  ASSERT_TRUE(storm.kill.ok()) << storm.kill;
 
   // With the server still down: every save that returned 0 reads back
   // whole, through a Client that caches nothing.
   std::unique_ptr<client::Client> reader = Connect();
   ASSERT_NE(reader, nullptr);
   int ok = 0, failed = 0, ok_after_kill = 0;
-  for (const Attempt& a : attempts) {
+  for (const StormSave& a : storm.saves) {
     if (!a.result.ok()) {
       ++failed;
       // An error the writer can act on, never a silent one.
@@ -117,10 +63,10 @@ TEST_F(ReplicationTest, AServerKilledDuringASaveStormLosesNothingSaved) {
     ASSERT_TRUE(back.ok()) << "w" << a.writer << "-" << a.n << ": " << back.status();
     EXPECT_TRUE(SameBytes(*back, want)) << "w" << a.writer << "-" << a.n;
   }
-  std::cerr << "storm: " << attempts.size() << " saves, " << ok << " returned 0 (" << ok_after_kill
-            << " begun after the kill), " << failed
+  std::cerr << "storm: " << storm.saves.size() << " saves, " << ok << " returned 0 ("
+            << ok_after_kill << " begun after the kill), " << failed
             << " returned an error; saves succeeded again "
-            << absl::FormatDuration(first_saves_after_kill)
+            << absl::FormatDuration(storm.first_save_after_kill)
             << " after the kill (the service's --server_timeout_s=3 and a heartbeat)\n";
   EXPECT_GE(ok, 2 * kWriters);
   // After the service saw the server down, new files avoid it and saves
@@ -153,7 +99,7 @@ TEST_F(ReplicationTest, AServerKilledDuringASaveStormLosesNothingSaved) {
   // The saves that failed may leave copies that differ (their writers were
   // told); they go, and `ckpt verify` reads every copy of every chunk of
   // the rest (common/placement.h) and compares them.
-  for (const Attempt& a : attempts) {
+  for (const StormSave& a : storm.saves) {
     if (a.result.ok()) continue;
     absl::Status gone = reader->Unlink(dir_, absl::StrCat("w", a.writer, "-", a.n));
     EXPECT_TRUE(gone.ok() || ErrnoFromStatus(gone) == ENOENT) << gone;
