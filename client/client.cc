@@ -24,6 +24,7 @@
 #include "client/client_impl.h"
 #include "common/meta_channel.h"
 #include "client/data_chunk_transport.h"
+#include "client/local_read_transport.h"
 #include "client/grpc_meta_client.h"
 #include "client/uring_chunk_transport.h"
 #include "common/credential.h"
@@ -36,9 +37,8 @@ namespace {
 
 // The chunk transport ClientOptions ask for, with its server map loaded
 // (an unreachable metadata service fails here, not at the first write).
-absl::StatusOr<std::unique_ptr<ChunkTransport>> MakeChunkTransport(const ClientOptions& options,
-                                                                   MetaClient* meta,
-                                                                   const std::string& credential) {
+absl::StatusOr<std::unique_ptr<ChunkTransport>> MakeNetworkTransport(
+    const ClientOptions& options, MetaClient* meta, const std::string& credential) {
   if (options.data_transport == ClientOptions::DataTransport::kUring) {
     UringChunkTransport::Options uring;
     uring.connections_per_server = options.data_connections_per_server;
@@ -54,6 +54,18 @@ absl::StatusOr<std::unique_ptr<ChunkTransport>> MakeChunkTransport(const ClientO
   auto blocking = std::make_unique<DataChunkTransport>(meta, options.data_timeout, credential);
   if (absl::Status status = blocking->RefreshServers(); !status.ok()) return status;
   return std::unique_ptr<ChunkTransport>(std::move(blocking));
+}
+
+// The chunk transport ClientOptions ask for: the network one, read in place
+// for storage servers on this host unless local_reads is off.
+absl::StatusOr<std::unique_ptr<ChunkTransport>> MakeChunkTransport(const ClientOptions& options,
+                                                                   MetaClient* meta,
+                                                                   const std::string& credential) {
+  absl::StatusOr<std::unique_ptr<ChunkTransport>> network =
+      MakeNetworkTransport(options, meta, credential);
+  if (!network.ok() || !options.local_reads) return network;
+  return std::unique_ptr<ChunkTransport>(
+      std::make_unique<LocalReadTransport>(*std::move(network), meta));
 }
 
 // The version a Client reports in its heartbeats.

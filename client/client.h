@@ -71,6 +71,10 @@ struct ClientOptions {
   int max_inflight_chunks_per_file = 8;
   // Chunks read ahead of a sequential reader.
   int readahead_chunks = 4;
+  // Read the chunks of storage servers on this host from their files
+  // instead of over TCP (client/local_read_transport.h). Off: every read
+  // goes to the server.
+  bool local_reads = true;
   // Threads that carry chunk requests to storage servers.
   int io_threads = 16;
   // Chunk buffers of closed files kept for reuse by later ones (touched

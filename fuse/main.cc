@@ -5,7 +5,7 @@
 //               [--entry_timeout_s=0] [--direct_io_writes] [--writeback_cache]
 //               [--splice] [--auto_inval_data] [--max_background=64]
 //               [--write_buffer_mb=2048] [--idle_buffer_mb=4096] [--readahead_chunks=4]
-//               [--max_inflight_chunks=8]
+//               [--max_inflight_chunks=8] [--nolocal_reads]
 //               [--fuse_options=allow_other,...] [--log_level=info]
 //               [--metrics_listen=HOST:PORT] [--credential_file=PATH]
 //
@@ -92,6 +92,9 @@ ABSL_FLAG(int32_t, idle_buffer_mb, 4096,
 ABSL_FLAG(int32_t, readahead_chunks, 4,
           "chunks fetched ahead of a sequential reader, per open file (0..64; each "
           "takes a chunk-sized buffer)");
+ABSL_FLAG(bool, local_reads, true,
+          "read the chunks of storage servers on this host from their chunk files instead "
+          "of over TCP (checked like the server checks them; anything odd goes to the server)");
 ABSL_FLAG(int32_t, max_inflight_chunks, 8, "chunk writes one open file may have in flight");
 ABSL_FLAG(std::string, metrics_listen, "",
           "host:port to serve Prometheus metrics on (GET /metrics); empty: no metrics server");
@@ -264,6 +267,7 @@ int Main(int argc, char** argv) {
   client_options.write_buffer_budget_bytes = int64_t{write_buffer_mb} << 20;
   client_options.idle_buffer_bytes = int64_t{idle_buffer_mb} << 20;
   client_options.readahead_chunks = readahead_chunks;
+  client_options.local_reads = absl::GetFlag(FLAGS_local_reads);
   client_options.max_inflight_chunks_per_file = max_inflight_chunks;
   absl::StatusOr<std::unique_ptr<client::Client>> client = client::Client::Connect(client_options);
   if (!client.ok()) {

@@ -13,6 +13,7 @@
 namespace ckptfs::meta {
 namespace {
 constexpr size_t kMaxUuidLength = 128;
+constexpr size_t kMaxDataDirLength = 4096;  // PATH_MAX
 constexpr size_t kServerScanPage = 1024;
 }  // namespace
 
@@ -29,6 +30,11 @@ absl::StatusOr<uint32_t> Membership::Register(const RegisterServerRequest& reque
   if (request.uuid().empty() || request.uuid().size() > kMaxUuidLength) {
     return ErrnoStatus(EINVAL, absl::StrCat("register: uuid must be 1..", kMaxUuidLength,
                                             " bytes, got ", request.uuid().size()));
+  }
+  if (request.data_dir().size() > kMaxDataDirLength ||
+      (!request.data_dir().empty() && request.data_dir()[0] != '/')) {
+    return ErrnoStatus(EINVAL, absl::StrCat("register: data_dir must be empty or an absolute "
+                                            "path of at most ", kMaxDataDirLength, " bytes"));
   }
   return RunTxn<uint32_t>(kv_, "register server", [&](MetaTxn& txn) -> absl::StatusOr<uint32_t> {
     absl::StatusOr<std::optional<std::string>> existing = txn.Get(ServerUuidKey(request.uuid()));
@@ -59,6 +65,7 @@ absl::StatusOr<uint32_t> Membership::Register(const RegisterServerRequest& reque
     info->set_id(id);
     info->set_address(request.address());
     info->set_uuid(request.uuid());
+    info->set_data_dir(request.data_dir());
     info->set_capacity_bytes(request.capacity_bytes());
     info->set_used_bytes(request.used_bytes());
     info->set_last_heartbeat_ms(clock_->NowMs());

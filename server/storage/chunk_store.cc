@@ -19,6 +19,8 @@
 #include "common/unique_fd.h"
 
 namespace ckptfs::storage {
+
+static_assert(kBlockSize == kChunkBlockSize, "chunk files are made of aligned-buffer blocks");
 namespace {
 
 std::string ChunkName(ChunkKey key) {
@@ -105,7 +107,7 @@ absl::StatusOr<std::unique_ptr<ChunkStore>> ChunkStore::Open(const std::string& 
 ChunkStore::ChunkStore(std::string data_dir, bool direct_io, FileSystem& fs)
     : fs_(fs),
       data_dir_(std::move(data_dir)),
-      chunks_dir_(absl::StrCat(data_dir_, "/chunks")),
+      chunks_dir_(ChunksDirectory(data_dir_)),
       tmp_dir_(absl::StrCat(data_dir_, "/tmp")),
       quarantine_dir_(absl::StrCat(data_dir_, "/quarantine")),
       direct_io_(direct_io) {}
@@ -115,7 +117,7 @@ std::string ChunkStore::InodeDir(uint64_t ino) const {
 }
 
 std::string ChunkStore::ChunkPath(ChunkKey key) const {
-  return absl::StrCat(chunks_dir_, "/", key.ino, "/", key.index);
+  return ChunkFilePath(data_dir_, key);
 }
 
 absl::Mutex& ChunkStore::LockFor(ChunkKey key) {

@@ -60,7 +60,7 @@
 #include "common/unique_fd.h"
 #include "common/uring.h"
 #include "server/storage/aligned_buffer.h"
-#include "server/storage/chunk_format.h"
+#include "common/chunk_format.h"
 #include "server/storage/file_system.h"
 
 namespace ckptfs::storage {

@@ -5,6 +5,8 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <filesystem>
+#include <system_error>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
@@ -20,6 +22,15 @@ namespace {
 constexpr absl::Duration kInitialBackoff = absl::Milliseconds(100);
 // Repeated failures are logged once per this many attempts.
 constexpr int kLogEvery = 20;
+
+// The data directory as an absolute path without symlinks, which a client
+// on this host can open (client/local_chunk_reader.h); empty when it cannot
+// be resolved (clients then read over TCP only).
+std::string AbsoluteDataDir(const std::string& data_dir) {
+  std::error_code error;
+  std::filesystem::path resolved = std::filesystem::canonical(data_dir, error);
+  return error ? std::string() : resolved.string();
+}
 
 }  // namespace
 
@@ -93,6 +104,7 @@ absl::StatusOr<uint32_t> Registration::Register() {
   meta::RegisterServerRequest request;
   request.set_address(options_.data_address);
   request.set_uuid(options_.uuid);
+  request.set_data_dir(AbsoluteDataDir(store_.data_dir()));
   if (auto space = store_.Space(); space.ok()) {
     request.set_capacity_bytes(space->capacity_bytes);
     request.set_used_bytes(space->used_bytes);

@@ -21,6 +21,7 @@
 #include "client/file.h"
 #include "client/grpc_meta_client.h"
 #include "common/errno_status.h"
+#include "common/metrics/metrics.h"
 #include "gtest/gtest.h"
 #include "tests/integration/local_cluster.h"
 
@@ -127,6 +128,35 @@ TEST_F(ClientClusterTest, SizesAtChunkEdgesCloseToOpen) {
     EXPECT_EQ(attr->size(), size);
     EXPECT_TRUE(SameBytes(ReadAll(*reader_, ino), data));
   }
+}
+
+// The cluster's storage servers run on this host, so a Client reads their
+// chunk files in place (client/local_read_transport.h) unless told not to;
+// both read the same bytes.
+TEST_F(ClientClusterTest, ChunksOfServersOnThisHostAreReadFromTheirFiles) {
+  metrics::Counter& local_reads =
+      metrics::Registry::Default()
+          .Counter("ckptfs_client_local_chunk_reads_total", "", {"result"})
+          .WithLabels({"local"});
+  const std::string data = RandomBytes(5 * kChunk + 99, 77);
+  auto created = writer_->Create(dir_, "local", 0644, 0, 0, O_WRONLY | O_CREAT | O_TRUNC);
+  ASSERT_TRUE(created.ok()) << created.status();
+  ASSERT_TRUE(created->file->Write(0, data.data(), data.size()).ok());
+  const uint64_t ino = created->file->ino();
+  ASSERT_TRUE(created->file->Close().ok());
+
+  const uint64_t before = local_reads.value();
+  EXPECT_TRUE(SameBytes(ReadAll(*reader_, ino), data));
+  EXPECT_GE(local_reads.value() - before, 6u);  // every chunk, none over TCP
+
+  ClientOptions options;
+  options.meta_address = cluster_->meta_address();
+  options.local_reads = false;
+  auto remote = Client::Connect(options);
+  ASSERT_TRUE(remote.ok()) << remote.status();
+  const uint64_t after = local_reads.value();
+  EXPECT_TRUE(SameBytes(ReadAll(**remote, ino), data));
+  EXPECT_EQ(local_reads.value(), after);
 }
 
 TEST_F(ClientClusterTest, RandomOverwritesPastEndAndTruncate) {

@@ -14,7 +14,7 @@
 #include "common/net.h"
 #include "common/unique_fd.h"
 #include "proto/data.pb.h"
-#include "server/storage/chunk_format.h"
+#include "common/chunk_format.h"
 #include "server/storage/chunk_store.h"
 #include "server/storage/request_handler.h"
 #include "tests/fuzz/fuzz_input.h"
@@ -73,7 +73,7 @@ void RequestStream(absl::string_view stream) {
     const size_t read_part = header.op() == data::READ ? storage::ReadBufferSize(header) : 0;
     FUZZ_CHECK(payload_part <= storage::RoundUpToBlock(kMaxFramePayload),
                absl::StrCat("payload buffer ", payload_part));
-    FUZZ_CHECK(read_part <= storage::ChunkFileSize(storage::kMaxChunkLength),
+    FUZZ_CHECK(read_part <= ChunkFileSize(storage::kMaxChunkLength),
                absl::StrCat("read buffer ", read_part, " for offset ", header.offset(),
                             " length ", header.length()));
     if (read_part > 0) {
@@ -87,15 +87,15 @@ void RequestStream(absl::string_view stream) {
 
 // The chunk-file header decoder over the bytes (padded to a block).
 void ChunkHeaderBlock(absl::string_view bytes) {
-  std::string block(bytes.substr(0, storage::kChunkHeaderSize));
-  block.resize(storage::kChunkHeaderSize, '\0');
-  auto header = storage::DecodeChunkHeader(block, "fuzzed chunk");
+  std::string block(bytes.substr(0, kChunkHeaderSize));
+  block.resize(kChunkHeaderSize, '\0');
+  auto header = DecodeChunkHeader(block, "fuzzed chunk");
   if (!header.ok()) {
     FUZZ_CHECK(ErrnoFromStatus(header.status()) == EIO, header.status().ToString());
     return;
   }
-  std::string again(storage::kChunkHeaderSize, '\0');
-  storage::EncodeChunkHeader(*header, again.data());
+  std::string again(kChunkHeaderSize, '\0');
+  EncodeChunkHeader(*header, again.data());
   FUZZ_CHECK(again.substr(0, 32) == block.substr(0, 32),
              "a chunk header does not encode back to its bytes");
 }

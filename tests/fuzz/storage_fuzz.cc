@@ -34,7 +34,6 @@ namespace ckptfs::fuzz {
 namespace {
 
 using storage::AlignedBuffer;
-using storage::ChunkKey;
 using storage::kMaxChunkLength;
 
 constexpr size_t kMaxSteps = 64;

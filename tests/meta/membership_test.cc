@@ -71,7 +71,24 @@ TEST_F(MembershipTest, RegistrationInputIsValidated) {
   EXPECT_ERRNO(membership_->Register(request), EINVAL);
   request.set_uuid(std::string(1000, 'u'));
   EXPECT_ERRNO(membership_->Register(request), EINVAL);
+  request.set_uuid("u");
+  request.set_data_dir("relative/data");
+  EXPECT_ERRNO(membership_->Register(request), EINVAL);
+  request.set_data_dir("/" + std::string(5000, 'd'));
+  EXPECT_ERRNO(membership_->Register(request), EINVAL);
   EXPECT_TRUE(membership_->ListServers()->empty());
+}
+
+TEST_F(MembershipTest, TheDataDirectoryIsListed) {
+  RegisterServerRequest request;
+  request.set_uuid("uuid-a");
+  request.set_address("127.0.0.1:7001");
+  request.set_data_dir("/srv/ckptfs/data");
+  ASSERT_OK(membership_->Register(request).status());
+  auto servers = membership_->ListServers();
+  ASSERT_TRUE(servers.ok());
+  ASSERT_EQ(servers->size(), 1u);
+  EXPECT_EQ((*servers)[0].data_dir(), "/srv/ckptfs/data");
 }
 
 TEST_F(MembershipTest, MembershipLivesInTheStore) {

@@ -24,7 +24,7 @@ struct CkptfsOption {
 
 // The ckptfs-fuse flags a mount may set (fuse/main.cc). Values are checked
 // by ckptfs-fuse itself, which names the flag in its error.
-constexpr std::array<CkptfsOption, 16> kCkptfsOptions = {{
+constexpr std::array<CkptfsOption, 17> kCkptfsOptions = {{
     {"threads", ValueKind::kValue},
     {"max_threads", ValueKind::kValue},
     {"attr_timeout_s", ValueKind::kValue},
@@ -37,6 +37,7 @@ constexpr std::array<CkptfsOption, 16> kCkptfsOptions = {{
     {"write_buffer_mb", ValueKind::kValue},
     {"idle_buffer_mb", ValueKind::kValue},
     {"readahead_chunks", ValueKind::kValue},
+    {"local_reads", ValueKind::kBool},
     {"max_inflight_chunks", ValueKind::kValue},
     {"read_ahead_kb", ValueKind::kValue},
     {"metrics_listen", ValueKind::kValue},

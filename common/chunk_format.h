@@ -10,23 +10,30 @@
 // chunk, so a file copied or renamed to the wrong place is caught, and has
 // its own CRC so that a torn header is told apart from torn data.
 //
+// The storage server writes these files (server/storage/chunk_store.h); a
+// client on the same host may read them in place (client/local_chunk_reader.h),
+// which is why the format lives here.
+//
 // Thread-safety: pure functions.
-#ifndef CKPTFS_SERVER_STORAGE_CHUNK_FORMAT_H_
-#define CKPTFS_SERVER_STORAGE_CHUNK_FORMAT_H_
+#ifndef CKPTFS_COMMON_CHUNK_FORMAT_H_
+#define CKPTFS_COMMON_CHUNK_FORMAT_H_
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "server/storage/aligned_buffer.h"
 
-namespace ckptfs::storage {
+namespace ckptfs {
 
 inline constexpr uint32_t kChunkMagic = 0x31434b43;  // "CKC1" little-endian
 inline constexpr uint32_t kChunkFormatVersion = 1;
+// The unit of a chunk file: its header is one block and its data is padded
+// to whole blocks.
+inline constexpr size_t kChunkBlockSize = 4096;
 // Bytes of the header block; the data starts at this file offset.
-inline constexpr size_t kChunkHeaderSize = kBlockSize;
+inline constexpr size_t kChunkHeaderSize = kChunkBlockSize;
 
 // Identifies a chunk: bytes [index * chunk_size, (index + 1) * chunk_size)
 // of inode `ino`.
@@ -43,8 +50,15 @@ struct ChunkHeader {
 
 // The size of a chunk file holding `data_length` bytes.
 inline constexpr size_t ChunkFileSize(size_t data_length) {
-  return kChunkHeaderSize + RoundUpToBlock(data_length);
+  return kChunkHeaderSize +
+         (data_length + kChunkBlockSize - 1) / kChunkBlockSize * kChunkBlockSize;
 }
+
+// Where chunk `key` lives under a storage server's data directory:
+// "<data_dir>/chunks/<ino>/<index>". ChunksDirectory is "<data_dir>/chunks",
+// which holds one directory per inode.
+std::string ChunksDirectory(absl::string_view data_dir);
+std::string ChunkFilePath(absl::string_view data_dir, ChunkKey key);
 
 // Fills block[0, kChunkHeaderSize) with the encoded header.
 void EncodeChunkHeader(const ChunkHeader& header, char* block);
@@ -55,6 +69,6 @@ void EncodeChunkHeader(const ChunkHeader& header, char* block);
 absl::StatusOr<ChunkHeader> DecodeChunkHeader(absl::string_view block,
                                               absl::string_view what);
 
-}  // namespace ckptfs::storage
+}  // namespace ckptfs
 
-#endif  // CKPTFS_SERVER_STORAGE_CHUNK_FORMAT_H_
+#endif  // CKPTFS_COMMON_CHUNK_FORMAT_H_

@@ -1,5 +1,5 @@
 // See chunk_format.h.
-#include "server/storage/chunk_format.h"
+#include "common/chunk_format.h"
 
 #include <cerrno>
 #include <cstring>
@@ -8,7 +8,7 @@
 #include "common/crc32c.h"
 #include "common/errno_status.h"
 
-namespace ckptfs::storage {
+namespace ckptfs {
 namespace {
 
 constexpr size_t kCoveredBytes = 28;  // bytes protected by the header CRC
@@ -34,6 +34,14 @@ uint64_t Get64(const char* in) {
 }
 
 }  // namespace
+
+std::string ChunksDirectory(absl::string_view data_dir) {
+  return absl::StrCat(data_dir, "/chunks");
+}
+
+std::string ChunkFilePath(absl::string_view data_dir, ChunkKey key) {
+  return absl::StrCat(data_dir, "/chunks/", key.ino, "/", key.index);
+}
 
 void EncodeChunkHeader(const ChunkHeader& header, char* block) {
   std::memset(block, 0, kChunkHeaderSize);
@@ -69,4 +77,4 @@ absl::StatusOr<ChunkHeader> DecodeChunkHeader(absl::string_view block,
   return header;
 }
 
-}  // namespace ckptfs::storage
+}  // namespace ckptfs
