@@ -15,6 +15,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "common/chunk_format.h"
 #include "common/crc32c.h"
@@ -215,11 +216,18 @@ void LocalReadTransport::Reload() {
   reloading_ = false;
   loaded_at_ = absl::Now();
   if (!reply.ok()) return;  // keep the old map; try again after `refresh_`
+  bool changed = local.size() != local_.size();
   for (const auto& [id, server] : local) {
-    if (!local_.contains(id)) {
-      CKPTFS_LOG(kInfo) << "storage server " << id << " is on this host (" << server.data_dir
-                        << ", pid " << server.pid << "): its chunks are read from their files";
-    }
+    auto it = local_.find(id);
+    changed = changed || it == local_.end() || it->second.data_dir != server.data_dir ||
+              it->second.pid != server.pid;
+  }
+  if (changed) {
+    std::vector<uint32_t> ids;
+    for (const auto& [id, server] : local) ids.push_back(id);
+    std::sort(ids.begin(), ids.end());
+    CKPTFS_LOG(kInfo) << "storage servers on this host, read from their chunk files: "
+                      << (ids.empty() ? "none" : absl::StrJoin(ids, ", "));
   }
   local_ = std::move(local);
 }
