@@ -2,7 +2,7 @@
 #include "client/local_read_transport.h"
 
 #include <fcntl.h>
-#include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -13,15 +13,14 @@
 #include <vector>
 
 #include "absl/strings/ascii.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "absl/time/clock.h"
 #include "common/chunk_format.h"
 #include "common/crc32c.h"
+#include "common/errno_status.h"
+#include "common/frame.h"
 #include "common/log.h"
 #include "common/metrics/metrics.h"
-#include "common/unique_fd.h"
 
 namespace ckptfs::client {
 namespace {
@@ -29,40 +28,37 @@ namespace {
 static_assert(LocalReadTransport::kBouncePieceBytes % kChunkBlockSize == 0 &&
               LocalReadTransport::kBouncePieceBytes > kChunkHeaderSize);
 
+// Idle bounce buffers kept for the next reads; more are allocated while
+// more reads run at once, and freed when they end.
+constexpr size_t kIdleBounces = 16;
+
 struct LocalReadMetrics {
   metrics::Counter* local;
-  metrics::Counter* fallback;
+  metrics::Counter* missing;
+  metrics::Counter* rejected;
   metrics::Counter* bytes;
 };
 
 const LocalReadMetrics& Metrics() {
   static const LocalReadMetrics* m = [] {
-    auto& family = metrics::Registry::Default().Counter(
+    metrics::Registry& r = metrics::Registry::Default();
+    auto& reads = r.Counter(
         "ckptfs_client_local_chunk_reads_total",
-        "Chunk reads of storage servers on this host: read from the chunk file (local) or "
-        "handed to the server after the file could not be used (fallback).",
+        "Chunk reads of storage servers on this host, by result: read from the chunk file "
+        "(local), no such file (missing: a hole, or a chunk the server no longer has), or the "
+        "file failed a check or a read (rejected); the last two were then asked of the server.",
         {"result"});
-    auto& bytes = metrics::Registry::Default().Counter(
-        "ckptfs_client_local_chunk_read_bytes_total",
-        "Chunk bytes read from the chunk files of storage servers on this host.", {});
-    return new LocalReadMetrics{&family.WithLabels({"local"}), &family.WithLabels({"fallback"}),
-                                &bytes.WithLabels({})};
+    auto& bytes = r.Counter("ckptfs_client_local_chunk_read_bytes_total",
+                            "Chunk bytes read from the chunk files of storage servers on this "
+                            "host.",
+                            {});
+    return new LocalReadMetrics{&reads.WithLabels({"local"}), &reads.WithLabels({"missing"}),
+                                &reads.WithLabels({"rejected"}), &bytes.WithLabels({})};
   }();
   return *m;
 }
 
-struct FreeDeleter {
-  void operator()(char* p) const { std::free(p); }
-};
-
-// This thread's aligned buffer for O_DIRECT reads of chunk files.
-char* BounceBuffer() {
-  thread_local std::unique_ptr<char, FreeDeleter> buffer(static_cast<char*>(
-      std::aligned_alloc(kChunkBlockSize, LocalReadTransport::kBouncePieceBytes)));
-  return buffer.get();
-}
-
-// pread until `length` bytes or end of file; -1 on error.
+// pread until `length` bytes or end of file; -1 (errno set) on error.
 ssize_t ReadFully(int fd, char* out, size_t length, off_t offset) {
   size_t done = 0;
   while (done < length) {
@@ -75,7 +71,7 @@ ssize_t ReadFully(int fd, char* out, size_t length, off_t offset) {
   return static_cast<ssize_t>(done);
 }
 
-// The first 4 KiB of a file; nullopt when it cannot be read.
+// The first 4 KiB of a small file; nullopt when it cannot be read.
 std::optional<std::string> ReadSmallFile(const std::string& path) {
   UniqueFd fd(open(path.c_str(), O_RDONLY | O_CLOEXEC));
   if (!fd.valid()) return std::nullopt;
@@ -86,15 +82,35 @@ std::optional<std::string> ReadSmallFile(const std::string& path) {
   return text;
 }
 
-// Whether process `pid` exists (a zombie counts, until its parent reaps it).
-bool ProcessRuns(pid_t pid) { return kill(pid, 0) == 0 || errno == EPERM; }
-
 }  // namespace
+
+void LocalReadTransport::FreeDeleter::operator()(char* p) const { std::free(p); }
 
 LocalReadTransport::LocalReadTransport(std::unique_ptr<ChunkTransport> inner, MetaClient* meta,
                                        absl::Duration refresh)
     : inner_(std::move(inner)), meta_(meta), refresh_(refresh) {
   Metrics();
+  Reload();
+  refresher_ = std::thread([this] { RefreshLoop(); });
+}
+
+LocalReadTransport::~LocalReadTransport() {
+  {
+    absl::MutexLock lock(&mu_);
+    stopping_ = true;
+  }
+  refresher_.join();
+}
+
+bool LocalReadTransport::ServerRuns(int lock_fd) {
+  struct flock probe {};
+  probe.l_type = F_WRLCK;
+  probe.l_whence = SEEK_SET;
+  probe.l_start = 0;
+  probe.l_len = 0;  // the whole file
+  // Reports (and takes) nothing unless someone's lock conflicts with a
+  // write lock: the server's read lock does.
+  return fcntl(lock_fd, F_OFD_GETLK, &probe) == 0 && probe.l_type != F_UNLCK;
 }
 
 std::optional<LocalReadTransport::LocalServer> LocalReadTransport::FindLocal(
@@ -102,37 +118,57 @@ std::optional<LocalReadTransport::LocalServer> LocalReadTransport::FindLocal(
   if (!info.alive() || info.data_dir().empty() || info.uuid().empty()) return std::nullopt;
   std::optional<std::string> uuid = ReadSmallFile(absl::StrCat(info.data_dir(), "/server.uuid"));
   if (!uuid.has_value() || absl::StripAsciiWhitespace(*uuid) != info.uuid()) return std::nullopt;
-  std::optional<std::string> lock = ReadSmallFile(absl::StrCat(info.data_dir(), "/LOCK"));
-  pid_t pid = 0;
-  if (!lock.has_value() || !absl::SimpleAtoi(absl::StripAsciiWhitespace(*lock), &pid) ||
-      pid <= 0 || !ProcessRuns(pid)) {
-    return std::nullopt;
-  }
-  return LocalServer{info.data_dir(), pid};
+  const std::string lock_path = absl::StrCat(info.data_dir(), "/LOCK");
+  auto lock = std::make_shared<const UniqueFd>(open(lock_path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!lock->valid() || !ServerRuns(lock->get())) return std::nullopt;
+  return LocalServer{info.data_dir(), std::move(lock)};
 }
 
-std::optional<size_t> LocalReadTransport::ReadChunkFile(const std::string& data_dir,
-                                                        uint64_t ino, uint64_t chunk_index,
-                                                        uint32_t offset, void* buf,
-                                                        size_t length) {
-  if (chunk_index > UINT32_MAX) return std::nullopt;
-  const ChunkKey key{ino, static_cast<uint32_t>(chunk_index)};
-  char* const bounce = BounceBuffer();
-  if (bounce == nullptr) return std::nullopt;
-  const std::string path = ChunkFilePath(data_dir, key);
+absl::StatusOr<size_t> LocalReadTransport::ReadChunkFile(const std::string& data_dir,
+                                                         uint64_t ino, uint64_t chunk_index,
+                                                         uint32_t offset, void* buf,
+                                                         size_t length, char* bounce) {
+  const std::string path = ChunkFilePath(data_dir, {ino, static_cast<uint32_t>(chunk_index)});
+  if (chunk_index > UINT32_MAX) {
+    return ErrnoStatus(ENOENT, absl::StrCat("chunk index ", chunk_index, " is past any chunk"));
+  }
+  auto bad = [&](const std::string& why) {
+    return ErrnoStatus(EIO, absl::StrCat("chunk file ", path, ": ", why));
+  };
   UniqueFd fd(open(path.c_str(), O_RDONLY | O_CLOEXEC | O_DIRECT));
-  if (!fd.valid() && errno == EINVAL) fd = UniqueFd(open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (!fd.valid()) return std::nullopt;
+  if (!fd.valid() && errno == EINVAL) {  // a file system without O_DIRECT
+    fd = UniqueFd(open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  }
+  if (!fd.valid()) {
+    const int err = errno;
+    return ErrnoStatus(err == ENOENT ? ENOENT : EIO,
+                       absl::StrCat("open ", path, ": ", std::strerror(err)));
+  }
+  // The sizes the server's read accepts (server/storage/chunk_store.cc).
+  struct stat st {};
+  if (fstat(fd.get(), &st) != 0) return bad(absl::StrCat("fstat: ", std::strerror(errno)));
+  const uint64_t file_size = static_cast<uint64_t>(st.st_size);
+  if (file_size < kChunkHeaderSize || file_size % kChunkBlockSize != 0 ||
+      file_size > ChunkFileSize(kMaxFramePayload)) {
+    return bad(absl::StrCat("size ", file_size, " is not a chunk file's"));
+  }
 
   // The first piece holds the header block and the first data bytes.
   ssize_t got = ReadFully(fd.get(), bounce, kBouncePieceBytes, 0);
-  if (got < static_cast<ssize_t>(kChunkHeaderSize)) return std::nullopt;
+  if (got < 0) return bad(absl::StrCat("read: ", std::strerror(errno)));
+  if (got < static_cast<ssize_t>(kChunkHeaderSize)) return bad("shorter than its header");
   absl::StatusOr<ChunkHeader> header =
       DecodeChunkHeader(absl::string_view(bounce, kChunkHeaderSize), path);
-  if (!header.ok() || header->key.ino != ino || header->key.index != key.index) {
-    return std::nullopt;
+  if (!header.ok()) return header.status();
+  if (header->key.ino != ino || header->key.index != chunk_index) {
+    return bad(absl::StrCat("its header names chunk ", header->key.index, " of inode ",
+                            header->key.ino));
   }
   const uint64_t data_length = header->data_length;
+  if (ChunkFileSize(data_length) > file_size) {
+    return bad(absl::StrCat("its header says ", data_length, " data bytes in a file of ",
+                            file_size));
+  }
   const uint64_t want_begin = std::min<uint64_t>(offset, data_length);
   const uint64_t want_end = std::min<uint64_t>(uint64_t{offset} + length, data_length);
   char* const out = static_cast<char*>(buf);
@@ -155,42 +191,42 @@ std::optional<size_t> LocalReadTransport::ReadChunkFile(const std::string& data_
     }
     data_pos += in_piece;
     if (data_pos == data_length) break;
-    if (static_cast<uint64_t>(got) < kBouncePieceBytes) return std::nullopt;  // file too short
+    if (static_cast<uint64_t>(got) < kBouncePieceBytes) {
+      return bad(absl::StrCat("ended after ", file_offset + static_cast<uint64_t>(got),
+                              " bytes"));
+    }
     file_offset += kBouncePieceBytes;
     got = ReadFully(fd.get(), bounce, kBouncePieceBytes, static_cast<off_t>(file_offset));
-    if (got <= 0) return std::nullopt;
+    if (got < 0) return bad(absl::StrCat("read: ", std::strerror(errno)));
+    if (got == 0) return bad(absl::StrCat("ended after ", file_offset, " bytes"));
   }
-  if (crc != header->data_crc32c) return std::nullopt;  // the server judges (and quarantines)
+  if (crc != header->data_crc32c) return bad("its data fails its CRC32C");
   return static_cast<size_t>(want_end - want_begin);
 }
 
 absl::StatusOr<size_t> LocalReadTransport::ReadChunk(uint32_t server_id, uint64_t ino,
                                                      uint64_t chunk_index, uint32_t offset,
                                                      void* buf, size_t length) {
-  if (std::optional<LocalServer> local = LocalServerOf(server_id); local.has_value()) {
-    if (std::optional<size_t> got =
-            ReadChunkFile(local->data_dir, ino, chunk_index, offset, buf, length);
-        got.has_value()) {
-      Metrics().local->Increment();
-      Metrics().bytes->Increment(*got);
-      return *got;
+  if (std::optional<LocalServer> local = RunningLocal(server_id); local.has_value()) {
+    if (Bounce bounce = TakeBounce(); bounce != nullptr) {
+      absl::StatusOr<size_t> got =
+          ReadChunkFile(local->data_dir, ino, chunk_index, offset, buf, length, bounce.get());
+      GiveBounce(std::move(bounce));
+      if (got.ok()) {
+        Metrics().local->Increment();
+        Metrics().bytes->Increment(*got);
+        return *got;
+      }
+      // Not judged here: the server answers (see the header).
+      (ErrnoFromStatus(got.status()) == ENOENT ? Metrics().missing : Metrics().rejected)
+          ->Increment();
     }
-    Metrics().fallback->Increment();
   }
   return inner_->ReadChunk(server_id, ino, chunk_index, offset, buf, length);
 }
 
-std::optional<LocalReadTransport::LocalServer> LocalReadTransport::LocalServerOf(
+std::optional<LocalReadTransport::LocalServer> LocalReadTransport::RunningLocal(
     uint32_t server_id) {
-  bool reload = false;
-  {
-    absl::MutexLock lock(&mu_);
-    if (!reloading_ && absl::Now() - loaded_at_ >= refresh_) {
-      reloading_ = true;
-      reload = true;
-    }
-  }
-  if (reload) Reload();
   std::optional<LocalServer> local;
   {
     absl::MutexLock lock(&mu_);
@@ -198,29 +234,52 @@ std::optional<LocalReadTransport::LocalServer> LocalReadTransport::LocalServerOf
     if (it == local_.end()) return std::nullopt;
     local = it->second;
   }
-  if (!ProcessRuns(local->pid)) return std::nullopt;
+  if (!ServerRuns(local->lock->get())) return std::nullopt;
   return local;
 }
 
+LocalReadTransport::Bounce LocalReadTransport::TakeBounce() {
+  {
+    absl::MutexLock lock(&bounce_mu_);
+    if (!idle_bounces_.empty()) {
+      Bounce bounce = std::move(idle_bounces_.back());
+      idle_bounces_.pop_back();
+      return bounce;
+    }
+  }
+  return Bounce(static_cast<char*>(std::aligned_alloc(kChunkBlockSize, kBouncePieceBytes)));
+}
+
+void LocalReadTransport::GiveBounce(Bounce bounce) {
+  absl::MutexLock lock(&bounce_mu_);
+  if (idle_bounces_.size() < kIdleBounces) idle_bounces_.push_back(std::move(bounce));
+}
+
+void LocalReadTransport::RefreshLoop() {
+  absl::MutexLock lock(&mu_);
+  while (true) {
+    mu_.AwaitWithTimeout(absl::Condition(&stopping_), refresh_);
+    if (stopping_) return;
+    mu_.Unlock();
+    Reload();
+    mu_.Lock();
+  }
+}
+
 void LocalReadTransport::Reload() {
-  absl::flat_hash_map<uint32_t, LocalServer> local;
   absl::StatusOr<meta::ListServersReply> reply = meta_->ListServers(meta::Empty());
-  if (reply.ok()) {
-    for (const meta::ServerInfo& info : reply->servers()) {
-      if (std::optional<LocalServer> found = FindLocal(info); found.has_value()) {
-        local.emplace(info.id(), *std::move(found));
-      }
+  if (!reply.ok()) return;  // keep the map; try again after `refresh_`
+  absl::flat_hash_map<uint32_t, LocalServer> local;
+  for (const meta::ServerInfo& info : reply->servers()) {
+    if (std::optional<LocalServer> found = FindLocal(info); found.has_value()) {
+      local.emplace(info.id(), *std::move(found));
     }
   }
   absl::MutexLock lock(&mu_);
-  reloading_ = false;
-  loaded_at_ = absl::Now();
-  if (!reply.ok()) return;  // keep the old map; try again after `refresh_`
   bool changed = local.size() != local_.size();
   for (const auto& [id, server] : local) {
     auto it = local_.find(id);
-    changed = changed || it == local_.end() || it->second.data_dir != server.data_dir ||
-              it->second.pid != server.pid;
+    changed = changed || it == local_.end() || it->second.data_dir != server.data_dir;
   }
   if (changed) {
     std::vector<uint32_t> ids;

@@ -6,46 +6,55 @@
 // Why: on a node that runs both a mount and a storage server (`ckptfs up`,
 // or a training node lending its flash to the cluster), a read over
 // loopback TCP costs the server's disk read into its buffer, a send copy, a
-// receive copy and two event loops. Read in place, a chunk costs one
-// O_DIRECT read into a small aligned bounce buffer and one copy out of it.
+// receive copy and two event loops. Read in place, a chunk costs O_DIRECT
+// reads into an aligned bounce buffer and one copy out of it.
 //
 // Which servers are local: ListServers names each server's data directory
 // (ServerInfo.data_dir) and identity (uuid). A server counts as local when
 // the metadata service calls it alive, this process can read
-// <data_dir>/server.uuid holding that uuid (so a directory of the same name
-// on another host, or of another cluster, never matches) and the pid the
-// server wrote into <data_dir>/LOCK is a process this one can see. The map
-// is loaded on first use and again once `refresh` has passed, by one reader
-// while the others go on with the old map. Every read checks again that the
-// server's process runs: once it has died (or restarted, until the next
-// load), reads go to the network like everyone else's, so a dead server's
-// files are never read in its place.
+// <data_dir>/server.uuid holding that uuid (a directory of the same name
+// that belongs to another server or cluster never matches), and the server
+// holds its running-lock: an OFD read lock on <data_dir>/LOCK
+// (server/storage/data_dir.h), which the kernel drops the moment the
+// server's process dies, whatever pid namespace it lives in. Every read
+// checks that lock again (one fcntl), so a dead server's files are never
+// read in its place: its reads go to the network and fail over to another
+// copy like everyone else's. The map is loaded at construction and again
+// every `refresh` by a background thread, so no read waits for the
+// metadata service.
 //
 // Why reading in place is safe: a server changes a chunk file only by the
 // atomic rename (or unlink) of a complete file (server/storage/chunk_store.h),
 // so an open file is one complete version, and each read checks what the
-// server's read checks: the header (magic, its own CRC, that it names this
-// chunk) and the CRC32C of the whole chunk's data. Whatever is unusual — no
-// such file (a hole, or a chunk the scrubber set aside), a CRC that fails,
-// an I/O error, a file that cannot be opened — is not judged here: the read
+// server's read checks: the file's size, the header (magic, its own CRC,
+// that it names this chunk) and the CRC32C of the whole chunk's data.
+// Whatever is unusual — no such file (a hole, or a chunk the scrubber set
+// aside), a check that fails, an I/O error — is not judged here: the read
 // goes to the server through the wrapped transport, whose answer is the
 // server's (ENOENT, or EIO once it has quarantined the chunk).
 //
-// Metrics: ckptfs_client_local_chunk_reads_total{result="local"|"fallback"}
-// and ckptfs_client_local_chunk_read_bytes_total; the chunk request metrics
-// (client/chunk_request_metrics.h) count only what went to a server.
+// What it does not do: a local read has no deadline (a local disk that
+// hangs hangs the reader, as it hangs the server), and it skips the data
+// path's credential: the chunk files' own permissions decide, as for any
+// local file (a mount that cannot open them reads over TCP).
 //
-// Thread-safety: thread-safe, like every ChunkTransport. Each calling thread
-// keeps one bounce buffer (kBouncePieceBytes) for as long as it lives.
+// Metrics: ckptfs_client_local_chunk_reads_total{result="local"|"missing"|
+// "rejected"} and ckptfs_client_local_chunk_read_bytes_total; the chunk
+// request metrics (client/chunk_request_metrics.h) count only what went to
+// a server.
+//
+// Thread-safety: thread-safe, like every ChunkTransport. Lock order: mu_,
+// then bounce_mu_ (never both held today).
 #ifndef CKPTFS_CLIENT_LOCAL_READ_TRANSPORT_H_
 #define CKPTFS_CLIENT_LOCAL_READ_TRANSPORT_H_
 
 #include <cstddef>
 #include <cstdint>
-#include <sys/types.h>
 #include <memory>
 #include <optional>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
@@ -55,6 +64,7 @@
 #include "absl/time/time.h"
 #include "client/chunk_transport.h"
 #include "client/meta_client.h"
+#include "common/unique_fd.h"
 #include "proto/meta.pb.h"
 
 namespace ckptfs::client {
@@ -64,28 +74,37 @@ class LocalReadTransport : public ChunkTransport {
   // Bytes read from a chunk file per O_DIRECT read (a multiple of 4096).
   static constexpr size_t kBouncePieceBytes = size_t{1} << 20;
 
-  // Wraps `inner` (owned). `meta` (borrowed, must outlive this) answers
-  // ListServers.
-  LocalReadTransport(std::unique_ptr<ChunkTransport> inner, MetaClient* meta,
-                     absl::Duration refresh = absl::Seconds(10));
-
-  // A storage server on this host: where its chunks are and its process.
+  // A storage server on this host: where its chunks are, and its LOCK file
+  // open for checking that it runs.
   struct LocalServer {
     std::string data_dir;
-    pid_t pid = 0;
+    std::shared_ptr<const UniqueFd> lock;
   };
+
+  // Wraps `inner` (owned). `meta` (borrowed, must outlive this) answers
+  // ListServers: once here (blocking, like the network transport's own
+  // server map) and then every `refresh` on a background thread.
+  LocalReadTransport(std::unique_ptr<ChunkTransport> inner, MetaClient* meta,
+                     absl::Duration refresh = absl::Seconds(10));
+  // Stops the refresh thread; waits for a ListServers in progress.
+  ~LocalReadTransport() override;
 
   // `info` as a LocalServer when it is alive and on this host (see above);
   // nullopt otherwise.
   static std::optional<LocalServer> FindLocal(const meta::ServerInfo& info);
+  // Whether the server whose LOCK file `lock_fd` is open holds its
+  // running-lock.
+  static bool ServerRuns(int lock_fd);
 
-  // Reads chunk bytes [offset, offset + length) from the chunk file under
-  // `data_dir`, cut at the chunk's stored length, after checking it as the
-  // server would. nullopt when the file is missing or anything about it is
-  // not right (the caller then asks the server).
-  static std::optional<size_t> ReadChunkFile(const std::string& data_dir, uint64_t ino,
-                                             uint64_t chunk_index, uint32_t offset, void* buf,
-                                             size_t length);
+  // Reads chunk bytes [offset, offset + length) into buf from the chunk
+  // file under `data_dir`, cut at the chunk's stored length (fewer bytes,
+  // or none, when it ends earlier), after checking the file as the server
+  // does. ENOENT when there is no such file; EIO naming the file when a
+  // check fails or a read does. REQUIRES: buf holds `length` bytes;
+  // `bounce` is kChunkBlockSize-aligned and holds kBouncePieceBytes.
+  static absl::StatusOr<size_t> ReadChunkFile(const std::string& data_dir, uint64_t ino,
+                                              uint64_t chunk_index, uint32_t offset, void* buf,
+                                              size_t length, char* bounce);
 
   using ChunkTransport::WriteChunk;
   absl::Status WriteChunk(uint32_t server_id, uint64_t ino, uint64_t chunk_index,
@@ -109,20 +128,34 @@ class LocalReadTransport : public ChunkTransport {
   }
 
  private:
-  // `server_id` when it is local and its process runs, reloading the map
-  // when due.
-  std::optional<LocalServer> LocalServerOf(uint32_t server_id);
+  struct FreeDeleter {
+    void operator()(char* p) const;
+  };
+  using Bounce = std::unique_ptr<char, FreeDeleter>;
+
+  // `server_id` when it is local and runs now.
+  std::optional<LocalServer> RunningLocal(uint32_t server_id);
+  // Replaces the map with what ListServers says now; keeps it when the
+  // call fails. REQUIRES: mu_ not held.
   void Reload();
+  void RefreshLoop();
+  // A bounce buffer (nullptr when memory is short), and its return.
+  Bounce TakeBounce();
+  void GiveBounce(Bounce bounce);
 
   const std::unique_ptr<ChunkTransport> inner_;
   MetaClient* const meta_;
   const absl::Duration refresh_;
 
   absl::Mutex mu_;
-  // Local servers only, by id.
   absl::flat_hash_map<uint32_t, LocalServer> local_ ABSL_GUARDED_BY(mu_);
-  absl::Time loaded_at_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
-  bool reloading_ ABSL_GUARDED_BY(mu_) = false;
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+
+  absl::Mutex bounce_mu_;
+  // Idle bounce buffers, at most kIdleBounces kept.
+  std::vector<Bounce> idle_bounces_ ABSL_GUARDED_BY(bounce_mu_);
+
+  std::thread refresher_;  // last: started once everything above is ready
 };
 
 }  // namespace ckptfs::client

@@ -398,6 +398,13 @@ void OpenFileState::EndViewLocked(ReadView& view) {
 
 absl::StatusOr<uint32_t> OpenFileState::FetchChunk(uint64_t index, uint32_t offset,
                                                    uint32_t length, char* out) {
+  if (index > kMaxChunkIndex) {
+    // Past the largest file anyone can write (Write says EFBIG), so only a
+    // truncate can reach it: a hole. The data protocol carries 32-bit chunk
+    // indexes; asking would read chunk index mod 2^32.
+    std::memset(out, 0, length);
+    return 0;
+  }
   absl::StatusOr<size_t> got =
       ReadChunkCopy(*services_.transport, services_.failed_servers, layout_, ino_, index, offset,
                     out, length);

@@ -11,7 +11,7 @@
 // its own CRC so that a torn header is told apart from torn data.
 //
 // The storage server writes these files (server/storage/chunk_store.h); a
-// client on the same host may read them in place (client/local_chunk_reader.h),
+// client on the same host may read them in place (client/local_read_transport.h),
 // which is why the format lives here.
 //
 // Thread-safety: pure functions.

@@ -3,9 +3,11 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <string>
 
 #include "absl/strings/str_cat.h"
 #include "common/errno_status.h"
+#include "common/log.h"
 #include "common/net.h"
 #include "server/meta/keys.h"
 #include "server/meta/meta_txn.h"
@@ -31,10 +33,15 @@ absl::StatusOr<uint32_t> Membership::Register(const RegisterServerRequest& reque
     return ErrnoStatus(EINVAL, absl::StrCat("register: uuid must be 1..", kMaxUuidLength,
                                             " bytes, got ", request.uuid().size()));
   }
-  if (request.data_dir().size() > kMaxDataDirLength ||
-      (!request.data_dir().empty() && request.data_dir()[0] != '/')) {
-    return ErrnoStatus(EINVAL, absl::StrCat("register: data_dir must be empty or an absolute "
-                                            "path of at most ", kMaxDataDirLength, " bytes"));
+  // Only an optimisation hangs on the data directory (clients on the
+  // server's host read its chunk files in place): a bad one is dropped, the
+  // server still serves.
+  std::string data_dir = request.data_dir();
+  if (data_dir.size() > kMaxDataDirLength || (!data_dir.empty() && data_dir[0] != '/')) {
+    CKPTFS_LOG(kWarning) << "register: storage server at " << request.address()
+                         << " sent a data_dir that is not an absolute path of at most "
+                         << kMaxDataDirLength << " bytes; clients will read it over TCP only";
+    data_dir.clear();
   }
   return RunTxn<uint32_t>(kv_, "register server", [&](MetaTxn& txn) -> absl::StatusOr<uint32_t> {
     absl::StatusOr<std::optional<std::string>> existing = txn.Get(ServerUuidKey(request.uuid()));
@@ -65,7 +72,7 @@ absl::StatusOr<uint32_t> Membership::Register(const RegisterServerRequest& reque
     info->set_id(id);
     info->set_address(request.address());
     info->set_uuid(request.uuid());
-    info->set_data_dir(request.data_dir());
+    info->set_data_dir(data_dir);
     info->set_capacity_bytes(request.capacity_bytes());
     info->set_used_bytes(request.used_bytes());
     info->set_last_heartbeat_ms(clock_->NowMs());

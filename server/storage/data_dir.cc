@@ -9,12 +9,14 @@
 
 #include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <string>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/errno_status.h"
+#include "common/log.h"
 
 namespace ckptfs::storage {
 
@@ -48,6 +50,17 @@ absl::StatusOr<DataDirLock> DataDirLock::Acquire(const std::string& data_dir) {
                                              ": it holds ", path));
     }
     return SyscallError(errno, absl::StrCat("flock ", path));
+  }
+  // The running-lock clients on this host check before reading chunk
+  // files in place (client/local_read_transport.h). Without it they only
+  // read over TCP, so a file system that refuses it is no reason to stop.
+  struct flock running {};
+  running.l_type = F_RDLCK;
+  running.l_whence = SEEK_SET;
+  if (::fcntl(fd.get(), F_OFD_SETLK, &running) != 0) {
+    CKPTFS_LOG(kWarning) << "cannot take the running-lock on " << path << " ("
+                         << std::strerror(errno)
+                         << "): clients on this host will read its chunks over TCP";
   }
   const std::string pid = absl::StrCat(::getpid(), "\n");
   if (::ftruncate(fd.get(), 0) == 0) {

@@ -1,7 +1,11 @@
 // The storage server's data directory as a whole: creating it, claiming it
 // for one process, and the server's identity stored in it.
 //
-//   <data_dir>/LOCK          flock()ed by the running server (holds its pid)
+//   <data_dir>/LOCK          flock()ed by the running server (holds its pid),
+//                            which also holds an OFD read lock on it: the
+//                            running-lock that clients on this host probe
+//                            (F_OFD_GETLK) before reading chunk files in
+//                            place (client/local_read_transport.h)
 //   <data_dir>/server.uuid   random identity, created once; the metadata
 //                            service maps it to the server id
 //

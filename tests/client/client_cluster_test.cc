@@ -1,5 +1,7 @@
 // libckptfs against real processes: one ckptfs-meta and three
 // ckptfs-storage on loopback (tests/integration's LocalCluster), no FUSE.
+// Files are read back twice: in place from the chunk files, as a Client on
+// the servers' host does, and over TCP, as a remote one does.
 // Checks what the fakes cannot: the storage server's WRITE merge/replace,
 // READ short/ENOENT and TRIM semantics match what the client relies on,
 // close-to-open across two Clients, a dead server surfacing in Close with
@@ -55,8 +57,10 @@ class ClientClusterTest : public ::testing::Test {
     cluster_ = *std::move(cluster);
     writer_ = Connect();
     reader_ = Connect();
+    tcp_reader_ = Connect(/*local_reads=*/false);
     ASSERT_NE(writer_, nullptr);
     ASSERT_NE(reader_, nullptr);
+    ASSERT_NE(tcp_reader_, nullptr);
     auto dir = writer_->MkdirAll("/small", 0755);
     ASSERT_TRUE(dir.ok()) << dir.status();
     ASSERT_TRUE(writer_->SetXattr(dir->ino(), "user.ckptfs.chunk_size", std::to_string(kChunk), 0)
@@ -67,13 +71,18 @@ class ClientClusterTest : public ::testing::Test {
   void TearDown() override {
     writer_.reset();
     reader_.reset();
+    tcp_reader_.reset();
     if (HasFailure() && cluster_ != nullptr) std::cerr << cluster_->DescribeLogs();
     cluster_.reset();  // stops every process
   }
 
-  std::unique_ptr<Client> Connect() {
+  // The servers run on this host: by default a Client reads their chunk
+  // files in place (client/local_read_transport.h); `local_reads` false
+  // reads over TCP like a remote node.
+  std::unique_ptr<Client> Connect(bool local_reads = true) {
     ClientOptions options;
     options.meta_address = cluster_->meta_address();
+    options.local_reads = local_reads;
     options.rpc_timeout = absl::Seconds(10);
     options.data_timeout = absl::Seconds(10);
     options.io_threads = 8;
@@ -101,7 +110,8 @@ class ClientClusterTest : public ::testing::Test {
 
   std::unique_ptr<ckptfs::testing::LocalCluster> cluster_;
   std::unique_ptr<Client> writer_;
-  std::unique_ptr<Client> reader_;
+  std::unique_ptr<Client> reader_;      // reads chunk files in place
+  std::unique_ptr<Client> tcp_reader_;  // reads over TCP
   uint64_t dir_ = 0;
 };
 
@@ -127,6 +137,7 @@ TEST_F(ClientClusterTest, SizesAtChunkEdgesCloseToOpen) {
     ASSERT_TRUE(attr.ok());
     EXPECT_EQ(attr->size(), size);
     EXPECT_TRUE(SameBytes(ReadAll(*reader_, ino), data));
+    EXPECT_TRUE(SameBytes(ReadAll(*tcp_reader_, ino), data));
   }
 }
 
@@ -145,18 +156,19 @@ TEST_F(ClientClusterTest, ChunksOfServersOnThisHostAreReadFromTheirFiles) {
   const uint64_t ino = created->file->ino();
   ASSERT_TRUE(created->file->Close().ok());
 
+  metrics::Counter& tcp_reads = metrics::Registry::Default()
+                                    .Counter("ckptfs_client_chunk_requests_total", "", {"op"})
+                                    .WithLabels({"READ"});
   const uint64_t before = local_reads.value();
+  const uint64_t tcp_before = tcp_reads.value();
   EXPECT_TRUE(SameBytes(ReadAll(*reader_, ino), data));
-  EXPECT_GE(local_reads.value() - before, 6u);  // every chunk, none over TCP
+  EXPECT_GE(local_reads.value() - before, 6u);  // every chunk
+  EXPECT_EQ(tcp_reads.value(), tcp_before);      // none over TCP
 
-  ClientOptions options;
-  options.meta_address = cluster_->meta_address();
-  options.local_reads = false;
-  auto remote = Client::Connect(options);
-  ASSERT_TRUE(remote.ok()) << remote.status();
   const uint64_t after = local_reads.value();
-  EXPECT_TRUE(SameBytes(ReadAll(**remote, ino), data));
+  EXPECT_TRUE(SameBytes(ReadAll(*tcp_reader_, ino), data));
   EXPECT_EQ(local_reads.value(), after);
+  EXPECT_GE(tcp_reads.value() - tcp_before, 6u);
 }
 
 TEST_F(ClientClusterTest, RandomOverwritesPastEndAndTruncate) {
@@ -176,6 +188,7 @@ TEST_F(ClientClusterTest, RandomOverwritesPastEndAndTruncate) {
   }
   ASSERT_TRUE(file->Close().ok());
   ASSERT_TRUE(SameBytes(ReadAll(*reader_, ino), model));
+  ASSERT_TRUE(SameBytes(ReadAll(*tcp_reader_, ino), model));
 
   // Truncate down mid-chunk, then extend: the cut bytes read as zeros.
   meta::SetAttrRequest request;
@@ -202,6 +215,7 @@ TEST_F(ClientClusterTest, RandomOverwritesPastEndAndTruncate) {
   ASSERT_TRUE(again->file->Fsync().ok());
   ASSERT_TRUE(again->file->Close().ok());
   EXPECT_TRUE(SameBytes(ReadAll(*reader_, ino), fresh));
+  EXPECT_TRUE(SameBytes(ReadAll(*tcp_reader_, ino), fresh));
 }
 
 TEST_F(ClientClusterTest, DeadStorageServerFailsTheClose) {
@@ -222,8 +236,8 @@ TEST_F(ClientClusterTest, DeadStorageServerFailsTheClose) {
 
 TEST_F(ClientClusterTest, ClientsAnnounceThemselvesInClusterStatus) {
   GrpcMetaClient meta(cluster_->meta_address(), absl::Seconds(10));
-  // writer_ and reader_: two clients of this process. Their first heartbeat
-  // leaves as their thread starts; wait for both (bounded).
+  // writer_, reader_ and tcp_reader_: three clients of this process. Their
+  // first heartbeat leaves as their thread starts; wait for all (bounded).
   auto mine = [](const meta::ClusterStatusReply& reply) {
     std::vector<meta::ClientInfo> out;
     for (const meta::ClientInfo& c : reply.clients()) {
@@ -235,14 +249,15 @@ TEST_F(ClientClusterTest, ClientsAnnounceThemselvesInClusterStatus) {
   for (int i = 0; i < 100; ++i) {
     status = meta.ClusterStatus(meta::ClusterStatusRequest());
     ASSERT_TRUE(status.ok()) << status.status();
-    if (mine(*status).size() >= 2) break;
+    if (mine(*status).size() >= 3) break;
     ::usleep(50 * 1000);
   }
   EXPECT_EQ(status->servers_size(), 3);
   EXPECT_EQ(status->redundancy(), "none (1 copy)");
   const std::vector<meta::ClientInfo> clients = mine(*status);
-  ASSERT_EQ(clients.size(), 2u) << status->DebugString();
+  ASSERT_EQ(clients.size(), 3u) << status->DebugString();  // writer_, reader_, tcp_reader_
   EXPECT_NE(clients[0].client_id(), clients[1].client_id());
+  EXPECT_NE(clients[1].client_id(), clients[2].client_id());
   for (const meta::ClientInfo& c : clients) {
     EXPECT_TRUE(c.mountpoint().empty());  // not a FUSE daemon
     EXPECT_FALSE(c.version().empty());

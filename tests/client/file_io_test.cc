@@ -171,6 +171,32 @@ TEST_F(FileIoTest, ReadsStopAtEndOfFile) {
   EXPECT_EQ(*n, 0u);
 }
 
+// Chunk indexes past 2^32 - 1 cannot be written (EFBIG), only reached by a
+// truncate: they read as zeros without a request, whose 32-bit index would
+// name chunk index mod 2^32 (here: chunk 0, which holds data).
+TEST_F(FileIoTest, PastTheLargestWritableFileReadsZerosWithoutAskingAServer) {
+  auto file = CreateFile("huge");
+  const uint64_t ino = file->ino();
+  const std::string head = RandomBytes(100, 4);
+  ASSERT_TRUE(file->Write(0, head.data(), head.size()).ok());
+  ASSERT_TRUE(file->Close().ok());
+  const uint64_t far = (uint64_t{1} << 32) * kTestChunk;  // chunk index 2^32
+  meta::SetAttrRequest request;
+  request.set_ino(ino);
+  request.set_valid(meta::SET_SIZE);
+  request.set_size(far + 4096);
+  ASSERT_TRUE(client_->SetAttr(request).ok());
+  auto reopened = client_->Open(ino, O_RDONLY);
+  ASSERT_TRUE(reopened.ok()) << reopened.status();
+  std::string buf(4096, 'x');
+  auto n = (*reopened)->Read(far, buf.data(), buf.size());
+  ASSERT_TRUE(n.ok()) << n.status();
+  EXPECT_EQ(*n, 4096u);
+  EXPECT_EQ(buf, std::string(4096, '\0'));
+  EXPECT_EQ(transport_->ReadsOf(ino, uint64_t{1} << 32), 0);
+  ASSERT_TRUE((*reopened)->Close().ok());
+}
+
 TEST_F(FileIoTest, TruncateDownThenExtendReadsZeros) {
   auto file = CreateFile("trunc");
   const uint64_t ino = file->ino();

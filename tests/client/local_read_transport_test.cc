@@ -1,10 +1,11 @@
 // LocalReadTransport (client/local_read_transport.h): chunk files written by
-// a real ChunkStore read back in place — whole, in part, past the end, over
-// several bounce pieces — and every file that is not right (missing, a
-// flipped data byte, a header naming another chunk, cut short) left to the
-// server. Which servers count as local (uuid, alive, a running pid), and
-// that reads of local servers never reach the network while everything
-// else does.
+// a real ChunkStore read back in place — empty, whole, in part, past the
+// end, over several bounce pieces — and every file that is not right
+// (missing, a flipped data byte, a torn header, a header naming another
+// chunk, cut short, a stray size) left to the server. Which servers count as
+// local (uuid, alive, holding the running-lock of a real DataDirLock), that
+// reads of local servers never reach the network while everything else
+// does, that a killed server's files are not read, and the map's refresh.
 #include "client/local_read_transport.h"
 
 #include <fcntl.h>
@@ -12,6 +13,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -20,18 +22,23 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
 #include "client/testing/fake_chunk_transport.h"
 #include "client/testing/fake_meta_client.h"
 #include "common/chunk_format.h"
+#include "common/errno_status.h"
 #include "common/uring.h"
 #include "gtest/gtest.h"
 #include "server/storage/chunk_store.h"
+#include "server/storage/data_dir.h"
 #include "tests/storage/temp_dir.h"
 
 namespace ckptfs::client {
 namespace {
 
 using storage::ChunkStore;
+using storage::DataDirLock;
 using storage::TempDir;
 
 constexpr char kUuid[] = "9d1c0a52-0000-4000-8000-00000000abcd";
@@ -51,13 +58,15 @@ void WriteTextFile(const std::string& path, const std::string& text) {
   out << text;
 }
 
-// A pid no process has: a child that has exited and been reaped.
-pid_t DeadPid() {
-  const pid_t pid = ::fork();
-  if (pid == 0) ::_exit(0);
-  int status = 0;
-  ::waitpid(pid, &status, 0);
-  return pid;
+// Flips one bit of a file in place.
+void FlipByte(const std::string& path, off_t offset) {
+  const int fd = ::open(path.c_str(), O_RDWR);
+  ASSERT_GE(fd, 0) << path;
+  char c = 0;
+  ASSERT_EQ(::pread(fd, &c, 1, offset), 1);
+  c = static_cast<char>(c ^ 0x40);
+  ASSERT_EQ(::pwrite(fd, &c, 1, offset), 1);
+  ::close(fd);
 }
 
 class LocalReadTest : public ::testing::Test {
@@ -76,15 +85,24 @@ class LocalReadTest : public ::testing::Test {
     ASSERT_TRUE(store_->Write(*ring_, {ino, index}, 0, absl::string_view(data), true).ok());
   }
 
-  // ReadChunkFile of [offset, offset + length) as a string, or nullopt.
-  std::optional<std::string> ReadLocal(uint64_t ino, uint32_t index, uint32_t offset,
-                                       size_t length) {
+  // ReadChunkFile of [offset, offset + length): the bytes, or its error.
+  absl::StatusOr<std::string> Read(uint64_t ino, uint32_t index, uint32_t offset,
+                                   size_t length) {
     std::string out(length, '\xee');
-    std::optional<size_t> got =
-        LocalReadTransport::ReadChunkFile(dir_.path(), ino, index, offset, out.data(), length);
-    if (!got.has_value()) return std::nullopt;
+    absl::StatusOr<size_t> got = LocalReadTransport::ReadChunkFile(
+        dir_.path(), ino, index, offset, out.data(), length, bounce_.get());
+    if (!got.ok()) return got.status();
     out.resize(*got);
     return out;
+  }
+  // The bytes, or "<error>" when it failed.
+  std::string ReadLocal(uint64_t ino, uint32_t index, uint32_t offset, size_t length) {
+    absl::StatusOr<std::string> got = Read(ino, index, offset, length);
+    return got.ok() ? *got : "<error>";
+  }
+  // The errno of its failure (0: it read).
+  int ReadErrno(uint64_t ino, uint32_t index, size_t length = 1 << 20) {
+    return ErrnoFromStatus(Read(ino, index, 0, length).status());
   }
 
   // How ListServers describes this directory's server.
@@ -98,20 +116,28 @@ class LocalReadTest : public ::testing::Test {
     return info;
   }
 
-  // Makes the directory look like a running server's: its uuid, and the
-  // LOCK file naming `pid`.
-  void ClaimAs(pid_t pid) {
+  // Makes the directory a running server's, as ckptfs-storage does: its
+  // uuid, and the DataDirLock (with the running-lock) held by this process.
+  void Claim() {
     WriteTextFile(dir_.path() + "/server.uuid", absl::StrCat(kUuid, "\n"));
-    WriteTextFile(dir_.path() + "/LOCK", absl::StrCat(pid, "\n"));
+    auto lock = DataDirLock::Acquire(dir_.path());
+    ASSERT_TRUE(lock.ok()) << lock.status();
+    lock_.emplace(*std::move(lock));
   }
 
   TempDir dir_;
   std::unique_ptr<ChunkStore> store_;
   std::unique_ptr<Ring> ring_;
+  std::optional<DataDirLock> lock_;
+  struct Free {
+    void operator()(char* p) const { std::free(p); }
+  };
+  std::unique_ptr<char, Free> bounce_{static_cast<char*>(
+      std::aligned_alloc(kChunkBlockSize, LocalReadTransport::kBouncePieceBytes))};
 };
 
 TEST_F(LocalReadTest, ReadsWhatTheStoreWrote) {
-  const size_t sizes[] = {1, 4095, 4096, 5000, LocalReadTransport::kBouncePieceBytes - 4096,
+  const size_t sizes[] = {0, 1, 4095, 4096, 5000, LocalReadTransport::kBouncePieceBytes - 4096,
                           LocalReadTransport::kBouncePieceBytes,
                           3 * LocalReadTransport::kBouncePieceBytes + 123};
   uint32_t index = 0;
@@ -128,51 +154,59 @@ TEST_F(LocalReadTest, ReadsWhatTheStoreWrote) {
     EXPECT_EQ(ReadLocal(5, index, mid, size), data.substr(mid));
     // Wholly past the end: nothing.
     EXPECT_EQ(ReadLocal(5, index, static_cast<uint32_t>(size) + 10, 100), std::string());
+    EXPECT_EQ(ReadLocal(5, index, 0, 0), std::string());
     ++index;
   }
 }
 
 TEST_F(LocalReadTest, AnythingOddIsLeftToTheServer) {
   const std::string data = Pattern(3 * 4096 + 17, 1);
-  Store(9, 0, data);
-  Store(9, 1, data);
+  for (uint32_t index = 0; index < 6; ++index) Store(9, index, data);
   ASSERT_EQ(ReadLocal(9, 0, 0, data.size()), data);
 
-  // Never written (or set aside by the scrubber).
-  EXPECT_EQ(ReadLocal(9, 7, 0, data.size()), std::nullopt);
-  EXPECT_EQ(ReadLocal(10, 0, 0, data.size()), std::nullopt);
+  // Never written (or set aside by the scrubber): ENOENT, as the server says.
+  EXPECT_EQ(ReadErrno(9, 70), ENOENT);
+  EXPECT_EQ(ReadErrno(10, 0), ENOENT);
+  // A chunk index the data protocol cannot name.
+  EXPECT_EQ(ErrnoFromStatus(LocalReadTransport::ReadChunkFile(
+                                dir_.path(), 9, uint64_t{1} << 32, 0, nullptr, 0,
+                                bounce_.get())
+                                .status()),
+            ENOENT);
 
-  // A data byte flipped on disk: the CRC32C catches it, wherever the read.
-  const std::string path0 = store_->ChunkPath({9, 0});
-  {
-    const int fd = ::open(path0.c_str(), O_RDWR);
-    ASSERT_GE(fd, 0);
-    char c = 0;
-    ASSERT_EQ(::pread(fd, &c, 1, kChunkHeaderSize + 2 * 4096), 1);
-    c = static_cast<char>(c ^ 0x40);
-    ASSERT_EQ(::pwrite(fd, &c, 1, kChunkHeaderSize + 2 * 4096), 1);
-    ::close(fd);
-  }
-  EXPECT_EQ(ReadLocal(9, 0, 0, data.size()), std::nullopt);
-  EXPECT_EQ(ReadLocal(9, 0, 0, 100), std::nullopt);
+  // A data byte flipped on disk: the CRC32C catches it, whatever the read.
+  FlipByte(store_->ChunkPath({9, 0}), kChunkHeaderSize + 2 * 4096);
+  EXPECT_EQ(ReadErrno(9, 0), EIO);
+  EXPECT_EQ(ReadErrno(9, 0, 100), EIO);
+  // A torn header: its own CRC catches it.
+  FlipByte(store_->ChunkPath({9, 1}), 21);
+  EXPECT_EQ(ReadErrno(9, 1), EIO);
 
-  // A good file under another chunk's name: its header says so.
-  std::filesystem::copy_file(store_->ChunkPath({9, 1}), store_->ChunkPath({9, 2}));
-  EXPECT_EQ(ReadLocal(9, 2, 0, data.size()), std::nullopt);
+  // A good file under another chunk's name, or another inode's.
+  std::filesystem::copy_file(store_->ChunkPath({9, 2}), store_->ChunkPath({9, 7}));
+  EXPECT_EQ(ReadErrno(9, 7), EIO);
+  std::filesystem::create_directories(store_->InodeDir(11));
+  std::filesystem::copy_file(store_->ChunkPath({9, 2}), store_->ChunkPath({11, 2}));
+  EXPECT_EQ(ReadErrno(11, 2), EIO);
+  ASSERT_EQ(ReadLocal(9, 2, 0, data.size()), data);  // the original is fine
 
-  // Cut short (a file system that lost its tail).
-  std::filesystem::resize_file(store_->ChunkPath({9, 1}), kChunkHeaderSize + 4096);
-  EXPECT_EQ(ReadLocal(9, 1, 0, data.size()), std::nullopt);
+  // Cut short (a file system that lost its tail), or not whole blocks.
+  std::filesystem::resize_file(store_->ChunkPath({9, 3}), kChunkHeaderSize + 4096);
+  EXPECT_EQ(ReadErrno(9, 3), EIO);
+  std::filesystem::resize_file(store_->ChunkPath({9, 4}), ChunkFileSize(data.size()) + 100);
+  EXPECT_EQ(ReadErrno(9, 4), EIO);
+  std::filesystem::resize_file(store_->ChunkPath({9, 5}), 100);
+  EXPECT_EQ(ReadErrno(9, 5), EIO);
 }
 
-TEST_F(LocalReadTest, ALocalServerIsAliveWithThisUuidAndARunningProcess) {
-  // No server.uuid yet: not local.
+TEST_F(LocalReadTest, ALocalServerIsAliveWithThisUuidAndHoldsItsRunningLock) {
+  // No server.uuid and no lock yet: not local.
   EXPECT_FALSE(LocalReadTransport::FindLocal(Info()).has_value());
-  ClaimAs(::getpid());
+  Claim();
   auto found = LocalReadTransport::FindLocal(Info());
   ASSERT_TRUE(found.has_value());
   EXPECT_EQ(found->data_dir, dir_.path());
-  EXPECT_EQ(found->pid, ::getpid());
+  EXPECT_TRUE(LocalReadTransport::ServerRuns(found->lock->get()));
 
   meta::ServerInfo other_uuid = Info();
   other_uuid.set_uuid("another-server");
@@ -187,17 +221,22 @@ TEST_F(LocalReadTest, ALocalServerIsAliveWithThisUuidAndARunningProcess) {
   elsewhere.set_data_dir(dir_.path() + "/not-here");
   EXPECT_FALSE(LocalReadTransport::FindLocal(elsewhere).has_value());
 
-  // The server's process is gone (its LOCK names a pid that has exited).
-  ClaimAs(DeadPid());
+  // The server stopped (its DataDirLock is gone): no longer running, and
+  // not found again, though LOCK still names a pid that runs (this one).
+  lock_.reset();
+  EXPECT_FALSE(LocalReadTransport::ServerRuns(found->lock->get()));
   EXPECT_FALSE(LocalReadTransport::FindLocal(Info()).has_value());
 }
 
 // ListServers names server 1 with this test's directory and server 2 with
-// none (another host, or an older build).
+// none (another host, or an older build); it can be made to fail.
 class LocalServersMeta : public testing::FakeMetaClient {
  public:
   explicit LocalServersMeta(meta::ServerInfo local) : local_(std::move(local)) {}
   absl::StatusOr<meta::ListServersReply> ListServers(const meta::Empty&) override {
+    absl::MutexLock lock(&mu_);
+    ++list_calls_;
+    if (fail_) return ErrnoStatus(EHOSTUNREACH, "the metadata service is away");
     meta::ListServersReply reply;
     *reply.add_servers() = local_;
     meta::ServerInfo* remote = reply.add_servers();
@@ -205,17 +244,26 @@ class LocalServersMeta : public testing::FakeMetaClient {
     remote->set_address("127.0.0.1:7002");
     remote->set_uuid("remote");
     remote->set_alive(true);
-    ++list_calls;
     return reply;
   }
-  int list_calls = 0;
+  int list_calls() {
+    absl::MutexLock lock(&mu_);
+    return list_calls_;
+  }
+  void set_fail(bool fail) {
+    absl::MutexLock lock(&mu_);
+    fail_ = fail;
+  }
 
  private:
   const meta::ServerInfo local_;
+  absl::Mutex mu_;
+  int list_calls_ ABSL_GUARDED_BY(mu_) = 0;
+  bool fail_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 TEST_F(LocalReadTest, LocalChunksNeverReachTheNetwork) {
-  ClaimAs(::getpid());
+  Claim();
   const std::string local = Pattern(10000, 3);
   Store(4, 0, local);
   LocalServersMeta meta(Info());
@@ -225,7 +273,7 @@ TEST_F(LocalReadTest, LocalChunksNeverReachTheNetwork) {
   ASSERT_TRUE(network->WriteChunk(2, 4, 0, 0, remote.data(), remote.size(), true).ok());
   const std::string served = Pattern(6000, 5);  // what server 1 answers for a chunk it has
   ASSERT_TRUE(network->WriteChunk(1, 4, 1, 0, served.data(), served.size(), true).ok());
-  LocalReadTransport transport(std::move(owned), &meta);
+  LocalReadTransport transport(std::move(owned), &meta, absl::Hours(1));
 
   std::string out(20000, '\0');
   auto got = transport.ReadChunk(1, 4, 0, 0, out.data(), out.size());
@@ -248,35 +296,105 @@ TEST_F(LocalReadTest, LocalChunksNeverReachTheNetwork) {
   // Writes always go to the server.
   ASSERT_TRUE(transport.WriteChunk(1, 4, 5, 0, local.data(), 10, true).ok());
   EXPECT_EQ(network->counts().writes, 3);
-  EXPECT_EQ(meta.list_calls, 1);  // loaded once, not per read
+  EXPECT_EQ(meta.list_calls(), 1);  // loaded once, not per read
 }
 
-TEST_F(LocalReadTest, ADeadServersFilesAreNotReadInItsPlace) {
-  // A stand-in for the server's process, alive until killed.
-  const pid_t server = ::fork();
-  if (server == 0) {
-    ::pause();
-    ::_exit(0);
+// A stand-in for a storage server's process: holds the data directory's
+// DataDirLock until killed. Killed (and reaped) when it goes away.
+class ServerProcess {
+ public:
+  explicit ServerProcess(const std::string& data_dir) {
+    int ready[2];
+    if (::pipe(ready) != 0) return;
+    pid_ = ::fork();
+    if (pid_ == 0) {
+      auto lock = DataDirLock::Acquire(data_dir);
+      const char ok = lock.ok() ? 1 : 0;
+      (void)!::write(ready[1], &ok, 1);
+      ::pause();
+      ::_exit(0);
+    }
+    ::close(ready[1]);
+    char ok = 0;
+    held_ = pid_ > 0 && ::read(ready[0], &ok, 1) == 1 && ok == 1;
+    ::close(ready[0]);
   }
-  ASSERT_GT(server, 0);
-  ClaimAs(server);
+  ServerProcess(const ServerProcess&) = delete;
+  ServerProcess& operator=(const ServerProcess&) = delete;
+  ~ServerProcess() { Kill(); }
+
+  bool held() const { return held_; }
+  void Kill() {
+    if (pid_ <= 0) return;
+    ::kill(pid_, SIGKILL);
+    int status = 0;
+    ::waitpid(pid_, &status, 0);
+    pid_ = -1;
+  }
+
+ private:
+  pid_t pid_ = -1;
+  bool held_ = false;
+};
+
+TEST_F(LocalReadTest, AKilledServersFilesAreNotReadInItsPlace) {
+  WriteTextFile(dir_.path() + "/server.uuid", absl::StrCat(kUuid, "\n"));
+  ServerProcess server(dir_.path());
+  ASSERT_TRUE(server.held());
   Store(4, 0, Pattern(10000, 3));
   LocalServersMeta meta(Info());
   auto owned = std::make_unique<testing::FakeChunkTransport>();
   testing::FakeChunkTransport* network = owned.get();
   network->SetServerDown(1, true);
-  LocalReadTransport transport(std::move(owned), &meta);
+  LocalReadTransport transport(std::move(owned), &meta, absl::Hours(1));
   std::string out(20000, '\0');
   EXPECT_TRUE(transport.ReadChunk(1, 4, 0, 0, out.data(), out.size()).ok());
   EXPECT_EQ(network->counts().reads, 0);
 
   // Killed: its files are not read any more, though the map still has it.
-  ::kill(server, SIGKILL);
-  int status = 0;
-  ::waitpid(server, &status, 0);
+  server.Kill();
   EXPECT_FALSE(transport.ReadChunk(1, 4, 0, 0, out.data(), out.size()).ok());
   EXPECT_EQ(network->counts().reads, 1);
-  EXPECT_EQ(meta.list_calls, 1);
+  EXPECT_EQ(meta.list_calls(), 1);
+}
+
+TEST_F(LocalReadTest, TheMapIsRefreshedInTheBackgroundAndKeptWhenTheServiceIsAway) {
+  Store(4, 0, Pattern(10000, 3));
+  LocalServersMeta meta(Info());
+  auto owned = std::make_unique<testing::FakeChunkTransport>();
+  testing::FakeChunkTransport* network = owned.get();
+  ASSERT_TRUE(network->WriteChunk(1, 4, 0, 0, "net", 3, true).ok());
+  LocalReadTransport transport(std::move(owned), &meta, absl::Milliseconds(20));
+  std::string out(20000, '\0');
+  // Not running yet at the first load: over the network.
+  auto got = transport.ReadChunk(1, 4, 0, 0, out.data(), out.size());
+  ASSERT_TRUE(got.ok());
+  EXPECT_EQ(*got, 3u);
+
+  // The server starts; a refresh finds it.
+  Claim();
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  int network_reads = network->counts().reads;
+  while (absl::Now() < deadline) {
+    got = transport.ReadChunk(1, 4, 0, 0, out.data(), out.size());
+    ASSERT_TRUE(got.ok());
+    if (network->counts().reads == network_reads) break;  // read locally
+    network_reads = network->counts().reads;
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  EXPECT_EQ(*got, 10000u);
+
+  // The service goes away: the map stays, reads stay local.
+  meta.set_fail(true);
+  const int calls = meta.list_calls();
+  while (meta.list_calls() < calls + 3 && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  network_reads = network->counts().reads;
+  got = transport.ReadChunk(1, 4, 0, 0, out.data(), out.size());
+  ASSERT_TRUE(got.ok());
+  EXPECT_EQ(*got, 10000u);
+  EXPECT_EQ(network->counts().reads, network_reads);
 }
 
 }  // namespace

@@ -198,6 +198,7 @@ int Main(int argc, char** argv) {
     options.data_transport = transport == "blocking" ? ClientOptions::DataTransport::kBlocking
                                                      : ClientOptions::DataTransport::kUring;
     options.data_connections_per_server = connections;
+    options.local_reads = false;  // the transports themselves, also on one host
     auto client = Client::Connect(options);
     if (!client.ok()) {
       std::fprintf(stderr, "%s\n", std::string(client.status().message()).c_str());

@@ -64,6 +64,11 @@ struct LocalClusterOptions {
   // Create a credential and require it everywhere (see above); false: every
   // daemon serves anyone.
   bool credential = true;
+  // Mounts read chunks of these (local) servers from their files
+  // (client/local_read_transport.h). Off by default, so that the suites
+  // cover the TCP read path every remote node takes; a mount's own
+  // --local_reads flag overrides it.
+  bool local_reads = false;
 };
 
 class LocalCluster {

@@ -95,15 +95,21 @@ TEST_F(ReplicationTest, AMountReadsEveryFileWithOneServerKilled) {
     SCOPED_TRACE(absl::StrCat("storage server ", down, " killed"));
     ASSERT_TRUE(cluster_->StopStorage(down, SIGKILL).ok());
     // A fresh mount: neither the kernel's page cache nor the daemon's
-    // read cache holds the files.
-    absl::StatusOr<std::string> reader = cluster_->Mount(absl::StrCat("reader", down));
-    ASSERT_TRUE(reader.ok()) << reader.status();
-    for (int f = 0; f < 3; ++f) {
-      absl::StatusOr<std::string> back = ReadWholeFile(absl::StrCat(*reader, "/f", f));
-      ASSERT_TRUE(back.ok()) << back.status();
-      EXPECT_TRUE(SameBytes(*back, datas[static_cast<size_t>(f)])) << "f" << f;
+    // read cache holds the files. Once reading over TCP as a remote node,
+    // once reading the live servers' chunk files in place.
+    for (const bool local : {false, true}) {
+      SCOPED_TRACE(local ? "local reads" : "reads over TCP");
+      absl::StatusOr<std::string> reader =
+          cluster_->Mount(absl::StrCat("reader", down, local ? "-local" : ""),
+                          {absl::StrCat("--local_reads=", local ? "true" : "false")});
+      ASSERT_TRUE(reader.ok()) << reader.status();
+      for (int f = 0; f < 3; ++f) {
+        absl::StatusOr<std::string> back = ReadWholeFile(absl::StrCat(*reader, "/f", f));
+        ASSERT_TRUE(back.ok()) << back.status();
+        EXPECT_TRUE(SameBytes(*back, datas[static_cast<size_t>(f)])) << "f" << f;
+      }
+      ASSERT_TRUE(cluster_->Unmount(*reader).ok());
     }
-    ASSERT_TRUE(cluster_->Unmount(*reader).ok());
     ASSERT_TRUE(cluster_->StartStorage(down).ok());
     ASSERT_TRUE(cluster_->WaitServersAlive(3).ok());
   }

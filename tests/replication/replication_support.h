@@ -83,9 +83,13 @@ class ReplicationTest : public ::testing::Test {
     cluster_.reset();  // stops every process and mount
   }
 
-  std::unique_ptr<client::Client> Connect() {
+  // A Client of the cluster; by default it reads over TCP, the path of
+  // every remote node (with `local_reads`, the chunk files of the live
+  // servers in place: client/local_read_transport.h).
+  std::unique_ptr<client::Client> Connect(bool local_reads = false) {
     client::ClientOptions options;
     options.meta_address = cluster_->meta_address();
+    options.local_reads = local_reads;
     options.rpc_timeout = absl::Seconds(10);
     options.data_timeout = absl::Seconds(10);
     options.io_threads = 8;

@@ -8,6 +8,7 @@
 #include "absl/strings/match.h"
 #include "absl/time/time.h"
 #include "common/errno_status.h"
+#include "common/metrics/metrics.h"
 #include "tests/replication/replication_support.h"
 
 namespace ckptfs::replication {
@@ -77,6 +78,23 @@ TEST_F(ReplicationTest, AServerKilledDuringASaveStormLosesNothingSaved) {
     ASSERT_TRUE(back.ok()) << "inode " << ino << ": " << back.status();
     EXPECT_TRUE(SameBytes(*back, data)) << "inode " << ino;
   }
+  // The same through a Client that reads the live servers' chunk files in
+  // place: the dead server's chunks come from their other copies.
+  metrics::Counter& local_reads = metrics::Registry::Default()
+                                      .Counter("ckptfs_client_local_chunk_reads_total", "",
+                                               {"result"})
+                                      .WithLabels({"local"});
+  std::unique_ptr<client::Client> local_reader = Connect(/*local_reads=*/true);
+  ASSERT_NE(local_reader, nullptr);
+  const uint64_t local_before = local_reads.value();
+  for (const StormSave& a : storm.saves) {
+    if (!a.result.ok()) continue;
+    const std::string want = TestData(FileSize(a.writer, a.n), Seed(a.writer, a.n));
+    absl::StatusOr<std::string> back = ReadFile(*local_reader, a.result->ino());
+    ASSERT_TRUE(back.ok()) << "w" << a.writer << "-" << a.n << ": " << back.status();
+    EXPECT_TRUE(SameBytes(*back, want)) << "w" << a.writer << "-" << a.n;
+  }
+  EXPECT_GT(local_reads.value(), local_before);
 
   // The server returns: the cluster serves, old files and new.
   ASSERT_TRUE(cluster_->StartStorage(1).ok());
