@@ -6,8 +6,11 @@
 
 namespace ckptfs::client {
 
-BufferPool::BufferPool(size_t max_idle_bytes, size_t write_budget_bytes)
-    : max_idle_bytes_(max_idle_bytes), write_budget_bytes_(write_budget_bytes) {
+BufferPool::BufferPool(size_t max_idle_bytes, size_t write_budget_bytes,
+                       size_t read_budget_bytes)
+    : max_idle_bytes_(max_idle_bytes),
+      write_budget_bytes_(write_budget_bytes),
+      read_budget_bytes_(read_budget_bytes) {
   metrics::Registry& r = metrics::Registry::Default();
   auto gauge = [&r](const char* name, const char* help) -> metrics::Gauge& {
     return r.Gauge(name, help, {}).WithLabels({});
@@ -21,6 +24,16 @@ BufferPool::BufferPool(size_t max_idle_bytes, size_t write_budget_bytes)
             "The write-buffer budget (--write_buffer_mb); 0 when unlimited."),
       [this] {
         return write_budget_bytes_ == SIZE_MAX ? 0.0 : static_cast<double>(write_budget_bytes_);
+      }));
+  metric_callbacks_.push_back(r.AddGaugeCallback(
+      gauge("ckptfs_client_read_cache_used_bytes",
+            "Read-cache memory taken from the read-cache budget (--read_cache_mb)."),
+      [this] { return static_cast<double>(read_reserved_bytes_.load(std::memory_order_relaxed)); }));
+  metric_callbacks_.push_back(r.AddGaugeCallback(
+      gauge("ckptfs_client_read_cache_limit_bytes",
+            "The read-cache budget (--read_cache_mb); 0 when unlimited."),
+      [this] {
+        return read_budget_bytes_ == SIZE_MAX ? 0.0 : static_cast<double>(read_budget_bytes_);
       }));
   metric_callbacks_.push_back(r.AddGaugeCallback(
       gauge("ckptfs_client_buffer_pool_idle_bytes",
@@ -70,17 +83,29 @@ void BufferPool::Release(uint32_t size, std::unique_ptr<char[]> buffer) {
   // Over the limit: `buffer` is freed here, outside the lock.
 }
 
-bool BufferPool::TryReserve(size_t bytes) {
-  size_t reserved = reserved_bytes_.load();
+bool BufferPool::TryTake(std::atomic<size_t>& reserved, size_t budget, size_t bytes) {
+  size_t now = reserved.load();
   do {
-    if (reserved + bytes > write_budget_bytes_) return false;
-  } while (!reserved_bytes_.compare_exchange_weak(reserved, reserved + bytes));
+    if (now + bytes > budget || now + bytes < now) return false;
+  } while (!reserved.compare_exchange_weak(now, now + bytes));
   return true;
+}
+
+bool BufferPool::TryReserve(size_t bytes) {
+  return TryTake(reserved_bytes_, write_budget_bytes_, bytes);
 }
 
 void BufferPool::Unreserve(size_t bytes) { reserved_bytes_.fetch_sub(bytes); }
 
 size_t BufferPool::reserved_bytes() { return reserved_bytes_.load(); }
+
+bool BufferPool::TryReserveRead(size_t bytes) {
+  return TryTake(read_reserved_bytes_, read_budget_bytes_, bytes);
+}
+
+void BufferPool::UnreserveRead(size_t bytes) { read_reserved_bytes_.fetch_sub(bytes); }
+
+size_t BufferPool::read_reserved_bytes() { return read_reserved_bytes_.load(); }
 
 size_t BufferPool::idle_bytes() {
   absl::MutexLock lock(&mu_);

@@ -8,13 +8,16 @@
 // when a size has none idle: idle plus used memory stays within one buffer
 // of the most ever used at once, whatever the chunk sizes.
 //
-// It also keeps the Client-wide budget of extra write buffers (see
-// ClientOptions::write_buffer_budget_bytes): TryReserve / Unreserve.
+// It also keeps the Client-wide budgets of extra write buffers (see
+// ClientOptions::write_buffer_budget_bytes: TryReserve / Unreserve) and of
+// read-cache buffers (ClientOptions::read_cache_budget_bytes:
+// TryReserveRead / UnreserveRead).
 //
 // Metrics (computed at scrape time, summed over a process's pools):
 // ckptfs_client_write_buffer_used_bytes (reserved),
 // ckptfs_client_write_buffer_limit_bytes (the budget; 0 when unlimited),
-// ckptfs_client_buffer_pool_idle_bytes.
+// ckptfs_client_read_cache_used_bytes, ckptfs_client_read_cache_limit_bytes
+// (the same for the read cache), ckptfs_client_buffer_pool_idle_bytes.
 //
 // Thread-safety: thread-safe.
 #ifndef CKPTFS_CLIENT_BUFFER_POOL_H_
@@ -35,7 +38,8 @@ namespace ckptfs::client {
 
 class BufferPool {
  public:
-  explicit BufferPool(size_t max_idle_bytes, size_t write_budget_bytes = SIZE_MAX);
+  explicit BufferPool(size_t max_idle_bytes, size_t write_budget_bytes = SIZE_MAX,
+                      size_t read_budget_bytes = SIZE_MAX);
   BufferPool(const BufferPool&) = delete;
   BufferPool& operator=(const BufferPool&) = delete;
 
@@ -55,10 +59,21 @@ class BufferPool {
   void Unreserve(size_t bytes);
   size_t reserved_bytes();
 
+  // Takes `bytes` of the read-cache budget if that much is left.
+  bool TryReserveRead(size_t bytes);
+  // Returns bytes TryReserveRead took.
+  void UnreserveRead(size_t bytes);
+  size_t read_reserved_bytes();
+
  private:
+  // Takes `bytes` of `budget` in `reserved` if that much is left.
+  static bool TryTake(std::atomic<size_t>& reserved, size_t budget, size_t bytes);
+
   const size_t max_idle_bytes_;
   const size_t write_budget_bytes_;
+  const size_t read_budget_bytes_;
   std::atomic<size_t> reserved_bytes_{0};
+  std::atomic<size_t> read_reserved_bytes_{0};
   absl::Mutex mu_;
   absl::flat_hash_map<uint32_t, std::vector<std::unique_ptr<char[]>>> idle_ ABSL_GUARDED_BY(mu_);
   size_t idle_bytes_ ABSL_GUARDED_BY(mu_) = 0;

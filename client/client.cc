@@ -140,7 +140,8 @@ ClientImpl::ClientImpl(const ClientOptions& options, std::unique_ptr<MetaClient>
       commits_(meta_.get()),
       transport_(std::move(transport)),
       buffers_(static_cast<size_t>(std::max<int64_t>(0, options.idle_buffer_bytes)),
-               static_cast<size_t>(std::max<int64_t>(0, options.write_buffer_budget_bytes))) {
+               static_cast<size_t>(std::max<int64_t>(0, options.write_buffer_budget_bytes)),
+               static_cast<size_t>(std::max<int64_t>(0, options.read_cache_budget_bytes))) {
   executor_ = std::make_unique<IoExecutor>(std::max(1, options.io_threads));
   services_.meta = meta_.get();
   services_.transport = transport_.get();

@@ -88,6 +88,11 @@ struct ClientOptions {
   // writes in flight come from this budget (writers wait when it is spent).
   // Bounds memory when one Client writes thousands of files at once.
   int64_t write_buffer_budget_bytes = int64_t{2} << 30;
+  // Read-cache memory of all files together (fetched and read-ahead
+  // chunks, client/read_cache.h). When it is spent, files read ahead no
+  // further and readers fetch what they ask for without caching it, one
+  // chunk buffer per read in flight; nothing fails.
+  int64_t read_cache_budget_bytes = int64_t{4} << 30;
   // CommitCheckpoint: how long one long poll may wait in the service before
   // it answers PENDING and is sent again.
   absl::Duration commit_poll = absl::Seconds(10);

@@ -40,7 +40,7 @@ void ReadCache::Unpin(const PinRef& ref) {
   auto aside = aside_.find(ref.id);
   if (aside == aside_.end()) std::abort();  // unpinned twice: a broken invariant
   if (--aside->second.pins > 0) return;
-  pool_->Release(chunk_size_, std::move(aside->second.data));
+  GiveBack(std::move(aside->second.data));
   aside_.erase(aside);
 }
 
@@ -50,7 +50,24 @@ std::unique_ptr<char[]> ReadCache::TakeBuffer() {
     free_.pop_back();
     return buffer;
   }
+  if (!pool_->TryReserveRead(chunk_size_)) return nullptr;
   return pool_->Acquire(chunk_size_);
+}
+
+void ReadCache::GiveBack(std::unique_ptr<char[]> buffer) {
+  pool_->Release(chunk_size_, std::move(buffer));
+  pool_->UnreserveRead(chunk_size_);
+}
+
+bool ReadCache::EvictOne() {
+  auto victim = entries_.end();
+  for (auto it = entries_.begin(); it != entries_.end(); ++it) {
+    if (it->second.fetching || it->second.pins > 0) continue;
+    if (victim == entries_.end() || it->second.last_use < victim->second.last_use) victim = it;
+  }
+  if (victim == entries_.end()) return false;
+  Drop(victim);
+  return true;
 }
 
 void ReadCache::Drop(absl::flat_hash_map<uint64_t, Entry>::iterator it) {
@@ -67,17 +84,12 @@ void ReadCache::Drop(absl::flat_hash_map<uint64_t, Entry>::iterator it) {
 
 ReadCache::Fetch ReadCache::StartFetch(uint64_t index, uint32_t cover) {
   if (auto it = entries_.find(index); it != entries_.end()) Drop(it);  // too short
-  if (entries_.size() >= capacity_) {
-    auto victim = entries_.end();
-    for (auto it = entries_.begin(); it != entries_.end(); ++it) {
-      if (it->second.fetching || it->second.pins > 0) continue;
-      if (victim == entries_.end() || it->second.last_use < victim->second.last_use) victim = it;
-    }
-    if (victim == entries_.end()) return Fetch{};
-    Drop(victim);
-  }
+  if (entries_.size() >= capacity_ && !EvictOne()) return Fetch{};
+  std::unique_ptr<char[]> buffer = TakeBuffer();
+  if (buffer == nullptr && EvictOne()) buffer = TakeBuffer();  // out of budget: reuse one
+  if (buffer == nullptr) return Fetch{};
   Entry& entry = entries_[index];
-  entry.data = TakeBuffer();
+  entry.data = std::move(buffer);
   entry.cover = cover;
   entry.fetching = true;
   entry.fetch_id = next_fetch_id_++;
@@ -120,7 +132,7 @@ void ReadCache::Clear() { InvalidateFrom(0); }
 
 void ReadCache::ReleaseMemory() {
   Clear();
-  for (std::unique_ptr<char[]>& buffer : free_) pool_->Release(chunk_size_, std::move(buffer));
+  for (std::unique_ptr<char[]>& buffer : free_) GiveBack(std::move(buffer));
   free_.clear();
 }
 

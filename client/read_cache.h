@@ -7,6 +7,13 @@
 // stale: its fetch completes into a buffer nobody reads, and FinishFetch
 // drops it. Buffers of evicted entries are reused for later fetches.
 //
+// Every buffer a cache holds (ready, being fetched, free, or pinned aside)
+// is counted in the pool's read-cache budget (BufferPool::TryReserveRead)
+// from when the cache takes it from the pool until it gives it back. When
+// the budget is spent, a fetch reuses the buffer of this cache's least
+// recently used entry, or gets none: the caller then reads without the
+// cache (demand reads) or stops reading ahead.
+//
 // Readers do not copy out of the cache: they pin a ready entry and read its
 // buffer in place (e.g. while the FUSE reply hands it to the kernel). A
 // pinned buffer is never reused or freed while pinned: invalidating or
@@ -74,7 +81,9 @@ class ReadCache {
   };
   // Starts fetching chunk `index`, covering its first `cover` bytes. The
   // buffer is null when every entry of a full cache is being fetched or
-  // pinned. Evicts the least recently used unpinned ready entry when full.
+  // pinned, or when the pool's read-cache budget is spent and no entry can
+  // give up its buffer. Evicts the least recently used unpinned ready entry
+  // when full (or out of budget).
   // REQUIRES: Find(index, ...) != kFetching.
   Fetch StartFetch(uint64_t index, uint32_t cover);
 
@@ -111,7 +120,14 @@ class ReadCache {
     int pins = 0;
   };
 
+  // A free buffer, or a new one from the pool within the read budget;
+  // nullptr when the budget is spent.
   std::unique_ptr<char[]> TakeBuffer();
+  // Gives a buffer back to the pool, and its bytes back to the budget.
+  void GiveBack(std::unique_ptr<char[]> buffer);
+  // Drops the least recently used unpinned ready entry (its buffer goes to
+  // free_); false when there is none.
+  bool EvictOne();
   // Removes an entry; the buffer of one being fetched moves to stale_, that
   // of a pinned one to aside_.
   void Drop(absl::flat_hash_map<uint64_t, Entry>::iterator it);

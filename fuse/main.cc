@@ -4,7 +4,8 @@
 //               [--threads=16] [--max_threads=512] [--attr_timeout_s=0]
 //               [--entry_timeout_s=0] [--direct_io_writes] [--writeback_cache]
 //               [--splice] [--auto_inval_data] [--max_background=64]
-//               [--write_buffer_mb=2048] [--idle_buffer_mb=4096] [--readahead_chunks=4]
+//               [--write_buffer_mb=2048] [--idle_buffer_mb=4096] [--read_cache_mb=4096]
+//               [--readahead_chunks=4]
 //               [--max_inflight_chunks=8] [--nolocal_reads]
 //               [--fuse_options=allow_other,...] [--log_level=info]
 //               [--metrics_listen=HOST:PORT] [--credential_file=PATH]
@@ -85,6 +86,9 @@ ABSL_FLAG(int32_t, max_background, 64,
 ABSL_FLAG(int32_t, write_buffer_mb, 2048,
           "write-behind memory of the mount in MiB: each file being written has one chunk "
           "buffer, further ones come from this; writers wait (never fail) when it is spent");
+ABSL_FLAG(int32_t, read_cache_mb, 4096,
+          "read-cache memory of the mount in MiB (chunks fetched and read ahead, all files "
+          "together); when spent, files read no further ahead and reads are not cached");
 ABSL_FLAG(int32_t, idle_buffer_mb, 4096,
           "chunk buffers kept, in MiB, when the files that used them close, for the files "
           "and storms that come next (filling fresh memory costs page faults); never more "
@@ -211,16 +215,17 @@ int Main(int argc, char** argv) {
   const int max_background = absl::GetFlag(FLAGS_max_background);
   const int write_buffer_mb = absl::GetFlag(FLAGS_write_buffer_mb);
   const int idle_buffer_mb = absl::GetFlag(FLAGS_idle_buffer_mb);
+  const int read_cache_mb = absl::GetFlag(FLAGS_read_cache_mb);
   const int readahead_chunks = absl::GetFlag(FLAGS_readahead_chunks);
   const int max_inflight_chunks = absl::GetFlag(FLAGS_max_inflight_chunks);
   if (attr_timeout_s < 0 || entry_timeout_s < 0 || threads < 1 || max_threads < 1 ||
       max_background < 1 || max_background > 65535 || write_buffer_mb < 0 ||
-      idle_buffer_mb < 0 || readahead_chunks < 0 || readahead_chunks > 64 ||
+      idle_buffer_mb < 0 || read_cache_mb < 0 || readahead_chunks < 0 || readahead_chunks > 64 ||
       max_inflight_chunks < 1) {
     CKPTFS_LOG(kError) << "--attr_timeout_s and --entry_timeout_s must be >= 0, --threads, "
                           "--max_threads and --max_inflight_chunks >= 1, --max_background in "
-                          "1..65535, --write_buffer_mb and --idle_buffer_mb >= 0, "
-                          "--readahead_chunks in 0..64";
+                          "1..65535, --write_buffer_mb, --idle_buffer_mb and --read_cache_mb "
+                          ">= 0, --readahead_chunks in 0..64";
     return kExitFailure;
   }
   // Checked again by Mount::Create; here it fails before any fork or RPC.
@@ -266,6 +271,7 @@ int Main(int argc, char** argv) {
   client_options.credential_file = credential_file;
   client_options.write_buffer_budget_bytes = int64_t{write_buffer_mb} << 20;
   client_options.idle_buffer_bytes = int64_t{idle_buffer_mb} << 20;
+  client_options.read_cache_budget_bytes = int64_t{read_cache_mb} << 20;
   client_options.readahead_chunks = readahead_chunks;
   client_options.local_reads = absl::GetFlag(FLAGS_local_reads);
   client_options.max_inflight_chunks_per_file = max_inflight_chunks;

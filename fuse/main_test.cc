@@ -213,7 +213,8 @@ TEST_F(FuseMainTest, MissingMountpointFailsClearly) {
 TEST_F(FuseMainTest, OutOfRangeDataPathFlagsFailClearlyBeforeMounting) {
   for (const std::string flag : {"--max_background=0", "--max_background=70000",
                                  "--write_buffer_mb=-1", "--idle_buffer_mb=-1",
-                                 "--readahead_chunks=-1", "--readahead_chunks=65",
+                                 "--read_cache_mb=-1", "--readahead_chunks=-1",
+                                 "--readahead_chunks=65",
                                  "--max_inflight_chunks=0"}) {
     SCOPED_TRACE(flag);
     const std::string log = root_ + "/fuse.log";

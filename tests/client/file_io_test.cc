@@ -197,6 +197,45 @@ TEST_F(FileIoTest, PastTheLargestWritableFileReadsZerosWithoutAskingAServer) {
   ASSERT_TRUE((*reopened)->Close().ok());
 }
 
+// A read-cache budget of one chunk for the whole client: files read side
+// by side still read back exactly (uncached, or through the one buffer).
+// The budget's own bounds are ReadCacheTest's.
+TEST_F(FileIoTest, ATinyReadBudgetSlowsReadersButNeverFailsThem) {
+  ClientOptions options = DefaultOptions();
+  options.read_cache_budget_bytes = kTestChunk;
+  MakeClient(options);
+  std::vector<std::string> datas;
+  std::vector<uint64_t> inos;
+  for (int f = 0; f < 3; ++f) {
+    datas.push_back(RandomBytes(5 * kTestChunk + 100 * static_cast<size_t>(f), 40 + f));
+    auto file = CreateFile("budget" + std::to_string(f));
+    ASSERT_NE(file, nullptr);
+    ASSERT_TRUE(file->Write(0, datas.back().data(), datas.back().size()).ok());
+    inos.push_back(file->ino());
+    ASSERT_TRUE(file->Close().ok());
+  }
+  std::vector<std::unique_ptr<File>> readers;
+  for (uint64_t ino : inos) {
+    auto file = client_->Open(ino, O_RDONLY);
+    ASSERT_TRUE(file.ok()) << file.status();
+    readers.push_back(*std::move(file));
+  }
+  std::vector<std::string> got(3);
+  for (size_t at = 0; at < datas[2].size(); at += 10000) {
+    for (size_t f = 0; f < 3; ++f) {
+      if (at >= datas[f].size()) continue;
+      std::string buf(10000, '\0');
+      auto n = readers[f]->Read(at, buf.data(), buf.size());
+      ASSERT_TRUE(n.ok()) << n.status();
+      got[f] += buf.substr(0, *n);
+    }
+  }
+  for (size_t f = 0; f < 3; ++f) {
+    EXPECT_TRUE(SameBytes(got[f], datas[f])) << "file " << f;
+    EXPECT_TRUE(readers[f]->Close().ok());
+  }
+}
+
 TEST_F(FileIoTest, TruncateDownThenExtendReadsZeros) {
   auto file = CreateFile("trunc");
   const uint64_t ino = file->ino();

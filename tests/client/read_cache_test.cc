@@ -6,6 +6,7 @@
 #include "client/read_cache.h"
 
 #include <atomic>
+#include <cstdint>
 #include <cstring>
 #include <string>
 
@@ -205,6 +206,43 @@ TEST(ReadCacheTest, TooShortPinnedEntryIsRefetchedIntoAnotherBuffer) {
   cache.Unpin(pinned.ref);  // of the dropped entry, not the new one
   EXPECT_EQ(Read(cache, 7, 0, 8), "ABCDEFGH");
   EXPECT_EQ(cache.pinned_aside(), 0u);
+}
+
+// The pool's read budget bounds every cache together: a cache past it
+// reuses its own least recently used buffer, one with nothing to give up
+// gets none (its caller reads uncached), and buffers given back return
+// their bytes to the budget.
+TEST(ReadCacheTest, TheReadBudgetBoundsAllCachesTogether) {
+  BufferPool pool(/*max_idle_bytes=*/1 << 20, SIZE_MAX, /*read_budget_bytes=*/3 * kChunk);
+  ReadCache a(/*capacity=*/8, kChunk, &pool);
+  ReadCache b(/*capacity=*/8, kChunk, &pool);
+  FetchFilled(a, 0, 'a');
+  FetchFilled(a, 1, 'b');
+  FetchFilled(b, 0, 'x');
+  EXPECT_EQ(pool.read_reserved_bytes(), 3u * kChunk);
+
+  // a is out of budget: it gives up its least recently used chunk (0).
+  (void)Read(a, 1, 0, 1);
+  FetchFilled(a, 2, 'c');
+  EXPECT_EQ(a.Find(0, 1), ReadCache::Lookup::kMiss);
+  EXPECT_EQ(Read(a, 1, 0, 1), "b");
+  EXPECT_EQ(Read(a, 2, 0, 1), "c");
+  EXPECT_EQ(pool.read_reserved_bytes(), 3u * kChunk);
+
+  // b's only chunk is pinned: nothing to give up, no buffer.
+  ReadCache::Pinned pinned = b.Pin(0);
+  EXPECT_EQ(b.StartFetch(1, kChunk).buffer, nullptr);
+  b.Unpin(pinned.ref);
+
+  // a lets go of its memory: b may grow.
+  a.ReleaseMemory();
+  EXPECT_EQ(pool.read_reserved_bytes(), 1u * kChunk);
+  FetchFilled(b, 1, 'y');
+  FetchFilled(b, 2, 'z');
+  EXPECT_EQ(Read(b, 0, 0, 1), "x");
+  EXPECT_EQ(pool.read_reserved_bytes(), 3u * kChunk);
+  b.ReleaseMemory();
+  EXPECT_EQ(pool.read_reserved_bytes(), 0u);
 }
 
 TEST(IoExecutorTest, RunsTasksInParallel) {

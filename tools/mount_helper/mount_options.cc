@@ -24,7 +24,7 @@ struct CkptfsOption {
 
 // The ckptfs-fuse flags a mount may set (fuse/main.cc). Values are checked
 // by ckptfs-fuse itself, which names the flag in its error.
-constexpr std::array<CkptfsOption, 17> kCkptfsOptions = {{
+constexpr std::array<CkptfsOption, 18> kCkptfsOptions = {{
     {"threads", ValueKind::kValue},
     {"max_threads", ValueKind::kValue},
     {"attr_timeout_s", ValueKind::kValue},
@@ -36,6 +36,7 @@ constexpr std::array<CkptfsOption, 17> kCkptfsOptions = {{
     {"max_background", ValueKind::kValue},
     {"write_buffer_mb", ValueKind::kValue},
     {"idle_buffer_mb", ValueKind::kValue},
+    {"read_cache_mb", ValueKind::kValue},
     {"readahead_chunks", ValueKind::kValue},
     {"local_reads", ValueKind::kBool},
     {"max_inflight_chunks", ValueKind::kValue},
