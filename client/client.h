@@ -91,7 +91,8 @@ struct ClientOptions {
   // Read-cache memory of all files together (fetched and read-ahead
   // chunks, client/read_cache.h). When it is spent, files read ahead no
   // further and readers fetch what they ask for without caching it, one
-  // chunk buffer per read in flight; nothing fails.
+  // chunk buffer per read in flight; nothing fails. 0 (or less): no read
+  // cache at all.
   int64_t read_cache_budget_bytes = int64_t{4} << 30;
   // CommitCheckpoint: how long one long poll may wait in the service before
   // it answers PENDING and is sent again.

@@ -88,7 +88,7 @@ void LocalReadTransport::FreeDeleter::operator()(char* p) const { std::free(p); 
 
 LocalReadTransport::LocalReadTransport(std::unique_ptr<ChunkTransport> inner, MetaClient* meta,
                                        absl::Duration refresh)
-    : inner_(std::move(inner)), meta_(meta), refresh_(refresh) {
+    : inner_(std::move(inner)), meta_(meta), refresh_(std::max(refresh, absl::Milliseconds(10))) {
   Metrics();
   Reload();
   refresher_ = std::thread([this] { RefreshLoop(); });
@@ -128,13 +128,16 @@ absl::StatusOr<size_t> LocalReadTransport::ReadChunkFile(const std::string& data
                                                          uint64_t ino, uint64_t chunk_index,
                                                          uint32_t offset, void* buf,
                                                          size_t length, char* bounce) {
-  const std::string path = ChunkFilePath(data_dir, {ino, static_cast<uint32_t>(chunk_index)});
   if (chunk_index > UINT32_MAX) {
     return ErrnoStatus(ENOENT, absl::StrCat("chunk index ", chunk_index, " is past any chunk"));
   }
+  const std::string path = ChunkFilePath(data_dir, {ino, static_cast<uint32_t>(chunk_index)});
   auto bad = [&](const std::string& why) {
     return ErrnoStatus(EIO, absl::StrCat("chunk file ", path, ": ", why));
   };
+  if (uint64_t{offset} + length > kMaxFramePayload) {  // the server refuses it (EINVAL)
+    return bad(absl::StrCat("a read of ", length, " bytes at ", offset, " is past any chunk"));
+  }
   UniqueFd fd(open(path.c_str(), O_RDONLY | O_CLOEXEC | O_DIRECT));
   if (!fd.valid() && errno == EINVAL) {  // a file system without O_DIRECT
     fd = UniqueFd(open(path.c_str(), O_RDONLY | O_CLOEXEC));

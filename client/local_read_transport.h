@@ -83,10 +83,12 @@ class LocalReadTransport : public ChunkTransport {
 
   // Wraps `inner` (owned). `meta` (borrowed, must outlive this) answers
   // ListServers: once here (blocking, like the network transport's own
-  // server map) and then every `refresh` on a background thread.
+  // server map) and then every `refresh` (at least 10 ms) on a background
+  // thread.
   LocalReadTransport(std::unique_ptr<ChunkTransport> inner, MetaClient* meta,
                      absl::Duration refresh = absl::Seconds(10));
-  // Stops the refresh thread; waits for a ListServers in progress.
+  // Stops the refresh thread; waits for a ListServers in progress (at most
+  // the metadata client's deadline, when the service is away).
   ~LocalReadTransport() override;
 
   // `info` as a LocalServer when it is alive and on this host (see above);

@@ -40,9 +40,16 @@ class OpenFileRegistry {
 
   size_t size();
 
+  // Asks the live states other than `except`, in turn (from where the last
+  // call stopped), to give up one read-cache buffer
+  // (OpenFileState::TryGiveUpReadBuffer); true once one did. REQUIRES: the
+  // caller holds no OpenFileState's mutex.
+  bool GiveUpReadBuffer(const OpenFileState* except) ABSL_LOCKS_EXCLUDED(mu_);
+
  private:
   absl::Mutex mu_;
   absl::flat_hash_map<uint64_t, std::weak_ptr<OpenFileState>> states_ ABSL_GUARDED_BY(mu_);
+  size_t give_up_cursor_ ABSL_GUARDED_BY(mu_) = 0;  // where GiveUpReadBuffer starts
 };
 
 }  // namespace ckptfs::client

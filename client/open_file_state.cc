@@ -86,6 +86,13 @@ void OpenFileState::AddHandle() {
   cache_.set_capacity(CacheCapacity(services_.options, handles_));
 }
 
+bool OpenFileState::TryGiveUpReadBuffer() {
+  if (!mu_.TryLock()) return false;
+  const bool gave = cache_.GiveUpOne();
+  mu_.Unlock();
+  return gave;
+}
+
 void OpenFileState::ReleaseHandle() {
   absl::MutexLock lock(&mu_);
   cache_.set_capacity(CacheCapacity(services_.options, std::max(1, handles_ - 1)));
@@ -321,6 +328,7 @@ absl::StatusOr<ReadView> OpenFileState::ViewInto(uint64_t offset, size_t len, bo
 absl::Status OpenFileState::ViewPieceLocked(uint64_t index, uint32_t offset, uint32_t length,
                                             bool use_cache, char* direct_out, ReadView& view) {
   const uint32_t needed = offset + length;
+  bool asked_others = false;  // for a read-cache buffer, once
   while (true) {
     switch (cache_.Find(index, needed)) {
       case ReadCache::Lookup::kReady: {
@@ -344,7 +352,17 @@ absl::Status OpenFileState::ViewPieceLocked(uint64_t index, uint32_t offset, uin
     const uint32_t cover =
         std::max(needed, ChunkLengthInFile(index, chunk_size_, size_));
     ReadCache::Fetch fetch = cache_.StartFetch(index, cover);
-    if (fetch.buffer == nullptr) break;  // cache full of fetches and pins: read directly
+    if (fetch.buffer == nullptr && !asked_others) {
+      // The read budget is spent (or this cache is all fetches and pins):
+      // another open file may give a buffer up. Asked without mu_, so
+      // that no two files' locks are ever held together; look again after.
+      asked_others = true;
+      mu_.Unlock();
+      services_.registry->GiveUpReadBuffer(this);
+      mu_.Lock();
+      continue;
+    }
+    if (fetch.buffer == nullptr) break;  // no room: read directly, uncached
     mu_.Unlock();
     absl::StatusOr<uint32_t> stored = FetchChunk(index, 0, cover, fetch.buffer);
     mu_.Lock();
@@ -447,7 +465,7 @@ void OpenFileState::ReadAheadLocked(uint64_t after_index) {
     if (inflight_chunks_.contains(index) || (dirty_.has_value() && dirty_->index == index)) {
       continue;
     }
-    ReadCache::Fetch fetch = cache_.StartFetch(index, cover);
+    ReadCache::Fetch fetch = cache_.StartFetch(index, cover, /*read_ahead=*/true);
     if (fetch.buffer == nullptr) break;
     services_.executor->Submit([self = shared_from_this(), index, cover, fetch] {
       absl::StatusOr<uint32_t> stored = self->FetchChunk(index, 0, cover, fetch.buffer);

@@ -80,6 +80,12 @@ class OpenFileState : public std::enable_shared_from_this<OpenFileState> {
   void AddHandle() ABSL_LOCKS_EXCLUDED(mu_);
   void ReleaseHandle() ABSL_LOCKS_EXCLUDED(mu_);
 
+  // Gives the least recently used read-cache buffer that nobody reads back
+  // to the pool (another file needs the read budget). False, changing
+  // nothing, when there is none or the state is busy (mu_ held elsewhere:
+  // never waits for it).
+  bool TryGiveUpReadBuffer() ABSL_LOCKS_EXCLUDED(mu_);
+
   // Changes whenever this client changes the file's size (a write that
   // extends it, a commit, a truncate): an attr read from the service while
   // it changed may predate what this client did.

@@ -16,6 +16,8 @@ ReadCache::~ReadCache() {
   ReleaseMemory();
   // A pin outliving the cache would read freed memory.
   if (!aside_.empty()) std::abort();
+  // Fetches never finished (their REQUIRES broken): keep the budget exact.
+  for (auto& [id, buffer] : stale_) GiveBack(std::move(buffer));
 }
 
 ReadCache::Lookup ReadCache::Find(uint64_t index, uint32_t needed) const {
@@ -45,11 +47,6 @@ void ReadCache::Unpin(const PinRef& ref) {
 }
 
 std::unique_ptr<char[]> ReadCache::TakeBuffer() {
-  if (!free_.empty()) {
-    std::unique_ptr<char[]> buffer = std::move(free_.back());
-    free_.pop_back();
-    return buffer;
-  }
   if (!pool_->TryReserveRead(chunk_size_)) return nullptr;
   return pool_->Acquire(chunk_size_);
 }
@@ -59,7 +56,7 @@ void ReadCache::GiveBack(std::unique_ptr<char[]> buffer) {
   pool_->UnreserveRead(chunk_size_);
 }
 
-bool ReadCache::EvictOne() {
+bool ReadCache::GiveUpOne() {
   auto victim = entries_.end();
   for (auto it = entries_.begin(); it != entries_.end(); ++it) {
     if (it->second.fetching || it->second.pins > 0) continue;
@@ -77,16 +74,19 @@ void ReadCache::Drop(absl::flat_hash_map<uint64_t, Entry>::iterator it) {
   } else if (entry.pins > 0) {
     aside_.emplace(entry.fetch_id, Aside{std::move(entry.data), entry.pins});
   } else {
-    free_.push_back(std::move(entry.data));
+    GiveBack(std::move(entry.data));
   }
   entries_.erase(it);
 }
 
-ReadCache::Fetch ReadCache::StartFetch(uint64_t index, uint32_t cover) {
+ReadCache::Fetch ReadCache::StartFetch(uint64_t index, uint32_t cover, bool read_ahead) {
   if (auto it = entries_.find(index); it != entries_.end()) Drop(it);  // too short
-  if (entries_.size() >= capacity_ && !EvictOne()) return Fetch{};
+  while (entries_.size() >= capacity_) {
+    if (!GiveUpOne()) return Fetch{};
+  }
   std::unique_ptr<char[]> buffer = TakeBuffer();
-  if (buffer == nullptr && EvictOne()) buffer = TakeBuffer();  // out of budget: reuse one
+  // Out of budget: a reader takes the least recently used entry's buffer.
+  if (buffer == nullptr && !read_ahead && GiveUpOne()) buffer = TakeBuffer();
   if (buffer == nullptr) return Fetch{};
   Entry& entry = entries_[index];
   entry.data = std::move(buffer);
@@ -100,7 +100,7 @@ ReadCache::Fetch ReadCache::StartFetch(uint64_t index, uint32_t cover) {
 
 void ReadCache::FinishFetch(uint64_t index, uint64_t id, bool ok, uint32_t stored) {
   if (auto stale = stale_.find(id); stale != stale_.end()) {
-    free_.push_back(std::move(stale->second));
+    GiveBack(std::move(stale->second));
     stale_.erase(stale);
     return;
   }
@@ -130,10 +130,6 @@ void ReadCache::InvalidateFrom(uint64_t first_index) {
 
 void ReadCache::Clear() { InvalidateFrom(0); }
 
-void ReadCache::ReleaseMemory() {
-  Clear();
-  for (std::unique_ptr<char[]>& buffer : free_) GiveBack(std::move(buffer));
-  free_.clear();
-}
+void ReadCache::ReleaseMemory() { Clear(); }
 
 }  // namespace ckptfs::client

@@ -5,14 +5,16 @@
 // An entry is either being fetched (a thread fills its buffer with the lock
 // released) or ready. Invalidating an entry that is being fetched marks it
 // stale: its fetch completes into a buffer nobody reads, and FinishFetch
-// drops it. Buffers of evicted entries are reused for later fetches.
+// gives it back. Buffers of evicted entries go back to the pool at once.
 //
-// Every buffer a cache holds (ready, being fetched, free, or pinned aside)
-// is counted in the pool's read-cache budget (BufferPool::TryReserveRead)
-// from when the cache takes it from the pool until it gives it back. When
-// the budget is spent, a fetch reuses the buffer of this cache's least
-// recently used entry, or gets none: the caller then reads without the
-// cache (demand reads) or stops reading ahead.
+// Every buffer a cache holds (ready, being fetched, or pinned aside) is
+// counted in the pool's read-cache budget (BufferPool::TryReserveRead) from
+// when the cache takes it from the pool until it gives it back. When the
+// budget is spent, a reader's fetch takes the buffer of this cache's least
+// recently used entry (OpenFileState also asks other files to give one up:
+// GiveUpOne), a read-ahead fetch takes none (it would evict chunks the
+// reader has yet to read); without a buffer the caller reads uncached or
+// stops reading ahead.
 //
 // Readers do not copy out of the cache: they pin a ready entry and read its
 // buffer in place (e.g. while the FUSE reply hands it to the kernel). A
@@ -52,6 +54,10 @@ class ReadCache {
   // Changes the bound; entries over it are evicted by later fetches.
   void set_capacity(size_t capacity) { capacity_ = capacity; }
 
+  // Evicts the least recently used unpinned ready entry, giving its buffer
+  // (and budget) back to the pool; false when no entry can go.
+  bool GiveUpOne();
+
   enum class Lookup { kMiss, kFetching, kReady };
   // Whether chunk `index` is cached with at least `needed` bytes of the
   // chunk covered (a chunk fetched when the file was shorter covers less).
@@ -79,13 +85,14 @@ class ReadCache {
     char* buffer = nullptr;  // chunk_size bytes to fill; nullptr: no room
     uint64_t id = 0;
   };
-  // Starts fetching chunk `index`, covering its first `cover` bytes. The
-  // buffer is null when every entry of a full cache is being fetched or
-  // pinned, or when the pool's read-cache budget is spent and no entry can
-  // give up its buffer. Evicts the least recently used unpinned ready entry
-  // when full (or out of budget).
+  // Starts fetching chunk `index`, covering its first `cover` bytes.
+  // Evicts least recently used unpinned ready entries while the cache is
+  // full and, for a reader's fetch (not `read_ahead`), one more when the
+  // pool's read budget is spent. The buffer is null when that leaves no
+  // room: every entry of a full cache being fetched or pinned, or the
+  // budget spent.
   // REQUIRES: Find(index, ...) != kFetching.
-  Fetch StartFetch(uint64_t index, uint32_t cover);
+  Fetch StartFetch(uint64_t index, uint32_t cover, bool read_ahead = false);
 
   // Ends fetch `id` of `index`: `ok` with `stored` bytes received (the rest
   // of the covered bytes are holes, zeroed here), or !ok to forget the
@@ -98,8 +105,8 @@ class ReadCache {
   void InvalidateFrom(uint64_t first_index);
   void Clear();
 
-  // Drops every ready entry and gives idle buffers back to the pool
-  // (pinned ones go back at their last Unpin).
+  // Drops every entry, giving the buffers back to the pool (pinned ones go
+  // back at their last Unpin, those being fetched at FinishFetch).
   void ReleaseMemory();
 
   // Buffers of dropped entries still pinned (for tests and accounting).
@@ -120,16 +127,13 @@ class ReadCache {
     int pins = 0;
   };
 
-  // A free buffer, or a new one from the pool within the read budget;
-  // nullptr when the budget is spent.
+  // A buffer from the pool within the read budget; nullptr when the
+  // budget is spent.
   std::unique_ptr<char[]> TakeBuffer();
   // Gives a buffer back to the pool, and its bytes back to the budget.
   void GiveBack(std::unique_ptr<char[]> buffer);
-  // Drops the least recently used unpinned ready entry (its buffer goes to
-  // free_); false when there is none.
-  bool EvictOne();
   // Removes an entry; the buffer of one being fetched moves to stale_, that
-  // of a pinned one to aside_.
+  // of a pinned one to aside_, any other goes back to the pool.
   void Drop(absl::flat_hash_map<uint64_t, Entry>::iterator it);
 
   size_t capacity_;
@@ -143,7 +147,6 @@ class ReadCache {
   absl::flat_hash_map<uint64_t, std::unique_ptr<char[]>> stale_;
   // Buffers of dropped entries still pinned, by fetch id.
   absl::flat_hash_map<uint64_t, Aside> aside_;
-  std::vector<std::unique_ptr<char[]>> free_;
 };
 
 }  // namespace ckptfs::client

@@ -236,6 +236,49 @@ TEST_F(FileIoTest, ATinyReadBudgetSlowsReadersButNeverFailsThem) {
   }
 }
 
+// A file kept open after it was read holds read-cache buffers; once the
+// budget is spent, a file read next takes them over (the idle file gives
+// them up) instead of reading every piece uncached.
+TEST_F(FileIoTest, AnIdleOpenFileGivesItsReadBudgetToAReaderThatNeedsIt) {
+  ClientOptions options = DefaultOptions();
+  options.read_cache_budget_bytes = 2 * kTestChunk;
+  MakeClient(options);
+  const std::string a_data = RandomBytes(5 * kTestChunk, 50);
+  const std::string b_data = RandomBytes(5 * kTestChunk, 51);
+  uint64_t inos[2] = {0, 0};
+  for (int f = 0; f < 2; ++f) {
+    auto file = CreateFile(f == 0 ? "idle" : "next");
+    ASSERT_NE(file, nullptr);
+    const std::string& data = f == 0 ? a_data : b_data;
+    ASSERT_TRUE(file->Write(0, data.data(), data.size()).ok());
+    inos[f] = file->ino();
+    ASSERT_TRUE(file->Close().ok());
+  }
+  auto idle = client_->Open(inos[0], O_RDONLY);
+  ASSERT_TRUE(idle.ok());
+  std::string buf(kTestChunk, '\0');
+  for (uint64_t at = 0; at < a_data.size(); at += kTestChunk) {
+    ASSERT_TRUE((*idle)->Read(at, buf.data(), buf.size()).ok());
+  }
+  // `idle` stays open, holding the budget. Read the other file in small
+  // sequential pieces: each chunk should come from the server about once.
+  auto next = client_->Open(inos[1], O_RDONLY);
+  ASSERT_TRUE(next.ok());
+  std::string got;
+  for (uint64_t at = 0; at < b_data.size(); at += 8192) {
+    auto n = (*next)->Read(at, buf.data(), 8192);
+    ASSERT_TRUE(n.ok()) << n.status();
+    got.append(buf.data(), *n);
+  }
+  EXPECT_TRUE(SameBytes(got, b_data));
+  for (uint64_t chunk = 0; chunk < 5; ++chunk) {
+    // Uncached, each of the 8 pieces of a chunk would be a read of its own.
+    EXPECT_LE(transport_->ReadsOf(inos[1], chunk), 2) << "chunk " << chunk;
+  }
+  EXPECT_TRUE((*next)->Close().ok());
+  EXPECT_TRUE((*idle)->Close().ok());
+}
+
 TEST_F(FileIoTest, TruncateDownThenExtendReadsZeros) {
   auto file = CreateFile("trunc");
   const uint64_t ino = file->ino();

@@ -9,6 +9,8 @@
 #include "client/local_read_transport.h"
 
 #include <fcntl.h>
+#include <poll.h>
+#include <sys/prctl.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -28,6 +30,7 @@
 #include "client/testing/fake_meta_client.h"
 #include "common/chunk_format.h"
 #include "common/errno_status.h"
+#include "common/frame.h"
 #include "common/uring.h"
 #include "gtest/gtest.h"
 #include "server/storage/chunk_store.h"
@@ -174,6 +177,9 @@ TEST_F(LocalReadTest, AnythingOddIsLeftToTheServer) {
                                 .status()),
             ENOENT);
 
+  // A read no chunk can hold: the server refuses it, so it goes there.
+  EXPECT_EQ(ErrnoFromStatus(Read(9, 0, kMaxFramePayload, 1).status()), EIO);
+
   // A data byte flipped on disk: the CRC32C catches it, whatever the read.
   FlipByte(store_->ChunkPath({9, 0}), kChunkHeaderSize + 2 * 4096);
   EXPECT_EQ(ReadErrno(9, 0), EIO);
@@ -306,8 +312,11 @@ class ServerProcess {
   explicit ServerProcess(const std::string& data_dir) {
     int ready[2];
     if (::pipe(ready) != 0) return;
+    const pid_t parent = ::getpid();
     pid_ = ::fork();
     if (pid_ == 0) {
+      ::prctl(PR_SET_PDEATHSIG, SIGKILL);  // never outlives the test
+      if (::getppid() != parent) ::_exit(1);
       auto lock = DataDirLock::Acquire(data_dir);
       const char ok = lock.ok() ? 1 : 0;
       (void)!::write(ready[1], &ok, 1);
@@ -316,7 +325,9 @@ class ServerProcess {
     }
     ::close(ready[1]);
     char ok = 0;
-    held_ = pid_ > 0 && ::read(ready[0], &ok, 1) == 1 && ok == 1;
+    struct pollfd wait_ready = {ready[0], POLLIN, 0};
+    held_ = pid_ > 0 && ::poll(&wait_ready, 1, /*timeout_ms=*/10000) == 1 &&
+            ::read(ready[0], &ok, 1) == 1 && ok == 1;
     ::close(ready[0]);
   }
   ServerProcess(const ServerProcess&) = delete;
@@ -390,6 +401,7 @@ TEST_F(LocalReadTest, TheMapIsRefreshedInTheBackgroundAndKeptWhenTheServiceIsAwa
   while (meta.list_calls() < calls + 3 && absl::Now() < deadline) {
     absl::SleepFor(absl::Milliseconds(10));
   }
+  EXPECT_GE(meta.list_calls(), calls + 3);  // the refresher kept asking
   network_reads = network->counts().reads;
   got = transport.ReadChunk(1, 4, 0, 0, out.data(), out.size());
   ASSERT_TRUE(got.ok());

@@ -229,9 +229,16 @@ TEST(ReadCacheTest, TheReadBudgetBoundsAllCachesTogether) {
   EXPECT_EQ(Read(a, 2, 0, 1), "c");
   EXPECT_EQ(pool.read_reserved_bytes(), 3u * kChunk);
 
+  // Read-ahead never evicts for memory: it would drop chunks the reader
+  // has yet to read.
+  EXPECT_EQ(a.StartFetch(3, kChunk, /*read_ahead=*/true).buffer, nullptr);
+  EXPECT_EQ(a.Find(1, 1), ReadCache::Lookup::kReady);
+  EXPECT_EQ(a.Find(2, 1), ReadCache::Lookup::kReady);
+
   // b's only chunk is pinned: nothing to give up, no buffer.
   ReadCache::Pinned pinned = b.Pin(0);
   EXPECT_EQ(b.StartFetch(1, kChunk).buffer, nullptr);
+  EXPECT_FALSE(b.GiveUpOne());
   b.Unpin(pinned.ref);
 
   // a lets go of its memory: b may grow.
@@ -243,6 +250,39 @@ TEST(ReadCacheTest, TheReadBudgetBoundsAllCachesTogether) {
   EXPECT_EQ(pool.read_reserved_bytes(), 3u * kChunk);
   b.ReleaseMemory();
   EXPECT_EQ(pool.read_reserved_bytes(), 0u);
+}
+
+// Buffers leave the budget exactly when they go back to the pool: a
+// pinned one at its last Unpin, one being fetched at FinishFetch, the rest
+// when dropped, evicted, or when the cache goes away.
+TEST(ReadCacheTest, EveryBufferGivesItsBudgetBackOnce) {
+  BufferPool pool(/*max_idle_bytes=*/1 << 20, SIZE_MAX, /*read_budget_bytes=*/8 * kChunk);
+  {
+    ReadCache cache(/*capacity=*/8, kChunk, &pool);
+    FetchFilled(cache, 0, 'a');
+    ReadCache::Pinned pinned = cache.Pin(0);
+    cache.Invalidate(0);  // pinned: aside until unpinned
+    EXPECT_EQ(pool.read_reserved_bytes(), 1u * kChunk);
+    cache.Unpin(pinned.ref);
+    EXPECT_EQ(pool.read_reserved_bytes(), 0u);
+
+    ReadCache::Fetch fetch = cache.StartFetch(1, kChunk);
+    ASSERT_NE(fetch.buffer, nullptr);
+    cache.Invalidate(1);  // being fetched: stale until it finishes
+    EXPECT_EQ(pool.read_reserved_bytes(), 1u * kChunk);
+    cache.FinishFetch(1, fetch.id, /*ok=*/true, kChunk);
+    EXPECT_EQ(pool.read_reserved_bytes(), 0u);
+
+    FetchFilled(cache, 2, 'b');
+    FetchFilled(cache, 3, 'c');
+    EXPECT_TRUE(cache.GiveUpOne());
+    EXPECT_EQ(pool.read_reserved_bytes(), 1u * kChunk);
+    cache.set_capacity(1);
+    FetchFilled(cache, 4, 'd');  // over the smaller bound: evicts down to it
+    EXPECT_EQ(pool.read_reserved_bytes(), 1u * kChunk);
+    FetchFilled(cache, 5, 'e');
+  }
+  EXPECT_EQ(pool.read_reserved_bytes(), 0u);  // the destructor gave the rest back
 }
 
 TEST(IoExecutorTest, RunsTasksInParallel) {
