@@ -72,9 +72,11 @@ struct ClientOptions {
   // Chunks read ahead of a sequential reader.
   int readahead_chunks = 4;
   // Read the chunks of storage servers on this host from their files
-  // instead of over TCP (client/local_read_transport.h). Off: every read
-  // goes to the server.
-  bool local_reads = true;
+  // instead of over TCP (client/local_read_transport.h). Off by default: on
+  // the reference VM it used a third less CPU per GiB loaded but loaded
+  // 12-25% slower than loopback TCP (issue 5, stop 17); for nodes where CPU,
+  // not the disk, is the limit.
+  bool local_reads = false;
   // Threads that carry chunk requests to storage servers.
   int io_threads = 16;
   // Chunk buffers of closed files kept for reuse by later ones (touched

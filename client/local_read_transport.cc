@@ -25,12 +25,9 @@
 namespace ckptfs::client {
 namespace {
 
-static_assert(LocalReadTransport::kBouncePieceBytes % kChunkBlockSize == 0 &&
-              LocalReadTransport::kBouncePieceBytes > kChunkHeaderSize);
-
-// Idle bounce buffers kept for the next reads; more are allocated while
+// Idle scratch buffers kept for the next reads; more are allocated while
 // more reads run at once, and freed when they end.
-constexpr size_t kIdleBounces = 16;
+constexpr size_t kIdleScratch = 16;
 
 struct LocalReadMetrics {
   metrics::Counter* local;
@@ -84,7 +81,30 @@ std::optional<std::string> ReadSmallFile(const std::string& path) {
 
 }  // namespace
 
-void LocalReadTransport::FreeDeleter::operator()(char* p) const { std::free(p); }
+LocalReadTransport::Scratch::Scratch(Scratch&& other) noexcept
+    : data_(std::exchange(other.data_, nullptr)), capacity_(std::exchange(other.capacity_, 0)) {}
+
+LocalReadTransport::Scratch& LocalReadTransport::Scratch::operator=(Scratch&& other) noexcept {
+  if (this != &other) {
+    std::free(data_);
+    data_ = std::exchange(other.data_, nullptr);
+    capacity_ = std::exchange(other.capacity_, 0);
+  }
+  return *this;
+}
+
+LocalReadTransport::Scratch::~Scratch() { std::free(data_); }
+
+bool LocalReadTransport::Scratch::Reserve(size_t n) {
+  if (n <= capacity_) return true;
+  const size_t rounded = (n + kChunkBlockSize - 1) / kChunkBlockSize * kChunkBlockSize;
+  char* grown = static_cast<char*>(std::aligned_alloc(kChunkBlockSize, rounded));
+  if (grown == nullptr) return false;
+  std::free(data_);
+  data_ = grown;
+  capacity_ = rounded;
+  return true;
+}
 
 LocalReadTransport::LocalReadTransport(std::unique_ptr<ChunkTransport> inner, MetaClient* meta,
                                        absl::Duration refresh)
@@ -127,7 +147,7 @@ std::optional<LocalReadTransport::LocalServer> LocalReadTransport::FindLocal(
 absl::StatusOr<size_t> LocalReadTransport::ReadChunkFile(const std::string& data_dir,
                                                          uint64_t ino, uint64_t chunk_index,
                                                          uint32_t offset, void* buf,
-                                                         size_t length, char* bounce) {
+                                                         size_t length, Scratch& scratch) {
   if (chunk_index > UINT32_MAX) {
     return ErrnoStatus(ENOENT, absl::StrCat("chunk index ", chunk_index, " is past any chunk"));
   }
@@ -156,12 +176,16 @@ absl::StatusOr<size_t> LocalReadTransport::ReadChunkFile(const std::string& data
     return bad(absl::StrCat("size ", file_size, " is not a chunk file's"));
   }
 
-  // The first piece holds the header block and the first data bytes.
-  ssize_t got = ReadFully(fd.get(), bounce, kBouncePieceBytes, 0);
+  // The whole file in one read, as the server reads it.
+  if (!scratch.Reserve(file_size)) return bad("no memory to read it into");
+  char* const image = scratch.data();
+  const ssize_t got = ReadFully(fd.get(), image, file_size, 0);
   if (got < 0) return bad(absl::StrCat("read: ", std::strerror(errno)));
-  if (got < static_cast<ssize_t>(kChunkHeaderSize)) return bad("shorter than its header");
+  if (static_cast<uint64_t>(got) != file_size) {
+    return bad(absl::StrCat("read ", got, " of ", file_size, " bytes"));
+  }
   absl::StatusOr<ChunkHeader> header =
-      DecodeChunkHeader(absl::string_view(bounce, kChunkHeaderSize), path);
+      DecodeChunkHeader(absl::string_view(image, kChunkHeaderSize), path);
   if (!header.ok()) return header.status();
   if (header->key.ino != ino || header->key.index != chunk_index) {
     return bad(absl::StrCat("its header names chunk ", header->key.index, " of inode ",
@@ -172,58 +196,32 @@ absl::StatusOr<size_t> LocalReadTransport::ReadChunkFile(const std::string& data
     return bad(absl::StrCat("its header says ", data_length, " data bytes in a file of ",
                             file_size));
   }
-  const uint64_t want_begin = std::min<uint64_t>(offset, data_length);
-  const uint64_t want_end = std::min<uint64_t>(uint64_t{offset} + length, data_length);
-  char* const out = static_cast<char*>(buf);
-
-  // Walk the file piece by piece: CRC every data byte, copy the wanted ones.
-  uint32_t crc = 0;
-  uint64_t file_offset = 0;  // of bounce[0]
-  uint64_t data_pos = 0;     // data bytes checked so far
-  while (true) {
-    const uint64_t skip = file_offset == 0 ? kChunkHeaderSize : 0;
-    const uint64_t in_piece =
-        std::min<uint64_t>(static_cast<uint64_t>(got) - skip, data_length - data_pos);
-    const char* data = bounce + skip;
-    crc = Crc32cExtend(crc, data, in_piece);
-    const uint64_t copy_begin = std::max(want_begin, data_pos);
-    const uint64_t copy_end = std::min(want_end, data_pos + in_piece);
-    if (copy_begin < copy_end) {
-      std::memcpy(out + (copy_begin - want_begin), data + (copy_begin - data_pos),
-                  copy_end - copy_begin);
-    }
-    data_pos += in_piece;
-    if (data_pos == data_length) break;
-    if (static_cast<uint64_t>(got) < kBouncePieceBytes) {
-      return bad(absl::StrCat("ended after ", file_offset + static_cast<uint64_t>(got),
-                              " bytes"));
-    }
-    file_offset += kBouncePieceBytes;
-    got = ReadFully(fd.get(), bounce, kBouncePieceBytes, static_cast<off_t>(file_offset));
-    if (got < 0) return bad(absl::StrCat("read: ", std::strerror(errno)));
-    if (got == 0) return bad(absl::StrCat("ended after ", file_offset, " bytes"));
+  const char* const data = image + kChunkHeaderSize;
+  if (Crc32c(data, data_length) != header->data_crc32c) {
+    return bad("its data fails its CRC32C");
   }
-  if (crc != header->data_crc32c) return bad("its data fails its CRC32C");
-  return static_cast<size_t>(want_end - want_begin);
+  const uint64_t begin = std::min<uint64_t>(offset, data_length);
+  const uint64_t end = std::min<uint64_t>(uint64_t{offset} + length, data_length);
+  if (begin < end) std::memcpy(buf, data + begin, end - begin);
+  return static_cast<size_t>(end - begin);
 }
 
 absl::StatusOr<size_t> LocalReadTransport::ReadChunk(uint32_t server_id, uint64_t ino,
                                                      uint64_t chunk_index, uint32_t offset,
                                                      void* buf, size_t length) {
   if (std::optional<LocalServer> local = RunningLocal(server_id); local.has_value()) {
-    if (Bounce bounce = TakeBounce(); bounce != nullptr) {
-      absl::StatusOr<size_t> got =
-          ReadChunkFile(local->data_dir, ino, chunk_index, offset, buf, length, bounce.get());
-      GiveBounce(std::move(bounce));
-      if (got.ok()) {
-        Metrics().local->Increment();
-        Metrics().bytes->Increment(*got);
-        return *got;
-      }
-      // Not judged here: the server answers (see the header).
-      (ErrnoFromStatus(got.status()) == ENOENT ? Metrics().missing : Metrics().rejected)
-          ->Increment();
+    Scratch scratch = TakeScratch();
+    absl::StatusOr<size_t> got =
+        ReadChunkFile(local->data_dir, ino, chunk_index, offset, buf, length, scratch);
+    GiveScratch(std::move(scratch));
+    if (got.ok()) {
+      Metrics().local->Increment();
+      Metrics().bytes->Increment(*got);
+      return *got;
     }
+    // Not judged here: the server answers (see the header).
+    (ErrnoFromStatus(got.status()) == ENOENT ? Metrics().missing : Metrics().rejected)
+        ->Increment();
   }
   return inner_->ReadChunk(server_id, ino, chunk_index, offset, buf, length);
 }
@@ -241,21 +239,17 @@ std::optional<LocalReadTransport::LocalServer> LocalReadTransport::RunningLocal(
   return local;
 }
 
-LocalReadTransport::Bounce LocalReadTransport::TakeBounce() {
-  {
-    absl::MutexLock lock(&bounce_mu_);
-    if (!idle_bounces_.empty()) {
-      Bounce bounce = std::move(idle_bounces_.back());
-      idle_bounces_.pop_back();
-      return bounce;
-    }
-  }
-  return Bounce(static_cast<char*>(std::aligned_alloc(kChunkBlockSize, kBouncePieceBytes)));
+LocalReadTransport::Scratch LocalReadTransport::TakeScratch() {
+  absl::MutexLock lock(&scratch_mu_);
+  if (idle_scratch_.empty()) return Scratch();
+  Scratch scratch = std::move(idle_scratch_.back());
+  idle_scratch_.pop_back();
+  return scratch;
 }
 
-void LocalReadTransport::GiveBounce(Bounce bounce) {
-  absl::MutexLock lock(&bounce_mu_);
-  if (idle_bounces_.size() < kIdleBounces) idle_bounces_.push_back(std::move(bounce));
+void LocalReadTransport::GiveScratch(Scratch scratch) {
+  absl::MutexLock lock(&scratch_mu_);
+  if (idle_scratch_.size() < kIdleScratch) idle_scratch_.push_back(std::move(scratch));
 }
 
 void LocalReadTransport::RefreshLoop() {

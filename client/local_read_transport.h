@@ -6,8 +6,10 @@
 // Why: on a node that runs both a mount and a storage server (`ckptfs up`,
 // or a training node lending its flash to the cluster), a read over
 // loopback TCP costs the server's disk read into its buffer, a send copy, a
-// receive copy and two event loops. Read in place, a chunk costs O_DIRECT
-// reads into an aligned bounce buffer and one copy out of it.
+// receive copy and two event loops. Read in place, a chunk costs one
+// O_DIRECT read of its whole file into an aligned scratch buffer (as the
+// server reads it: one large request keeps the disk busiest) and one copy
+// out of it.
 //
 // Which servers are local: ListServers names each server's data directory
 // (ServerInfo.data_dir) and identity (uuid). A server counts as local when
@@ -44,7 +46,7 @@
 // a server.
 //
 // Thread-safety: thread-safe, like every ChunkTransport. Lock order: mu_,
-// then bounce_mu_ (never both held today).
+// then scratch_mu_ (never both held today).
 #ifndef CKPTFS_CLIENT_LOCAL_READ_TRANSPORT_H_
 #define CKPTFS_CLIENT_LOCAL_READ_TRANSPORT_H_
 
@@ -71,8 +73,24 @@ namespace ckptfs::client {
 
 class LocalReadTransport : public ChunkTransport {
  public:
-  // Bytes read from a chunk file per O_DIRECT read (a multiple of 4096).
-  static constexpr size_t kBouncePieceBytes = size_t{1} << 20;
+  // A 4096-aligned buffer that grows to the largest chunk file read into
+  // it. Move-only; frees its memory.
+  class Scratch {
+   public:
+    Scratch() = default;
+    Scratch(Scratch&& other) noexcept;
+    Scratch& operator=(Scratch&& other) noexcept;
+    Scratch(const Scratch&) = delete;
+    Scratch& operator=(const Scratch&) = delete;
+    ~Scratch();
+    // Makes room for `n` bytes (contents not kept); false when out of memory.
+    bool Reserve(size_t n);
+    char* data() { return data_; }
+
+   private:
+    char* data_ = nullptr;
+    size_t capacity_ = 0;
+  };
 
   // A storage server on this host: where its chunks are, and its LOCK file
   // open for checking that it runs.
@@ -99,14 +117,14 @@ class LocalReadTransport : public ChunkTransport {
   static bool ServerRuns(int lock_fd);
 
   // Reads chunk bytes [offset, offset + length) into buf from the chunk
-  // file under `data_dir`, cut at the chunk's stored length (fewer bytes,
-  // or none, when it ends earlier), after checking the file as the server
-  // does. ENOENT when there is no such file; EIO naming the file when a
-  // check fails or a read does. REQUIRES: buf holds `length` bytes;
-  // `bounce` is kChunkBlockSize-aligned and holds kBouncePieceBytes.
+  // file under `data_dir` (whole, into `scratch`), cut at the chunk's stored
+  // length (fewer bytes, or none, when it ends earlier), after checking the
+  // file as the server does. ENOENT when there is no such file; EIO naming
+  // the file when a check fails or a read does. REQUIRES: buf holds
+  // `length` bytes.
   static absl::StatusOr<size_t> ReadChunkFile(const std::string& data_dir, uint64_t ino,
                                               uint64_t chunk_index, uint32_t offset, void* buf,
-                                              size_t length, char* bounce);
+                                              size_t length, Scratch& scratch);
 
   using ChunkTransport::WriteChunk;
   absl::Status WriteChunk(uint32_t server_id, uint64_t ino, uint64_t chunk_index,
@@ -130,20 +148,15 @@ class LocalReadTransport : public ChunkTransport {
   }
 
  private:
-  struct FreeDeleter {
-    void operator()(char* p) const;
-  };
-  using Bounce = std::unique_ptr<char, FreeDeleter>;
-
   // `server_id` when it is local and runs now.
   std::optional<LocalServer> RunningLocal(uint32_t server_id);
   // Replaces the map with what ListServers says now; keeps it when the
   // call fails. REQUIRES: mu_ not held.
   void Reload();
   void RefreshLoop();
-  // A bounce buffer (nullptr when memory is short), and its return.
-  Bounce TakeBounce();
-  void GiveBounce(Bounce bounce);
+  // A scratch buffer for one read, and its return.
+  Scratch TakeScratch();
+  void GiveScratch(Scratch scratch);
 
   const std::unique_ptr<ChunkTransport> inner_;
   MetaClient* const meta_;
@@ -153,9 +166,9 @@ class LocalReadTransport : public ChunkTransport {
   absl::flat_hash_map<uint32_t, LocalServer> local_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
 
-  absl::Mutex bounce_mu_;
-  // Idle bounce buffers, at most kIdleBounces kept.
-  std::vector<Bounce> idle_bounces_ ABSL_GUARDED_BY(bounce_mu_);
+  absl::Mutex scratch_mu_;
+  // Idle scratch buffers, at most kIdleScratch kept.
+  std::vector<Scratch> idle_scratch_ ABSL_GUARDED_BY(scratch_mu_);
 
   std::thread refresher_;  // last: started once everything above is ready
 };

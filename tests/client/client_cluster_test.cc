@@ -76,9 +76,9 @@ class ClientClusterTest : public ::testing::Test {
     cluster_.reset();  // stops every process
   }
 
-  // The servers run on this host: by default a Client reads their chunk
-  // files in place (client/local_read_transport.h); `local_reads` false
-  // reads over TCP like a remote node.
+  // The servers run on this host: these Clients read their chunk files in
+  // place (client/local_read_transport.h, off by default in ClientOptions)
+  // unless `local_reads` is false, reading over TCP like a remote node.
   std::unique_ptr<Client> Connect(bool local_reads = true) {
     ClientOptions options;
     options.meta_address = cluster_->meta_address();
@@ -141,9 +141,9 @@ TEST_F(ClientClusterTest, SizesAtChunkEdgesCloseToOpen) {
   }
 }
 
-// The cluster's storage servers run on this host, so a Client reads their
-// chunk files in place (client/local_read_transport.h) unless told not to;
-// both read the same bytes.
+// The cluster's storage servers run on this host, so a Client with
+// local_reads reads their chunk files in place (client/local_read_transport.h)
+// and one without reads over TCP; both read the same bytes.
 TEST_F(ClientClusterTest, ChunksOfServersOnThisHostAreReadFromTheirFiles) {
   metrics::Counter& local_reads =
       metrics::Registry::Default()

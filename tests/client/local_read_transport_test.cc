@@ -1,6 +1,6 @@
 // LocalReadTransport (client/local_read_transport.h): chunk files written by
 // a real ChunkStore read back in place — empty, whole, in part, past the
-// end, over several bounce pieces — and every file that is not right
+// end, into one scratch buffer growing and reused — and every file that is not right
 // (missing, a flipped data byte, a torn header, a header naming another
 // chunk, cut short, a stray size) left to the server. Which servers count as
 // local (uuid, alive, holding the running-lock of a real DataDirLock), that
@@ -93,7 +93,7 @@ class LocalReadTest : public ::testing::Test {
                                    size_t length) {
     std::string out(length, '\xee');
     absl::StatusOr<size_t> got = LocalReadTransport::ReadChunkFile(
-        dir_.path(), ino, index, offset, out.data(), length, bounce_.get());
+        dir_.path(), ino, index, offset, out.data(), length, scratch_);
     if (!got.ok()) return got.status();
     out.resize(*got);
     return out;
@@ -132,17 +132,12 @@ class LocalReadTest : public ::testing::Test {
   std::unique_ptr<ChunkStore> store_;
   std::unique_ptr<Ring> ring_;
   std::optional<DataDirLock> lock_;
-  struct Free {
-    void operator()(char* p) const { std::free(p); }
-  };
-  std::unique_ptr<char, Free> bounce_{static_cast<char*>(
-      std::aligned_alloc(kChunkBlockSize, LocalReadTransport::kBouncePieceBytes))};
+  LocalReadTransport::Scratch scratch_;
 };
 
 TEST_F(LocalReadTest, ReadsWhatTheStoreWrote) {
-  const size_t sizes[] = {0, 1, 4095, 4096, 5000, LocalReadTransport::kBouncePieceBytes - 4096,
-                          LocalReadTransport::kBouncePieceBytes,
-                          3 * LocalReadTransport::kBouncePieceBytes + 123};
+  const size_t sizes[] = {0, 1, 4095, 4096, 5000, (1 << 20) - 4096, 1 << 20,
+                          (3 << 20) + 123, 4 << 20};
   uint32_t index = 0;
   for (size_t size : sizes) {
     SCOPED_TRACE(absl::StrCat("chunk of ", size, " bytes"));
@@ -173,7 +168,7 @@ TEST_F(LocalReadTest, AnythingOddIsLeftToTheServer) {
   // A chunk index the data protocol cannot name.
   EXPECT_EQ(ErrnoFromStatus(LocalReadTransport::ReadChunkFile(
                                 dir_.path(), 9, uint64_t{1} << 32, 0, nullptr, 0,
-                                bounce_.get())
+                                scratch_)
                                 .status()),
             ENOENT);
 
