@@ -8,8 +8,10 @@
 // loopback TCP costs the server's disk read into its buffer, a send copy, a
 // receive copy and two event loops. Read in place, a chunk costs one
 // O_DIRECT read of its whole file into an aligned scratch buffer (as the
-// server reads it: one large request keeps the disk busiest) and one copy
-// out of it.
+// server reads it) and one copy out of it. That is a third less CPU per GiB
+// loaded on the reference VM, but loads there ran 12-25% slower than over
+// loopback TCP (the disk, not the CPU, is the limit; the cause was not
+// found), so ClientOptions::local_reads is off by default.
 //
 // Which servers are local: ListServers names each server's data directory
 // (ServerInfo.data_dir) and identity (uuid). A server counts as local when

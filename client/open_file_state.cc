@@ -352,10 +352,10 @@ absl::Status OpenFileState::ViewPieceLocked(uint64_t index, uint32_t offset, uin
     const uint32_t cover =
         std::max(needed, ChunkLengthInFile(index, chunk_size_, size_));
     ReadCache::Fetch fetch = cache_.StartFetch(index, cover);
-    if (fetch.buffer == nullptr && !asked_others) {
-      // The read budget is spent (or this cache is all fetches and pins):
-      // another open file may give a buffer up. Asked without mu_, so
-      // that no two files' locks are ever held together; look again after.
+    if (fetch.buffer == nullptr && !asked_others && !cache_.full()) {
+      // The read budget is spent (not this cache's own bound): another
+      // open file may give a buffer up. Asked without mu_, so that no two
+      // files' locks are ever held together; look again after.
       asked_others = true;
       mu_.Unlock();
       services_.registry->GiveUpReadBuffer(this);

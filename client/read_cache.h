@@ -53,6 +53,8 @@ class ReadCache {
 
   // Changes the bound; entries over it are evicted by later fetches.
   void set_capacity(size_t capacity) { capacity_ = capacity; }
+  // Whether the cache holds as many entries as its bound allows.
+  bool full() const { return entries_.size() >= capacity_; }
 
   // Evicts the least recently used unpinned ready entry, giving its buffer
   // (and budget) back to the pool; false when no entry can go.

@@ -235,10 +235,12 @@ TEST(ReadCacheTest, TheReadBudgetBoundsAllCachesTogether) {
   EXPECT_EQ(a.Find(1, 1), ReadCache::Lookup::kReady);
   EXPECT_EQ(a.Find(2, 1), ReadCache::Lookup::kReady);
 
-  // b's only chunk is pinned: nothing to give up, no buffer.
+  // b's only chunk is pinned: nothing to give up, no buffer; b is short of
+  // budget, not full.
   ReadCache::Pinned pinned = b.Pin(0);
   EXPECT_EQ(b.StartFetch(1, kChunk).buffer, nullptr);
   EXPECT_FALSE(b.GiveUpOne());
+  EXPECT_FALSE(b.full());
   b.Unpin(pinned.ref);
 
   // a lets go of its memory: b may grow.
