@@ -28,7 +28,9 @@ BufferPool::BufferPool(size_t max_idle_bytes, size_t write_budget_bytes,
   metric_callbacks_.push_back(r.AddGaugeCallback(
       gauge("ckptfs_client_read_cache_used_bytes",
             "Read-cache memory taken from the read-cache budget (--read_cache_mb)."),
-      [this] { return static_cast<double>(read_reserved_bytes_.load(std::memory_order_relaxed)); }));
+      [this] {
+        return static_cast<double>(read_reserved_bytes_.load(std::memory_order_relaxed));
+      }));
   metric_callbacks_.push_back(r.AddGaugeCallback(
       gauge("ckptfs_client_read_cache_limit_bytes",
             "The read-cache budget (--read_cache_mb); 0 when unlimited."),

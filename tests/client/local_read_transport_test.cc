@@ -18,7 +18,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <memory>
 #include <optional>
 #include <string>
@@ -35,6 +34,7 @@
 #include "gtest/gtest.h"
 #include "server/storage/chunk_store.h"
 #include "server/storage/data_dir.h"
+#include "tests/integration/posix_io.h"
 #include "tests/storage/temp_dir.h"
 
 namespace ckptfs::client {
@@ -46,30 +46,21 @@ using storage::TempDir;
 
 constexpr char kUuid[] = "9d1c0a52-0000-4000-8000-00000000abcd";
 
-std::string Pattern(size_t n, int seed) {
-  std::string s(n, '\0');
-  uint32_t x = static_cast<uint32_t>(seed) * 2654435761u + 7;
-  for (char& c : s) {
-    x = x * 1664525u + 1013904223u;
-    c = static_cast<char>(x >> 24);
-  }
-  return s;
-}
+using ckptfs::testing::PwriteFile;
+using ckptfs::testing::ReadWholeFile;
+using ckptfs::testing::TestData;
+using ckptfs::testing::WriteWholeFile;
 
 void WriteTextFile(const std::string& path, const std::string& text) {
-  std::ofstream out(path, std::ios::trunc);
-  out << text;
+  ASSERT_TRUE(WriteWholeFile(path, text).ok()) << path;
 }
 
 // Flips one bit of a file in place.
 void FlipByte(const std::string& path, off_t offset) {
-  const int fd = ::open(path.c_str(), O_RDWR);
-  ASSERT_GE(fd, 0) << path;
-  char c = 0;
-  ASSERT_EQ(::pread(fd, &c, 1, offset), 1);
-  c = static_cast<char>(c ^ 0x40);
-  ASSERT_EQ(::pwrite(fd, &c, 1, offset), 1);
-  ::close(fd);
+  absl::StatusOr<std::string> bytes = ReadWholeFile(path);
+  ASSERT_TRUE(bytes.ok() && static_cast<size_t>(offset) < bytes->size()) << path;
+  const char flipped = static_cast<char>((*bytes)[static_cast<size_t>(offset)] ^ 0x40);
+  ASSERT_TRUE(PwriteFile(path, static_cast<uint64_t>(offset), std::string(1, flipped)).ok());
 }
 
 class LocalReadTest : public ::testing::Test {
@@ -141,7 +132,7 @@ TEST_F(LocalReadTest, ReadsWhatTheStoreWrote) {
   uint32_t index = 0;
   for (size_t size : sizes) {
     SCOPED_TRACE(absl::StrCat("chunk of ", size, " bytes"));
-    const std::string data = Pattern(size, static_cast<int>(index));
+    const std::string data = TestData(size, index);
     Store(5, index, data);
     EXPECT_EQ(ReadLocal(5, index, 0, size), data);
     // Asked for more: cut at the stored length, as the server does.
@@ -158,7 +149,7 @@ TEST_F(LocalReadTest, ReadsWhatTheStoreWrote) {
 }
 
 TEST_F(LocalReadTest, AnythingOddIsLeftToTheServer) {
-  const std::string data = Pattern(3 * 4096 + 17, 1);
+  const std::string data = TestData(3 * 4096 + 17, 1);
   for (uint32_t index = 0; index < 6; ++index) Store(9, index, data);
   ASSERT_EQ(ReadLocal(9, 0, 0, data.size()), data);
 
@@ -265,14 +256,14 @@ class LocalServersMeta : public testing::FakeMetaClient {
 
 TEST_F(LocalReadTest, LocalChunksNeverReachTheNetwork) {
   Claim();
-  const std::string local = Pattern(10000, 3);
+  const std::string local = TestData(10000, 3);
   Store(4, 0, local);
   LocalServersMeta meta(Info());
   auto owned = std::make_unique<testing::FakeChunkTransport>();
   testing::FakeChunkTransport* network = owned.get();
-  const std::string remote = Pattern(5000, 4);
+  const std::string remote = TestData(5000, 4);
   ASSERT_TRUE(network->WriteChunk(2, 4, 0, 0, remote.data(), remote.size(), true).ok());
-  const std::string served = Pattern(6000, 5);  // what server 1 answers for a chunk it has
+  const std::string served = TestData(6000, 5);  // what server 1 answers for a chunk it has
   ASSERT_TRUE(network->WriteChunk(1, 4, 1, 0, served.data(), served.size(), true).ok());
   LocalReadTransport transport(std::move(owned), &meta, absl::Hours(1));
 
@@ -347,7 +338,7 @@ TEST_F(LocalReadTest, AKilledServersFilesAreNotReadInItsPlace) {
   WriteTextFile(dir_.path() + "/server.uuid", absl::StrCat(kUuid, "\n"));
   ServerProcess server(dir_.path());
   ASSERT_TRUE(server.held());
-  Store(4, 0, Pattern(10000, 3));
+  Store(4, 0, TestData(10000, 3));
   LocalServersMeta meta(Info());
   auto owned = std::make_unique<testing::FakeChunkTransport>();
   testing::FakeChunkTransport* network = owned.get();
@@ -365,7 +356,7 @@ TEST_F(LocalReadTest, AKilledServersFilesAreNotReadInItsPlace) {
 }
 
 TEST_F(LocalReadTest, TheMapIsRefreshedInTheBackgroundAndKeptWhenTheServiceIsAway) {
-  Store(4, 0, Pattern(10000, 3));
+  Store(4, 0, TestData(10000, 3));
   LocalServersMeta meta(Info());
   auto owned = std::make_unique<testing::FakeChunkTransport>();
   testing::FakeChunkTransport* network = owned.get();
