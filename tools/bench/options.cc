@@ -265,7 +265,8 @@ Workload (what each rank writes; every byte read back is verified):
 
 Phases:
   --phases LIST           Any of save,commit,load,bcast (default all):
-                          save   every rank writes its shard (fsync per the
+                          save   caches synced and dropped (root only),
+                                 every rank writes its shard (fsync per the
                                  workload); dcp's rank 0 then finishes.
                           commit ckptfs's barrier: the step directory is
                                  declared with user.ckptfs.ranks=N before the

@@ -360,6 +360,7 @@ class Runner {
       }
       return SaveRank(io, spec, rank, step, &sink);
     };
+    DropCaches();
     TargetCpuMeter target_cpu(target.target_procs);
     target_cpu.Start();
     BeginPhase(target, repeat, Phase::kSave, StormBytes(Phase::kSave));
@@ -442,7 +443,12 @@ class Runner {
     return absl::OkStatus();
   }
 
-  // sync, then drop the page cache (root only; otherwise one note).
+  // sync, then drop the page cache (root only; otherwise one note). Before
+  // every save as well as every load: the sync waits out the journal
+  // commit that the previous target's removed step (and, on a file system
+  // mounted with discard, its discards) left behind, and the drop frees
+  // the memory the previous phase cached, so neither target pays for the
+  // other's leftovers.
   void DropCaches() {
     ::sync();
     const int fd = ::open("/proc/sys/vm/drop_caches", O_WRONLY | O_CLOEXEC);
@@ -453,7 +459,7 @@ class Runner {
     }
     if (!dropped && !warned_caches_) {
       warned_caches_ = true;
-      Note(absl::StrCat("caches not dropped before load (", ::strerror(errno),
+      Note(absl::StrCat("caches not dropped before phases (", ::strerror(errno),
                         "; needs root): loads may be served from the page cache"));
     }
   }
