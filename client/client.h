@@ -72,10 +72,10 @@ struct ClientOptions {
   // Chunks read ahead of a sequential reader.
   int readahead_chunks = 4;
   // Read the chunks of storage servers on this host from their files
-  // instead of over TCP (client/local_read_transport.h). Off by default: on
-  // the reference VM it used a third less CPU per GiB loaded but loaded
-  // 12-25% slower than loopback TCP (issue 5, stop 17); for nodes where CPU,
-  // not the disk, is the limit.
+  // instead of over TCP (client/local_read_transport.h): a third less CPU
+  // per GiB loaded and faster loads on the reference VM. Off by default for
+  // a library Client, which often stands in for a remote node (tests, the
+  // bench's --native ranks); the mount (ckptfs-fuse) turns it on.
   bool local_reads = false;
   // Threads that carry chunk requests to storage servers.
   int io_threads = 16;

@@ -7,7 +7,6 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <cstdlib>
 #include <cstring>
 #include <utility>
 #include <vector>
@@ -81,28 +80,11 @@ std::optional<std::string> ReadSmallFile(const std::string& path) {
 
 }  // namespace
 
-LocalReadTransport::Scratch::Scratch(Scratch&& other) noexcept
-    : data_(std::exchange(other.data_, nullptr)), capacity_(std::exchange(other.capacity_, 0)) {}
-
-LocalReadTransport::Scratch& LocalReadTransport::Scratch::operator=(Scratch&& other) noexcept {
-  if (this != &other) {
-    std::free(data_);
-    data_ = std::exchange(other.data_, nullptr);
-    capacity_ = std::exchange(other.capacity_, 0);
-  }
-  return *this;
-}
-
-LocalReadTransport::Scratch::~Scratch() { std::free(data_); }
-
 bool LocalReadTransport::Scratch::Reserve(size_t n) {
-  if (n <= capacity_) return true;
-  const size_t rounded = (n + kChunkBlockSize - 1) / kChunkBlockSize * kChunkBlockSize;
-  char* grown = static_cast<char*>(std::aligned_alloc(kChunkBlockSize, rounded));
-  if (grown == nullptr) return false;
-  std::free(data_);
-  data_ = grown;
-  capacity_ = rounded;
+  if (n <= memory_.size()) return true;
+  absl::StatusOr<HugePageMemory> grown = HugePageMemory::Map(n);
+  if (!grown.ok()) return false;
+  memory_ = *std::move(grown);
   return true;
 }
 
