@@ -19,6 +19,7 @@
 #include "absl/time/clock.h"
 #include "common/net.h"
 #include "gtest/gtest.h"
+#include "tools/data_dir_lock_probe.h"
 #include "tools/ports.h"
 #include "tools/process.h"
 #include "tools/state_dir.h"
@@ -65,7 +66,9 @@ class CliTest : public ::testing::Test {
     std::vector<std::string> args = {"up",          "--state-dir",  state_,
                                      "--mountpoint", mnt_,          "--meta-port",
                                      absl::StrCat(base_), "--storage-port",
-                                     absl::StrCat(base_ + 1), "--servers", "2"};
+                                     absl::StrCat(base_ + 1), "--servers", "2",
+                                     // never the default ports the README demo uses
+                                     "--metrics-port", "0"};
     args.insert(args.end(), extra.begin(), extra.end());
     return args;
   }
@@ -288,6 +291,99 @@ TEST_F(CliTest, RunningClusterIsRefusedAndDownStopsOnlyRecordedProcesses) {
   r = Run({"down", "--state-dir", state_});
   EXPECT_EQ(r.exit_status, 0) << r.output;
   EXPECT_NE(r.output.find("nothing to stop"), std::string::npos) << r.output;
+}
+
+// What `down` must do when a storage server's record does not name it: the
+// record `up` wrote while the exec was still in flight (the exe of ckptfs
+// itself), or a pid that now belongs to someone else. A real ckptfs-storage
+// holds its data directory's LOCK; `down` must stop it by that and not report
+// it "not running" (it did, leaving servers that held their ports and metrics
+// ports after the test removed their directories).
+TEST_F(CliTest, DownStopsStorageServersThatStillHoldTheirDataDirectories) {
+  const std::string storage_bin = std::string(CKPTFS_BUILD_BIN_DIR) + "/ckptfs-storage";
+  if (::access(storage_bin.c_str(), X_OK) != 0) GTEST_SKIP() << "no " << storage_bin;
+  auto dir = StateDir::Open(state_, /*create=*/true);
+  ASSERT_TRUE(dir.ok());
+  ClusterState state;
+  state.meta_address = absl::StrCat("127.0.0.1:", base_);
+  std::vector<ProcessRecord> servers;
+  for (int i = 0; i < 2; ++i) {
+    const std::string data_dir = dir->StorageDir(i);
+    const std::string address = absl::StrCat("127.0.0.1:", base_ + 1 + i);
+    auto server = SpawnDetached({storage_bin, "--listen=" + address, "--data_dir=" + data_dir,
+                                 "--buffer_pool_mb=65", "--scrub_mb_per_s=0"},
+                                dir->LogPath(absl::StrCat("storage-", i)));
+    ASSERT_TRUE(server.ok()) << server.status();
+    spawned_.push_back(server->pid);
+    servers.push_back(*server);
+    ProcessRecord recorded = *server;
+    if (i == 0) {
+      recorded.exe = CKPTFS_CLI_PATH;  // read before the exec had completed
+    } else {
+      recorded.start_time += 7;  // the pid is taken for another process
+    }
+    state.daemons.push_back({absl::StrCat("storage-", i), address, data_dir,
+                             dir->LogPath(absl::StrCat("storage-", i)), recorded});
+  }
+  auto bystander = SpawnDetached({"/bin/sleep", "60"}, dir->LogPath("other"));
+  ASSERT_TRUE(bystander.ok());
+  spawned_.push_back(bystander->pid);
+  ASSERT_TRUE(dir->Save(state).ok());
+  for (int i = 0; i < 2; ++i) {  // each has claimed its directory
+    const std::string data_dir = dir->StorageDir(i);
+    for (int t = 0; t < 500 && !DataDirLocked(data_dir).value_or(false); ++t) {
+      absl::SleepFor(absl::Milliseconds(20));
+    }
+    ASSERT_TRUE(*DataDirLocked(data_dir)) << "storage-" << i << " never locked " << data_dir;
+  }
+
+  // `up` sees them running and refuses.
+  StandIns("exit 1");
+  CommandResult r = Run(Up());
+  EXPECT_EQ(r.exit_status, 1) << r.output;
+  EXPECT_NE(r.output.find("still running"), std::string::npos) << r.output;
+
+  r = Run({"down", "--state-dir", state_, "--grace-s", "5"});
+  EXPECT_EQ(r.exit_status, 0) << r.output;
+  EXPECT_NE(r.output.find(absl::StrCat("found holding ", dir->StorageDir(0), "/LOCK as pid ",
+                                       servers[0].pid)),
+            std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find(absl::StrCat("found holding ", dir->StorageDir(1), "/LOCK as pid ",
+                                       servers[1].pid)),
+            std::string::npos)
+      << r.output;
+  for (const ProcessRecord& server : servers) {
+    ReapIfExited(server.pid);
+    EXPECT_FALSE(Alive(server.pid)) << "pid " << server.pid << " left running: " << r.output;
+  }
+  EXPECT_FALSE(*DataDirLocked(dir->StorageDir(0)));
+  EXPECT_FALSE(*DataDirLocked(dir->StorageDir(1)));
+  EXPECT_TRUE(Alive(bystander->pid));
+  EXPECT_FALSE(StateFileExists());
+}
+
+// A pid that started when recorded but runs another executable is not
+// signalled, and `down` does not call it gone: it fails and keeps it.
+TEST_F(CliTest, DownFailsOnARecordItCannotVerify) {
+  auto dir = StateDir::Open(state_, /*create=*/true);
+  ASSERT_TRUE(dir.ok());
+  auto daemon = SpawnDetached({"/bin/sleep", "60"}, dir->LogPath("meta"));
+  ASSERT_TRUE(daemon.ok());
+  spawned_.push_back(daemon->pid);
+  ClusterState state;
+  state.meta_address = absl::StrCat("127.0.0.1:", base_);
+  ProcessRecord recorded = *daemon;
+  recorded.exe = CKPTFS_CLI_PATH;
+  state.daemons.push_back({"meta", state.meta_address, "", dir->LogPath("meta"), recorded});
+  ASSERT_TRUE(dir->Save(state).ok());
+
+  CommandResult r = Run({"down", "--state-dir", state_, "--grace-s", "1"});
+  EXPECT_EQ(r.exit_status, 1) << r.output;
+  EXPECT_NE(r.output.find(absl::StrCat("NOT STOPPED: pid ", daemon->pid)), std::string::npos)
+      << r.output;
+  EXPECT_TRUE(Alive(daemon->pid));
+  EXPECT_TRUE(StateFileExists());  // kept for another try
 }
 
 TEST_F(CliTest, StatusOfAnUnreachableServiceFails) {

@@ -1,18 +1,24 @@
 // `ckptfs down`: stops the local cluster recorded in a state directory:
 // unmounts (retrying while busy, naming the processes that hold it, then
 // detaching lazily), stops the FUSE daemon, the storage servers, the
-// metadata service (and its standby) and then the etcd members, if any (SIGTERM, SIGKILL after a grace period), but only
-// processes that are still the ones `up` started. Data directories stay.
-// Idempotent. Runs on main's thread only.
+// metadata service (and its standby) and then the etcd members, if any
+// (SIGTERM, SIGKILL after a grace period), but only processes that are still
+// the ones `up` started. A storage server counts as stopped only once its
+// data directory's LOCK is free (tools/data_dir_lock_probe.h): one that
+// still holds it is stopped by that, whatever its record says, and one that
+// cannot be stopped fails `down`. Success means nothing `up` started still
+// runs. Data directories stay. Idempotent. Runs on main's thread only.
 #include <unistd.h>
 
 #include <algorithm>
 #include <iostream>
 
-#include "absl/strings/str_cat.h"
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "tools/commands.h"
+#include "tools/data_dir_lock_probe.h"
 #include "tools/mounts.h"
 #include "tools/process.h"
 #include "tools/state_dir.h"
@@ -30,6 +36,44 @@ int StopRank(const DaemonRecord& d) {
   if (d.role == "repair" || absl::StartsWith(d.role, "storage")) return 1;
   if (absl::StartsWith(d.role, "etcd")) return 3;
   return 2;
+}
+
+bool Stopped(StopOutcome outcome) {
+  return outcome == StopOutcome::kNotRunning || outcome == StopOutcome::kTerminated ||
+         outcome == StopOutcome::kKilled;
+}
+
+// What `down` reports for a pid that still has its recorded start time but
+// runs another executable than recorded.
+std::string NotVerified(const ProcessRecord& recorded) {
+  absl::StatusOr<ProcessRecord> now = CurrentProcessRecord(recorded.pid);
+  return absl::StrCat("NOT STOPPED: pid ", recorded.pid, ", started when recorded, runs ",
+                      now.ok() && !now->exe.empty() ? now->exe : "(unknown)",
+                      ", not the recorded ", recorded.exe.empty() ? "(none)" : recorded.exe,
+                      "; check it and stop it by hand");
+}
+
+// For a storage server whose record StopProcesses handled: makes sure no
+// process holds its data directory's LOCK any more. Updates `result` and
+// returns whether the server is gone.
+bool ConfirmStorageStopped(const DaemonRecord& d, absl::Duration grace, bool gone,
+                           std::string& result) {
+  absl::StatusOr<std::vector<pid_t>> released = EnsureDataDirReleased(d.data_dir, grace);
+  if (!released.ok()) {
+    result = absl::StrCat("STILL RUNNING: ", released.status().message());
+    return false;
+  }
+  if (released->empty()) return gone;
+  const bool recorded_pid = std::find(released->begin(), released->end(), d.process.pid) !=
+                            released->end();
+  result = absl::StrCat("stopped: found holding ", d.data_dir, "/LOCK as pid ",
+                        absl::StrJoin(*released, ", "),
+                        recorded_pid ? " (its record did not match that process)"
+                                     : absl::StrCat(" (not the recorded pid ", d.process.pid,
+                                                    ")"));
+  // The recorded pid itself is settled too unless it still runs unverified.
+  const RecordMatch now = MatchRecord(d.process);
+  return now == RecordMatch::kGone || now == RecordMatch::kOtherProcess;
 }
 
 }  // namespace
@@ -116,9 +160,15 @@ int RunDown(const ParsedFlags& flags) {
       if (outcomes[i] == StopOutcome::kNotRunning && group_was_running[i]) {
         result = rank == 0 ? "stopped (exited after unmount)" : "exited by itself";
       }
+      if (outcomes[i] == StopOutcome::kNotVerified) result = NotVerified(group[i]->process);
+      bool gone = Stopped(outcomes[i]);
+      // Whatever its record said: gone only once its data directory is free.
+      if (absl::StartsWith(group[i]->role, "storage") && !group[i]->data_dir.empty()) {
+        gone = ConfirmStorageStopped(*group[i], absl::Seconds(*grace), gone, result);
+      }
       rows.push_back({group[i]->role, group[i]->address,
                       absl::StrCat(group[i]->process.pid), result});
-      if (outcomes[i] == StopOutcome::kStuck || outcomes[i] == StopOutcome::kNotPermitted) {
+      if (!gone) {
         failed = true;
         remaining.push_back(*group[i]);
       }

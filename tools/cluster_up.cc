@@ -35,6 +35,7 @@
 #include "common/net.h"
 #include "tools/commands.h"
 #include "tools/daemon_binaries.h"
+#include "tools/data_dir_lock_probe.h"
 #include "tools/fuse_mount.h"
 #include "tools/local_etcd.h"
 #include "tools/meta_probe.h"
@@ -508,7 +509,17 @@ class ClusterStarter {
       const DaemonRecord& d = state_.daemons[state_.daemons.size() - 1 - i];
       std::cerr << "  " << d.role << " (pid " << d.process.pid << "): "
                 << StopOutcomeName(outcomes[i]) << "\n";
-      stuck |= outcomes[i] == StopOutcome::kStuck || outcomes[i] == StopOutcome::kNotPermitted;
+      stuck |= outcomes[i] == StopOutcome::kStuck || outcomes[i] == StopOutcome::kNotPermitted ||
+               outcomes[i] == StopOutcome::kNotVerified;
+      // As `ckptfs down` does: a storage server is gone once its LOCK is free.
+      if (absl::StartsWith(d.role, "storage") && !d.data_dir.empty()) {
+        absl::StatusOr<std::vector<pid_t>> released =
+            EnsureDataDirReleased(d.data_dir, absl::Seconds(5));
+        if (!released.ok()) {
+          std::cerr << "  " << d.role << ": " << released.status().message() << "\n";
+          stuck = true;
+        }
+      }
     }
     if (!stuck) (void)dir_.Remove();
     return 1;
@@ -559,8 +570,19 @@ absl::Status ClearPreviousCluster(const StateDir& dir) {
   const ClusterState& state = **previous;
   std::vector<std::string> running;
   for (const DaemonRecord& d : state.daemons) {
-    if (IsRunning(d.process)) {
+    const RecordMatch match = MatchRecord(d.process);
+    if (match == RecordMatch::kSame || match == RecordMatch::kOtherExecutable) {
       running.push_back(absl::StrCat(d.role, " pid ", d.process.pid));
+      continue;
+    }
+    // A storage server its record fails to name still holds its data
+    // directory (an unreadable LOCK is left to the new server to report).
+    if (absl::StartsWith(d.role, "storage") && !d.data_dir.empty() &&
+        DataDirLocked(d.data_dir).value_or(false)) {
+      std::vector<pid_t> holders = DataDirLockHolders(d.data_dir);
+      running.push_back(absl::StrCat(d.role, holders.empty() ? "" : " pid ",
+                                     absl::StrJoin(holders, ","), " holding ", d.data_dir,
+                                     "/LOCK"));
     }
   }
   if (!running.empty()) {

@@ -2,6 +2,7 @@
 #include "tools/process.h"
 
 #include <fcntl.h>
+#include <sched.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>
@@ -81,11 +82,16 @@ std::string ReadLinkOrEmpty(const std::string& path) {
   return target;
 }
 
-// The state letter and start time from /proc/<pid>/stat.
+// The state letter, kernel flags and start time from /proc/<pid>/stat.
 struct ProcStat {
   char state = '?';
+  uint64_t flags = 0;  // PF_* (field 9)
   uint64_t start_time = 0;
 };
+
+// PF_FORKNOEXEC (include/linux/sched.h): set by fork/clone, cleared by exec
+// once the new image's mm is in place, i.e. after /proc/<pid>/exe shows it.
+constexpr uint64_t kForkedNoExec = 0x00000040;
 
 std::optional<ProcStat> ReadProcStat(pid_t pid) {
   std::ifstream in(absl::StrCat("/proc/", pid, "/stat"));
@@ -98,12 +104,43 @@ std::optional<ProcStat> ReadProcStat(pid_t pid) {
   std::vector<absl::string_view> fields =
       absl::StrSplit(absl::string_view(line).substr(close + 1), ' ',
                      absl::SkipEmpty());
-  // fields[0] is field 3 (state); field 22 (starttime) is fields[19].
+  // fields[0] is field 3 (state); field 9 (flags) is fields[6] and field 22
+  // (starttime) fields[19].
   if (fields.size() < 20 || fields[0].empty()) return std::nullopt;
   ProcStat stat;
   stat.state = fields[0][0];
-  if (!absl::SimpleAtoi(fields[19], &stat.start_time)) return std::nullopt;
+  if (!absl::SimpleAtoi(fields[6], &stat.flags) ||
+      !absl::SimpleAtoi(fields[19], &stat.start_time)) {
+    return std::nullopt;
+  }
   return stat;
+}
+
+bool Exited(const std::optional<ProcStat>& stat) {
+  return !stat || stat->state == 'Z' || stat->state == 'X';
+}
+
+// Waits until the exec of `pid`, a child that posix_spawn has just started,
+// has completed, so that /proc/<pid>/exe names the new image. glibc's
+// posix_spawn returns when the kernel releases the vfork parent, which exec
+// does (exec_mmap -> mm_release) *before* it installs the new mm: until then
+// /proc/<pid>/exe still names the caller's executable (ckptfs). Recording
+// that made `ckptfs down` take a running daemon for "not running" and leave
+// it behind. Returns the child's stat once the exec is done or the child
+// has died; nullopt if it is neither after `limit`.
+std::optional<ProcStat> AwaitExec(pid_t pid, absl::Duration limit) {
+  const absl::Time deadline = absl::Now() + limit;
+  for (int round = 0;; ++round) {
+    std::optional<ProcStat> stat = ReadProcStat(pid);
+    if (Exited(stat) || (stat->flags & kForkedNoExec) == 0) return stat;
+    if (absl::Now() >= deadline) return std::nullopt;
+    // Microseconds as a rule: the child only has to take a lock or two.
+    if (round < 100) {
+      ::sched_yield();
+    } else {
+      absl::SleepFor(absl::Milliseconds(1));
+    }
+  }
 }
 
 std::string DescribeWaitStatus(int status) {
@@ -153,12 +190,21 @@ absl::StatusOr<ProcessRecord> SpawnDetached(const std::vector<std::string>& argv
   const int err = ::posix_spawn(&pid, argv[0].c_str(), setup.actions(), setup.attr(),
                                 cargv.data(), environ);
   if (err != 0) return SyscallError(err, absl::StrCat("start ", argv[0]));
-  // glibc's posix_spawn returns after the exec, so /proc now shows the new
-  // image.
+  std::optional<ProcStat> stat = AwaitExec(pid, absl::Seconds(10));
+  if (!stat) {
+    // Never an untracked daemon: stop the one we cannot record (not waiting
+    // for it: an exec stuck this long may be stuck in the kernel).
+    ::kill(pid, SIGKILL);
+    ReapQuietly(pid);
+    return absl::DeadlineExceededError(
+        absl::StrCat("start ", argv[0], ": its exec did not complete within 10 s"));
+  }
   ProcessRecord record;
   record.pid = pid;
+  // Read after the exec: the record must name the daemon's image. A child
+  // that died already reads as "" and is reported by ReapIfExited.
   record.exe = ReadLinkOrEmpty(absl::StrCat("/proc/", pid, "/exe"));
-  if (std::optional<ProcStat> stat = ReadProcStat(pid)) record.start_time = stat->start_time;
+  record.start_time = stat->start_time;
   return record;
 }
 
@@ -168,17 +214,33 @@ std::optional<std::string> ReapIfExited(pid_t pid) {
   if (r == pid) return DescribeWaitStatus(status);
   if (r == 0) return std::nullopt;
   // Not our child: judge from /proc.
-  std::optional<ProcStat> stat = ReadProcStat(pid);
-  if (!stat || stat->state == 'Z' || stat->state == 'X') return std::string("exited");
+  if (Exited(ReadProcStat(pid))) return std::string("exited");
   return std::nullopt;
 }
 
-bool IsRunning(const ProcessRecord& record) {
-  if (record.pid <= 0) return false;
+RecordMatch MatchRecord(const ProcessRecord& record) {
+  if (record.pid <= 0) return RecordMatch::kGone;
   std::optional<ProcStat> stat = ReadProcStat(record.pid);
-  if (!stat || stat->state == 'Z' || stat->state == 'X') return false;
-  if (stat->start_time != record.start_time) return false;
-  return ReadLinkOrEmpty(absl::StrCat("/proc/", record.pid, "/exe")) == record.exe;
+  if (Exited(stat)) return RecordMatch::kGone;
+  if (stat->start_time != record.start_time) return RecordMatch::kOtherProcess;
+  if (ReadLinkOrEmpty(absl::StrCat("/proc/", record.pid, "/exe")) != record.exe) {
+    // It may have died between the two reads.
+    return Exited(ReadProcStat(record.pid)) ? RecordMatch::kGone
+                                            : RecordMatch::kOtherExecutable;
+  }
+  return RecordMatch::kSame;
+}
+
+bool IsRunning(const ProcessRecord& record) { return MatchRecord(record) == RecordMatch::kSame; }
+
+absl::StatusOr<ProcessRecord> CurrentProcessRecord(pid_t pid) {
+  std::optional<ProcStat> stat = ReadProcStat(pid);
+  if (Exited(stat)) return absl::NotFoundError(absl::StrCat("no live process ", pid));
+  ProcessRecord record;
+  record.pid = pid;
+  record.start_time = stat->start_time;
+  record.exe = ReadLinkOrEmpty(absl::StrCat("/proc/", pid, "/exe"));
+  return record;
 }
 
 const char* StopOutcomeName(StopOutcome outcome) {
@@ -188,6 +250,8 @@ const char* StopOutcomeName(StopOutcome outcome) {
     case StopOutcome::kKilled: return "killed (did not stop on SIGTERM)";
     case StopOutcome::kStuck: return "STILL RUNNING after SIGKILL";
     case StopOutcome::kNotPermitted: return "NOT STOPPED: not permitted to signal it";
+    case StopOutcome::kNotVerified:
+      return "NOT STOPPED: its pid, started when recorded, runs another executable";
   }
   return "?";
 }
@@ -198,7 +262,9 @@ std::vector<StopOutcome> StopProcesses(const std::vector<ProcessRecord>& records
   std::vector<size_t> pending;
   for (size_t i = 0; i < records.size(); ++i) {
     ReapQuietly(records[i].pid);
-    if (!IsRunning(records[i])) continue;
+    const RecordMatch match = MatchRecord(records[i]);
+    if (match == RecordMatch::kOtherExecutable) outcomes[i] = StopOutcome::kNotVerified;
+    if (match != RecordMatch::kSame) continue;
     if (::kill(records[i].pid, SIGTERM) == 0) {
       outcomes[i] = StopOutcome::kTerminated;
       pending.push_back(i);

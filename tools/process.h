@@ -5,7 +5,9 @@
 // ProcessRecord for it. `ckptfs down`, usually a later invocation, stops
 // only processes whose record still matches: same pid, same start time (so a
 // recycled pid is never signalled) and same executable. Zombies count as
-// exited. Thread-compatible: functions touch only the processes named;
+// exited. A pid that still has the recorded start time but runs another
+// executable is neither signalled nor reported gone: `down` says so and
+// fails. Thread-compatible: functions touch only the processes named;
 // SpawnDetached forks, so call it from a thread that holds no locks the
 // child could need (it execs right away and calls only async-signal-safe
 // functions in between).
@@ -29,13 +31,16 @@ namespace ckptfs::tools {
 struct ProcessRecord {
   pid_t pid = 0;
   uint64_t start_time = 0;  // field 22 of /proc/<pid>/stat (clock ticks)
-  std::string exe;          // /proc/<pid>/exe right after exec
+  std::string exe;          // /proc/<pid>/exe once the exec has completed
 };
 
 // Starts argv[0] (an absolute path) with `argv` in a new session; its stdout
 // and stderr are appended to `log_path` (created if missing). Returns once the
-// exec has succeeded; an exec failure comes back as an error naming argv[0].
-// The process is a child of the caller until the caller exits.
+// exec has completed, with the new image's executable recorded (not the
+// caller's, which /proc shows for a moment after posix_spawn returns); an
+// exec failure comes back as an error naming argv[0], an exec not complete
+// after 10 s as DeadlineExceeded (the child SIGKILLed). The process is a
+// child of the caller until the caller exits.
 absl::StatusOr<ProcessRecord> SpawnDetached(const std::vector<std::string>& argv,
                                             const std::string& log_path);
 
@@ -43,24 +48,42 @@ absl::StatusOr<ProcessRecord> SpawnDetached(const std::vector<std::string>& argv
 // ("exited with status 2", "killed by signal 9"); nullopt while it runs.
 std::optional<std::string> ReapIfExited(pid_t pid);
 
+// How the live process that now has a record's pid compares with the record.
+enum class RecordMatch {
+  kGone,          // no live (non-zombie) process has the pid
+  kSame,          // same start time and same executable: the recorded one
+  kOtherProcess,  // another start time: the pid was recycled
+  // Same start time, other executable: almost surely the recorded process
+  // (a pid is reused only after its process is gone), but not provably, so
+  // it is neither signalled nor taken for gone.
+  kOtherExecutable,
+};
+RecordMatch MatchRecord(const ProcessRecord& record);
+
 // True while `record` names a live (non-zombie) process that is the one
 // recorded: same start time and same executable ("(deleted)" suffix, left by
-// a rebuilt binary, ignored).
+// a rebuilt binary, ignored). MatchRecord(record) == kSame.
 bool IsRunning(const ProcessRecord& record);
+
+// The record of the live process that has `pid` now (its start time and
+// executable); NotFound when there is none.
+absl::StatusOr<ProcessRecord> CurrentProcessRecord(pid_t pid);
 
 // What StopProcess did.
 enum class StopOutcome {
-  kNotRunning,  // already gone (or the pid now belongs to someone else)
+  kNotRunning,  // already gone (or the pid now belongs to another process)
   kTerminated,  // exited after SIGTERM
   kKilled,      // needed SIGKILL
   kStuck,       // still there after SIGKILL
   kNotPermitted,  // running, but we may not signal it (another user's)
+  kNotVerified,   // MatchRecord says kOtherExecutable: not signalled, maybe running
 };
 const char* StopOutcomeName(StopOutcome outcome);
 
 // Sends SIGTERM to every record that IsRunning, waits up to `grace` for all
 // of them, SIGKILLs the stragglers and waits a little more. Reaps those that
-// are children of the caller. Returns one outcome per record, in order.
+// are children of the caller. Returns one outcome per record, in order; only
+// kNotRunning, kTerminated and kKilled mean the process is no longer running.
 std::vector<StopOutcome> StopProcesses(const std::vector<ProcessRecord>& records,
                                        absl::Duration grace);
 

@@ -115,11 +115,35 @@ TEST_F(ProcessTest, NeverSignalsAProcessThatIsNotTheRecordedOne) {
   other_exe.exe = "/usr/bin/ckptfs-meta";
   EXPECT_FALSE(IsRunning(recycled));
   EXPECT_FALSE(IsRunning(other_exe));
+  EXPECT_EQ(MatchRecord(record), RecordMatch::kSame);
+  EXPECT_EQ(MatchRecord(recycled), RecordMatch::kOtherProcess);
+  EXPECT_EQ(MatchRecord(other_exe), RecordMatch::kOtherExecutable);
   std::vector<StopOutcome> outcomes =
       StopProcesses({recycled, other_exe}, absl::Milliseconds(100));
   EXPECT_EQ(outcomes[0], StopOutcome::kNotRunning);
-  EXPECT_EQ(outcomes[1], StopOutcome::kNotRunning);
+  // Not signalled, but not reported gone either: it started when recorded,
+  // so `down` must not claim it stopped (it did, and left daemons running).
+  EXPECT_EQ(outcomes[1], StopOutcome::kNotVerified);
   EXPECT_TRUE(IsRunning(record));  // untouched
+}
+
+TEST_F(ProcessTest, TheRecordNamesTheStartedImageNotTheCaller) {
+  // posix_spawn may return before the child's exec has installed its image,
+  // while /proc/<pid>/exe still names this test binary. Whether a spawn hits
+  // that window depends on the scheduler, so try a few.
+  char self[4096];
+  const ssize_t n = ::readlink("/proc/self/exe", self, sizeof(self) - 1);
+  ASSERT_GT(n, 0);
+  const std::string own_exe(self, static_cast<size_t>(n));
+  const std::string sleep_exe = std::filesystem::canonical("/bin/sleep").string();
+  for (int i = 0; i < 20; ++i) {
+    const ProcessRecord record = Spawn({"/bin/sleep", "30"});
+    ASSERT_NE(record.exe, own_exe);
+    ASSERT_EQ(record.exe, sleep_exe);
+    ASSERT_EQ(*ProcessStartTime(record.pid), record.start_time);
+    ASSERT_TRUE(IsRunning(record));
+    ::kill(record.pid, SIGKILL);
+  }
 }
 
 TEST_F(ProcessTest, ZombieCountsAsExited) {

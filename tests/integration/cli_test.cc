@@ -1,12 +1,23 @@
 // The `ckptfs` command line end to end: `up` starts a local cluster and
 // mounts it, `down` stops everything, `up` again finds the data, a busy port
 // is refused with a message naming it, and `down` twice is harmless.
+// Clusters get no metrics endpoints (--metrics-port 0), so a test never
+// takes the default ports of the README demo; TearDown fails the test if
+// `down` leaves anything running and kills what it left.
+#include <dirent.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cstdlib>
+#include <fstream>
 #include <string>
+#include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
 #include "common/net.h"
 #include "gtest/gtest.h"
 #include "tests/integration/local_cluster.h"
@@ -28,6 +39,26 @@ uint16_t FreePortRange(int count) {
   return 0;
 }
 
+// Live processes whose command line mentions `needle` (every daemon `ckptfs
+// up` starts is given paths under its state directory), with their command
+// lines.
+std::vector<std::pair<pid_t, std::string>> ProcessesMentioning(const std::string& needle) {
+  std::vector<std::pair<pid_t, std::string>> found;
+  DIR* proc = ::opendir("/proc");
+  if (proc == nullptr) return found;
+  while (struct dirent* entry = ::readdir(proc)) {
+    char* end = nullptr;
+    const long pid = std::strtol(entry->d_name, &end, 10);
+    if (pid <= 0 || *end != '\0' || pid == ::getpid()) continue;
+    std::ifstream in(absl::StrCat("/proc/", pid, "/cmdline"));
+    std::string cmdline((std::istreambuf_iterator<char>(in)), {});  // empty for a zombie
+    for (char& c : cmdline) c = c == '\0' ? ' ' : c;
+    if (absl::StrContains(cmdline, needle)) found.emplace_back(static_cast<pid_t>(pid), cmdline);
+  }
+  ::closedir(proc);
+  return found;
+}
+
 class CliTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -39,16 +70,32 @@ class CliTest : public ::testing::Test {
     base_ = FreePortRange(6);
     ASSERT_NE(base_, 0);
   }
+  // Runs even when a test fails midway: `down` stops whatever was recorded;
+  // anything it leaves behind fails the test and is killed here.
   void TearDown() override {
+    if (root_.empty()) return;  // SetUp made nothing (and "/" would match everything)
     std::string out;
-    RunShell(absl::StrCat(Ckptfs(), " down --state-dir ", state_), &out);
+    const int down = RunShell(absl::StrCat(Ckptfs(), " down --state-dir ", state_), &out);
     if (IsCkptfsMount(mnt_)) RunShell("fusermount3 -u -z " + mnt_, nullptr);
+    std::vector<std::pair<pid_t, std::string>> left = ProcessesMentioning(root_ + "/");
+    std::vector<std::string> named;
+    for (const auto& [pid, cmdline] : left) {
+      named.push_back(absl::StrCat(pid, ": ", cmdline));
+      ::kill(pid, SIGKILL);
+    }
+    for (int i = 0; i < 250 && !ProcessesMentioning(root_ + "/").empty(); ++i) {
+      absl::SleepFor(absl::Milliseconds(20));
+    }
+    EXPECT_EQ(down, 0) << out;
+    EXPECT_TRUE(left.empty()) << "`ckptfs down` left running (now killed):\n"
+                              << absl::StrJoin(named, "\n") << "\n" << out;
     RemoveTree(root_);
   }
   std::string Ckptfs() const { return BinDir() + "/ckptfs"; }
   std::string Up() const {
     return absl::StrCat(Ckptfs(), " up --state-dir ", state_, " --mountpoint ", mnt_,
-                        " --meta-port ", base_, " --storage-port ", base_ + 1, " --servers 4");
+                        " --meta-port ", base_, " --storage-port ", base_ + 1,
+                        " --servers 4 --metrics-port 0");
   }
 
   std::string root_, state_, mnt_;
