@@ -170,6 +170,12 @@ TEST_F(LocalReadTest, AnythingOddIsLeftToTheServer) {
   FlipByte(store_->ChunkPath({9, 0}), kChunkHeaderSize + 2 * 4096);
   EXPECT_EQ(ReadErrno(9, 0), EIO);
   EXPECT_EQ(ReadErrno(9, 0, 100), EIO);
+  // Verified in pieces as it is copied out: a flip in the last piece of a
+  // whole chunk fails a read of its first bytes too.
+  Store(9, 8, TestData(4 << 20, 8));
+  FlipByte(store_->ChunkPath({9, 8}), kChunkHeaderSize + (4 << 20) - 1);
+  EXPECT_EQ(ReadErrno(9, 8), EIO);
+  EXPECT_EQ(ReadErrno(9, 8, 100), EIO);
   // A torn header: its own CRC catches it.
   FlipByte(store_->ChunkPath({9, 1}), 21);
   EXPECT_EQ(ReadErrno(9, 1), EIO);
