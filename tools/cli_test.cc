@@ -8,6 +8,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <sys/xattr.h>
 #include <unistd.h>
 
@@ -47,8 +48,11 @@ class CliTest : public ::testing::Test {
   void TearDown() override {
     Run({"down", "--state-dir", state_, "--grace-s", "1"});
     for (pid_t pid : spawned_) {
+      // Only a child nobody has reaped: a test that reaped one (ReapIfExited)
+      // may have let its pid pass to another process.
+      if (::waitpid(pid, nullptr, WNOHANG) != 0) continue;
       ::kill(pid, SIGKILL);
-      ReapIfExited(pid);
+      (void)::waitpid(pid, nullptr, 0);
     }
     ::unsetenv("CKPTFS_BIN_DIR");
     std::error_code ec;
@@ -84,6 +88,27 @@ class CliTest : public ::testing::Test {
     ::chmod(path.c_str(), 0755);
   }
   bool StateFileExists() { return std::filesystem::exists(state_ + "/cluster.state"); }
+  // Starts this build's ckptfs-storage on `data_dir` (a child of the test)
+  // and waits until it holds the directory's LOCK.
+  std::optional<ProcessRecord> StartStorage(const std::string& data_dir, uint16_t port,
+                                            const std::string& log) {
+    const std::string storage_bin = std::string(CKPTFS_BUILD_BIN_DIR) + "/ckptfs-storage";
+    auto server = SpawnDetached({storage_bin, absl::StrCat("--listen=127.0.0.1:", port),
+                                 "--data_dir=" + data_dir, "--buffer_pool_mb=65",
+                                 "--scrub_mb_per_s=0"},
+                                log);
+    EXPECT_TRUE(server.ok()) << server.status();
+    if (!server.ok()) return std::nullopt;
+    spawned_.push_back(server->pid);
+    for (int t = 0; t < 500 && !DataDirLocked(data_dir).value_or(false); ++t) {
+      absl::SleepFor(absl::Milliseconds(20));
+    }
+    EXPECT_TRUE(*DataDirLocked(data_dir)) << "never locked " << data_dir;
+    return *server;
+  }
+  static bool HaveStorageBinary() {
+    return ::access((std::string(CKPTFS_BUILD_BIN_DIR) + "/ckptfs-storage").c_str(), X_OK) == 0;
+  }
 
   std::string root_, bin_, state_, mnt_;
   uint16_t base_ = 0;
@@ -293,9 +318,11 @@ TEST_F(CliTest, RunningClusterIsRefusedAndDownStopsOnlyRecordedProcesses) {
   EXPECT_NE(r.output.find("nothing to stop"), std::string::npos) << r.output;
 }
 
-// What `down` must do when a storage server's record does not name it: the
-// record `up` wrote while the exec was still in flight (the exe of ckptfs
-// itself), or a pid that now belongs to someone else. A real ckptfs-storage
+// What `down` must do when a storage server's record does not name it: a
+// record with another executable, or a pid that now belongs to someone
+// else. (The record an older `up` wrote while the exec was still in flight,
+// the exe of ckptfs itself, matches: DownStopsADaemonRecordedWithTheCliAsItsImage.)
+// A real ckptfs-storage
 // holds its data directory's LOCK; `down` must stop it by that and not report
 // it "not running" (it did, leaving servers that held their ports and metrics
 // ports after the test removed their directories).
@@ -318,7 +345,7 @@ TEST_F(CliTest, DownStopsStorageServersThatStillHoldTheirDataDirectories) {
     servers.push_back(*server);
     ProcessRecord recorded = *server;
     if (i == 0) {
-      recorded.exe = CKPTFS_CLI_PATH;  // read before the exec had completed
+      recorded.exe = "/opt/ckptfs/bin/ckptfs-storage";  // not what runs
     } else {
       recorded.start_time += 7;  // the pid is taken for another process
     }
@@ -374,7 +401,7 @@ TEST_F(CliTest, DownFailsOnARecordItCannotVerify) {
   ClusterState state;
   state.meta_address = absl::StrCat("127.0.0.1:", base_);
   ProcessRecord recorded = *daemon;
-  recorded.exe = CKPTFS_CLI_PATH;
+  recorded.exe = "/opt/ckptfs/bin/ckptfs-meta";
   state.daemons.push_back({"meta", state.meta_address, "", dir->LogPath("meta"), recorded});
   ASSERT_TRUE(dir->Save(state).ok());
 
@@ -384,6 +411,95 @@ TEST_F(CliTest, DownFailsOnARecordItCannotVerify) {
       << r.output;
   EXPECT_TRUE(Alive(daemon->pid));
   EXPECT_TRUE(StateFileExists());  // kept for another try
+}
+
+// cluster.state files an older `up` wrote may name ckptfs itself as a
+// daemon's executable (read before the daemon's exec had completed). With
+// the recorded pid and start time that is the daemon, and `down` stops it
+// rather than fail on it every time.
+TEST_F(CliTest, DownStopsADaemonRecordedWithTheCliAsItsImage) {
+  auto dir = StateDir::Open(state_, /*create=*/true);
+  ASSERT_TRUE(dir.ok());
+  auto daemon = SpawnDetached({"/bin/sleep", "60"}, dir->LogPath("meta"));
+  ASSERT_TRUE(daemon.ok());
+  spawned_.push_back(daemon->pid);
+  ClusterState state;
+  state.meta_address = absl::StrCat("127.0.0.1:", base_);
+  ProcessRecord recorded = *daemon;
+  recorded.exe = std::filesystem::canonical(CKPTFS_CLI_PATH).string();  // as /proc shows it
+  state.daemons.push_back({"meta", state.meta_address, "", dir->LogPath("meta"), recorded});
+  ASSERT_TRUE(dir->Save(state).ok());
+
+  CommandResult r = Run({"down", "--state-dir", state_, "--grace-s", "1"});
+  EXPECT_EQ(r.exit_status, 0) << r.output;
+  EXPECT_NE(r.output.find("stopped"), std::string::npos) << r.output;
+  ReapIfExited(daemon->pid);
+  EXPECT_FALSE(Alive(daemon->pid));
+  EXPECT_FALSE(StateFileExists());
+}
+
+// A ckptfs-storage that `up` did not start (its cluster.state is gone) still
+// holds a data directory `up` would use: `up` says so in the server's own
+// words, starts nothing and leaves that server alone.
+TEST_F(CliTest, UpRefusesADataDirectoryAnotherStorageServerHolds) {
+  if (!HaveStorageBinary()) GTEST_SKIP() << "no ckptfs-storage in " << CKPTFS_BUILD_BIN_DIR;
+  auto dir = StateDir::Open(state_, /*create=*/true);
+  ASSERT_TRUE(dir.ok());
+  std::optional<ProcessRecord> leftover = StartStorage(
+      dir->StorageDir(1), static_cast<uint16_t>(base_ + 4), root_ + "/leftover.log");
+  ASSERT_TRUE(leftover.has_value());
+  StandIns("touch " + root_ + "/meta-started; exit 1");
+  CommandResult r = Run(Up());
+  EXPECT_EQ(r.exit_status, 1) << r.output;
+  EXPECT_NE(r.output.find(absl::StrCat("data directory ", dir->StorageDir(1),
+                                       " is in use by another ckptfs-storage (pid ",
+                                       leftover->pid, "): it holds ", dir->StorageDir(1),
+                                       "/LOCK")),
+            std::string::npos)
+      << r.output;
+  EXPECT_FALSE(std::filesystem::exists(root_ + "/meta-started"));  // nothing started
+  EXPECT_TRUE(IsRunning(*leftover));
+  EXPECT_TRUE(*DataDirLocked(dir->StorageDir(1)));
+}
+
+// When `up` gives up after its storage servers started, whatever still holds
+// their data directories' LOCKs is stopped, and named with the reason, not
+// stopped silently. Here each storage stand-in leaves a process behind that
+// holds its LOCK (flock(1)); the real ckptfs-meta lets `up` get that far.
+TEST_F(CliTest, AnAbortedUpNamesTheLockHoldersItStops) {
+  const std::string meta_bin = std::string(CKPTFS_BUILD_BIN_DIR) + "/ckptfs-meta";
+  if (::access(meta_bin.c_str(), X_OK) != 0) GTEST_SKIP() << "no " << meta_bin;
+  if (::access("/usr/bin/flock", X_OK) != 0) GTEST_SKIP() << "no /usr/bin/flock";
+  auto dir = StateDir::Open(state_, /*create=*/true);
+  ASSERT_TRUE(dir.ok());
+  StandIns("exit 1");
+  std::filesystem::remove(bin_ + "/ckptfs-meta");
+  std::filesystem::create_symlink(meta_bin, bin_ + "/ckptfs-meta");
+  WriteScript("ckptfs-storage",
+              "for a in \"$@\"; do case \"$a\" in --data_dir=*) d=\"${a#--data_dir=}\";; esac; "
+              "done\n"
+              "/usr/bin/flock -n \"$d/LOCK\" sleep 60 &\n"
+              "echo $! >> " + root_ + "/holders\n"
+              "sleep 1; echo storage stand-in gives up; exit 1");
+  CommandResult r = Run(Up({"--timeout-s", "30"}));
+  EXPECT_EQ(r.exit_status, 1) << r.output;
+  EXPECT_NE(r.output.find("storage stand-in gives up"), std::string::npos) << r.output;
+  std::ifstream in(root_ + "/holders");
+  std::vector<pid_t> holders;
+  for (pid_t pid = 0; in >> pid;) holders.push_back(pid);
+  ASSERT_EQ(holders.size(), 2u) << r.output;
+  for (int i = 0; i < 2; ++i) {
+    const std::string lock = dir->StorageDir(i) + "/LOCK";
+    EXPECT_NE(r.output.find(absl::StrCat("storage-", i, ": stopped pid ")), std::string::npos)
+        << r.output;
+    EXPECT_NE(r.output.find(absl::StrCat(", which held ", lock,
+                                         ": a process this `up` did not start")),
+              std::string::npos)
+        << r.output;
+    EXPECT_FALSE(*DataDirLocked(dir->StorageDir(i)));
+  }
+  for (pid_t pid : holders) EXPECT_FALSE(Alive(pid)) << pid;
+  EXPECT_FALSE(StateFileExists());
 }
 
 TEST_F(CliTest, StatusOfAnUnreachableServiceFails) {

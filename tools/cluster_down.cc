@@ -5,9 +5,10 @@
 // (SIGTERM, SIGKILL after a grace period), but only processes that are still
 // the ones `up` started. A storage server counts as stopped only once its
 // data directory's LOCK is free (tools/data_dir_lock_probe.h): one that
-// still holds it is stopped by that, whatever its record says, and one that
-// cannot be stopped fails `down`. Success means nothing `up` started still
-// runs. Data directories stay. Idempotent. Runs on main's thread only.
+// still holds it is stopped by that, whatever its record says; one that
+// cannot be stopped fails `down`, and so does a LOCK it cannot probe (it
+// cannot tell then). Success means nothing `up` started still runs. Data
+// directories stay. Idempotent. Runs on main's thread only.
 #include <unistd.h>
 
 #include <algorithm>
@@ -53,27 +54,36 @@ std::string NotVerified(const ProcessRecord& recorded) {
                       "; check it and stop it by hand");
 }
 
-// For a storage server whose record StopProcesses handled: makes sure no
-// process holds its data directory's LOCK any more. Updates `result` and
-// returns whether the server is gone.
-bool ConfirmStorageStopped(const DaemonRecord& d, absl::Duration grace, bool gone,
-                           std::string& result) {
-  absl::StatusOr<std::vector<pid_t>> released = EnsureDataDirReleased(d.data_dir, grace);
-  if (!released.ok()) {
-    result = absl::StrCat("STILL RUNNING: ", released.status().message());
-    return false;
+// One daemon's row in `down`'s table: whether it is gone, and what to say.
+struct DaemonResult {
+  bool gone = false;
+  std::string text;
+};
+
+// For a storage server whose record StopProcesses handled (`recorded`: what
+// that came to): makes sure no process holds its data directory's LOCK any
+// more, and returns the daemon's result after that.
+DaemonResult ConfirmStorageStopped(const DaemonRecord& d, absl::Duration grace,
+                                   DaemonResult recorded) {
+  absl::StatusOr<DataDirRelease> release = EnsureDataDirReleased(d.data_dir, grace);
+  if (!release.ok()) {  // LOCK unreadable: neither stopped nor running, as far as we know
+    return {false, absl::StrCat("CANNOT TELL whether it stopped: ", release.status().message())};
   }
-  if (released->empty()) return gone;
-  const bool recorded_pid = std::find(released->begin(), released->end(), d.process.pid) !=
-                            released->end();
-  result = absl::StrCat("stopped: found holding ", d.data_dir, "/LOCK as pid ",
-                        absl::StrJoin(*released, ", "),
-                        recorded_pid ? " (its record did not match that process)"
-                                     : absl::StrCat(" (not the recorded pid ", d.process.pid,
-                                                    ")"));
+  if (!release->released) return {false, absl::StrCat("STILL RUNNING: ", release->still_held)};
+  if (release->stopped.empty()) return recorded;
+  const std::vector<pid_t>& stopped = release->stopped;
+  const bool recorded_pid =
+      std::find(stopped.begin(), stopped.end(), d.process.pid) != stopped.end();
+  DaemonResult result;
+  result.text = absl::StrCat("stopped: found holding ", d.data_dir, "/LOCK as pid ",
+                             absl::StrJoin(stopped, ", "),
+                             recorded_pid ? " (its record did not match that process)"
+                                          : absl::StrCat(" (not the recorded pid ",
+                                                         d.process.pid, ")"));
   // The recorded pid itself is settled too unless it still runs unverified.
   const RecordMatch now = MatchRecord(d.process);
-  return now == RecordMatch::kGone || now == RecordMatch::kOtherProcess;
+  result.gone = now == RecordMatch::kGone || now == RecordMatch::kOtherProcess;
+  return result;
 }
 
 }  // namespace
@@ -156,19 +166,18 @@ int RunDown(const ParsedFlags& flags) {
     }
     std::vector<StopOutcome> outcomes = StopProcesses(records, absl::Seconds(*grace));
     for (size_t i = 0; i < group.size(); ++i) {
-      std::string result = StopOutcomeName(outcomes[i]);
+      DaemonResult result{Stopped(outcomes[i]), StopOutcomeName(outcomes[i])};
       if (outcomes[i] == StopOutcome::kNotRunning && group_was_running[i]) {
-        result = rank == 0 ? "stopped (exited after unmount)" : "exited by itself";
+        result.text = rank == 0 ? "stopped (exited after unmount)" : "exited by itself";
       }
-      if (outcomes[i] == StopOutcome::kNotVerified) result = NotVerified(group[i]->process);
-      bool gone = Stopped(outcomes[i]);
+      if (outcomes[i] == StopOutcome::kNotVerified) result.text = NotVerified(group[i]->process);
       // Whatever its record said: gone only once its data directory is free.
       if (absl::StartsWith(group[i]->role, "storage") && !group[i]->data_dir.empty()) {
-        gone = ConfirmStorageStopped(*group[i], absl::Seconds(*grace), gone, result);
+        result = ConfirmStorageStopped(*group[i], absl::Seconds(*grace), std::move(result));
       }
       rows.push_back({group[i]->role, group[i]->address,
-                      absl::StrCat(group[i]->process.pid), result});
-      if (!gone) {
+                      absl::StrCat(group[i]->process.pid), result.text});
+      if (!result.gone) {
         failed = true;
         remaining.push_back(*group[i]);
       }

@@ -2,7 +2,10 @@
 // servers and the FUSE mount — with all state under one directory, waits
 // until each part is ready, and records what it started in cluster.state
 // (after every daemon, so `ckptfs down` can always clean up). If a step
-// fails it prints the failing daemon's log tail and stops what it started.
+// fails it prints the failing daemon's log tail and stops what it started
+// (and any process still holding the LOCK of a data directory it gave a
+// storage server, which it names). A storage data directory some other
+// server holds is refused before anything starts.
 // Each daemon whose build has --metrics_listen (its binary names the flag,
 // so older daemons still start) serves Prometheus metrics on a port of its own
 // from --metrics-port on; the ports are recorded and printed.
@@ -511,12 +514,29 @@ class ClusterStarter {
                 << StopOutcomeName(outcomes[i]) << "\n";
       stuck |= outcomes[i] == StopOutcome::kStuck || outcomes[i] == StopOutcome::kNotPermitted ||
                outcomes[i] == StopOutcome::kNotVerified;
-      // As `ckptfs down` does: a storage server is gone once its LOCK is free.
+      // As `ckptfs down` does: a storage server is gone once its LOCK is
+      // free. Whoever holds it is stopped, and named: it may be a server
+      // this `up` did not start.
       if (absl::StartsWith(d.role, "storage") && !d.data_dir.empty()) {
-        absl::StatusOr<std::vector<pid_t>> released =
+        absl::StatusOr<DataDirRelease> release =
             EnsureDataDirReleased(d.data_dir, absl::Seconds(5));
-        if (!released.ok()) {
-          std::cerr << "  " << d.role << ": " << released.status().message() << "\n";
+        if (!release.ok()) {
+          std::cerr << "  " << d.role << ": cannot tell whether it stopped: "
+                    << release.status().message() << "\n";
+          stuck = true;
+          continue;
+        }
+        for (pid_t pid : release->stopped) {
+          std::cerr << "  " << d.role << ": stopped pid " << pid << ", which held "
+                    << d.data_dir << "/LOCK"
+                    << (pid == d.process.pid
+                            ? " (the server this `up` started; its record did not match)"
+                            : absl::StrCat(": a process this `up` did not start (it started ",
+                                           "pid ", d.process.pid, ")"))
+                    << "\n";
+        }
+        if (!release->released) {
+          std::cerr << "  " << d.role << ": " << release->still_held << "\n";
           stuck = true;
         }
       }
@@ -603,6 +623,28 @@ absl::Status ClearPreviousCluster(const StateDir& dir) {
     }
   }
   return dir.Remove();
+}
+
+// A ckptfs-storage that this `up` did not start (one of an earlier cluster
+// whose cluster.state is gone, say) must not hold a data directory `up` is
+// about to give a server. Refused before anything starts, in the words the
+// server itself would use (server/storage/data_dir.cc), rather than let the
+// new server fail on it and the abort path stop the old one. An unreadable
+// LOCK is left to the new server to report.
+absl::Status CheckStorageDirsFree(const StateDir& dir, int servers) {
+  for (int i = 0; i < servers; ++i) {
+    const std::string data_dir = dir.StorageDir(i);
+    if (!DataDirLocked(data_dir).value_or(false)) continue;
+    const std::vector<pid_t> holders = DataDirLockHolders(data_dir);
+    return ErrnoStatus(
+        EBUSY, absl::StrCat("data directory ", data_dir, " is in use by another ckptfs-storage",
+                            holders.empty() ? ""
+                                            : absl::StrCat(" (pid ", absl::StrJoin(holders, ", "),
+                                                           ")"),
+                            ": it holds ", data_dir, "/LOCK\n  nothing was started; stop that ",
+                            "server first"));
+  }
+  return absl::OkStatus();
 }
 
 // Storage data directories beyond --servers hold chunks no server will
@@ -804,6 +846,9 @@ int RunUp(const ParsedFlags& flags) {
   if (!dir.ok()) return Failure(spec, std::string(dir.status().message()));
   if (absl::Status s = dir->Lock(); !s.ok()) return Failure(spec, std::string(s.message()));
   if (absl::Status s = ClearPreviousCluster(*dir); !s.ok()) {
+    return Failure(spec, std::string(s.message()));
+  }
+  if (absl::Status s = CheckStorageDirsFree(*dir, config.servers); !s.ok()) {
     return Failure(spec, std::string(s.message()));
   }
   WarnAboutUnusedStorageDirs(*dir, config.servers);

@@ -7,16 +7,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <cerrno>
+#include <cstdlib>
 #include <fstream>
-#include <sstream>
 
-#include "absl/strings/ascii.h"
-#include "absl/strings/numbers.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "common/errno_status.h"
 #include "common/unique_fd.h"
@@ -25,49 +22,115 @@
 namespace ckptfs::tools {
 namespace {
 
+// How long a lock may stay held with no holder in sight, and how long
+// stopped holders get to let go of it.
+constexpr absl::Duration kSettle = absl::Seconds(3);
+
 std::string LockPath(const std::string& data_dir) { return data_dir + "/LOCK"; }
 
-// The pids /proc/locks names as holding a lock on inode `ino` (waiters, the
-// "->" lines, and OFD locks, which show pid -1, left out). Matched by inode
-// number only: the device number /proc/locks prints may differ from stat's
-// on stacked file systems, and every pid is checked against its open files.
-std::vector<pid_t> LockTablePids(ino_t ino) {
-  std::vector<pid_t> pids;
-  std::ifstream in("/proc/locks");
+// Whether /proc/.../fdinfo/<fd> at `path` lists a lock taken through that fd.
+bool FdInfoShowsLock(const std::string& path) {
+  std::ifstream in(path);
   std::string line;
   while (std::getline(in, line)) {
-    // "17: FLOCK  ADVISORY  WRITE 29347 fe:00:10952950 0 EOF"
-    std::vector<absl::string_view> fields = absl::StrSplit(line, ' ', absl::SkipEmpty());
-    if (fields.size() < 6 || fields[1] == "->") continue;
-    std::vector<absl::string_view> id = absl::StrSplit(fields[5], ':');
-    pid_t pid = 0;
-    uint64_t lock_ino = 0;
-    if (id.size() != 3 || !absl::SimpleAtoi(id[2], &lock_ino) || lock_ino != ino ||
-        !absl::SimpleAtoi(fields[4], &pid) || pid <= 0) {
-      continue;
-    }
-    pids.push_back(pid);
+    if (absl::StartsWith(line, "lock:")) return true;
   }
-  return pids;
+  return false;
 }
 
-// Whether `pid` has the file `target` open now.
-bool HasOpen(pid_t pid, const struct stat& target) {
-  const std::string dir = absl::StrCat("/proc/", pid, "/fd");
-  DIR* fds = ::opendir(dir.c_str());
-  if (fds == nullptr) return false;
-  bool found = false;
+enum class FdTable { kHoldsLock, kNoLock, kUnseen };
+
+// Looks through the fd table under `proc_dir` ("/proc/<pid>" or
+// "/proc/<pid>/task/<tid>") for an fd on `target` with a lock on it.
+// kUnseen: no fd at all, or none we may see.
+FdTable ScanFdTable(const std::string& proc_dir, const struct stat& target) {
+  const std::string fd_dir = proc_dir + "/fd";
+  DIR* fds = ::opendir(fd_dir.c_str());
+  if (fds == nullptr) return FdTable::kUnseen;
+  bool any = false;
+  bool holds = false;
   while (struct dirent* entry = ::readdir(fds)) {
     if (entry->d_name[0] == '.') continue;
+    any = true;
+    const std::string fd = absl::StrCat(fd_dir, "/", entry->d_name);
+    // Cheapest first, and nothing that reads another file system until the
+    // fd is known to hold a lock: sockets, pipes and anonymous inodes
+    // ("socket:[..]") are not LOCK; few fds hold locks; only those are
+    // stat()ed (which follows the link into the file's file system).
+    char link[8];
+    if (::readlink(fd.c_str(), link, sizeof(link)) <= 0 || link[0] != '/') continue;
+    if (!FdInfoShowsLock(absl::StrCat(proc_dir, "/fdinfo/", entry->d_name))) continue;
     struct stat st {};
-    if (::stat(absl::StrCat(dir, "/", entry->d_name).c_str(), &st) == 0 &&
-        st.st_dev == target.st_dev && st.st_ino == target.st_ino) {
-      found = true;
+    if (::stat(fd.c_str(), &st) == 0 && st.st_dev == target.st_dev &&
+        st.st_ino == target.st_ino) {
+      holds = true;
       break;
     }
   }
   ::closedir(fds);
-  return found;
+  if (holds) return FdTable::kHoldsLock;
+  return any ? FdTable::kNoLock : FdTable::kUnseen;
+}
+
+// Whether `pid` holds a lock on `target` through one of its fds.
+bool HoldsLock(pid_t pid, const struct stat& target) {
+  const std::string proc_dir = absl::StrCat("/proc/", pid);
+  const FdTable table = ScanFdTable(proc_dir, target);
+  if (table != FdTable::kUnseen) return table == FdTable::kHoldsLock;
+  // No fd table under the pid: its main thread may have exited (first to die
+  // of a SIGKILL, say) while other threads still hold the files. Theirs
+  // show under task/.
+  const std::string task_dir = proc_dir + "/task";
+  DIR* tasks = ::opendir(task_dir.c_str());
+  if (tasks == nullptr) return false;
+  bool holds = false;
+  while (struct dirent* entry = ::readdir(tasks)) {
+    if (entry->d_name[0] == '.' || absl::StrCat(pid) == entry->d_name) continue;
+    if (ScanFdTable(absl::StrCat(task_dir, "/", entry->d_name), target) ==
+        FdTable::kHoldsLock) {
+      holds = true;
+      break;
+    }
+  }
+  ::closedir(tasks);
+  return holds;
+}
+
+// Every pid in /proc but the caller's.
+std::vector<pid_t> OtherPids() {
+  std::vector<pid_t> pids;
+  DIR* proc = ::opendir("/proc");
+  if (proc == nullptr) return pids;
+  const pid_t self = ::getpid();
+  while (struct dirent* entry = ::readdir(proc)) {
+    char* end = nullptr;
+    const long pid = std::strtol(entry->d_name, &end, 10);
+    if (pid > 0 && *end == '\0' && pid != self) pids.push_back(static_cast<pid_t>(pid));
+  }
+  ::closedir(proc);
+  return pids;
+}
+
+// The records of the processes that hold a lock on `path` now. Each record
+// is taken before the evidence that goes with it: should the pid pass to
+// another process in between, the record keeps the first one's start time
+// and StopProcesses signals neither.
+std::vector<ProcessRecord> HolderRecords(const std::string& path) {
+  struct stat lock {};
+  if (::stat(path.c_str(), &lock) != 0) return {};
+  std::vector<ProcessRecord> holders;
+  for (pid_t pid : OtherPids()) {
+    if (!HoldsLock(pid, lock)) continue;  // the cheap pass over every process
+    absl::StatusOr<ProcessRecord> record = CurrentProcessRecord(pid);
+    if (record.ok() && HoldsLock(pid, lock)) holders.push_back(*std::move(record));
+  }
+  return holders;
+}
+
+std::string Pids(const std::vector<ProcessRecord>& records) {
+  std::vector<pid_t> pids;
+  for (const ProcessRecord& r : records) pids.push_back(r.pid);
+  return absl::StrJoin(pids, ", ");
 }
 
 }  // namespace
@@ -97,66 +160,66 @@ absl::StatusOr<bool> DataDirLocked(const std::string& data_dir) {
 }
 
 std::vector<pid_t> DataDirLockHolders(const std::string& data_dir) {
-  const std::string path = LockPath(data_dir);
-  struct stat lock {};
-  if (::stat(path.c_str(), &lock) != 0) return {};
-  std::vector<pid_t> candidates = LockTablePids(lock.st_ino);
-  // The pid the server wrote into LOCK, for a kernel that shows no pids.
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  pid_t written = 0;
-  if (absl::SimpleAtoi(absl::StripAsciiWhitespace(text.str()), &written) && written > 0) {
-    candidates.push_back(written);
-  }
-  std::sort(candidates.begin(), candidates.end());
-  candidates.erase(std::unique(candidates.begin(), candidates.end()), candidates.end());
-  std::vector<pid_t> holders;
-  const pid_t self = ::getpid();
-  for (pid_t pid : candidates) {
-    if (pid != self && HasOpen(pid, lock)) holders.push_back(pid);
-  }
-  return holders;
+  std::vector<pid_t> pids;
+  for (const ProcessRecord& r : HolderRecords(LockPath(data_dir))) pids.push_back(r.pid);
+  return pids;
 }
 
-absl::StatusOr<std::vector<pid_t>> EnsureDataDirReleased(const std::string& data_dir,
-                                                         absl::Duration grace) {
-  absl::StatusOr<bool> locked = DataDirLocked(data_dir);
-  if (!locked.ok()) return locked.status();
-  if (!*locked) return std::vector<pid_t>();
+absl::StatusOr<DataDirRelease> EnsureDataDirReleased(const std::string& data_dir,
+                                                     absl::Duration grace) {
   const std::string path = LockPath(data_dir);
-  std::vector<pid_t> pids = DataDirLockHolders(data_dir);
-  if (pids.empty()) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        path, " is locked, so a ckptfs-storage still runs on ", data_dir,
-        ", but no process this user may see holds it; stop it by hand (`fuser ", path,
-        "` names it)"));
+  DataDirRelease result;
+  // A holder may not show at once (a SIGKILLed server's threads still exiting
+  // after its main thread, another user's process): poll a while.
+  std::vector<ProcessRecord> holders;
+  const absl::Time find_deadline = absl::Now() + kSettle;
+  while (true) {
+    absl::StatusOr<bool> locked = DataDirLocked(data_dir);
+    if (!locked.ok()) return locked.status();
+    if (!*locked) {
+      result.released = true;
+      return result;
+    }
+    holders = HolderRecords(path);
+    if (!holders.empty()) break;
+    if (absl::Now() >= find_deadline) {
+      result.still_held = absl::StrCat(
+          path, " is locked, so a ckptfs-storage still runs on ", data_dir, ", but for ",
+          absl::FormatDuration(kSettle), " no process this user may see held it; stop it by ",
+          "hand (`lslocks` lists it with that path; `fuser` would also list clients that only ",
+          "keep LOCK open)");
+      return result;
+    }
+    absl::SleepFor(absl::Milliseconds(100));
   }
-  std::vector<ProcessRecord> records;
-  for (pid_t pid : pids) {
-    if (absl::StatusOr<ProcessRecord> record = CurrentProcessRecord(pid); record.ok()) {
-      records.push_back(*record);
+  const std::vector<StopOutcome> outcomes = StopProcesses(holders, grace);
+  for (size_t i = 0; i < holders.size(); ++i) {
+    if (outcomes[i] == StopOutcome::kTerminated || outcomes[i] == StopOutcome::kKilled) {
+      result.stopped.push_back(holders[i].pid);
     }
   }
-  std::vector<StopOutcome> outcomes = StopProcesses(records, grace);
-  // The kernel drops the locks as the holders exit; allow it a moment.
-  const absl::Time deadline = absl::Now() + absl::Seconds(3);
+  // The kernel drops the locks as the holders' last threads exit.
+  const absl::Time deadline = absl::Now() + kSettle;
   while (true) {
-    locked = DataDirLocked(data_dir);
+    absl::StatusOr<bool> locked = DataDirLocked(data_dir);
     if (!locked.ok()) return locked.status();
-    if (!*locked) return pids;
+    if (!*locked) {
+      result.released = true;
+      return result;
+    }
     if (absl::Now() >= deadline) break;
     absl::SleepFor(absl::Milliseconds(20));
   }
   std::vector<std::string> what;
-  for (size_t i = 0; i < records.size(); ++i) {
-    what.push_back(absl::StrCat("pid ", records[i].pid, ": ", StopOutcomeName(outcomes[i])));
+  for (size_t i = 0; i < holders.size(); ++i) {
+    what.push_back(absl::StrCat("pid ", holders[i].pid, ": ", StopOutcomeName(outcomes[i])));
   }
-  return absl::FailedPreconditionError(absl::StrCat(
-      path, " is still locked, so a ckptfs-storage still runs on ", data_dir, " (",
-      what.empty() ? absl::StrCat("pid ", absl::StrJoin(pids, ", "), " exited meanwhile")
-                   : absl::StrJoin(what, "; "),
-      ")"));
+  const std::vector<ProcessRecord> now = HolderRecords(path);
+  result.still_held = absl::StrCat(path, " is still locked, so a ckptfs-storage still runs on ",
+                                   data_dir, " (", absl::StrJoin(what, "; "),
+                                   now.empty() ? "" : absl::StrCat("; held now by pid ", Pids(now)),
+                                   ")");
+  return result;
 }
 
 }  // namespace ckptfs::tools

@@ -9,12 +9,18 @@
 // down` uses this to confirm each storage server is gone (and to stop one its
 // record failed to identify); `ckptfs up` to refuse a directory in use.
 //
-// The holders are found through /proc: the pids the kernel's lock table
-// (/proc/locks) and the LOCK file name, kept only if that process has LOCK
-// open now. A process that merely has LOCK open (a client on this host
-// probing the running-lock before reading chunk files in place) is not a
-// holder. Processes of other users whose /proc entries we may not read go
-// unseen. Thread-compatible; touches only the named directory and /proc.
+// The holders are found only by evidence of a lock: a process with an fd on
+// LOCK (same device and inode) whose /proc/<pid>/fdinfo/<fd> lists a lock
+// (`lock:` lines: the flock and OFD locks taken through that open file, and
+// POSIX locks of that process). The pid written in LOCK is never used: it
+// may be stale (a new server writes it only after it has locked the file; a
+// server of another pid namespace; a recycled pid), and the process it
+// names may be a client on this host that keeps LOCK open without a lock,
+// only to probe the running-lock (client/local_read_transport.cc). Nor is
+// /proc/locks: its pids are the lockers' (OFD locks show none), not the
+// current holders'. Processes of other users whose /proc entries we may not
+// read go unseen. Thread-compatible; touches only the named directory and
+// /proc, and signals only holders.
 #ifndef CKPTFS_TOOLS_DATA_DIR_LOCK_PROBE_H_
 #define CKPTFS_TOOLS_DATA_DIR_LOCK_PROBE_H_
 
@@ -34,20 +40,32 @@ namespace ckptfs::tools {
 // (LOCK unreadable): a caller must not take that for "not running".
 absl::StatusOr<bool> DataDirLocked(const std::string& data_dir);
 
-// The processes, other than the caller, that hold the lock on
-// <data_dir>/LOCK: named by /proc/locks or by the pid in LOCK, and having
-// the file open now. Empty when there are none (or none we may see).
+// The processes, other than the caller, that hold a lock on
+// <data_dir>/LOCK now, by the evidence above. Scans every process in /proc
+// (only fds on regular files are looked at closely) and, for a process whose
+// main thread has exited, the fds its other threads hold. Empty when there
+// are none (or none we may see).
 std::vector<pid_t> DataDirLockHolders(const std::string& data_dir);
 
+// What EnsureDataDirReleased found and did.
+struct DataDirRelease {
+  bool released = false;       // nobody holds <data_dir>/LOCK now (or there is none)
+  std::vector<pid_t> stopped;  // holders it stopped (SIGTERM, or SIGKILL after `grace`)
+  // When !released: why, naming LOCK, the directory and the holders with
+  // what was tried (or how to find them by hand).
+  std::string still_held;
+};
+
 // Makes sure no server runs on `data_dir` any more: when its LOCK is held,
-// stops the holders (SIGTERM, SIGKILL after `grace`; StopProcesses) and
-// waits a few seconds for the lock to be free. Returns the pids it stopped
-// (empty: the LOCK was free already). FailedPrecondition, naming the
-// directory and the pids, when the lock is still held afterwards or its
-// holder cannot be found or signalled; the DataDirLocked error when it
-// cannot tell.
-absl::StatusOr<std::vector<pid_t>> EnsureDataDirReleased(const std::string& data_dir,
-                                                         absl::Duration grace);
+// stops the holders (SIGTERM, SIGKILL after `grace`; StopProcesses, which
+// signals a holder only if it still is the process whose start time was
+// taken before its lock was seen) and waits a few seconds for the lock to be
+// free. A lock whose holder does not show (say, a SIGKILLed server whose
+// threads are still exiting) is polled for a few seconds before it counts as
+// held. An error only when it cannot tell (DataDirLocked's error): a caller
+// must take that neither for "stopped" nor for "still running".
+absl::StatusOr<DataDirRelease> EnsureDataDirReleased(const std::string& data_dir,
+                                                     absl::Duration grace);
 
 }  // namespace ckptfs::tools
 

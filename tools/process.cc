@@ -5,6 +5,7 @@
 #include <sched.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -82,10 +83,18 @@ std::string ReadLinkOrEmpty(const std::string& path) {
   return target;
 }
 
-// The state letter, kernel flags and start time from /proc/<pid>/stat.
+// The caller's own executable: the ckptfs CLI (or a test binary).
+const std::string& OwnExecutable() {
+  static const std::string* const exe = new std::string(ReadLinkOrEmpty("/proc/self/exe"));
+  return *exe;
+}
+
+// The state letter, kernel flags, thread count and start time from
+// /proc/<pid>/stat.
 struct ProcStat {
   char state = '?';
-  uint64_t flags = 0;  // PF_* (field 9)
+  uint64_t flags = 0;       // PF_* (field 9)
+  int64_t num_threads = 0;  // field 20; a zombie main thread still counts
   uint64_t start_time = 0;
 };
 
@@ -104,21 +113,57 @@ std::optional<ProcStat> ReadProcStat(pid_t pid) {
   std::vector<absl::string_view> fields =
       absl::StrSplit(absl::string_view(line).substr(close + 1), ' ',
                      absl::SkipEmpty());
-  // fields[0] is field 3 (state); field 9 (flags) is fields[6] and field 22
-  // (starttime) fields[19].
+  // fields[0] is field 3 (state); field 9 (flags) is fields[6], field 20
+  // (num_threads) fields[17] and field 22 (starttime) fields[19].
   if (fields.size() < 20 || fields[0].empty()) return std::nullopt;
   ProcStat stat;
   stat.state = fields[0][0];
   if (!absl::SimpleAtoi(fields[6], &stat.flags) ||
+      !absl::SimpleAtoi(fields[17], &stat.num_threads) ||
       !absl::SimpleAtoi(fields[19], &stat.start_time)) {
     return std::nullopt;
   }
   return stat;
 }
 
+// Gone, or a zombie with no live thread left. A main thread that exited
+// (pthread_exit, or first to die of a SIGKILL) is a zombie while the other
+// threads still run and hold the process's files, locks and ports.
 bool Exited(const std::optional<ProcStat>& stat) {
-  return !stat || stat->state == 'Z' || stat->state == 'X';
+  return !stat || stat->state == 'X' || (stat->state == 'Z' && stat->num_threads <= 1);
 }
+
+// Whether `pid` is a child of the caller that nobody has reaped (running or
+// a zombie): until it is reaped its pid cannot name another process.
+bool UnreapedChild(pid_t pid) {
+  siginfo_t info {};
+  return ::waitid(P_PID, static_cast<id_t>(pid), &info, WEXITED | WNOHANG | WNOWAIT) == 0;
+}
+
+// Names one process for good (a pidfd), so that a signal sent through it
+// never reaches a process that took over the pid later. Opened before the
+// process is checked: if the check passes, the handle names the checked
+// process. Without pidfds (kernels before 5.3) it falls back to the pid.
+class ProcessHandle {
+ public:
+  explicit ProcessHandle(pid_t pid)
+      : pid_(pid), fd_(static_cast<int>(::syscall(SYS_pidfd_open, pid, 0))) {
+    if (!fd_.valid()) gone_ = errno == ESRCH;
+  }
+
+  // Sends `sig`; returns 0 or the errno (ESRCH: the process is gone).
+  int Signal(int sig) const {
+    if (gone_) return ESRCH;
+    const long r = fd_.valid() ? ::syscall(SYS_pidfd_send_signal, fd_.get(), sig, nullptr, 0)
+                               : ::kill(pid_, sig);
+    return r == 0 ? 0 : errno;
+  }
+
+ private:
+  pid_t pid_;
+  UniqueFd fd_;
+  bool gone_ = false;  // no process had the pid when the handle was opened
+};
 
 // Waits until the exec of `pid`, a child that posix_spawn has just started,
 // has completed, so that /proc/<pid>/exe names the new image. glibc's
@@ -126,14 +171,23 @@ bool Exited(const std::optional<ProcStat>& stat) {
 // does (exec_mmap -> mm_release) *before* it installs the new mm: until then
 // /proc/<pid>/exe still names the caller's executable (ckptfs). Recording
 // that made `ckptfs down` take a running daemon for "not running" and leave
-// it behind. Returns the child's stat once the exec is done or the child
-// has died; nullopt if it is neither after `limit`.
-std::optional<ProcStat> AwaitExec(pid_t pid, absl::Duration limit) {
+// it behind.
+struct ExecProgress {
+  enum Outcome {
+    kDone,      // the exec completed, or the child died and is a zombie: `stat`
+    kVanished,  // no /proc/<pid>/stat: reaped (elsewhere), or /proc unreadable
+    kTimedOut,  // still the caller's image after the limit
+  };
+  Outcome outcome = kTimedOut;
+  ProcStat stat;
+};
+ExecProgress AwaitExec(pid_t pid, absl::Duration limit) {
   const absl::Time deadline = absl::Now() + limit;
   for (int round = 0;; ++round) {
     std::optional<ProcStat> stat = ReadProcStat(pid);
-    if (Exited(stat) || (stat->flags & kForkedNoExec) == 0) return stat;
-    if (absl::Now() >= deadline) return std::nullopt;
+    if (!stat) return {ExecProgress::kVanished, {}};
+    if (Exited(stat) || (stat->flags & kForkedNoExec) == 0) return {ExecProgress::kDone, *stat};
+    if (absl::Now() >= deadline) return {ExecProgress::kTimedOut, *stat};
     // Microseconds as a rule: the child only has to take a lock or two.
     if (round < 100) {
       ::sched_yield();
@@ -190,21 +244,47 @@ absl::StatusOr<ProcessRecord> SpawnDetached(const std::vector<std::string>& argv
   const int err = ::posix_spawn(&pid, argv[0].c_str(), setup.actions(), setup.attr(),
                                 cargv.data(), environ);
   if (err != 0) return SyscallError(err, absl::StrCat("start ", argv[0]));
-  std::optional<ProcStat> stat = AwaitExec(pid, absl::Seconds(10));
-  if (!stat) {
+  absl::StatusOr<ProcessRecord> record = AwaitSpawnedExec(pid, argv[0], absl::Seconds(10));
+  if (absl::IsUnavailable(record.status())) {
+    return absl::UnavailableError(
+        absl::StrCat(record.status().message(), "; see ", log_path));
+  }
+  return record;
+}
+
+absl::StatusOr<ProcessRecord> AwaitSpawnedExec(pid_t pid, const std::string& name,
+                                               absl::Duration limit) {
+  const ProcessHandle handle(pid);
+  const ExecProgress progress = AwaitExec(pid, limit);
+  if (progress.outcome != ExecProgress::kDone) {
     // Never an untracked daemon: stop the one we cannot record (not waiting
-    // for it: an exec stuck this long may be stuck in the kernel).
-    ::kill(pid, SIGKILL);
-    ReapQuietly(pid);
-    return absl::DeadlineExceededError(
-        absl::StrCat("start ", argv[0], ": its exec did not complete within 10 s"));
+    // for it: an exec stuck this long may be stuck in the kernel). But only
+    // while it is provably still our unreaped child: a child reaped
+    // elsewhere may have handed its pid on.
+    const bool ours = UnreapedChild(pid);
+    if (ours) {
+      (void)handle.Signal(SIGKILL);
+      ReapQuietly(pid);
+    }
+    if (progress.outcome == ExecProgress::kTimedOut) {
+      return absl::DeadlineExceededError(absl::StrCat(
+          "start ", name, ": its exec did not complete within ", absl::FormatDuration(limit),
+          ours ? " (killed it)" : ""));
+    }
+    if (ours) {  // alive, but /proc would not show it
+      return absl::UnavailableError(absl::StrCat(
+          "start ", name, ": cannot read /proc/", pid, "/stat of the started process (killed it)"));
+    }
+    return absl::UnavailableError(absl::StrCat(
+        "start ", name, ": it exited during start-up (pid ", pid,
+        ", reaped elsewhere, so how it ended is unknown)"));
   }
   ProcessRecord record;
   record.pid = pid;
   // Read after the exec: the record must name the daemon's image. A child
   // that died already reads as "" and is reported by ReapIfExited.
   record.exe = ReadLinkOrEmpty(absl::StrCat("/proc/", pid, "/exe"));
-  record.start_time = stat->start_time;
+  record.start_time = progress.stat.start_time;
   return record;
 }
 
@@ -223,12 +303,18 @@ RecordMatch MatchRecord(const ProcessRecord& record) {
   std::optional<ProcStat> stat = ReadProcStat(record.pid);
   if (Exited(stat)) return RecordMatch::kGone;
   if (stat->start_time != record.start_time) return RecordMatch::kOtherProcess;
-  if (ReadLinkOrEmpty(absl::StrCat("/proc/", record.pid, "/exe")) != record.exe) {
-    // It may have died between the two reads.
-    return Exited(ReadProcStat(record.pid)) ? RecordMatch::kGone
-                                            : RecordMatch::kOtherExecutable;
-  }
-  return RecordMatch::kSame;
+  const std::string exe = ReadLinkOrEmpty(absl::StrCat("/proc/", record.pid, "/exe"));
+  if (exe == record.exe) return RecordMatch::kSame;
+  // It may have died (or even been replaced) between the reads.
+  stat = ReadProcStat(record.pid);
+  if (Exited(stat)) return RecordMatch::kGone;
+  if (stat->start_time != record.start_time) return RecordMatch::kOtherProcess;
+  // Its main thread has exited while other threads run (a zombie that is
+  // not Exited): /proc shows no exe then, and the start time has to do.
+  if (exe.empty() && stat->state == 'Z') return RecordMatch::kSame;
+  // The record of the old `up` race (see process.h): the caller's image.
+  if (!record.exe.empty() && record.exe == OwnExecutable()) return RecordMatch::kSame;
+  return RecordMatch::kOtherExecutable;
 }
 
 bool IsRunning(const ProcessRecord& record) { return MatchRecord(record) == RecordMatch::kSame; }
@@ -259,16 +345,21 @@ const char* StopOutcomeName(StopOutcome outcome) {
 std::vector<StopOutcome> StopProcesses(const std::vector<ProcessRecord>& records,
                                        absl::Duration grace) {
   std::vector<StopOutcome> outcomes(records.size(), StopOutcome::kNotRunning);
+  std::vector<ProcessHandle> handles;
+  handles.reserve(records.size());
   std::vector<size_t> pending;
   for (size_t i = 0; i < records.size(); ++i) {
     ReapQuietly(records[i].pid);
+    // Opened before the check: a pid recycled after it is not the handle's.
+    handles.emplace_back(records[i].pid);
     const RecordMatch match = MatchRecord(records[i]);
     if (match == RecordMatch::kOtherExecutable) outcomes[i] = StopOutcome::kNotVerified;
     if (match != RecordMatch::kSame) continue;
-    if (::kill(records[i].pid, SIGTERM) == 0) {
+    const int err = handles[i].Signal(SIGTERM);
+    if (err == 0) {
       outcomes[i] = StopOutcome::kTerminated;
       pending.push_back(i);
-    } else if (errno == EPERM) {
+    } else if (err == EPERM) {
       outcomes[i] = StopOutcome::kNotPermitted;
     }
   }
@@ -287,7 +378,7 @@ std::vector<StopOutcome> StopProcesses(const std::vector<ProcessRecord>& records
   };
   wait_for(grace);
   for (size_t i : pending) {
-    ::kill(records[i].pid, SIGKILL);
+    (void)handles[i].Signal(SIGKILL);
     outcomes[i] = StopOutcome::kKilled;
   }
   wait_for(absl::Seconds(5));

@@ -5,11 +5,13 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
 
+#include "absl/status/status.h"
 #include "absl/strings/match.h"
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
@@ -25,8 +27,11 @@ class ProcessTest : public ::testing::Test {
   }
   void TearDown() override {
     for (pid_t pid : started_) {
+      // Only a child nobody has reaped (StopProcesses reaps those it stops):
+      // a reaped one's pid may name another process by now.
+      if (::waitpid(pid, nullptr, WNOHANG) != 0) continue;
       ::kill(pid, SIGKILL);
-      ReapIfExited(pid);
+      (void)::waitpid(pid, nullptr, 0);
     }
     std::error_code ec;
     std::filesystem::remove_all(dir_, ec);
@@ -125,6 +130,71 @@ TEST_F(ProcessTest, NeverSignalsAProcessThatIsNotTheRecordedOne) {
   // so `down` must not claim it stopped (it did, and left daemons running).
   EXPECT_EQ(outcomes[1], StopOutcome::kNotVerified);
   EXPECT_TRUE(IsRunning(record));  // untouched
+}
+
+// An older `up` could record the exe of ckptfs itself (read before the
+// child's exec had completed). Same pid and start time with the caller's
+// own image as the recorded exe is that record, and matches.
+TEST_F(ProcessTest, ARecordNamingTheCallersImageIsTheRecordOfTheOldSpawnRace) {
+  const ProcessRecord record = Spawn({"/bin/sleep", "30"});
+  char self[4096];
+  const ssize_t n = ::readlink("/proc/self/exe", self, sizeof(self) - 1);
+  ASSERT_GT(n, 0);
+  ProcessRecord racy = record;
+  racy.exe.assign(self, static_cast<size_t>(n));
+  EXPECT_EQ(MatchRecord(racy), RecordMatch::kSame);
+  ProcessRecord racy_recycled = racy;
+  racy_recycled.start_time += 1;
+  EXPECT_EQ(MatchRecord(racy_recycled), RecordMatch::kOtherProcess);
+  std::vector<StopOutcome> outcomes = StopProcesses({racy}, absl::Seconds(5));
+  EXPECT_EQ(outcomes[0], StopOutcome::kTerminated);
+  EXPECT_FALSE(IsRunning(record));
+}
+
+// A child that is gone without a trace while its start is awaited (reaped
+// elsewhere) is reported as exited during start-up, at once, and not as an
+// exec that never completed (whose handling would SIGKILL its pid).
+TEST_F(ProcessTest, AChildReapedElsewhereDuringStartUpIsReportedAsExited) {
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) ::_exit(0);
+  ASSERT_EQ(::waitpid(pid, nullptr, 0), pid);  // "elsewhere": before the wait below
+  const absl::Time start = absl::Now();
+  absl::StatusOr<ProcessRecord> record = AwaitSpawnedExec(pid, "stand-in", absl::Seconds(5));
+  EXPECT_LT(absl::Now() - start, absl::Seconds(1));
+  ASSERT_FALSE(record.ok());
+  EXPECT_TRUE(absl::IsUnavailable(record.status())) << record.status();
+  EXPECT_TRUE(absl::StrContains(record.status().message(), "exited during start-up"))
+      << record.status();
+}
+
+// A child whose exec never completes (this one never execs) is killed once
+// the limit has passed: it is still our unreaped child, so its pid is its.
+TEST_F(ProcessTest, AnExecThatNeverCompletesIsKilledAfterTheLimit) {
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    while (true) ::pause();
+  }
+  absl::StatusOr<ProcessRecord> record =
+      AwaitSpawnedExec(pid, "stand-in", absl::Milliseconds(300));
+  ASSERT_FALSE(record.ok());
+  EXPECT_TRUE(absl::IsDeadlineExceeded(record.status())) << record.status();
+  int status = 0;
+  pid_t r = 0;
+  for (int i = 0; i < 200 && (r = ::waitpid(pid, &status, WNOHANG)) == 0; ++i) {
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  if (r == 0) {
+    ::kill(pid, SIGKILL);
+    (void)::waitpid(pid, nullptr, 0);
+    FAIL() << "the child was left running";
+  }
+  if (r == pid) {
+    EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL) << status;
+  } else {
+    EXPECT_EQ(errno, ECHILD);  // reaped by AwaitSpawnedExec
+  }
 }
 
 TEST_F(ProcessTest, TheRecordNamesTheStartedImageNotTheCaller) {
