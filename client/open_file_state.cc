@@ -465,7 +465,7 @@ void OpenFileState::ReadAheadLocked(uint64_t after_index) {
     if (inflight_chunks_.contains(index) || (dirty_.has_value() && dirty_->index == index)) {
       continue;
     }
-    ReadCache::Fetch fetch = cache_.StartFetch(index, cover, /*read_ahead=*/true);
+    ReadCache::Fetch fetch = cache_.StartReadAhead(index, cover, after_index);
     if (fetch.buffer == nullptr) break;
     services_.executor->Submit([self = shared_from_this(), index, cover, fetch] {
       absl::StatusOr<uint32_t> stored = self->FetchChunk(index, 0, cover, fetch.buffer);

@@ -2,6 +2,7 @@
 #include "client/read_cache.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <iterator>
@@ -56,11 +57,21 @@ void ReadCache::GiveBack(std::unique_ptr<char[]> buffer) {
   pool_->UnreserveRead(chunk_size_);
 }
 
-bool ReadCache::GiveUpOne() {
+bool ReadCache::GiveUpOne() { return Evict(UINT64_MAX, /*or_any=*/true); }
+
+bool ReadCache::Evict(uint64_t behind, bool or_any) {
   auto victim = entries_.end();
+  bool victim_behind = false;
   for (auto it = entries_.begin(); it != entries_.end(); ++it) {
     if (it->second.fetching || it->second.pins > 0) continue;
-    if (victim == entries_.end() || it->second.last_use < victim->second.last_use) victim = it;
+    const bool is_behind = it->first < behind;
+    if (!is_behind && !or_any) continue;
+    // Any entry behind beats every entry that is not; then least recent use.
+    if (victim == entries_.end() || (is_behind && !victim_behind) ||
+        (is_behind == victim_behind && it->second.last_use < victim->second.last_use)) {
+      victim = it;
+      victim_behind = is_behind;
+    }
   }
   if (victim == entries_.end()) return false;
   Drop(victim);
@@ -79,14 +90,26 @@ void ReadCache::Drop(absl::flat_hash_map<uint64_t, Entry>::iterator it) {
   entries_.erase(it);
 }
 
-ReadCache::Fetch ReadCache::StartFetch(uint64_t index, uint32_t cover, bool read_ahead) {
+ReadCache::Fetch ReadCache::StartFetch(uint64_t index, uint32_t cover) {
+  return Start(index, cover, /*read_ahead=*/false, index);
+}
+
+ReadCache::Fetch ReadCache::StartReadAhead(uint64_t index, uint32_t cover,
+                                           uint64_t reader_chunk) {
+  return Start(index, cover, /*read_ahead=*/true, reader_chunk);
+}
+
+ReadCache::Fetch ReadCache::Start(uint64_t index, uint32_t cover, bool read_ahead,
+                                  uint64_t reader_chunk) {
   if (auto it = entries_.find(index); it != entries_.end()) Drop(it);  // too short
   while (entries_.size() >= capacity_) {
-    if (!GiveUpOne()) return Fetch{};
+    if (!Evict(reader_chunk, /*or_any=*/!read_ahead)) return Fetch{};
   }
   std::unique_ptr<char[]> buffer = TakeBuffer();
   // Out of budget: a reader takes the least recently used entry's buffer.
-  if (buffer == nullptr && !read_ahead && GiveUpOne()) buffer = TakeBuffer();
+  if (buffer == nullptr && !read_ahead && Evict(reader_chunk, /*or_any=*/true)) {
+    buffer = TakeBuffer();
+  }
   if (buffer == nullptr) return Fetch{};
   Entry& entry = entries_[index];
   entry.data = std::move(buffer);

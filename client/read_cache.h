@@ -16,6 +16,12 @@
 // reader has yet to read); without a buffer the caller reads uncached or
 // stops reading ahead.
 //
+// Eviction when the cache is full goes by least recent use, but behind the
+// reader first: a chunk fetched ahead was last used when its fetch began,
+// long before the chunks the reader has just read past, so plain LRU would
+// evict the next chunk the reader needs. A read-ahead evicts only chunks
+// behind the reader, a reader's own fetch any when none is behind.
+//
 // Readers do not copy out of the cache: they pin a ready entry and read its
 // buffer in place (e.g. while the FUSE reply hands it to the kernel). A
 // pinned buffer is never reused or freed while pinned: invalidating or
@@ -87,14 +93,21 @@ class ReadCache {
     char* buffer = nullptr;  // chunk_size bytes to fill; nullptr: no room
     uint64_t id = 0;
   };
-  // Starts fetching chunk `index`, covering its first `cover` bytes.
-  // Evicts least recently used unpinned ready entries while the cache is
-  // full and, for a reader's fetch (not `read_ahead`), one more when the
-  // pool's read budget is spent. The buffer is null when that leaves no
-  // room: every entry of a full cache being fetched or pinned, or the
-  // budget spent.
+  // Starts a reader's fetch of chunk `index`, covering its first `cover`
+  // bytes. Evicts unpinned ready entries while the cache is full, and one
+  // more when the pool's read budget is spent: the least recently used of
+  // those behind `index`, or of all when none is behind. The buffer is null
+  // when that leaves no room: every entry of a full cache being fetched or
+  // pinned, or the budget spent and nothing to evict.
   // REQUIRES: Find(index, ...) != kFetching.
-  Fetch StartFetch(uint64_t index, uint32_t cover, bool read_ahead = false);
+  Fetch StartFetch(uint64_t index, uint32_t cover);
+  // Starts a read-ahead fetch of chunk `index` for a reader now at chunk
+  // `reader_chunk`. While the cache is full it evicts only unpinned ready
+  // entries behind the reader (index < reader_chunk), never a chunk the
+  // reader has yet to reach, and it never evicts for the budget. The
+  // buffer is null when that leaves no room.
+  // REQUIRES: Find(index, ...) != kFetching.
+  Fetch StartReadAhead(uint64_t index, uint32_t cover, uint64_t reader_chunk);
 
   // Ends fetch `id` of `index`: `ok` with `stored` bytes received (the rest
   // of the covered bytes are holes, zeroed here), or !ok to forget the
@@ -134,6 +147,13 @@ class ReadCache {
   std::unique_ptr<char[]> TakeBuffer();
   // Gives a buffer back to the pool, and its bytes back to the budget.
   void GiveBack(std::unique_ptr<char[]> buffer);
+  // Evicts the least recently used unpinned ready entry with an index below
+  // `behind`, or, when there is none and `or_any`, of all; false when
+  // none went.
+  bool Evict(uint64_t behind, bool or_any);
+  // StartFetch and StartReadAhead: a read-ahead evicts only behind
+  // `reader_chunk` and never for the budget.
+  Fetch Start(uint64_t index, uint32_t cover, bool read_ahead, uint64_t reader_chunk);
   // Removes an entry; the buffer of one being fetched moves to stale_, that
   // of a pinned one to aside_, any other goes back to the pool.
   void Drop(absl::flat_hash_map<uint64_t, Entry>::iterator it);

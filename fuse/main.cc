@@ -5,7 +5,7 @@
 //               [--entry_timeout_s=0] [--direct_io_writes] [--writeback_cache]
 //               [--splice] [--auto_inval_data] [--max_background=64]
 //               [--write_buffer_mb=2048] [--idle_buffer_mb=4096] [--read_cache_mb=4096]
-//               [--readahead_chunks=4]
+//               [--readahead_chunks=8]
 //               [--max_inflight_chunks=8] [--local_reads=true]
 //               [--fuse_options=allow_other,...] [--log_level=info]
 //               [--metrics_listen=HOST:PORT] [--credential_file=PATH]
@@ -93,7 +93,7 @@ ABSL_FLAG(int32_t, idle_buffer_mb, 4096,
           "chunk buffers kept, in MiB, when the files that used them close, for the files "
           "and storms that come next (filling fresh memory costs page faults); never more "
           "than a storm used at once");
-ABSL_FLAG(int32_t, readahead_chunks, 4,
+ABSL_FLAG(int32_t, readahead_chunks, 8,
           "chunks fetched ahead of a sequential reader, per open file (0..64; each "
           "takes a chunk-sized buffer)");
 ABSL_FLAG(bool, local_reads, true,

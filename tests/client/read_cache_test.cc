@@ -94,6 +94,49 @@ TEST(ReadCacheTest, EvictsLeastRecentlyUsedButNeverAFetch) {
   EXPECT_EQ(cache.Find(0, 1), ReadCache::Lookup::kReady);
 }
 
+// A chunk fetched ahead was last used when its fetch began, before the
+// chunks the reader has since read past: plain LRU would evict it first.
+TEST(ReadCacheTest, ReadAheadNeverEvictsAChunkTheReaderHasYetToReach) {
+  BufferPool pool(1 << 20);
+  ReadCache cache(3, kChunk, &pool);
+  FetchFilled(cache, 0, 'a');  // the reader's chunk
+  for (uint64_t index : {1, 2}) {
+    ReadCache::Fetch ahead = cache.StartReadAhead(index, kChunk, /*reader_chunk=*/0);
+    ASSERT_NE(ahead.buffer, nullptr);
+    cache.FinishFetch(index, ahead.id, true, kChunk);
+  }
+  Read(cache, 0, 0, 1);  // chunk 0 is now the most recently used
+  // Full, and nothing behind the reader: no room, chunks 1 and 2 stay.
+  EXPECT_EQ(cache.StartReadAhead(3, kChunk, 0).buffer, nullptr);
+  EXPECT_EQ(cache.Find(1, 1), ReadCache::Lookup::kReady);
+  EXPECT_EQ(cache.Find(2, 1), ReadCache::Lookup::kReady);
+  // The reader moves on to chunk 1: chunk 0 is behind it and goes.
+  Read(cache, 1, 0, 1);
+  ReadCache::Fetch ahead = cache.StartReadAhead(3, kChunk, /*reader_chunk=*/1);
+  ASSERT_NE(ahead.buffer, nullptr);
+  cache.FinishFetch(3, ahead.id, true, kChunk);
+  EXPECT_EQ(cache.Find(0, 1), ReadCache::Lookup::kMiss);
+  EXPECT_EQ(cache.Find(2, 1), ReadCache::Lookup::kReady);
+}
+
+TEST(ReadCacheTest, AReadersFetchEvictsBehindItFirstThenLeastRecentlyUsed) {
+  BufferPool pool(1 << 20);
+  ReadCache cache(3, kChunk, &pool);
+  FetchFilled(cache, 5, 'e');  // fetched ahead long ago
+  FetchFilled(cache, 6, 'f');
+  FetchFilled(cache, 1, 'a');
+  Read(cache, 1, 0, 1);  // read just now, and behind the next fetch
+  ASSERT_NE(cache.StartFetch(4, kChunk).buffer, nullptr);
+  EXPECT_EQ(cache.Find(1, 1), ReadCache::Lookup::kMiss);
+  EXPECT_EQ(cache.Find(5, 1), ReadCache::Lookup::kReady);
+  EXPECT_EQ(cache.Find(6, 1), ReadCache::Lookup::kReady);
+  // Nothing behind chunk 2 can go (4 is still being fetched): the least
+  // recently used of the rest does.
+  ASSERT_NE(cache.StartFetch(2, kChunk).buffer, nullptr);
+  EXPECT_EQ(cache.Find(5, 1), ReadCache::Lookup::kMiss);
+  EXPECT_EQ(cache.Find(6, 1), ReadCache::Lookup::kReady);
+}
+
 TEST(ReadCacheTest, InvalidateFromDropsTheTail) {
   BufferPool pool(1 << 20);
   ReadCache cache(8, kChunk, &pool);
@@ -231,7 +274,7 @@ TEST(ReadCacheTest, TheReadBudgetBoundsAllCachesTogether) {
 
   // Read-ahead never evicts for memory: it would drop chunks the reader
   // has yet to read.
-  EXPECT_EQ(a.StartFetch(3, kChunk, /*read_ahead=*/true).buffer, nullptr);
+  EXPECT_EQ(a.StartReadAhead(3, kChunk, /*reader_chunk=*/3).buffer, nullptr);
   EXPECT_EQ(a.Find(1, 1), ReadCache::Lookup::kReady);
   EXPECT_EQ(a.Find(2, 1), ReadCache::Lookup::kReady);
 
