@@ -106,7 +106,7 @@ ReadCache::Fetch ReadCache::Start(uint64_t index, uint32_t cover, bool read_ahea
     if (!Evict(reader_chunk, /*or_any=*/!read_ahead)) return Fetch{};
   }
   std::unique_ptr<char[]> buffer = TakeBuffer();
-  // Out of budget: a reader takes the least recently used entry's buffer.
+  // Out of budget: a reader takes an entry's buffer (behind it first).
   if (buffer == nullptr && !read_ahead && Evict(reader_chunk, /*or_any=*/true)) {
     buffer = TakeBuffer();
   }
