@@ -1,10 +1,23 @@
 // See buffer_pool.h.
 #include "client/buffer_pool.h"
 
+#include <sys/mman.h>
+
+#include <cstdlib>
+#include <new>
 #include <utility>
 #include <vector>
 
 namespace ckptfs::client {
+
+ChunkBuffer AllocateChunkBuffer(size_t size) {
+  constexpr size_t kHugePage = size_t{2} << 20;
+  const size_t alignment = size >= kHugePage ? kHugePage : 4096;
+  void* memory = nullptr;
+  if (::posix_memalign(&memory, alignment, size) != 0) throw std::bad_alloc();
+  if (size >= kHugePage) ::madvise(memory, size, MADV_HUGEPAGE);  // a hint; fine to fail
+  return ChunkBuffer(static_cast<char*>(memory));
+}
 
 BufferPool::BufferPool(size_t max_idle_bytes, size_t write_budget_bytes,
                        size_t read_budget_bytes)
@@ -43,13 +56,13 @@ BufferPool::BufferPool(size_t max_idle_bytes, size_t write_budget_bytes,
       [this] { return static_cast<double>(idle_bytes()); }));
 }
 
-std::unique_ptr<char[]> BufferPool::Acquire(uint32_t size) {
-  std::vector<std::unique_ptr<char[]>> given_up;
+ChunkBuffer BufferPool::Acquire(uint32_t size) {
+  std::vector<ChunkBuffer> given_up;
   {
     absl::MutexLock lock(&mu_);
     auto it = idle_.find(size);
     if (it != idle_.end() && !it->second.empty()) {
-      std::unique_ptr<char[]> buffer = std::move(it->second.back());
+      ChunkBuffer buffer = std::move(it->second.back());
       it->second.pop_back();
       idle_bytes_ -= size;
       return buffer;
@@ -69,10 +82,10 @@ std::unique_ptr<char[]> BufferPool::Acquire(uint32_t size) {
     }
   }
   given_up.clear();  // freed outside the lock, before the allocation
-  return std::unique_ptr<char[]>(new char[size]);
+  return AllocateChunkBuffer(size);
 }
 
-void BufferPool::Release(uint32_t size, std::unique_ptr<char[]> buffer) {
+void BufferPool::Release(uint32_t size, ChunkBuffer buffer) {
   if (buffer == nullptr) return;
   {
     absl::MutexLock lock(&mu_);

@@ -26,6 +26,7 @@
 #include <cstddef>
 #include <atomic>
 #include <cstdint>
+#include <cstdlib>
 #include <memory>
 #include <vector>
 
@@ -35,6 +36,20 @@
 #include "common/metrics/metrics.h"
 
 namespace ckptfs::client {
+
+// Frees a ChunkBuffer's memory (posix_memalign'd).
+struct ChunkBufferFree {
+  void operator()(char* p) const { std::free(p); }
+};
+// A chunk buffer: 4096-aligned, so that an O_DIRECT read can land in it
+// (client/local_read_transport.h), and from 2 MiB up advised onto
+// transparent huge pages, so that such a read is a few block-layer
+// segments rather than one per 4 KiB page.
+using ChunkBuffer = std::unique_ptr<char[], ChunkBufferFree>;
+
+// A new ChunkBuffer of `size` bytes (> 0), contents unspecified. Out of
+// memory: std::bad_alloc, as new[] would.
+ChunkBuffer AllocateChunkBuffer(size_t size);
 
 class BufferPool {
  public:
@@ -46,10 +61,10 @@ class BufferPool {
   // A buffer of `size` bytes, contents unspecified: an idle one of that
   // size, else a new one, for which idle buffers of other sizes (at least
   // `size` bytes of them, where there are) are freed. REQUIRES: size > 0.
-  std::unique_ptr<char[]> Acquire(uint32_t size);
+  ChunkBuffer Acquire(uint32_t size);
 
   // Gives back a buffer Acquire(size) returned.
-  void Release(uint32_t size, std::unique_ptr<char[]> buffer);
+  void Release(uint32_t size, ChunkBuffer buffer);
 
   size_t idle_bytes();
 
@@ -75,7 +90,7 @@ class BufferPool {
   std::atomic<size_t> reserved_bytes_{0};
   std::atomic<size_t> read_reserved_bytes_{0};
   absl::Mutex mu_;
-  absl::flat_hash_map<uint32_t, std::vector<std::unique_ptr<char[]>>> idle_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<uint32_t, std::vector<ChunkBuffer>> idle_ ABSL_GUARDED_BY(mu_);
   size_t idle_bytes_ ABSL_GUARDED_BY(mu_) = 0;
   // Last: the scrape-time gauges go first.
   std::vector<metrics::CallbackHandle> metric_callbacks_;

@@ -83,7 +83,7 @@ class ReadView {
   absl::InlinedVector<struct iovec, 2> spans_;
   absl::InlinedVector<ReadCache::PinRef, 2> pins_;
   // Chunk-size buffers from the BufferPool.
-  absl::InlinedVector<std::unique_ptr<char[]>, 1> owned_;
+  absl::InlinedVector<ChunkBuffer, 1> owned_;
   size_t size_ = 0;
 };
 

@@ -3,10 +3,12 @@
 
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
 #include <utility>
 #include <vector>
@@ -57,14 +59,32 @@ const LocalReadMetrics& Metrics() {
 }
 
 // pread until `length` bytes or end of file; -1 (errno set) on error.
-ssize_t ReadFully(int fd, char* out, size_t length, off_t offset) {
+// Reads into `pieces` (advanced as it goes) from offset 0, retrying short
+// reads and EINTR, until they are full or the file ends. Returns the bytes
+// read, or -1 with errno set.
+ssize_t ReadFully(int fd, struct iovec* pieces, int count) {
   size_t done = 0;
-  while (done < length) {
-    const ssize_t n = pread(fd, out + done, length - done, offset + static_cast<off_t>(done));
+  while (count > 0) {
+    if (pieces->iov_len == 0) {
+      ++pieces;
+      --count;
+      continue;
+    }
+    const ssize_t n = preadv(fd, pieces, count, static_cast<off_t>(done));
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) return -1;
     if (n == 0) break;
     done += static_cast<size_t>(n);
+    for (size_t left = static_cast<size_t>(n); left > 0;) {
+      const size_t step = std::min(left, pieces->iov_len);
+      pieces->iov_base = static_cast<char*>(pieces->iov_base) + step;
+      pieces->iov_len -= step;
+      left -= step;
+      if (pieces->iov_len == 0) {
+        ++pieces;
+        --count;
+      }
+    }
   }
   return static_cast<ssize_t>(done);
 }
@@ -74,7 +94,8 @@ std::optional<std::string> ReadSmallFile(const std::string& path) {
   UniqueFd fd(open(path.c_str(), O_RDONLY | O_CLOEXEC));
   if (!fd.valid()) return std::nullopt;
   std::string text(4096, '\0');
-  const ssize_t n = ReadFully(fd.get(), text.data(), text.size(), 0);
+  struct iovec piece = {text.data(), text.size()};
+  const ssize_t n = ReadFully(fd.get(), &piece, 1);
   if (n < 0) return std::nullopt;
   text.resize(static_cast<size_t>(n));
   return text;
@@ -160,10 +181,21 @@ absl::StatusOr<size_t> LocalReadTransport::ReadChunkFile(const std::string& data
     return bad(absl::StrCat("size ", file_size, " is not a chunk file's"));
   }
 
-  // The whole file in one read, as the server reads it.
-  if (!scratch.Reserve(file_size)) return bad("no memory to read it into");
+  // The whole file in one read, as the server reads it: the header into
+  // the scratch buffer and, when the caller's buffer can take the data
+  // straight from the disk (a whole-chunk read into 4096-aligned memory
+  // with room for the padded data, e.g. a ChunkBuffer), the data into it;
+  // otherwise all of it into the scratch buffer, copied out after.
+  const uint64_t padded_data = file_size - kChunkHeaderSize;
+  const bool direct = offset == 0 && padded_data <= length &&
+                      reinterpret_cast<uintptr_t>(buf) % kChunkBlockSize == 0;
+  if (!scratch.Reserve(direct ? kChunkHeaderSize : file_size)) {
+    return bad("no memory to read it into");
+  }
   char* const image = scratch.data();
-  const ssize_t got = ReadFully(fd.get(), image, file_size, 0);
+  struct iovec pieces[2] = {{image, direct ? kChunkHeaderSize : file_size},
+                            {buf, direct ? padded_data : 0}};
+  const ssize_t got = ReadFully(fd.get(), pieces, direct ? 2 : 1);
   if (got < 0) return bad(absl::StrCat("read: ", std::strerror(errno)));
   if (static_cast<uint64_t>(got) != file_size) {
     return bad(absl::StrCat("read ", got, " of ", file_size, " bytes"));
@@ -180,14 +212,21 @@ absl::StatusOr<size_t> LocalReadTransport::ReadChunkFile(const std::string& data
     return bad(absl::StrCat("its header says ", data_length, " data bytes in a file of ",
                             file_size));
   }
-  // Verify and copy out in pieces that stay in the CPU cache between the
-  // two passes, so the data comes from memory once, not twice (CRC and copy
-  // as two whole-chunk passes were a quarter of a load storm's CPU). A
-  // failed CRC leaves buf written, as a read that fails halfway over the
-  // network does; the server's read that follows overwrites it.
-  const char* const data = image + kChunkHeaderSize;
   const uint64_t begin = std::min<uint64_t>(offset, data_length);
   const uint64_t end = std::min<uint64_t>(uint64_t{offset} + length, data_length);
+  if (direct) {
+    if (Crc32c(buf, data_length) != header->data_crc32c) {
+      return bad("its data fails its CRC32C");
+    }
+    return static_cast<size_t>(end);  // begin is 0
+  }
+  // Verify and copy out in pieces that stay in the CPU cache between the
+  // two passes, so the data comes from memory once, not twice (CRC and copy
+  // as two whole-chunk passes were a quarter of a load storm's CPU).
+  // Either way a failed CRC leaves buf written, as a read that fails
+  // halfway over the network does; the server's read that follows
+  // overwrites it.
+  const char* const data = image + kChunkHeaderSize;
   uint32_t crc = 0;
   for (uint64_t at = 0; at < data_length; at += kVerifyPiece) {
     const uint64_t n = std::min<uint64_t>(kVerifyPiece, data_length - at);

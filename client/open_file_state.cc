@@ -61,7 +61,7 @@ void OpenFileState::ReturnFreeBuffersLocked() {
   const int reserved_before = std::max(0, buffers_allocated_ - 1);
   buffers_allocated_ -= static_cast<int>(free_buffers_.size());
   const int reserved_after = std::max(0, buffers_allocated_ - 1);
-  for (std::unique_ptr<char[]>& buffer : free_buffers_) {
+  for (ChunkBuffer& buffer : free_buffers_) {
     services_.buffers->Release(chunk_size_, std::move(buffer));
   }
   free_buffers_.clear();
@@ -129,7 +129,7 @@ void OpenFileState::Refresh(const meta::Attr& attr, std::optional<uint64_t> vers
   size_ = IdleLocked() && current ? attr.size() : std::max(size_, attr.size());
 }
 
-std::unique_ptr<char[]> OpenFileState::TakeBufferLocked() {
+ChunkBuffer OpenFileState::TakeBufferLocked() {
   // One buffer per write in flight plus the one being filled is all the
   // pipeline needs. The first is always granted; more need the Client's
   // write budget. A writer that can have neither waits for one of this
@@ -137,7 +137,7 @@ std::unique_ptr<char[]> OpenFileState::TakeBufferLocked() {
   // is not free is queued or in flight, and none is free).
   while (true) {
     if (!free_buffers_.empty()) {
-      std::unique_ptr<char[]> buffer = std::move(free_buffers_.back());
+      ChunkBuffer buffer = std::move(free_buffers_.back());
       free_buffers_.pop_back();
       return buffer;
     }
@@ -181,7 +181,7 @@ absl::StatusOr<size_t> OpenFileState::Write(uint64_t offset, WriteSource& source
     }
     if (!error_.ok()) return error_;
     if (!dirty_.has_value()) {
-      std::unique_ptr<char[]> buffer = TakeBufferLocked();
+      ChunkBuffer buffer = TakeBufferLocked();
       if (dirty_.has_value()) {  // another writer started one while we waited
         free_buffers_.push_back(std::move(buffer));
         continue;
@@ -253,7 +253,7 @@ void OpenFileState::DispatchLocked() {
                    });
 }
 
-void OpenFileState::WriteDone(uint64_t index, std::unique_ptr<char[]> buffer,
+void OpenFileState::WriteDone(uint64_t index, ChunkBuffer buffer,
                               absl::Status status) {
   absl::MutexLock lock(&mu_);
   --inflight_;
@@ -374,7 +374,7 @@ absl::Status OpenFileState::ViewPieceLocked(uint64_t index, uint32_t offset, uin
   // Straight from the server: into the caller's buffer, or into one of the
   // view's (the network's one copy; no other).
   mu_.Unlock();
-  std::unique_ptr<char[]> owned;
+  ChunkBuffer owned;
   char* out = direct_out;
   if (out == nullptr) {
     owned = services_.buffers->Acquire(chunk_size_);
@@ -397,7 +397,7 @@ void OpenFileState::EndView(ReadView& view) {
     absl::MutexLock lock(&mu_);
     for (const ReadCache::PinRef& pin : view.pins_) cache_.Unpin(pin);
   }
-  for (std::unique_ptr<char[]>& buffer : view.owned_) {
+  for (ChunkBuffer& buffer : view.owned_) {
     services_.buffers->Release(chunk_size_, std::move(buffer));
   }
 }
@@ -405,7 +405,7 @@ void OpenFileState::EndView(ReadView& view) {
 void OpenFileState::EndViewLocked(ReadView& view) {
   for (const ReadCache::PinRef& pin : view.pins_) cache_.Unpin(pin);
   view.pins_.clear();
-  for (std::unique_ptr<char[]>& buffer : view.owned_) {
+  for (ChunkBuffer& buffer : view.owned_) {
     services_.buffers->Release(chunk_size_, std::move(buffer));
   }
   view.owned_.clear();

@@ -160,7 +160,7 @@ class OpenFileState : public std::enable_shared_from_this<OpenFileState> {
     uint64_t index = 0;
     uint32_t lo = 0;  // dirty bytes [lo, hi) of the chunk
     uint32_t hi = 0;
-    std::unique_ptr<char[]> buffer;
+    ChunkBuffer buffer;
     // CRC32C of bytes [lo, hi), kept while the chunk is filled by appends
     // only (computed right after each copy, while the bytes are in the CPU
     // cache); nullopt once a write lands elsewhere in it.
@@ -171,9 +171,9 @@ class OpenFileState : public std::enable_shared_from_this<OpenFileState> {
   // in-flight slot and for an earlier write of the same chunk to finish.
   void DispatchLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Completion of a chunk write, on an IoExecutor thread.
-  void WriteDone(uint64_t index, std::unique_ptr<char[]> buffer, absl::Status status)
+  void WriteDone(uint64_t index, ChunkBuffer buffer, absl::Status status)
       ABSL_LOCKS_EXCLUDED(mu_);
-  std::unique_ptr<char[]> TakeBufferLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  ChunkBuffer TakeBufferLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Gives the idle write buffers back to the pool, with their budget.
   void ReturnFreeBuffersLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool IdleLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
@@ -239,7 +239,7 @@ class OpenFileState : public std::enable_shared_from_this<OpenFileState> {
   absl::Status error_ ABSL_GUARDED_BY(mu_);  // first chunk write error, sticky
 
   std::optional<DirtyChunk> dirty_ ABSL_GUARDED_BY(mu_);
-  std::vector<std::unique_ptr<char[]>> free_buffers_ ABSL_GUARDED_BY(mu_);
+  std::vector<ChunkBuffer> free_buffers_ ABSL_GUARDED_BY(mu_);
   // Write buffers this file holds (free, dirty, queued or in flight); all
   // but the first are reserved from the pool's write budget.
   int buffers_allocated_ ABSL_GUARDED_BY(mu_) = 0;

@@ -47,12 +47,12 @@ void ReadCache::Unpin(const PinRef& ref) {
   aside_.erase(aside);
 }
 
-std::unique_ptr<char[]> ReadCache::TakeBuffer() {
+ChunkBuffer ReadCache::TakeBuffer() {
   if (!pool_->TryReserveRead(chunk_size_)) return nullptr;
   return pool_->Acquire(chunk_size_);
 }
 
-void ReadCache::GiveBack(std::unique_ptr<char[]> buffer) {
+void ReadCache::GiveBack(ChunkBuffer buffer) {
   pool_->Release(chunk_size_, std::move(buffer));
   pool_->UnreserveRead(chunk_size_);
 }
@@ -105,7 +105,7 @@ ReadCache::Fetch ReadCache::Start(uint64_t index, uint32_t cover, bool read_ahea
   while (entries_.size() >= capacity_) {
     if (!Evict(reader_chunk, /*or_any=*/!read_ahead)) return Fetch{};
   }
-  std::unique_ptr<char[]> buffer = TakeBuffer();
+  ChunkBuffer buffer = TakeBuffer();
   // Out of budget: a reader takes an entry's buffer (behind it first).
   if (buffer == nullptr && !read_ahead && Evict(reader_chunk, /*or_any=*/true)) {
     buffer = TakeBuffer();

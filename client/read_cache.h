@@ -129,7 +129,7 @@ class ReadCache {
 
  private:
   struct Entry {
-    std::unique_ptr<char[]> data;
+    ChunkBuffer data;
     uint32_t cover = 0;   // chunk bytes [0, cover) are valid
     bool fetching = false;
     uint64_t fetch_id = 0;
@@ -138,15 +138,15 @@ class ReadCache {
   };
   // The buffer of a dropped entry that is still pinned.
   struct Aside {
-    std::unique_ptr<char[]> data;
+    ChunkBuffer data;
     int pins = 0;
   };
 
   // A buffer from the pool within the read budget; nullptr when the
   // budget is spent.
-  std::unique_ptr<char[]> TakeBuffer();
+  ChunkBuffer TakeBuffer();
   // Gives a buffer back to the pool, and its bytes back to the budget.
-  void GiveBack(std::unique_ptr<char[]> buffer);
+  void GiveBack(ChunkBuffer buffer);
   // Evicts the least recently used unpinned ready entry with an index below
   // `behind`, or, when there is none and `or_any`, of all; false when
   // none went.
@@ -166,7 +166,7 @@ class ReadCache {
   absl::flat_hash_map<uint64_t, Entry> entries_;
   // Buffers of fetches invalidated while in progress, by fetch id: they
   // are still being written and come back at FinishFetch.
-  absl::flat_hash_map<uint64_t, std::unique_ptr<char[]>> stale_;
+  absl::flat_hash_map<uint64_t, ChunkBuffer> stale_;
   // Buffers of dropped entries still pinned, by fetch id.
   absl::flat_hash_map<uint64_t, Aside> aside_;
 };

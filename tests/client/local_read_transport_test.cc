@@ -15,6 +15,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -30,6 +31,7 @@
 #include "common/chunk_format.h"
 #include "common/errno_status.h"
 #include "common/frame.h"
+#include "common/huge_page_memory.h"
 #include "common/uring.h"
 #include "gtest/gtest.h"
 #include "server/storage/chunk_store.h"
@@ -80,13 +82,25 @@ class LocalReadTest : public ::testing::Test {
   }
 
   // ReadChunkFile of [offset, offset + length): the bytes, or its error.
+  // Read twice, into memory off the 4 KiB grid (data through the scratch
+  // buffer) and into 4096-aligned memory (whole-chunk reads take the data
+  // straight from the disk); both must give the same answer.
   absl::StatusOr<std::string> Read(uint64_t ino, uint32_t index, uint32_t offset,
                                    size_t length) {
-    std::string out(length, '\xee');
+    std::string unaligned(length + 1, '\xee');
     absl::StatusOr<size_t> got = LocalReadTransport::ReadChunkFile(
-        dir_.path(), ino, index, offset, out.data(), length, scratch_);
+        dir_.path(), ino, index, offset, unaligned.data() + 1, length, scratch_);
+    absl::StatusOr<HugePageMemory> aligned = HugePageMemory::Map(std::max<size_t>(length, 1));
+    EXPECT_TRUE(aligned.ok()) << aligned.status();
+    if (!aligned.ok()) return aligned.status();
+    absl::StatusOr<size_t> got_aligned = LocalReadTransport::ReadChunkFile(
+        dir_.path(), ino, index, offset, aligned->data(), length, scratch_);
+    EXPECT_EQ(got.status().code(), got_aligned.status().code())
+        << got.status() << " / " << got_aligned.status();
     if (!got.ok()) return got.status();
-    out.resize(*got);
+    std::string out = unaligned.substr(1, *got);
+    EXPECT_TRUE(got_aligned.ok() && std::string(aligned->data(), *got_aligned) == out)
+        << "the aligned read differs: " << got_aligned.status();
     return out;
   }
   // The bytes, or "<error>" when it failed.
