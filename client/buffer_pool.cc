@@ -8,14 +8,15 @@
 #include <utility>
 #include <vector>
 
+#include "common/huge_page_memory.h"
+
 namespace ckptfs::client {
 
 ChunkBuffer AllocateChunkBuffer(size_t size) {
-  constexpr size_t kHugePage = size_t{2} << 20;
-  const size_t alignment = size >= kHugePage ? kHugePage : 4096;
+  const size_t alignment = size >= kHugePageSize ? kHugePageSize : 4096;
   void* memory = nullptr;
   if (::posix_memalign(&memory, alignment, size) != 0) throw std::bad_alloc();
-  if (size >= kHugePage) ::madvise(memory, size, MADV_HUGEPAGE);  // a hint; fine to fail
+  if (size >= kHugePageSize) ::madvise(memory, size, MADV_HUGEPAGE);  // a hint; fine to fail
   return ChunkBuffer(static_cast<char*>(memory));
 }
 

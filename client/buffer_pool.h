@@ -6,7 +6,9 @@
 // serve the next file instead of returning to the allocator. Idle buffers
 // beyond `max_idle_bytes` are freed, and so are idle buffers of other sizes
 // when a size has none idle: idle plus used memory stays within one buffer
-// of the most ever used at once, whatever the chunk sizes.
+// of the most ever used at once, whatever the chunk sizes. Buffers are
+// ChunkBuffers: 4096-aligned, on transparent huge pages from 2 MiB, so a
+// local O_DIRECT read can fill one straight from the disk.
 //
 // It also keeps the Client-wide budgets of extra write buffers (see
 // ClientOptions::write_buffer_budget_bytes: TryReserve / Unreserve) and of

@@ -60,7 +60,9 @@ class ChunkTransport {
 
   // Reads up to `length` bytes at `offset` within the chunk into buf.
   // Returns the bytes received: fewer than `length` when the chunk's stored
-  // length ends earlier. A chunk never written fails with ENOENT.
+  // length ends earlier. A chunk never written fails with ENOENT. Bytes of
+  // buf past the returned count (and all of buf, on failure) may have been
+  // written: a transport may fill buf from a whole padded chunk file.
   virtual absl::StatusOr<size_t> ReadChunk(uint32_t server_id, uint64_t ino,
                                            uint64_t chunk_index, uint32_t offset, void* buf,
                                            size_t length) = 0;

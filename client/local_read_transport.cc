@@ -58,7 +58,6 @@ const LocalReadMetrics& Metrics() {
   return *m;
 }
 
-// pread until `length` bytes or end of file; -1 (errno set) on error.
 // Reads into `pieces` (advanced as it goes) from offset 0, retrying short
 // reads and EINTR, until they are full or the file ends. Returns the bytes
 // read, or -1 with errno set.
@@ -91,7 +90,7 @@ ssize_t ReadFully(int fd, struct iovec* pieces, int count) {
 
 // The first 4 KiB of a small file; nullopt when it cannot be read.
 std::optional<std::string> ReadSmallFile(const std::string& path) {
-  UniqueFd fd(open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  UniqueFd fd(open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK));
   if (!fd.valid()) return std::nullopt;
   std::string text(4096, '\0');
   struct iovec piece = {text.data(), text.size()};
@@ -144,8 +143,16 @@ std::optional<LocalReadTransport::LocalServer> LocalReadTransport::FindLocal(
   std::optional<std::string> uuid = ReadSmallFile(absl::StrCat(info.data_dir(), "/server.uuid"));
   if (!uuid.has_value() || absl::StripAsciiWhitespace(*uuid) != info.uuid()) return std::nullopt;
   const std::string lock_path = absl::StrCat(info.data_dir(), "/LOCK");
-  auto lock = std::make_shared<const UniqueFd>(open(lock_path.c_str(), O_RDONLY | O_CLOEXEC));
+  auto lock = std::make_shared<const UniqueFd>(
+      open(lock_path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK));
   if (!lock->valid() || !ServerRuns(lock->get())) return std::nullopt;
+  // A process that may not enter the chunk directory (a mount not run as
+  // the server's user: servers make it 0700) reads over TCP instead of
+  // failing every local read first.
+  if (faccessat(AT_FDCWD, ChunksDirectory(info.data_dir()).c_str(), R_OK | X_OK, AT_EACCESS) !=
+      0) {
+    return std::nullopt;
+  }
   return LocalServer{info.data_dir(), std::move(lock)};
 }
 
@@ -163,9 +170,11 @@ absl::StatusOr<size_t> LocalReadTransport::ReadChunkFile(const std::string& data
   if (uint64_t{offset} + length > kMaxFramePayload) {  // the server refuses it (EINVAL)
     return bad(absl::StrCat("a read of ", length, " bytes at ", offset, " is past any chunk"));
   }
-  UniqueFd fd(open(path.c_str(), O_RDONLY | O_CLOEXEC | O_DIRECT));
+  // Paths a server advertised: never follow a link, never wait on a FIFO.
+  constexpr int kFlags = O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK;
+  UniqueFd fd(open(path.c_str(), kFlags | O_DIRECT));
   if (!fd.valid() && errno == EINVAL) {  // a file system without O_DIRECT
-    fd = UniqueFd(open(path.c_str(), O_RDONLY | O_CLOEXEC));
+    fd = UniqueFd(open(path.c_str(), kFlags));
   }
   if (!fd.valid()) {
     const int err = errno;
@@ -176,23 +185,24 @@ absl::StatusOr<size_t> LocalReadTransport::ReadChunkFile(const std::string& data
   struct stat st {};
   if (fstat(fd.get(), &st) != 0) return bad(absl::StrCat("fstat: ", std::strerror(errno)));
   const uint64_t file_size = static_cast<uint64_t>(st.st_size);
+  if (!S_ISREG(st.st_mode)) return bad("not a regular file");
   if (file_size < kChunkHeaderSize || file_size % kChunkBlockSize != 0 ||
       file_size > ChunkFileSize(kMaxFramePayload)) {
     return bad(absl::StrCat("size ", file_size, " is not a chunk file's"));
   }
 
-  // The whole file in one read, as the server reads it: the header into
-  // the scratch buffer and, when the caller's buffer can take the data
-  // straight from the disk (a whole-chunk read into 4096-aligned memory
-  // with room for the padded data, e.g. a ChunkBuffer), the data into it;
-  // otherwise all of it into the scratch buffer, copied out after.
+  // The whole file in one read, as the server reads it: when the caller's
+  // buffer can take the data straight from the disk (a whole-chunk read
+  // into 4096-aligned memory with room for the padded data, e.g. a
+  // ChunkBuffer), the header into an aligned block on the stack and the
+  // data into buf; otherwise all of it into the scratch buffer, copied out
+  // after.
   const uint64_t padded_data = file_size - kChunkHeaderSize;
   const bool direct = offset == 0 && padded_data <= length &&
                       reinterpret_cast<uintptr_t>(buf) % kChunkBlockSize == 0;
-  if (!scratch.Reserve(direct ? kChunkHeaderSize : file_size)) {
-    return bad("no memory to read it into");
-  }
-  char* const image = scratch.data();
+  alignas(kChunkBlockSize) char header_block[kChunkHeaderSize];
+  if (!direct && !scratch.Reserve(file_size)) return bad("no memory to read it into");
+  char* const image = direct ? header_block : scratch.data();
   struct iovec pieces[2] = {{image, direct ? kChunkHeaderSize : file_size},
                             {buf, direct ? padded_data : 0}};
   const ssize_t got = ReadFully(fd.get(), pieces, direct ? 2 : 1);

@@ -41,7 +41,8 @@ OpenFileState::OpenFileState(const ClientServices& services, const meta::Attr& a
       size_(attr.size()),
       seen_size_(attr.size()),
       seen_mtime_ns_(attr.mtime_ns()),
-      cache_(CacheCapacity(services.options, 1), attr.layout().chunk_size(), services.buffers) {}
+      cache_(CacheCapacity(services.options, 1), attr.layout().chunk_size(), services.buffers,
+             static_cast<uint32_t>(std::max(0, services.options.readahead_chunks))) {}
 
 OpenFileState::~OpenFileState() {
   {
@@ -88,7 +89,7 @@ void OpenFileState::AddHandle() {
 
 bool OpenFileState::TryGiveUpReadBuffer() {
   if (!mu_.TryLock()) return false;
-  const bool gave = cache_.GiveUpOne();
+  const bool gave = cache_.GiveUpOne(last_read_chunk_);
   mu_.Unlock();
   return gave;
 }
@@ -321,6 +322,7 @@ absl::StatusOr<ReadView> OpenFileState::ViewInto(uint64_t offset, size_t len, bo
     }
     last_index = piece.chunk_index;
   }
+  last_read_chunk_ = last_index;
   if (sequential) ReadAheadLocked(last_index);
   return view;  // moved out before `lock` is released; the moved-from view is empty
 }

@@ -250,6 +250,9 @@ class OpenFileState : public std::enable_shared_from_this<OpenFileState> {
   absl::flat_hash_set<uint32_t> unsynced_servers_ ABSL_GUARDED_BY(mu_);
 
   ReadCache cache_ ABSL_GUARDED_BY(mu_);
+  // The last chunk a read of this file reached: where a buffer given up to
+  // another file (TryGiveUpReadBuffer) is taken from outside its window.
+  uint64_t last_read_chunk_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace ckptfs::client

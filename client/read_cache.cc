@@ -10,8 +10,9 @@
 
 namespace ckptfs::client {
 
-ReadCache::ReadCache(size_t capacity, uint32_t chunk_size, BufferPool* pool)
-    : capacity_(capacity), chunk_size_(chunk_size), pool_(pool) {}
+ReadCache::ReadCache(size_t capacity, uint32_t chunk_size, BufferPool* pool,
+                     uint32_t read_ahead)
+    : capacity_(capacity), chunk_size_(chunk_size), read_ahead_(read_ahead), pool_(pool) {}
 
 ReadCache::~ReadCache() {
   ReleaseMemory();
@@ -57,20 +58,22 @@ void ReadCache::GiveBack(ChunkBuffer buffer) {
   pool_->UnreserveRead(chunk_size_);
 }
 
-bool ReadCache::GiveUpOne() { return Evict(UINT64_MAX, /*or_any=*/true); }
+bool ReadCache::GiveUpOne(uint64_t reader_chunk) { return Evict(reader_chunk, /*or_any=*/true); }
 
-bool ReadCache::Evict(uint64_t behind, bool or_any) {
+bool ReadCache::Evict(uint64_t reader_chunk, bool or_any) {
+  const uint64_t window_end =
+      reader_chunk > UINT64_MAX - read_ahead_ ? UINT64_MAX : reader_chunk + read_ahead_;
   auto victim = entries_.end();
-  bool victim_behind = false;
+  bool victim_stale = false;
   for (auto it = entries_.begin(); it != entries_.end(); ++it) {
     if (it->second.fetching || it->second.pins > 0) continue;
-    const bool is_behind = it->first < behind;
-    if (!is_behind && !or_any) continue;
-    // Any entry behind beats every entry that is not; then least recent use.
-    if (victim == entries_.end() || (is_behind && !victim_behind) ||
-        (is_behind == victim_behind && it->second.last_use < victim->second.last_use)) {
+    const bool stale = it->first < reader_chunk || it->first > window_end;
+    if (!stale && !or_any) continue;
+    // Any stale entry beats every entry in the window; then least recent use.
+    if (victim == entries_.end() || (stale && !victim_stale) ||
+        (stale == victim_stale && it->second.last_use < victim->second.last_use)) {
       victim = it;
-      victim_behind = is_behind;
+      victim_stale = stale;
     }
   }
   if (victim == entries_.end()) return false;

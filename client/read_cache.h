@@ -10,17 +10,22 @@
 // Every buffer a cache holds (ready, being fetched, or pinned aside) is
 // counted in the pool's read-cache budget (BufferPool::TryReserveRead) from
 // when the cache takes it from the pool until it gives it back. When the
-// budget is spent, a reader's fetch takes the buffer of this cache's least
-// recently used entry (OpenFileState also asks other files to give one up:
+// budget is spent, a reader's fetch takes the buffer of one of this
+// cache's entries (OpenFileState also asks other files to give one up:
 // GiveUpOne), a read-ahead fetch takes none (it would evict chunks the
 // reader has yet to read); without a buffer the caller reads uncached or
 // stops reading ahead.
 //
-// Eviction when the cache is full goes by least recent use, but behind the
-// reader first: a chunk fetched ahead was last used when its fetch began,
-// long before the chunks the reader has just read past, so plain LRU would
-// evict the next chunk the reader needs. A read-ahead evicts only chunks
-// behind the reader, a reader's own fetch any when none is behind.
+// Which entry goes: a stale one first, then by least recent use. An entry
+// is stale for a reader at chunk R when it lies outside R's window [R, R +
+// read_ahead]: behind the reader, or beyond its read-ahead (left by a
+// reader that has since moved back, or by another handle). Plain LRU would
+// evict the next chunk the reader needs: a chunk fetched ahead was last
+// used when its fetch began, before the chunks the reader has since read
+// past. A read-ahead evicts only stale entries; a reader's own fetch, and
+// an idle file asked to give a buffer up, any entry when none is stale.
+// With several handles on one file the window is the calling handle's, so
+// a leading reader may still evict what a trailing one needs next.
 //
 // Readers do not copy out of the cache: they pin a ready entry and read its
 // buffer in place (e.g. while the FUSE reply hands it to the kernel). A
@@ -49,8 +54,9 @@ namespace ckptfs::client {
 class ReadCache {
  public:
   // Holds at most `capacity` chunks of `chunk_size` bytes, in buffers from
-  // `pool` (borrowed; outlives this). REQUIRES: capacity, chunk_size > 0.
-  ReadCache(size_t capacity, uint32_t chunk_size, BufferPool* pool);
+  // `pool` (borrowed; outlives this); `read_ahead` chunks past a reader's
+  // own are its window (see above). REQUIRES: capacity, chunk_size > 0.
+  ReadCache(size_t capacity, uint32_t chunk_size, BufferPool* pool, uint32_t read_ahead = 0);
   ReadCache(const ReadCache&) = delete;
   ReadCache& operator=(const ReadCache&) = delete;
   // Gives every buffer back to the pool. REQUIRES: no fetch in progress and
@@ -62,9 +68,10 @@ class ReadCache {
   // Whether the cache holds as many entries as its bound allows.
   bool full() const { return entries_.size() >= capacity_; }
 
-  // Evicts the least recently used unpinned ready entry, giving its buffer
-  // (and budget) back to the pool; false when no entry can go.
-  bool GiveUpOne();
+  // Evicts an unpinned ready entry, stale for a reader at `reader_chunk`
+  // first, then the least recently used, giving its buffer (and budget)
+  // back to the pool; false when no entry can go.
+  bool GiveUpOne(uint64_t reader_chunk = 0);
 
   enum class Lookup { kMiss, kFetching, kReady };
   // Whether chunk `index` is cached with at least `needed` bytes of the
@@ -95,17 +102,16 @@ class ReadCache {
   };
   // Starts a reader's fetch of chunk `index`, covering its first `cover`
   // bytes. Evicts unpinned ready entries while the cache is full, and one
-  // more when the pool's read budget is spent: the least recently used of
-  // those behind `index`, or of all when none is behind. The buffer is null
+  // more when the pool's read budget is spent: those stale for a reader at
+  // `index` first, then the least recently used. The buffer is null
   // when that leaves no room: every entry of a full cache being fetched or
   // pinned, or the budget spent and nothing to evict.
   // REQUIRES: Find(index, ...) != kFetching.
   Fetch StartFetch(uint64_t index, uint32_t cover);
   // Starts a read-ahead fetch of chunk `index` for a reader now at chunk
   // `reader_chunk`. While the cache is full it evicts only unpinned ready
-  // entries behind the reader (index < reader_chunk), never a chunk the
-  // reader has yet to reach, and it never evicts for the budget. The
-  // buffer is null when that leaves no room.
+  // entries stale for that reader, never one in its window, and it never
+  // evicts for the budget. The buffer is null when that leaves no room.
   // REQUIRES: Find(index, ...) != kFetching.
   Fetch StartReadAhead(uint64_t index, uint32_t cover, uint64_t reader_chunk);
 
@@ -147,12 +153,12 @@ class ReadCache {
   ChunkBuffer TakeBuffer();
   // Gives a buffer back to the pool, and its bytes back to the budget.
   void GiveBack(ChunkBuffer buffer);
-  // Evicts the least recently used unpinned ready entry with an index below
-  // `behind`, or, when there is none and `or_any`, of all; false when
-  // none went.
-  bool Evict(uint64_t behind, bool or_any);
-  // StartFetch and StartReadAhead: a read-ahead evicts only behind
-  // `reader_chunk` and never for the budget.
+  // Evicts the least recently used unpinned ready entry stale for a reader
+  // at `reader_chunk`, or, when there is none and `or_any`, of all; false
+  // when none went.
+  bool Evict(uint64_t reader_chunk, bool or_any);
+  // StartFetch and StartReadAhead: a read-ahead evicts only stale entries
+  // and never for the budget.
   Fetch Start(uint64_t index, uint32_t cover, bool read_ahead, uint64_t reader_chunk);
   // Removes an entry; the buffer of one being fetched moves to stale_, that
   // of a pinned one to aside_, any other goes back to the pool.
@@ -160,6 +166,7 @@ class ReadCache {
 
   size_t capacity_;
   const uint32_t chunk_size_;
+  const uint32_t read_ahead_;
   BufferPool* const pool_;
   uint64_t clock_ = 0;
   uint64_t next_fetch_id_ = 1;

@@ -39,7 +39,7 @@ class RealFileSystem final : public FileSystem {
   }
 
   absl::Status MakeDir(const std::string& path) override {
-    if (::mkdir(path.c_str(), 0755) != 0) {
+    if (::mkdir(path.c_str(), 0700) != 0) {
       return SyscallError(errno, absl::StrCat("mkdir ", path));
     }
     return absl::OkStatus();

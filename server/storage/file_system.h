@@ -50,7 +50,9 @@ class FileSystem {
   virtual absl::Status Rename(const std::string& from, const std::string& to) = 0;
   // unlink(2).
   virtual absl::Status Unlink(const std::string& path) = 0;
-  // mkdir(2) with mode 0755. EEXIST when `path` exists.
+  // mkdir(2) with mode 0700: chunk data is for the server's user alone (and
+  // a mount on the same node running as that user: local reads). EEXIST
+  // when `path` exists.
   virtual absl::Status MakeDir(const std::string& path) = 0;
   // rmdir(2). ENOTEMPTY while it holds anything.
   virtual absl::Status RemoveDir(const std::string& path) = 0;

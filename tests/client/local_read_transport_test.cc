@@ -10,6 +10,7 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -90,9 +91,13 @@ class LocalReadTest : public ::testing::Test {
     std::string unaligned(length + 1, '\xee');
     absl::StatusOr<size_t> got = LocalReadTransport::ReadChunkFile(
         dir_.path(), ino, index, offset, unaligned.data() + 1, length, scratch_);
-    absl::StatusOr<HugePageMemory> aligned = HugePageMemory::Map(std::max<size_t>(length, 1));
+    // A whole number of pages with an unwritable page right after them: a
+    // read past `length` crashes the test instead of going unnoticed.
+    const size_t pages = (std::max<size_t>(length, 1) + 4095) / 4096 * 4096;
+    absl::StatusOr<HugePageMemory> aligned = HugePageMemory::Map(pages + 4096);
     EXPECT_TRUE(aligned.ok()) << aligned.status();
     if (!aligned.ok()) return aligned.status();
+    EXPECT_EQ(::mprotect(aligned->data() + pages, 4096, PROT_NONE), 0);
     absl::StatusOr<size_t> got_aligned = LocalReadTransport::ReadChunkFile(
         dir_.path(), ino, index, offset, aligned->data(), length, scratch_);
     EXPECT_EQ(got.status().code(), got_aligned.status().code())

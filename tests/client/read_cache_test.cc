@@ -98,7 +98,7 @@ TEST(ReadCacheTest, EvictsLeastRecentlyUsedButNeverAFetch) {
 // chunks the reader has since read past: plain LRU would evict it first.
 TEST(ReadCacheTest, ReadAheadNeverEvictsAChunkTheReaderHasYetToReach) {
   BufferPool pool(1 << 20);
-  ReadCache cache(3, kChunk, &pool);
+  ReadCache cache(3, kChunk, &pool, /*read_ahead=*/2);
   FetchFilled(cache, 0, 'a');  // the reader's chunk
   for (uint64_t index : {1, 2}) {
     ReadCache::Fetch ahead = cache.StartReadAhead(index, kChunk, /*reader_chunk=*/0);
@@ -121,7 +121,7 @@ TEST(ReadCacheTest, ReadAheadNeverEvictsAChunkTheReaderHasYetToReach) {
 
 TEST(ReadCacheTest, AReadersFetchEvictsBehindItFirstThenLeastRecentlyUsed) {
   BufferPool pool(1 << 20);
-  ReadCache cache(3, kChunk, &pool);
+  ReadCache cache(3, kChunk, &pool, /*read_ahead=*/2);
   FetchFilled(cache, 5, 'e');  // fetched ahead long ago
   FetchFilled(cache, 6, 'f');
   FetchFilled(cache, 1, 'a');
@@ -135,6 +135,33 @@ TEST(ReadCacheTest, AReadersFetchEvictsBehindItFirstThenLeastRecentlyUsed) {
   ASSERT_NE(cache.StartFetch(2, kChunk).buffer, nullptr);
   EXPECT_EQ(cache.Find(5, 1), ReadCache::Lookup::kMiss);
   EXPECT_EQ(cache.Find(6, 1), ReadCache::Lookup::kReady);
+}
+
+// A reader that moves back (or a second handle starting over) finds the
+// cache full of chunks far ahead of it: those are stale, and its fetches
+// and read-ahead take them, not the chunks it is about to read.
+TEST(ReadCacheTest, ChunksBeyondTheWindowOfAReaderThatMovedBackAreStale) {
+  BufferPool pool(1 << 20);
+  ReadCache cache(4, kChunk, &pool, /*read_ahead=*/2);
+  for (uint64_t index = 10; index < 14; ++index) {
+    FetchFilled(cache, index, 'z');
+    Read(cache, index, 0, 1);
+  }
+  FetchFilled(cache, 0, 'a');  // back to the start: 10 (least recently used) goes
+  EXPECT_EQ(cache.Find(10, 1), ReadCache::Lookup::kMiss);
+  for (uint64_t index : {1, 2}) {
+    ReadCache::Fetch ahead = cache.StartReadAhead(index, kChunk, /*reader_chunk=*/0);
+    ASSERT_NE(ahead.buffer, nullptr) << index;
+    cache.FinishFetch(index, ahead.id, true, kChunk);
+  }
+  EXPECT_EQ(cache.Find(11, 1), ReadCache::Lookup::kMiss);
+  EXPECT_EQ(cache.Find(12, 1), ReadCache::Lookup::kMiss);
+  EXPECT_EQ(cache.Find(13, 1), ReadCache::Lookup::kReady);
+  for (uint64_t index : {0, 1, 2}) EXPECT_EQ(cache.Find(index, 1), ReadCache::Lookup::kReady);
+  // An idle file asked for a buffer gives up a stale one first, too.
+  EXPECT_TRUE(cache.GiveUpOne(/*reader_chunk=*/0));
+  EXPECT_EQ(cache.Find(13, 1), ReadCache::Lookup::kMiss);
+  for (uint64_t index : {0, 1, 2}) EXPECT_EQ(cache.Find(index, 1), ReadCache::Lookup::kReady);
 }
 
 TEST(ReadCacheTest, InvalidateFromDropsTheTail) {

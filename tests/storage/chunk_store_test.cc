@@ -95,6 +95,18 @@ TEST_F(ChunkStoreTest, RoundTripsEverySize) {
   EXPECT_EQ(st.st_size, 4096 + 4096);
 }
 
+// Chunk data is for the server's user alone: other local users cannot read
+// it around the data path's credential.
+TEST_F(ChunkStoreTest, ItsDirectoriesAreTheServersUsersAlone) {
+  ASSERT_TRUE(Write({7, 0}, 0, "x", /*replace=*/true).ok());
+  for (const std::string& dir : {dir_.path() + "/chunks", dir_.path() + "/tmp",
+                                 dir_.path() + "/quarantine", store_->InodeDir(7)}) {
+    struct stat st {};
+    ASSERT_EQ(::stat(dir.c_str(), &st), 0) << dir;
+    EXPECT_EQ(st.st_mode & 0777, 0700u) << dir;
+  }
+}
+
 TEST_F(ChunkStoreTest, AlignedPayloadIsWrittenInPlace) {
   AlignedBuffer payload;
   ASSERT_TRUE(payload.Reserve(10000).ok());
