@@ -309,9 +309,10 @@ RecordMatch MatchRecord(const ProcessRecord& record) {
   stat = ReadProcStat(record.pid);
   if (Exited(stat)) return RecordMatch::kGone;
   if (stat->start_time != record.start_time) return RecordMatch::kOtherProcess;
-  // Its main thread has exited while other threads run (a zombie that is
-  // not Exited): /proc shows no exe then, and the start time has to do.
-  if (exe.empty() && stat->state == 'Z') return RecordMatch::kSame;
+  // No executable to read: the process is exiting (its memory goes before
+  // it becomes a zombie: a daemon that `down` just unmounted), or its main
+  // thread has exited while other threads run. The start time has to do.
+  if (exe.empty()) return RecordMatch::kSame;
   // The record of the old `up` race (see process.h): the caller's image.
   if (!record.exe.empty() && record.exe == OwnExecutable()) return RecordMatch::kSame;
   return RecordMatch::kOtherExecutable;

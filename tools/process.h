@@ -81,9 +81,10 @@ enum class RecordMatch {
 // is the record an older `ckptfs up` wrote when it read /proc/<pid>/exe
 // before the child's exec had completed (the image was still ckptfs's), and
 // a pid with the recorded start time is the recorded process. Any other
-// executable mismatch stays kOtherExecutable, except for a process whose
-// main thread has exited while others still run: /proc shows it no
-// executable, and the start time decides. Cannot tell a record apart
+// executable mismatch stays kOtherExecutable, except for a process that
+// shows no executable (exiting, its memory already gone, or its main
+// thread exited while others still run): the start time decides. Cannot
+// tell a record apart
 // from a process that started in the same clock tick with a recycled pid.
 // REQUIRES: nothing; a record with pid <= 0 is kGone.
 RecordMatch MatchRecord(const ProcessRecord& record);
