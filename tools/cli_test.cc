@@ -390,26 +390,38 @@ TEST_F(CliTest, DownStopsStorageServersThatStillHoldTheirDataDirectories) {
   EXPECT_FALSE(StateFileExists());
 }
 
+// Starts a stand-in meta daemon (sleep) and saves a cluster.state whose
+// record of it names `exe` as its executable. Returns its pid (0 on failure,
+// with the test failed).
+pid_t SaveDaemonRecordedAs(const std::string& state_dir, int base,
+                           std::vector<pid_t>& spawned, const std::string& exe) {
+  auto dir = StateDir::Open(state_dir, /*create=*/true);
+  EXPECT_TRUE(dir.ok());
+  if (!dir.ok()) return 0;
+  auto daemon = SpawnDetached({"/bin/sleep", "60"}, dir->LogPath("meta"));
+  EXPECT_TRUE(daemon.ok());
+  if (!daemon.ok()) return 0;
+  spawned.push_back(daemon->pid);
+  ClusterState state;
+  state.meta_address = absl::StrCat("127.0.0.1:", base);
+  ProcessRecord recorded = *daemon;
+  recorded.exe = exe;
+  state.daemons.push_back({"meta", state.meta_address, "", dir->LogPath("meta"), recorded});
+  EXPECT_TRUE(dir->Save(state).ok());
+  return daemon->pid;
+}
+
 // A pid that started when recorded but runs another executable is not
 // signalled, and `down` does not call it gone: it fails and keeps it.
 TEST_F(CliTest, DownFailsOnARecordItCannotVerify) {
-  auto dir = StateDir::Open(state_, /*create=*/true);
-  ASSERT_TRUE(dir.ok());
-  auto daemon = SpawnDetached({"/bin/sleep", "60"}, dir->LogPath("meta"));
-  ASSERT_TRUE(daemon.ok());
-  spawned_.push_back(daemon->pid);
-  ClusterState state;
-  state.meta_address = absl::StrCat("127.0.0.1:", base_);
-  ProcessRecord recorded = *daemon;
-  recorded.exe = "/opt/ckptfs/bin/ckptfs-meta";
-  state.daemons.push_back({"meta", state.meta_address, "", dir->LogPath("meta"), recorded});
-  ASSERT_TRUE(dir->Save(state).ok());
+  const pid_t pid = SaveDaemonRecordedAs(state_, base_, spawned_, "/opt/ckptfs/bin/ckptfs-meta");
+  ASSERT_GT(pid, 0);
 
   CommandResult r = Run({"down", "--state-dir", state_, "--grace-s", "1"});
   EXPECT_EQ(r.exit_status, 1) << r.output;
-  EXPECT_NE(r.output.find(absl::StrCat("NOT STOPPED: pid ", daemon->pid)), std::string::npos)
+  EXPECT_NE(r.output.find(absl::StrCat("NOT STOPPED: pid ", pid)), std::string::npos)
       << r.output;
-  EXPECT_TRUE(Alive(daemon->pid));
+  EXPECT_TRUE(Alive(pid));
   EXPECT_TRUE(StateFileExists());  // kept for another try
 }
 
@@ -418,23 +430,15 @@ TEST_F(CliTest, DownFailsOnARecordItCannotVerify) {
 // the recorded pid and start time that is the daemon, and `down` stops it
 // rather than fail on it every time.
 TEST_F(CliTest, DownStopsADaemonRecordedWithTheCliAsItsImage) {
-  auto dir = StateDir::Open(state_, /*create=*/true);
-  ASSERT_TRUE(dir.ok());
-  auto daemon = SpawnDetached({"/bin/sleep", "60"}, dir->LogPath("meta"));
-  ASSERT_TRUE(daemon.ok());
-  spawned_.push_back(daemon->pid);
-  ClusterState state;
-  state.meta_address = absl::StrCat("127.0.0.1:", base_);
-  ProcessRecord recorded = *daemon;
-  recorded.exe = std::filesystem::canonical(CKPTFS_CLI_PATH).string();  // as /proc shows it
-  state.daemons.push_back({"meta", state.meta_address, "", dir->LogPath("meta"), recorded});
-  ASSERT_TRUE(dir->Save(state).ok());
+  const pid_t pid = SaveDaemonRecordedAs(  // the CLI's image as /proc shows it
+      state_, base_, spawned_, std::filesystem::canonical(CKPTFS_CLI_PATH).string());
+  ASSERT_GT(pid, 0);
 
   CommandResult r = Run({"down", "--state-dir", state_, "--grace-s", "1"});
   EXPECT_EQ(r.exit_status, 0) << r.output;
   EXPECT_NE(r.output.find("stopped"), std::string::npos) << r.output;
-  ReapIfExited(daemon->pid);
-  EXPECT_FALSE(Alive(daemon->pid));
+  ReapIfExited(pid);
+  EXPECT_FALSE(Alive(pid));
   EXPECT_FALSE(StateFileExists());
 }
 
