@@ -69,8 +69,9 @@ struct ClientOptions {
   int data_connections_per_server = 2;
   // Chunk writes one open file may have in flight at once.
   int max_inflight_chunks_per_file = 8;
-  // Chunks read ahead of a sequential reader. 8 loaded 1.10-1.16x faster
-  // than 4 on the reference VM, 12 and 24 no faster than 8 (issue 5, stop 18).
+  // Chunks read ahead of a sequential reader. On the reference VM 12 loaded
+  // 1.10-1.16x faster than 4, and 8 and 24 as fast as 12 (0.93-1.01x; issue
+  // 5, stop 18); 8 is the least memory among those.
   int readahead_chunks = 8;
   // Read the chunks of storage servers on this host from their files
   // instead of over TCP (client/local_read_transport.h): a third less CPU
