@@ -44,7 +44,7 @@ struct ChunkBufferFree {
   void operator()(char* p) const { std::free(p); }
 };
 // A chunk buffer: 4096-aligned, so that an O_DIRECT read can land in it
-// (client/local_read_transport.h), and from 2 MiB up advised onto
+// (client/local_chunk_transport.h), and from 2 MiB up advised onto
 // transparent huge pages, so that such a read is a few block-layer
 // segments rather than one per 4 KiB page.
 using ChunkBuffer = std::unique_ptr<char[], ChunkBufferFree>;

@@ -17,6 +17,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <optional>
+#include <string>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -56,6 +57,20 @@ class ChunkTransport {
   virtual absl::Status FillChunk(uint32_t server_id, uint64_t ino, uint64_t chunk_index,
                                  const void* data, size_t length) {
     return ErrnoStatus(ENOTSUP, "this chunk transport cannot fill a missing chunk");
+  }
+
+  // Asks the server to take, as the whole chunk (like a replacing WRITE),
+  // the complete chunk file a client on its host wrote under its tmp/ as
+  // `tmp_name` (the ADOPT request, proto/data.proto;
+  // client/local_chunk_transport.h): `data_length` and `data_crc32c` must
+  // be what the file's header says. ENOENT when the server has no such
+  // file, EINVAL when it is not that chunk's; either way the file stays
+  // for the caller to remove. The default fails with ENOTSUP (a transport
+  // that cannot send it; an old server answers EOPNOTSUPP, the same errno).
+  virtual absl::Status AdoptChunk(uint32_t server_id, uint64_t ino, uint64_t chunk_index,
+                                  const std::string& tmp_name, uint32_t data_length,
+                                  uint32_t data_crc32c) {
+    return ErrnoStatus(ENOTSUP, "this chunk transport cannot ask a server to adopt a chunk file");
   }
 
   // Reads up to `length` bytes at `offset` within the chunk into buf.

@@ -24,7 +24,7 @@
 #include "client/client_impl.h"
 #include "common/meta_channel.h"
 #include "client/data_chunk_transport.h"
-#include "client/local_read_transport.h"
+#include "client/local_chunk_transport.h"
 #include "client/grpc_meta_client.h"
 #include "client/uring_chunk_transport.h"
 #include "common/credential.h"
@@ -56,16 +56,20 @@ absl::StatusOr<std::unique_ptr<ChunkTransport>> MakeNetworkTransport(
   return std::unique_ptr<ChunkTransport>(std::move(blocking));
 }
 
-// The chunk transport ClientOptions ask for: the network one, read in place
-// for storage servers on this host unless local_reads is off.
+// The chunk transport ClientOptions ask for: the network one, read and
+// written in place for storage servers on this host as local_reads and
+// local_writes say.
 absl::StatusOr<std::unique_ptr<ChunkTransport>> MakeChunkTransport(const ClientOptions& options,
                                                                    MetaClient* meta,
                                                                    const std::string& credential) {
   absl::StatusOr<std::unique_ptr<ChunkTransport>> network =
       MakeNetworkTransport(options, meta, credential);
-  if (!network.ok() || !options.local_reads) return network;
-  return std::unique_ptr<ChunkTransport>(
-      std::make_unique<LocalReadTransport>(*std::move(network), meta));
+  if (!network.ok() || (!options.local_reads && !options.local_writes)) return network;
+  LocalChunkTransport::Use use;
+  use.reads = options.local_reads;
+  use.writes = options.local_writes;
+  return std::unique_ptr<ChunkTransport>(std::make_unique<LocalChunkTransport>(
+      *std::move(network), meta, absl::Seconds(10), use));
 }
 
 // The version a Client reports in its heartbeats.

@@ -74,11 +74,16 @@ struct ClientOptions {
   // 5, stop 18); 8 is the least memory among those.
   int readahead_chunks = 8;
   // Read the chunks of storage servers on this host from their files
-  // instead of over TCP (client/local_read_transport.h): a third less CPU
+  // instead of over TCP (client/local_chunk_transport.h): a third less CPU
   // per GiB loaded and faster loads on the reference VM. Off by default for
   // a library Client, which often stands in for a remote node (tests, the
   // bench's --native ranks); the mount (ckptfs-fuse) turns it on.
   bool local_reads = false;
+  // Write whole chunks for storage servers on this host as chunk files
+  // under their tmp/, which they adopt, instead of sending them over TCP
+  // (client/local_chunk_transport.h). Off by default for a library
+  // Client, for the same reason as local_reads; the mount turns it on.
+  bool local_writes = false;
   // Threads that carry chunk requests to storage servers.
   int io_threads = 16;
   // Chunk buffers of closed files kept for reuse by later ones (touched

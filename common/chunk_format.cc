@@ -4,6 +4,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/crc32c.h"
 #include "common/errno_status.h"
@@ -41,6 +42,14 @@ std::string ChunksDirectory(absl::string_view data_dir) {
 
 std::string ChunkFilePath(absl::string_view data_dir, ChunkKey key) {
   return absl::StrCat(data_dir, "/chunks/", key.ino, "/", key.index);
+}
+
+std::string TmpDirectory(absl::string_view data_dir) { return absl::StrCat(data_dir, "/tmp"); }
+
+bool IsLocalWriteName(absl::string_view name) {
+  return name.size() > kLocalWritePrefix.size() && name.size() <= 200 &&
+         absl::StartsWith(name, kLocalWritePrefix) &&
+         name.find_first_of(absl::string_view("/\0", 2)) == absl::string_view::npos;
 }
 
 void EncodeChunkHeader(const ChunkHeader& header, char* block) {

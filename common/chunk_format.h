@@ -11,8 +11,9 @@
 // its own CRC so that a torn header is told apart from torn data.
 //
 // The storage server writes these files (server/storage/chunk_store.h); a
-// client on the same host may read them in place (client/local_read_transport.h),
-// which is why the format lives here.
+// client on the same host may read them in place, and write a whole one
+// under the server's tmp/ for the server to adopt
+// (client/local_chunk_transport.h), which is why the format lives here.
 //
 // Thread-safety: pure functions.
 #ifndef CKPTFS_COMMON_CHUNK_FORMAT_H_
@@ -59,6 +60,17 @@ inline constexpr size_t ChunkFileSize(size_t data_length) {
 // which holds one directory per inode.
 std::string ChunksDirectory(absl::string_view data_dir);
 std::string ChunkFilePath(absl::string_view data_dir, ChunkKey key);
+
+// Where chunk files are written before they are renamed into place:
+// "<data_dir>/tmp". The server's own writes use names that start with a
+// digit; a client on the same host names the files it writes for the
+// server to adopt (the ADOPT request, proto/data.proto) with
+// kLocalWritePrefix and anything without a '/' after it.
+std::string TmpDirectory(absl::string_view data_dir);
+inline constexpr absl::string_view kLocalWritePrefix = "local.";
+// Whether `name` may name a client's file under tmp/: the prefix, then at
+// least one character, no '/', no NUL, at most 200 bytes in all.
+bool IsLocalWriteName(absl::string_view name);
 
 // Fills block[0, kChunkHeaderSize) with the encoded header.
 void EncodeChunkHeader(const ChunkHeader& header, char* block);

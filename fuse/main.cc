@@ -6,7 +6,7 @@
 //               [--splice] [--auto_inval_data] [--max_background=64]
 //               [--write_buffer_mb=2048] [--idle_buffer_mb=4096] [--read_cache_mb=4096]
 //               [--readahead_chunks=8]
-//               [--max_inflight_chunks=8] [--local_reads=true]
+//               [--max_inflight_chunks=8] [--local_reads=true] [--local_writes=true]
 //               [--fuse_options=allow_other,...] [--log_level=info]
 //               [--metrics_listen=HOST:PORT] [--credential_file=PATH]
 //
@@ -101,6 +101,10 @@ ABSL_FLAG(bool, local_reads, true,
           "of over TCP (checked like the server checks them; anything odd goes to the "
           "server): a third less CPU per GiB read and faster loads; no effect on a node "
           "without storage servers");
+ABSL_FLAG(bool, local_writes, true,
+          "write whole chunks for storage servers on this host as chunk files in their tmp/ "
+          "directory, which they adopt, instead of sending them over TCP (anything that fails "
+          "goes over TCP); no effect on a node without storage servers");
 ABSL_FLAG(int32_t, max_inflight_chunks, 8, "chunk writes one open file may have in flight");
 ABSL_FLAG(std::string, metrics_listen, "",
           "host:port to serve Prometheus metrics on (GET /metrics); empty: no metrics server");
@@ -276,6 +280,7 @@ int Main(int argc, char** argv) {
   client_options.read_cache_budget_bytes = int64_t{read_cache_mb} << 20;
   client_options.readahead_chunks = readahead_chunks;
   client_options.local_reads = absl::GetFlag(FLAGS_local_reads);
+  client_options.local_writes = absl::GetFlag(FLAGS_local_writes);
   client_options.max_inflight_chunks_per_file = max_inflight_chunks;
   absl::StatusOr<std::unique_ptr<client::Client>> client = client::Client::Connect(client_options);
   if (!client.ok()) {

@@ -16,7 +16,7 @@
 // may be stale (a new server writes it only after it has locked the file; a
 // server of another pid namespace; a recycled pid), and the process it
 // names may be a client on this host that keeps LOCK open without a lock,
-// only to probe the running-lock (client/local_read_transport.cc). Nor is
+// only to probe the running-lock (client/local_chunk_transport.cc). Nor is
 // /proc/locks: its pids are the lockers' (OFD locks show none), not the
 // current holders'. Processes of other users whose /proc entries we may not
 // read go unseen. Thread-compatible; touches only the named directory and

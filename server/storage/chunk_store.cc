@@ -162,21 +162,107 @@ absl::Status ChunkStore::Publish(Ring& ring, ChunkKey key, const char* header_bl
     }
   }
   file.Reset();
-  if (status.ok()) {
-    const std::string dir = InodeDir(key.ino);
-    const std::string path = ChunkPath(key);
-    // The inode directory usually exists already; make it when the rename
-    // says it does not. A concurrent Trim may remove it again (when empty)
-    // between our mkdir and rename: try again then.
-    for (int attempt = 0;; ++attempt) {
-      status = fs_.Rename(tmp, path);
-      if (status.ok() || ErrnoFromStatus(status) != ENOENT || attempt >= 4) break;
-      status = MakeDir(fs_, dir).status();
-      if (!status.ok()) break;
-    }
-  }
+  if (status.ok()) status = PlaceLocked(tmp, key);
   if (!status.ok()) (void)fs_.Unlink(tmp);
   return status;
+}
+
+absl::Status ChunkStore::PlaceLocked(const std::string& tmp, ChunkKey key) {
+  const std::string dir = InodeDir(key.ino);
+  const std::string path = ChunkPath(key);
+  // The inode directory usually exists already; make it when the rename
+  // says it does not. A concurrent Trim may remove it again (when empty)
+  // between our mkdir and rename: try again then. (A missing `tmp` also
+  // says ENOENT; the mkdir then succeeds or finds the directory, and the
+  // next rename says ENOENT again, until the attempts run out.)
+  absl::Status status;
+  for (int attempt = 0;; ++attempt) {
+    status = fs_.Rename(tmp, path);
+    if (status.ok() || ErrnoFromStatus(status) != ENOENT || attempt >= 4) break;
+    if (!fs_.Stat(tmp).ok()) break;  // the source is gone: ENOENT as is
+    status = MakeDir(fs_, dir).status();
+    if (!status.ok()) break;
+  }
+  return status;
+}
+
+absl::Status ChunkStore::CheckAdoptable(const std::string& path, ChunkKey key,
+                                        uint32_t data_length, uint32_t data_crc32c) const {
+  auto not_it = [&](const std::string& why) {
+    return ErrnoStatus(EINVAL, absl::StrCat("adopt ", path, " as ", ChunkName(key), ": ", why));
+  };
+  if (data_length > kMaxChunkLength) {
+    return not_it(absl::StrCat(data_length, " data bytes exceed the ", kMaxChunkLength,
+                               "-byte chunk limit"));
+  }
+  auto fd = fs_.Open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK);
+  if (!fd.ok()) {
+    const int err = ErrnoFromStatus(fd.status());
+    if (err == ENOENT) {
+      return ErrnoStatus(ENOENT, absl::StrCat("adopt ", ChunkName(key), ": no file ", path));
+    }
+    return err == ELOOP ? not_it("a symbolic link") : fd.status();
+  }
+  struct stat st {};
+  if (::fstat(fd->get(), &st) != 0) return SyscallError(errno, absl::StrCat("fstat ", path));
+  if (!S_ISREG(st.st_mode)) return not_it("not a regular file");
+  if (static_cast<uint64_t>(st.st_size) != ChunkFileSize(data_length)) {
+    return not_it(absl::StrCat("its size ", st.st_size, " is not that of a chunk file of ",
+                               data_length, " data bytes"));
+  }
+  char block[kChunkHeaderSize];
+  if (::pread(fd->get(), block, sizeof(block), 0) != static_cast<ssize_t>(sizeof(block))) {
+    return not_it("its header cannot be read");
+  }
+  auto header = DecodeChunkHeader(absl::string_view(block, sizeof(block)), path);
+  if (!header.ok()) return not_it(std::string(header.status().message()));
+  if (header->key.ino != key.ino || header->key.index != key.index ||
+      header->data_length != data_length || header->data_crc32c != data_crc32c) {
+    return not_it(absl::StrCat("its header says chunk ", header->key.index, " of inode ",
+                               header->key.ino, ", ", header->data_length,
+                               " bytes of CRC32C 0x", absl::Hex(header->data_crc32c)));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ChunkStore::Adopt(ChunkKey key, absl::string_view tmp_name, uint32_t data_length,
+                               uint32_t data_crc32c) {
+  if (!IsLocalWriteName(tmp_name)) {
+    return ErrnoStatus(EINVAL, absl::StrCat("adopt ", ChunkName(key), ": '", tmp_name,
+                                            "' is not the name of a client's chunk file"));
+  }
+  const int64_t now_s = absl::ToUnixSeconds(absl::Now());
+  int64_t last = last_sweep_s_.load(std::memory_order_relaxed);
+  if (now_s - last >= absl::ToInt64Seconds(kAbandonedSweepInterval) &&
+      last_sweep_s_.compare_exchange_strong(last, now_s)) {
+    auto removed = RemoveAbandonedLocalWrites(kAbandonedLocalWriteAge);
+    if (!removed.ok()) {
+      CKPTFS_LOG(kWarning) << "sweeping " << tmp_dir_ << ": " << removed.status().message();
+    }
+  }
+  const std::string tmp = absl::StrCat(tmp_dir_, "/", tmp_name);
+  if (absl::Status s = CheckAdoptable(tmp, key, data_length, data_crc32c); !s.ok()) return s;
+  absl::MutexLock lock(&LockFor(key));
+  return PlaceLocked(tmp, key);
+}
+
+absl::StatusOr<size_t> ChunkStore::RemoveAbandonedLocalWrites(absl::Duration age) {
+  auto names = fs_.ListDir(tmp_dir_);
+  if (!names.ok()) return names.status();
+  const absl::Time cutoff = absl::Now() - age;
+  size_t removed = 0;
+  for (const std::string& name : *names) {
+    if (!IsLocalWriteName(name)) continue;
+    const std::string path = absl::StrCat(tmp_dir_, "/", name);
+    auto st = fs_.Stat(path);
+    if (!st.ok() || absl::FromUnixSeconds(st->st_mtime) >= cutoff) continue;
+    if (fs_.Unlink(path).ok()) ++removed;
+  }
+  if (removed > 0) {
+    CKPTFS_LOG(kInfo) << "removed " << removed << " chunk files that clients wrote to " << tmp_dir_
+                      << " and never asked to adopt (older than " << age << ")";
+  }
+  return removed;
 }
 
 absl::StatusOr<ChunkHeader> ChunkStore::Load(Ring& ring, ChunkKey key, AlignedBuffer& buffer,

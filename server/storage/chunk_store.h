@@ -4,7 +4,9 @@
 //   chunks/<ino>/<index>   one file per chunk (format in chunk_format.h); one
 //                          directory per inode so TRIM and SYNC can list an
 //                          inode's chunks without scanning everything
-//   tmp/                   chunk files being written; emptied at Open
+//   tmp/                   chunk files being written; emptied at Open.
+//                          Also where a client on this host writes a whole
+//                          chunk file itself for Adopt (names "local.*")
 //   quarantine/            chunk files a scrub found corrupt, moved aside
 //                          (<ino>.<index>.<unix ms>) for people to look at;
 //                          never read again
@@ -56,6 +58,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "common/frame.h"
 #include "common/unique_fd.h"
 #include "common/uring.h"
@@ -135,6 +138,27 @@ class ChunkStore {
   absl::Status Fill(Ring& ring, ChunkKey key, AlignedBuffer& payload,
                     std::optional<uint32_t> payload_crc32c = std::nullopt);
 
+  // Makes the chunk file a client on this host wrote whole under tmp/
+  // (`tmp_name`, see IsLocalWriteName) chunk `key`, as a replacing Write of
+  // its data would: checks that it is a regular file of ChunkFileSize(
+  // `data_length`) bytes whose header decodes and names `key`,
+  // `data_length` and `data_crc32c`, then renames it into place under the
+  // chunk's stripe lock. The data is not reread here (its writer computed
+  // the CRC32C, and every read checks it). EINVAL for a bad name or a file
+  // that is not that chunk's; ENOENT when tmp/ holds no such file (Open
+  // emptied tmp/ since, or the client gave up and removed it). The file is
+  // left in tmp/ on failure: the client removes it. Now and then (at most
+  // every kAbandonedSweepInterval) it also removes clients' files in tmp/
+  // older than kAbandonedLocalWriteAge: left by a client that died between
+  // writing one and asking for it to be adopted.
+  absl::Status Adopt(ChunkKey key, absl::string_view tmp_name, uint32_t data_length,
+                     uint32_t data_crc32c);
+  // Removes clients' files ("local.*") in tmp/ last modified more than
+  // `age` ago; returns how many. Adopt calls it now and then.
+  absl::StatusOr<size_t> RemoveAbandonedLocalWrites(absl::Duration age);
+  static constexpr absl::Duration kAbandonedLocalWriteAge = absl::Hours(1);
+  static constexpr absl::Duration kAbandonedSweepInterval = absl::Minutes(10);
+
   // Calls `visit` for every chunk stored here (by the names under chunks/,
   // inode by inode, in no particular order) until it returns false. Chunks
   // written or removed during the walk may or may not be visited.
@@ -193,6 +217,13 @@ class ChunkStore {
   // held.
   absl::Status Publish(Ring& ring, ChunkKey key, const char* header_block, const char* data,
                        size_t padded_data_len);
+  // Renames the complete chunk file at `tmp` to chunk `key`'s name, making
+  // the inode directory when it is missing. REQUIRES: the chunk's stripe
+  // lock is held.
+  absl::Status PlaceLocked(const std::string& tmp, ChunkKey key);
+  // Checks the client's file at `path` as Adopt says. REQUIRES: nothing.
+  absl::Status CheckAdoptable(const std::string& path, ChunkKey key, uint32_t data_length,
+                              uint32_t data_crc32c) const;
   // Reads and verifies the whole chunk file into `buffer` (header at 0, data
   // at kChunkHeaderSize), with room for `min_capacity` bytes. Returns the
   // header.
@@ -225,6 +256,8 @@ class ChunkStore {
   const std::string quarantine_dir_;
   const bool direct_io_;
   std::atomic<uint64_t> next_tmp_{0};
+  // When Adopt last swept tmp/ for abandoned client files (unix seconds).
+  std::atomic<int64_t> last_sweep_s_{0};
   // Stripe locks: writers of one chunk hold LockFor(key). Never nested.
   std::array<absl::Mutex, kLockStripes> locks_;
 };

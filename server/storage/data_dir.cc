@@ -52,7 +52,7 @@ absl::StatusOr<DataDirLock> DataDirLock::Acquire(const std::string& data_dir) {
     return SyscallError(errno, absl::StrCat("flock ", path));
   }
   // The running-lock clients on this host check before reading chunk
-  // files in place (client/local_read_transport.h). Without it they only
+  // files in place (client/local_chunk_transport.h). Without it they only
   // read over TCP, so a file system that refuses it is no reason to stop.
   struct flock running {};
   running.l_type = F_RDLCK;

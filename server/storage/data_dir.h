@@ -5,7 +5,7 @@
 //                            which also holds an OFD read lock on it: the
 //                            running-lock that clients on this host probe
 //                            (F_OFD_GETLK) before reading chunk files in
-//                            place (client/local_read_transport.h)
+//                            place (client/local_chunk_transport.h)
 //   <data_dir>/server.uuid   random identity, created once; the metadata
 //                            service maps it to the server id
 //

@@ -24,7 +24,7 @@ constexpr absl::Duration kInitialBackoff = absl::Milliseconds(100);
 constexpr int kLogEvery = 20;
 
 // The data directory as an absolute path without symlinks, which a client
-// on this host can open (client/local_read_transport.h); empty when it cannot
+// on this host can open (client/local_chunk_transport.h); empty when it cannot
 // be resolved (clients then read over TCP only).
 std::string AbsoluteDataDir(const std::string& data_dir) {
   std::error_code error;

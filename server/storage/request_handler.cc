@@ -50,7 +50,8 @@ class StorageMetrics {
       case data::TRIM: return ops_[2];
       case data::SYNC: return ops_[3];
       case data::PING: return ops_[4];
-      default: return ops_[5];
+      case data::ADOPT: return ops_[5];
+      default: return ops_[6];
     }
   }
   metrics::ErrnoCounters& errors() { return errors_; }
@@ -71,12 +72,14 @@ class StorageMetrics {
         "ckptfs_storage_request_duration_seconds",
         "Time a request took on its disk worker (checks, chunk I/O, fsync), by op.", {"op"},
         metrics::LatencyBuckets());
-    const char* const names[] = {"WRITE", "READ", "TRIM", "SYNC", "PING", "OTHER"};
-    for (int i = 0; i < 6; ++i) {
+    const char* const names[] = {"WRITE", "READ", "TRIM", "SYNC", "PING", "ADOPT", "OTHER"};
+    for (int i = 0; i < 7; ++i) {
       ops_[i] = OpMetrics{&requests.WithLabels({names[i]}), &latency.WithLabels({names[i]})};
     }
     written_ = &r.Counter("ckptfs_storage_write_bytes_total",
-                          "Payload bytes of WRITE requests received.", {})
+                          "Chunk data bytes stored by WRITE requests (their payloads) and "
+                          "ADOPT requests (the chunk files clients on this host wrote).",
+                          {})
                     .WithLabels({});
     read_ = &r.Counter("ckptfs_storage_read_bytes_total",
                        "Payload bytes of READ replies (chunk data sent to clients).", {})
@@ -88,7 +91,7 @@ class StorageMetrics {
         .WithLabels({});
   }
 
-  OpMetrics ops_[6];
+  OpMetrics ops_[7];
   metrics::ErrnoCounters errors_;
   metrics::Counter* written_;
   metrics::Counter* read_;
@@ -114,6 +117,7 @@ Reply RequestHandler::Handle(Ring& ring, const data::RequestHeader& request,
   StorageMetrics& m = StorageMetrics::Get();
   const absl::Time start = absl::Now();
   if (request.op() == data::WRITE) m.written().Increment(payload.size());
+  if (request.op() == data::ADOPT) m.written().Increment(request.length());
   absl::StatusOr<Reply> reply =
       request.request_id() == 0
           ? ErrnoStatus(EINVAL, "request_id 0 is reserved for connection errors; number "
@@ -159,6 +163,10 @@ absl::StatusOr<Reply> RequestHandler::Execute(Ring& ring, const data::RequestHea
       status = request.whole_store() ? store_.SyncAll() : store_.Sync(ring, request.ino());
       break;
     case data::PING:
+      break;
+    case data::ADOPT:
+      status = store_.Adopt({request.ino(), request.chunk_index()}, request.tmp_name(),
+                            request.length(), request.payload_crc32c());
       break;
     default:
       status = ErrnoStatus(EOPNOTSUPP, absl::StrCat("unknown op ", static_cast<int>(request.op()),

@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <filesystem>
 #include <memory>
 #include <random>
 #include <string>
@@ -77,12 +78,14 @@ class ClientClusterTest : public ::testing::Test {
   }
 
   // The servers run on this host: these Clients read their chunk files in
-  // place (client/local_read_transport.h, off by default in ClientOptions)
-  // unless `local_reads` is false, reading over TCP like a remote node.
-  std::unique_ptr<Client> Connect(bool local_reads = true) {
+  // place (client/local_chunk_transport.h, off by default in ClientOptions)
+  // unless `local_reads` is false, reading over TCP like a remote node;
+  // they write over TCP unless `local_writes`.
+  std::unique_ptr<Client> Connect(bool local_reads = true, bool local_writes = false) {
     ClientOptions options;
     options.meta_address = cluster_->meta_address();
     options.local_reads = local_reads;
+    options.local_writes = local_writes;
     options.rpc_timeout = absl::Seconds(10);
     options.data_timeout = absl::Seconds(10);
     options.io_threads = 8;
@@ -142,7 +145,7 @@ TEST_F(ClientClusterTest, SizesAtChunkEdgesCloseToOpen) {
 }
 
 // The cluster's storage servers run on this host, so a Client with
-// local_reads reads their chunk files in place (client/local_read_transport.h)
+// local_reads reads their chunk files in place (client/local_chunk_transport.h)
 // and one without reads over TCP; both read the same bytes.
 TEST_F(ClientClusterTest, ChunksOfServersOnThisHostAreReadFromTheirFiles) {
   metrics::Counter& local_reads =
@@ -169,6 +172,51 @@ TEST_F(ClientClusterTest, ChunksOfServersOnThisHostAreReadFromTheirFiles) {
   EXPECT_TRUE(SameBytes(ReadAll(*tcp_reader_, ino), data));
   EXPECT_EQ(local_reads.value(), after);
   EXPECT_GE(tcp_reads.value() - tcp_before, 6u);
+}
+
+// With local_writes, whole chunks for the servers on this host are written
+// as chunk files in their tmp/ and adopted (the ADOPT request); partial
+// rewrites go over TCP. Every reader, in place or over TCP, reads the same
+// bytes, and no file is left in any tmp/.
+TEST_F(ClientClusterTest, ChunksOfServersOnThisHostAreWrittenAsTheirFiles) {
+  metrics::Counter& local_writes =
+      metrics::Registry::Default()
+          .Counter("ckptfs_client_local_chunk_writes_total", "", {"result"})
+          .WithLabels({"local"});
+  metrics::Counter& fallbacks =
+      metrics::Registry::Default()
+          .Counter("ckptfs_client_local_chunk_writes_total", "", {"result"})
+          .WithLabels({"fallback"});
+  std::unique_ptr<Client> local_writer = Connect(/*local_reads=*/true, /*local_writes=*/true);
+  ASSERT_NE(local_writer, nullptr);
+  std::string data = RandomBytes(5 * kChunk + 99, 78);
+  const uint64_t before = local_writes.value();
+  const uint64_t fallbacks_before = fallbacks.value();
+  auto created = local_writer->Create(dir_, "written-in-place", 0644, 0, 0,
+                                      O_WRONLY | O_CREAT | O_TRUNC);
+  ASSERT_TRUE(created.ok()) << created.status();
+  ASSERT_TRUE(created->file->Write(0, data.data(), data.size()).ok());
+  const uint64_t ino = created->file->ino();
+  ASSERT_TRUE(created->file->Close().ok());
+  EXPECT_EQ(local_writes.value() - before, 6u);  // every chunk, the short last one too
+  EXPECT_EQ(fallbacks.value(), fallbacks_before);
+  EXPECT_TRUE(SameBytes(ReadAll(*tcp_reader_, ino), data));
+  EXPECT_TRUE(SameBytes(ReadAll(*reader_, ino), data));
+
+  // A rewrite of a few bytes inside a chunk merges, over TCP.
+  auto reopened = local_writer->Open(ino, O_WRONLY);
+  ASSERT_TRUE(reopened.ok()) << reopened.status();
+  const std::string patch = RandomBytes(300, 79);
+  ASSERT_TRUE((*reopened)->Write(kChunk + 10, patch.data(), patch.size()).ok());
+  ASSERT_TRUE((*reopened)->Close().ok());
+  data.replace(kChunk + 10, patch.size(), patch);
+  EXPECT_TRUE(SameBytes(ReadAll(*tcp_reader_, ino), data));
+  EXPECT_EQ(local_writes.value() - before, 6u);
+
+  for (int i = 0; i < cluster_->storage_servers(); ++i) {
+    const std::string tmp = cluster_->storage_dir(i) + "/tmp";
+    EXPECT_TRUE(std::filesystem::is_empty(tmp)) << tmp;
+  }
 }
 
 TEST_F(ClientClusterTest, RandomOverwritesPastEndAndTruncate) {

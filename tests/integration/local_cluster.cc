@@ -317,7 +317,9 @@ absl::StatusOr<std::string> LocalCluster::Mount(const std::string& name,
   if (!credential_file_.empty() && !own_credential) {
     argv.push_back("--credential_file=" + credential_file_);
   }
-  if (!options_.local_reads) argv.push_back("--local_reads=false");  // extra flags may override
+  // Extra flags may override these.
+  if (!options_.local_reads) argv.push_back("--local_reads=false");
+  if (!options_.local_writes) argv.push_back("--local_writes=false");
   for (auto& f : extra_flags) argv.push_back(std::move(f));
   auto child = ChildProcess::Start(argv, absl::StrCat(root_, "/fuse-", name, ".log"));
   if (!child.ok()) return child.status();

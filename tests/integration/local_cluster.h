@@ -65,10 +65,12 @@ struct LocalClusterOptions {
   // daemon serves anyone.
   bool credential = true;
   // Mounts read chunks of these (local) servers from their files
-  // (client/local_read_transport.h). Off by default, so that the suites
+  // (client/local_chunk_transport.h). Off by default, so that the suites
   // cover the TCP read path every remote node takes; a mount's own
   // --local_reads flag overrides it.
   bool local_reads = false;
+  // The same for writes (--local_writes).
+  bool local_writes = false;
 };
 
 class LocalCluster {

@@ -85,7 +85,7 @@ class ReplicationTest : public ::testing::Test {
 
   // A Client of the cluster; by default it reads over TCP, the path of
   // every remote node (with `local_reads`, the chunk files of the live
-  // servers in place: client/local_read_transport.h).
+  // servers in place: client/local_chunk_transport.h).
   std::unique_ptr<client::Client> Connect(bool local_reads = false) {
     client::ClientOptions options;
     options.meta_address = cluster_->meta_address();

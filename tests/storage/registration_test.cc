@@ -52,7 +52,7 @@ TEST_F(RegistrationTest, RegistersThenHeartbeatsWithCapacity) {
   EXPECT_EQ(meta->last_register().address(), "127.0.0.1:7777");
   EXPECT_EQ(meta->last_register().uuid(), "0123abcd-0000-4000-8000-000000000001");
   EXPECT_GT(meta->last_register().capacity_bytes(), 0u);
-  // Absolute and resolved, for clients on this host (client/local_read_transport.h).
+  // Absolute and resolved, for clients on this host (client/local_chunk_transport.h).
   EXPECT_EQ(meta->last_register().data_dir(),
             std::filesystem::canonical(dir_.path()).string());
   EXPECT_EQ(meta->last_heartbeat().server_id(), 7u);

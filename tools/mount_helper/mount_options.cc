@@ -24,7 +24,7 @@ struct CkptfsOption {
 
 // The ckptfs-fuse flags a mount may set (fuse/main.cc). Values are checked
 // by ckptfs-fuse itself, which names the flag in its error.
-constexpr std::array<CkptfsOption, 18> kCkptfsOptions = {{
+constexpr std::array<CkptfsOption, 19> kCkptfsOptions = {{
     {"threads", ValueKind::kValue},
     {"max_threads", ValueKind::kValue},
     {"attr_timeout_s", ValueKind::kValue},
@@ -39,6 +39,7 @@ constexpr std::array<CkptfsOption, 18> kCkptfsOptions = {{
     {"read_cache_mb", ValueKind::kValue},
     {"readahead_chunks", ValueKind::kValue},
     {"local_reads", ValueKind::kBool},
+    {"local_writes", ValueKind::kBool},
     {"max_inflight_chunks", ValueKind::kValue},
     {"read_ahead_kb", ValueKind::kValue},
     {"metrics_listen", ValueKind::kValue},

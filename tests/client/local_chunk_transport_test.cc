@@ -1,4 +1,4 @@
-// LocalReadTransport (client/local_read_transport.h): chunk files written by
+// LocalChunkTransport (client/local_chunk_transport.h): chunk files written by
 // a real ChunkStore read back in place — empty, whole, in part, past the
 // end, into one scratch buffer growing and reused — and every file that is not right
 // (missing, a flipped data byte, a torn header, a header naming another
@@ -6,12 +6,19 @@
 // local (uuid, alive, holding the running-lock of a real DataDirLock), that
 // reads of local servers never reach the network while everything else
 // does, that a killed server's files are not read, and the map's refresh.
-#include "client/local_read_transport.h"
+// Writes in place: the chunk files written for a real ChunkStore to adopt
+// read back as the store's own, ChunkStore::Adopt refuses every file that
+// is not the chunk's, abandoned files are swept, and whatever cannot be
+// written in place (merges, unaligned memory, a remote or dead server, a
+// refusal, a server that does not know ADOPT) goes over the network and
+// leaves nothing in tmp/.
+#include "client/local_chunk_transport.h"
 
 #include <fcntl.h>
 #include <poll.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -23,6 +30,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
@@ -30,6 +38,7 @@
 #include "client/testing/fake_chunk_transport.h"
 #include "client/testing/fake_meta_client.h"
 #include "common/chunk_format.h"
+#include "common/crc32c.h"
 #include "common/errno_status.h"
 #include "common/frame.h"
 #include "common/huge_page_memory.h"
@@ -43,6 +52,7 @@
 namespace ckptfs::client {
 namespace {
 
+using storage::AlignedBuffer;
 using storage::ChunkStore;
 using storage::DataDirLock;
 using storage::TempDir;
@@ -66,7 +76,7 @@ void FlipByte(const std::string& path, off_t offset) {
   ASSERT_TRUE(PwriteFile(path, static_cast<uint64_t>(offset), std::string(1, flipped)).ok());
 }
 
-class LocalReadTest : public ::testing::Test {
+class LocalChunkTest : public ::testing::Test {
  protected:
   void SetUp() override {
     ASSERT_FALSE(dir_.path().empty());
@@ -89,7 +99,7 @@ class LocalReadTest : public ::testing::Test {
   absl::StatusOr<std::string> Read(uint64_t ino, uint32_t index, uint32_t offset,
                                    size_t length) {
     std::string unaligned(length + 1, '\xee');
-    absl::StatusOr<size_t> got = LocalReadTransport::ReadChunkFile(
+    absl::StatusOr<size_t> got = LocalChunkTransport::ReadChunkFile(
         dir_.path(), ino, index, offset, unaligned.data() + 1, length, scratch_);
     // A whole number of pages with an unwritable page right after them: a
     // read past `length` crashes the test instead of going unnoticed.
@@ -98,7 +108,7 @@ class LocalReadTest : public ::testing::Test {
     EXPECT_TRUE(aligned.ok()) << aligned.status();
     if (!aligned.ok()) return aligned.status();
     EXPECT_EQ(::mprotect(aligned->data() + pages, 4096, PROT_NONE), 0);
-    absl::StatusOr<size_t> got_aligned = LocalReadTransport::ReadChunkFile(
+    absl::StatusOr<size_t> got_aligned = LocalChunkTransport::ReadChunkFile(
         dir_.path(), ino, index, offset, aligned->data(), length, scratch_);
     EXPECT_EQ(got.status().code(), got_aligned.status().code())
         << got.status() << " / " << got_aligned.status();
@@ -142,10 +152,10 @@ class LocalReadTest : public ::testing::Test {
   std::unique_ptr<ChunkStore> store_;
   std::unique_ptr<Ring> ring_;
   std::optional<DataDirLock> lock_;
-  LocalReadTransport::Scratch scratch_;
+  LocalChunkTransport::Scratch scratch_;
 };
 
-TEST_F(LocalReadTest, ReadsWhatTheStoreWrote) {
+TEST_F(LocalChunkTest, ReadsWhatTheStoreWrote) {
   const size_t sizes[] = {0, 1, 4095, 4096, 5000, (1 << 20) - 4096, 1 << 20,
                           (3 << 20) + 123, 4 << 20};
   uint32_t index = 0;
@@ -167,7 +177,7 @@ TEST_F(LocalReadTest, ReadsWhatTheStoreWrote) {
   }
 }
 
-TEST_F(LocalReadTest, AnythingOddIsLeftToTheServer) {
+TEST_F(LocalChunkTest, AnythingOddIsLeftToTheServer) {
   const std::string data = TestData(3 * 4096 + 17, 1);
   for (uint32_t index = 0; index < 6; ++index) Store(9, index, data);
   ASSERT_EQ(ReadLocal(9, 0, 0, data.size()), data);
@@ -176,7 +186,7 @@ TEST_F(LocalReadTest, AnythingOddIsLeftToTheServer) {
   EXPECT_EQ(ReadErrno(9, 70), ENOENT);
   EXPECT_EQ(ReadErrno(10, 0), ENOENT);
   // A chunk index the data protocol cannot name.
-  EXPECT_EQ(ErrnoFromStatus(LocalReadTransport::ReadChunkFile(
+  EXPECT_EQ(ErrnoFromStatus(LocalChunkTransport::ReadChunkFile(
                                 dir_.path(), 9, uint64_t{1} << 32, 0, nullptr, 0,
                                 scratch_)
                                 .status()),
@@ -216,33 +226,33 @@ TEST_F(LocalReadTest, AnythingOddIsLeftToTheServer) {
   EXPECT_EQ(ReadErrno(9, 5), EIO);
 }
 
-TEST_F(LocalReadTest, ALocalServerIsAliveWithThisUuidAndHoldsItsRunningLock) {
+TEST_F(LocalChunkTest, ALocalServerIsAliveWithThisUuidAndHoldsItsRunningLock) {
   // No server.uuid and no lock yet: not local.
-  EXPECT_FALSE(LocalReadTransport::FindLocal(Info()).has_value());
+  EXPECT_FALSE(LocalChunkTransport::FindLocal(Info()).has_value());
   Claim();
-  auto found = LocalReadTransport::FindLocal(Info());
+  auto found = LocalChunkTransport::FindLocal(Info());
   ASSERT_TRUE(found.has_value());
   EXPECT_EQ(found->data_dir, dir_.path());
-  EXPECT_TRUE(LocalReadTransport::ServerRuns(found->lock->get()));
+  EXPECT_TRUE(LocalChunkTransport::ServerRuns(found->lock->get()));
 
   meta::ServerInfo other_uuid = Info();
   other_uuid.set_uuid("another-server");
-  EXPECT_FALSE(LocalReadTransport::FindLocal(other_uuid).has_value());
+  EXPECT_FALSE(LocalChunkTransport::FindLocal(other_uuid).has_value());
   meta::ServerInfo dead = Info();
   dead.set_alive(false);
-  EXPECT_FALSE(LocalReadTransport::FindLocal(dead).has_value());
+  EXPECT_FALSE(LocalChunkTransport::FindLocal(dead).has_value());
   meta::ServerInfo old_build = Info();
   old_build.clear_data_dir();
-  EXPECT_FALSE(LocalReadTransport::FindLocal(old_build).has_value());
+  EXPECT_FALSE(LocalChunkTransport::FindLocal(old_build).has_value());
   meta::ServerInfo elsewhere = Info();
   elsewhere.set_data_dir(dir_.path() + "/not-here");
-  EXPECT_FALSE(LocalReadTransport::FindLocal(elsewhere).has_value());
+  EXPECT_FALSE(LocalChunkTransport::FindLocal(elsewhere).has_value());
 
   // The server stopped (its DataDirLock is gone): no longer running, and
   // not found again, though LOCK still names a pid that runs (this one).
   lock_.reset();
-  EXPECT_FALSE(LocalReadTransport::ServerRuns(found->lock->get()));
-  EXPECT_FALSE(LocalReadTransport::FindLocal(Info()).has_value());
+  EXPECT_FALSE(LocalChunkTransport::ServerRuns(found->lock->get()));
+  EXPECT_FALSE(LocalChunkTransport::FindLocal(Info()).has_value());
 }
 
 // ListServers names server 1 with this test's directory and server 2 with
@@ -279,7 +289,7 @@ class LocalServersMeta : public testing::FakeMetaClient {
   bool fail_ ABSL_GUARDED_BY(mu_) = false;
 };
 
-TEST_F(LocalReadTest, LocalChunksNeverReachTheNetwork) {
+TEST_F(LocalChunkTest, LocalChunksNeverReachTheNetwork) {
   Claim();
   const std::string local = TestData(10000, 3);
   Store(4, 0, local);
@@ -290,7 +300,7 @@ TEST_F(LocalReadTest, LocalChunksNeverReachTheNetwork) {
   ASSERT_TRUE(network->WriteChunk(2, 4, 0, 0, remote.data(), remote.size(), true).ok());
   const std::string served = TestData(6000, 5);  // what server 1 answers for a chunk it has
   ASSERT_TRUE(network->WriteChunk(1, 4, 1, 0, served.data(), served.size(), true).ok());
-  LocalReadTransport transport(std::move(owned), &meta, absl::Hours(1));
+  LocalChunkTransport transport(std::move(owned), &meta, absl::Hours(1));
 
   std::string out(20000, '\0');
   auto got = transport.ReadChunk(1, 4, 0, 0, out.data(), out.size());
@@ -310,8 +320,9 @@ TEST_F(LocalReadTest, LocalChunksNeverReachTheNetwork) {
   EXPECT_EQ(out.substr(0, *got), remote);
   EXPECT_EQ(network->counts().reads, 2);
 
-  // Writes always go to the server.
-  ASSERT_TRUE(transport.WriteChunk(1, 4, 5, 0, local.data(), 10, true).ok());
+  // Writes from memory off the 4 KiB grid go to the server (and this
+  // network cannot ADOPT anyway).
+  ASSERT_TRUE(transport.WriteChunk(1, 4, 5, 0, local.data() + 1, 10, true).ok());
   EXPECT_EQ(network->counts().writes, 3);
   EXPECT_EQ(meta.list_calls(), 1);  // loaded once, not per read
 }
@@ -359,7 +370,7 @@ class ServerProcess {
   bool held_ = false;
 };
 
-TEST_F(LocalReadTest, AKilledServersFilesAreNotReadInItsPlace) {
+TEST_F(LocalChunkTest, AKilledServersFilesAreNotReadInItsPlace) {
   WriteTextFile(dir_.path() + "/server.uuid", absl::StrCat(kUuid, "\n"));
   ServerProcess server(dir_.path());
   ASSERT_TRUE(server.held());
@@ -368,7 +379,7 @@ TEST_F(LocalReadTest, AKilledServersFilesAreNotReadInItsPlace) {
   auto owned = std::make_unique<testing::FakeChunkTransport>();
   testing::FakeChunkTransport* network = owned.get();
   network->SetServerDown(1, true);
-  LocalReadTransport transport(std::move(owned), &meta, absl::Hours(1));
+  LocalChunkTransport transport(std::move(owned), &meta, absl::Hours(1));
   std::string out(20000, '\0');
   EXPECT_TRUE(transport.ReadChunk(1, 4, 0, 0, out.data(), out.size()).ok());
   EXPECT_EQ(network->counts().reads, 0);
@@ -380,13 +391,13 @@ TEST_F(LocalReadTest, AKilledServersFilesAreNotReadInItsPlace) {
   EXPECT_EQ(meta.list_calls(), 1);
 }
 
-TEST_F(LocalReadTest, TheMapIsRefreshedInTheBackgroundAndKeptWhenTheServiceIsAway) {
+TEST_F(LocalChunkTest, TheMapIsRefreshedInTheBackgroundAndKeptWhenTheServiceIsAway) {
   Store(4, 0, TestData(10000, 3));
   LocalServersMeta meta(Info());
   auto owned = std::make_unique<testing::FakeChunkTransport>();
   testing::FakeChunkTransport* network = owned.get();
   ASSERT_TRUE(network->WriteChunk(1, 4, 0, 0, "net", 3, true).ok());
-  LocalReadTransport transport(std::move(owned), &meta, absl::Milliseconds(20));
+  LocalChunkTransport transport(std::move(owned), &meta, absl::Milliseconds(20));
   std::string out(20000, '\0');
   // Not running yet at the first load: over the network.
   auto got = transport.ReadChunk(1, 4, 0, 0, out.data(), out.size());
@@ -418,6 +429,251 @@ TEST_F(LocalReadTest, TheMapIsRefreshedInTheBackgroundAndKeptWhenTheServiceIsAwa
   ASSERT_TRUE(got.ok());
   EXPECT_EQ(*got, 10000u);
   EXPECT_EQ(network->counts().reads, network_reads);
+}
+
+// Aligned memory holding `data` (a ChunkBuffer stand-in).
+HugePageMemory Aligned(const std::string& data) {
+  absl::StatusOr<HugePageMemory> memory = HugePageMemory::Map(std::max<size_t>(data.size(), 1));
+  EXPECT_TRUE(memory.ok()) << memory.status();
+  if (!memory.ok()) return HugePageMemory();
+  std::memcpy(memory->data(), data.data(), data.size());
+  return *std::move(memory);
+}
+
+// The names in the store's tmp/.
+std::vector<std::string> TmpNames(const std::string& data_dir) {
+  std::vector<std::string> names;
+  for (const auto& entry : std::filesystem::directory_iterator(TmpDirectory(data_dir))) {
+    names.push_back(entry.path().filename().string());
+  }
+  return names;
+}
+
+TEST_F(LocalChunkTest, ChunkFilesWrittenForAdoptionReadAsTheStoresOwn) {
+  const size_t sizes[] = {1, 4095, 4096, 5000, 1 << 20, (3 << 20) + 123, 4 << 20};
+  uint32_t index = 0;
+  for (size_t size : sizes) {
+    SCOPED_TRACE(absl::StrCat("chunk of ", size, " bytes"));
+    const std::string data = TestData(size, index + 40);
+    HugePageMemory memory = Aligned(data);
+    const uint32_t crc = Crc32c(data.data(), data.size());
+    absl::StatusOr<std::string> name =
+        LocalChunkTransport::WriteChunkFile(dir_.path(), 6, index, memory.data(), size, crc);
+    ASSERT_TRUE(name.ok()) << name.status();
+    EXPECT_TRUE(IsLocalWriteName(*name)) << *name;
+    ASSERT_TRUE(store_->Adopt({6, index}, *name, static_cast<uint32_t>(size), crc).ok());
+    // The store reads it as its own (size, header, CRC), and so does a
+    // local read.
+    AlignedBuffer buffer;
+    auto slice = store_->Read(*ring_, buffer, {6, index}, 0, static_cast<uint32_t>(size));
+    ASSERT_TRUE(slice.ok()) << slice.status();
+    EXPECT_EQ(std::string(slice->data), data);
+    EXPECT_EQ(ReadLocal(6, index, 0, size), data);
+    EXPECT_EQ(std::filesystem::file_size(store_->ChunkPath({6, index})), ChunkFileSize(size));
+    EXPECT_TRUE(TmpNames(dir_.path()).empty());
+    ++index;
+  }
+  // Two files for one chunk: the later adopt replaces the chunk.
+  const std::string newer = TestData(7000, 99);
+  HugePageMemory memory = Aligned(newer);
+  const uint32_t crc = Crc32c(newer.data(), newer.size());
+  auto name = LocalChunkTransport::WriteChunkFile(dir_.path(), 6, 0, memory.data(), 7000, crc);
+  ASSERT_TRUE(name.ok());
+  ASSERT_TRUE(store_->Adopt({6, 0}, *name, 7000, crc).ok());
+  EXPECT_EQ(ReadLocal(6, 0, 0, 1 << 20), newer);
+  // Not aligned, or too long: refused before anything is made.
+  EXPECT_EQ(ErrnoFromStatus(LocalChunkTransport::WriteChunkFile(dir_.path(), 6, 9,
+                                                                memory.data() + 1, 100, 0)
+                                .status()),
+            EINVAL);
+  EXPECT_TRUE(TmpNames(dir_.path()).empty());
+}
+
+TEST_F(LocalChunkTest, AdoptRefusesWhatIsNotThatChunksFile) {
+  const std::string old = TestData(5000, 1);
+  Store(6, 0, old);
+  const std::string data = TestData(9000, 2);
+  const uint32_t crc = Crc32c(data.data(), data.size());
+  HugePageMemory memory = Aligned(data);
+  auto name = LocalChunkTransport::WriteChunkFile(dir_.path(), 6, 0, memory.data(), 9000, crc);
+  ASSERT_TRUE(name.ok()) << name.status();
+  auto adopt_errno = [&](ChunkKey key, const std::string& tmp_name, uint32_t length,
+                         uint32_t data_crc) {
+    return ErrnoFromStatus(store_->Adopt(key, tmp_name, length, data_crc));
+  };
+  // Names that are not a client's file in tmp/.
+  const std::string bad_names[] = {"x", "local.", "local.a/../../chunks/6/0", "0.0.1",
+                                   std::string("local.a\0b", 9)};
+  for (const std::string& bad : bad_names) {
+    EXPECT_EQ(adopt_errno({6, 0}, bad, 9000, crc), EINVAL) << bad;
+  }
+  EXPECT_EQ(adopt_errno({6, 0}, "local.no-such-file", 9000, crc), ENOENT);
+  // The file names another chunk, or other bytes, than the request.
+  EXPECT_EQ(adopt_errno({6, 1}, *name, 9000, crc), EINVAL);
+  EXPECT_EQ(adopt_errno({7, 0}, *name, 9000, crc), EINVAL);
+  EXPECT_EQ(adopt_errno({6, 0}, *name, 8999, crc), EINVAL);
+  EXPECT_EQ(adopt_errno({6, 0}, *name, 9000, crc ^ 1), EINVAL);
+  // A refused file stays for its writer; the chunk is untouched.
+  EXPECT_EQ(TmpNames(dir_.path()), std::vector<std::string>{*name});
+  EXPECT_EQ(ReadLocal(6, 0, 0, 1 << 20), old);
+  // Cut short, or a torn header.
+  const std::string path = TmpDirectory(dir_.path()) + "/" + *name;
+  std::filesystem::resize_file(path, ChunkFileSize(9000) - 4096);
+  EXPECT_EQ(adopt_errno({6, 0}, *name, 9000, crc), EINVAL);
+  std::filesystem::resize_file(path, ChunkFileSize(9000));
+  FlipByte(path, 21);
+  EXPECT_EQ(adopt_errno({6, 0}, *name, 9000, crc), EINVAL);
+  // Not a regular file.
+  const std::string tmp = TmpDirectory(dir_.path());
+  std::filesystem::create_symlink(store_->ChunkPath({6, 0}), tmp + "/local.link");
+  EXPECT_EQ(adopt_errno({6, 0}, "local.link", 5000, Crc32c(old.data(), old.size())), EINVAL);
+  std::filesystem::create_directory(tmp + "/local.dir");
+  EXPECT_EQ(adopt_errno({6, 0}, "local.dir", 0, 0), EINVAL);
+  EXPECT_EQ(ReadLocal(6, 0, 0, 1 << 20), old);
+}
+
+TEST_F(LocalChunkTest, ClientFilesLeftInTmpAreSweptAfterTheirAge) {
+  const std::string tmp = TmpDirectory(dir_.path());
+  for (const char* name : {"local.old", "local.new", "0.0.7"}) {
+    WriteTextFile(tmp + "/" + name, "x");
+  }
+  const struct timespec two_hours_ago[2] = {{::time(nullptr) - 7200, 0},
+                                            {::time(nullptr) - 7200, 0}};
+  ASSERT_EQ(::utimensat(AT_FDCWD, (tmp + "/local.old").c_str(), two_hours_ago, 0), 0);
+  ASSERT_EQ(::utimensat(AT_FDCWD, (tmp + "/0.0.7").c_str(), two_hours_ago, 0), 0);
+  auto removed = store_->RemoveAbandonedLocalWrites(absl::Hours(1));
+  ASSERT_TRUE(removed.ok()) << removed.status();
+  EXPECT_EQ(*removed, 1u);
+  std::vector<std::string> left = TmpNames(dir_.path());
+  std::sort(left.begin(), left.end());
+  EXPECT_EQ(left, (std::vector<std::string>{"0.0.7", "local.new"}));
+}
+
+// The network of the write tests: a FakeChunkTransport whose server 1 hands
+// ADOPT requests to the test's ChunkStore, as ckptfs-storage does; or
+// refuses them with a given errno.
+class AdoptingTransport : public testing::FakeChunkTransport {
+ public:
+  explicit AdoptingTransport(ChunkStore* store) : store_(store) {}
+  absl::Status AdoptChunk(uint32_t server_id, uint64_t ino, uint64_t chunk_index,
+                          const std::string& tmp_name, uint32_t data_length,
+                          uint32_t data_crc32c) override {
+    absl::MutexLock lock(&mu_);
+    ++adopts_;
+    if (refuse_ != 0) return ErrnoStatus(refuse_, "refused by the test");
+    if (server_id != 1) return ErrnoStatus(EIO, "only server 1 runs on this host");
+    return store_->Adopt({ino, static_cast<uint32_t>(chunk_index)}, tmp_name, data_length,
+                         data_crc32c);
+  }
+  void Refuse(int err) {
+    absl::MutexLock lock(&mu_);
+    refuse_ = err;
+  }
+  int adopts() {
+    absl::MutexLock lock(&mu_);
+    return adopts_;
+  }
+
+ private:
+  ChunkStore* const store_;
+  absl::Mutex mu_;
+  int adopts_ ABSL_GUARDED_BY(mu_) = 0;
+  int refuse_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+TEST_F(LocalChunkTest, WholeChunksOfALocalServerAreWrittenInPlace) {
+  Claim();
+  LocalServersMeta meta(Info());
+  auto owned = std::make_unique<AdoptingTransport>(store_.get());
+  AdoptingTransport* network = owned.get();
+  LocalChunkTransport transport(std::move(owned), &meta, absl::Hours(1));
+  const std::string data = TestData((3 << 20) + 5, 7);
+  HugePageMemory memory = Aligned(data);
+
+  ASSERT_TRUE(transport.WriteChunk(1, 8, 0, 0, memory.data(), data.size(), true).ok());
+  EXPECT_EQ(network->adopts(), 1);
+  EXPECT_EQ(network->counts().writes, 0);
+  EXPECT_EQ(ReadLocal(8, 0, 0, 4 << 20), data);
+  EXPECT_TRUE(TmpNames(dir_.path()).empty());
+
+  // Not whole-chunk writes from aligned memory: over the network.
+  ASSERT_TRUE(transport.WriteChunk(1, 8, 1, 0, memory.data(), 100, false).ok());
+  ASSERT_TRUE(transport.WriteChunk(1, 8, 0, 4096, memory.data(), 100, false).ok());
+  ASSERT_TRUE(transport.WriteChunk(1, 8, 2, 0, memory.data() + 8, 100, true).ok());
+  ASSERT_TRUE(transport.WriteChunk(1, 8, 3, 0, memory.data(), 0, true).ok());
+  // Another host's server.
+  ASSERT_TRUE(transport.WriteChunk(2, 8, 0, 0, memory.data(), data.size(), true).ok());
+  EXPECT_EQ(network->counts().writes, 5);
+  EXPECT_EQ(network->adopts(), 1);
+
+  // Writes in place turned off.
+  LocalChunkUse reads_only;
+  reads_only.writes = false;
+  auto owned2 = std::make_unique<AdoptingTransport>(store_.get());
+  AdoptingTransport* network2 = owned2.get();
+  LocalChunkTransport reader(std::move(owned2), &meta, absl::Hours(1), reads_only);
+  ASSERT_TRUE(reader.WriteChunk(1, 8, 5, 0, memory.data(), data.size(), true).ok());
+  EXPECT_EQ(network2->adopts(), 0);
+  EXPECT_EQ(network2->counts().writes, 1);
+}
+
+TEST_F(LocalChunkTest, WhatIsNotWrittenInPlaceGoesOverTheNetworkAndLeavesNothing) {
+  Claim();
+  LocalServersMeta meta(Info());
+  auto owned = std::make_unique<AdoptingTransport>(store_.get());
+  AdoptingTransport* network = owned.get();
+  LocalChunkTransport transport(std::move(owned), &meta, absl::Hours(1));
+  const std::string data = TestData(50000, 8);
+  HugePageMemory memory = Aligned(data);
+  auto write = [&](uint32_t index) {
+    return transport.WriteChunk(1, 9, index, 0, memory.data(), data.size(), true);
+  };
+
+  // The server refuses (or fails) the ADOPT: sent over the network, the
+  // file removed, and asked again next time.
+  network->Refuse(EINVAL);
+  ASSERT_TRUE(write(0).ok());
+  EXPECT_EQ(network->adopts(), 1);
+  EXPECT_EQ(network->counts().writes, 1);
+  EXPECT_EQ(network->ChunkBytes(1, 9, 0), data);
+  EXPECT_TRUE(TmpNames(dir_.path()).empty());
+  ASSERT_TRUE(write(1).ok());
+  EXPECT_EQ(network->adopts(), 2);
+
+  // The file cannot be made (no tmp/): over the network.
+  network->Refuse(0);
+  std::filesystem::rename(TmpDirectory(dir_.path()), dir_.path() + "/tmp.away");
+  ASSERT_TRUE(write(2).ok());
+  EXPECT_EQ(network->adopts(), 2);
+  EXPECT_EQ(network->counts().writes, 3);
+  std::filesystem::rename(dir_.path() + "/tmp.away", TmpDirectory(dir_.path()));
+
+  // A server that does not know ADOPT (an older build): not asked again.
+  network->Refuse(EOPNOTSUPP);
+  ASSERT_TRUE(write(3).ok());
+  ASSERT_TRUE(write(4).ok());
+  EXPECT_EQ(network->adopts(), 3);
+  EXPECT_EQ(network->counts().writes, 5);
+  EXPECT_TRUE(TmpNames(dir_.path()).empty());
+  EXPECT_FALSE(std::filesystem::exists(store_->ChunkPath({9, 4})));
+}
+
+TEST_F(LocalChunkTest, AKilledServersChunksAreNotWrittenInItsPlace) {
+  WriteTextFile(dir_.path() + "/server.uuid", absl::StrCat(kUuid, "\n"));
+  ServerProcess server(dir_.path());
+  ASSERT_TRUE(server.held());
+  LocalServersMeta meta(Info());
+  auto owned = std::make_unique<AdoptingTransport>(store_.get());
+  AdoptingTransport* network = owned.get();
+  LocalChunkTransport transport(std::move(owned), &meta, absl::Hours(1));
+  const std::string data = TestData(8192, 9);
+  HugePageMemory memory = Aligned(data);
+  ASSERT_TRUE(transport.WriteChunk(1, 4, 0, 0, memory.data(), data.size(), true).ok());
+  EXPECT_EQ(network->adopts(), 1);
+  server.Kill();
+  ASSERT_TRUE(transport.WriteChunk(1, 4, 1, 0, memory.data(), data.size(), true).ok());
+  EXPECT_EQ(network->adopts(), 1);
+  EXPECT_EQ(network->counts().writes, 1);
 }
 
 }  // namespace

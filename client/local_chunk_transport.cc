@@ -1,12 +1,14 @@
-// See local_read_transport.h.
-#include "client/local_read_transport.h"
+// See local_chunk_transport.h.
+#include "client/local_chunk_transport.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/random.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstdint>
 #include <cstring>
@@ -16,11 +18,13 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
 #include "common/chunk_format.h"
 #include "common/crc32c.h"
 #include "common/errno_status.h"
 #include "common/frame.h"
 #include "common/log.h"
+#include "common/log_limiter.h"
 #include "common/metrics/metrics.h"
 
 namespace ckptfs::client {
@@ -37,6 +41,9 @@ struct LocalReadMetrics {
   metrics::Counter* missing;
   metrics::Counter* rejected;
   metrics::Counter* bytes;
+  metrics::Counter* written_local;
+  metrics::Counter* written_fallback;
+  metrics::Counter* written_bytes;
 };
 
 const LocalReadMetrics& Metrics() {
@@ -52,10 +59,38 @@ const LocalReadMetrics& Metrics() {
                             "Chunk bytes read from the chunk files of storage servers on this "
                             "host.",
                             {});
-    return new LocalReadMetrics{&reads.WithLabels({"local"}), &reads.WithLabels({"missing"}),
-                                &reads.WithLabels({"rejected"}), &bytes.WithLabels({})};
+    auto& writes = r.Counter(
+        "ckptfs_client_local_chunk_writes_total",
+        "Chunk writes to storage servers on this host tried through their chunk files, by "
+        "result: written as a chunk file and adopted by the server (local), or sent over the "
+        "network after all (fallback: the file could not be written, or the server did not "
+        "adopt it).",
+        {"result"});
+    auto& written = r.Counter("ckptfs_client_local_chunk_write_bytes_total",
+                              "Chunk bytes written as chunk files of storage servers on this "
+                              "host.",
+                              {});
+    return new LocalReadMetrics{&reads.WithLabels({"local"}),    &reads.WithLabels({"missing"}),
+                                &reads.WithLabels({"rejected"}), &bytes.WithLabels({}),
+                                &writes.WithLabels({"local"}),   &writes.WithLabels({"fallback"}),
+                                &written.WithLabels({})};
   }();
   return *m;
+}
+
+// Moves `pieces` and `count` past `n` transferred bytes and past empty
+// pieces.
+void Advance(struct iovec*& pieces, int& count, size_t n) {
+  while (count > 0 && (n > 0 || pieces->iov_len == 0)) {
+    const size_t step = std::min(n, pieces->iov_len);
+    pieces->iov_base = static_cast<char*>(pieces->iov_base) + step;
+    pieces->iov_len -= step;
+    n -= step;
+    if (pieces->iov_len == 0) {
+      ++pieces;
+      --count;
+    }
+  }
 }
 
 // Reads into `pieces` (advanced as it goes) from offset 0, retrying short
@@ -63,29 +98,49 @@ const LocalReadMetrics& Metrics() {
 // read, or -1 with errno set.
 ssize_t ReadFully(int fd, struct iovec* pieces, int count) {
   size_t done = 0;
+  Advance(pieces, count, 0);
   while (count > 0) {
-    if (pieces->iov_len == 0) {
-      ++pieces;
-      --count;
-      continue;
-    }
     const ssize_t n = preadv(fd, pieces, count, static_cast<off_t>(done));
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) return -1;
     if (n == 0) break;
     done += static_cast<size_t>(n);
-    for (size_t left = static_cast<size_t>(n); left > 0;) {
-      const size_t step = std::min(left, pieces->iov_len);
-      pieces->iov_base = static_cast<char*>(pieces->iov_base) + step;
-      pieces->iov_len -= step;
-      left -= step;
-      if (pieces->iov_len == 0) {
-        ++pieces;
-        --count;
-      }
-    }
+    Advance(pieces, count, static_cast<size_t>(n));
   }
   return static_cast<ssize_t>(done);
+}
+
+// Writes all of `pieces` (advanced as it goes) from offset 0, retrying
+// short writes and EINTR. Returns 0, or -1 with errno set.
+int WriteFully(int fd, struct iovec* pieces, int count) {
+  size_t done = 0;
+  Advance(pieces, count, 0);
+  while (count > 0) {
+    const ssize_t n = pwritev(fd, pieces, count, static_cast<off_t>(done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return -1;
+    if (n == 0) {
+      errno = EIO;  // no progress: do not spin
+      return -1;
+    }
+    done += static_cast<size_t>(n);
+    Advance(pieces, count, static_cast<size_t>(n));
+  }
+  return 0;
+}
+
+// This process's part of the names of the chunk files it writes for
+// servers to adopt: random, so that mounts in other pid namespaces sharing
+// a data directory never pick the same name.
+const std::string& ProcessTag() {
+  static const std::string* tag = [] {
+    uint64_t random = 0;
+    if (getrandom(&random, sizeof(random), 0) != sizeof(random)) {
+      random = static_cast<uint64_t>(absl::ToUnixNanos(absl::Now()));
+    }
+    return new std::string(absl::StrCat(absl::Hex(random, absl::kZeroPad16), ".", getpid()));
+  }();
+  return *tag;
 }
 
 // The first 4 KiB of a small file; nullopt when it cannot be read.
@@ -102,7 +157,7 @@ std::optional<std::string> ReadSmallFile(const std::string& path) {
 
 }  // namespace
 
-bool LocalReadTransport::Scratch::Reserve(size_t n) {
+bool LocalChunkTransport::Scratch::Reserve(size_t n) {
   if (n <= memory_.size()) return true;
   absl::StatusOr<HugePageMemory> grown = HugePageMemory::Map(n);
   if (!grown.ok()) return false;
@@ -110,15 +165,16 @@ bool LocalReadTransport::Scratch::Reserve(size_t n) {
   return true;
 }
 
-LocalReadTransport::LocalReadTransport(std::unique_ptr<ChunkTransport> inner, MetaClient* meta,
-                                       absl::Duration refresh)
-    : inner_(std::move(inner)), meta_(meta), refresh_(std::max(refresh, absl::Milliseconds(10))) {
+LocalChunkTransport::LocalChunkTransport(std::unique_ptr<ChunkTransport> inner, MetaClient* meta,
+                                         absl::Duration refresh, Use use)
+    : inner_(std::move(inner)), meta_(meta), refresh_(std::max(refresh, absl::Milliseconds(10))),
+      use_(use) {
   Metrics();
   Reload();
   refresher_ = std::thread([this] { RefreshLoop(); });
 }
 
-LocalReadTransport::~LocalReadTransport() {
+LocalChunkTransport::~LocalChunkTransport() {
   {
     absl::MutexLock lock(&mu_);
     stopping_ = true;
@@ -126,7 +182,7 @@ LocalReadTransport::~LocalReadTransport() {
   refresher_.join();
 }
 
-bool LocalReadTransport::ServerRuns(int lock_fd) {
+bool LocalChunkTransport::ServerRuns(int lock_fd) {
   struct flock probe {};
   probe.l_type = F_WRLCK;
   probe.l_whence = SEEK_SET;
@@ -137,7 +193,7 @@ bool LocalReadTransport::ServerRuns(int lock_fd) {
   return fcntl(lock_fd, F_OFD_GETLK, &probe) == 0 && probe.l_type != F_UNLCK;
 }
 
-std::optional<LocalReadTransport::LocalServer> LocalReadTransport::FindLocal(
+std::optional<LocalChunkTransport::LocalServer> LocalChunkTransport::FindLocal(
     const meta::ServerInfo& info) {
   if (!info.alive() || info.data_dir().empty() || info.uuid().empty()) return std::nullopt;
   std::optional<std::string> uuid = ReadSmallFile(absl::StrCat(info.data_dir(), "/server.uuid"));
@@ -156,7 +212,7 @@ std::optional<LocalReadTransport::LocalServer> LocalReadTransport::FindLocal(
   return LocalServer{info.data_dir(), std::move(lock)};
 }
 
-absl::StatusOr<size_t> LocalReadTransport::ReadChunkFile(const std::string& data_dir,
+absl::StatusOr<size_t> LocalChunkTransport::ReadChunkFile(const std::string& data_dir,
                                                          uint64_t ino, uint64_t chunk_index,
                                                          uint32_t offset, void* buf,
                                                          size_t length, Scratch& scratch) {
@@ -249,10 +305,117 @@ absl::StatusOr<size_t> LocalReadTransport::ReadChunkFile(const std::string& data
   return static_cast<size_t>(end - begin);
 }
 
-absl::StatusOr<size_t> LocalReadTransport::ReadChunk(uint32_t server_id, uint64_t ino,
+absl::StatusOr<std::string> LocalChunkTransport::WriteChunkFile(const std::string& data_dir,
+                                                                uint64_t ino,
+                                                                uint32_t chunk_index,
+                                                                const void* data, size_t length,
+                                                                uint32_t data_crc32c) {
+  static std::atomic<uint64_t> next{0};
+  const std::string name =
+      absl::StrCat(kLocalWritePrefix, ProcessTag(), ".", next.fetch_add(1));
+  const std::string path = absl::StrCat(TmpDirectory(data_dir), "/", name);
+  if (length > kMaxFramePayload || reinterpret_cast<uintptr_t>(data) % kChunkBlockSize != 0) {
+    return ErrnoStatus(EINVAL, absl::StrCat("chunk file ", path, ": ", length,
+                                            " bytes not in whole aligned blocks"));
+  }
+  constexpr int kFlags = O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW;
+  UniqueFd fd(open(path.c_str(), kFlags | O_DIRECT, 0644));
+  if (!fd.valid() && errno == EINVAL) {  // a file system without O_DIRECT
+    fd = UniqueFd(open(path.c_str(), kFlags, 0644));
+  }
+  if (!fd.valid()) {
+    return ErrnoStatus(errno, absl::StrCat("create ", path, ": ", std::strerror(errno)));
+  }
+  // The file as the server writes it (common/chunk_format.h): header
+  // block, whole data blocks from the caller's memory, and the last partial
+  // block zero-padded in a block of our own.
+  alignas(kChunkBlockSize) char header_block[kChunkHeaderSize];
+  EncodeChunkHeader({{ino, chunk_index}, static_cast<uint32_t>(length), data_crc32c},
+                    header_block);
+  const size_t whole = length / kChunkBlockSize * kChunkBlockSize;
+  alignas(kChunkBlockSize) char tail_block[kChunkBlockSize];
+  const size_t tail = length - whole;
+  if (tail > 0) {
+    std::memcpy(tail_block, static_cast<const char*>(data) + whole, tail);
+    std::memset(tail_block + tail, 0, kChunkBlockSize - tail);
+  }
+  struct iovec pieces[3] = {{header_block, kChunkHeaderSize},
+                            {const_cast<void*>(data), whole},
+                            {tail_block, tail > 0 ? kChunkBlockSize : 0}};
+  if (WriteFully(fd.get(), pieces, 3) != 0 || close(fd.Release()) != 0) {
+    const int err = errno;
+    (void)unlink(path.c_str());
+    return ErrnoStatus(err, absl::StrCat("write ", path, ": ", std::strerror(err)));
+  }
+  return name;
+}
+
+absl::Status LocalChunkTransport::WriteChunk(uint32_t server_id, uint64_t ino,
+                                             uint64_t chunk_index, uint32_t offset,
+                                             const void* data, size_t length, bool replace,
+                                             std::optional<uint32_t> crc32c) {
+  // In place: whole chunks from aligned memory (every write-behind flush);
+  // merges, empty chunks and other memory go over the network.
+  if (use_.writes && replace && offset == 0 && length > 0 && length <= kMaxFramePayload &&
+      chunk_index <= UINT32_MAX && reinterpret_cast<uintptr_t>(data) % kChunkBlockSize == 0) {
+    if (std::optional<LocalServer> local = RunningLocal(server_id); local.has_value()) {
+      const uint32_t crc = crc32c.has_value() ? *crc32c : Crc32c(data, length);
+      if (WriteInPlace(*local, server_id, ino, static_cast<uint32_t>(chunk_index), data, length,
+                       crc)) {
+        return absl::OkStatus();
+      }
+      crc32c = crc;
+    }
+  }
+  return inner_->WriteChunk(server_id, ino, chunk_index, offset, data, length, replace, crc32c);
+}
+
+bool LocalChunkTransport::WriteInPlace(const LocalServer& local, uint32_t server_id,
+                                       uint64_t ino, uint32_t chunk_index, const void* data,
+                                       size_t length, uint32_t crc32c) {
+  {
+    absl::MutexLock lock(&mu_);
+    if (cannot_adopt_.contains(server_id)) return false;
+  }
+  absl::StatusOr<std::string> name =
+      WriteChunkFile(local.data_dir, ino, chunk_index, data, length, crc32c);
+  absl::Status adopted = name.status();
+  if (name.ok()) {
+    adopted = inner_->AdoptChunk(server_id, ino, chunk_index, *name,
+                                 static_cast<uint32_t>(length), crc32c);
+    if (adopted.ok()) {
+      Metrics().written_local->Increment();
+      Metrics().written_bytes->Increment(length);
+      return true;
+    }
+    // Removed before the chunk is sent again: an ADOPT that timed out but
+    // still runs on the server then finds no file, and can never put these
+    // bytes over a later write of the chunk.
+    (void)unlink(absl::StrCat(TmpDirectory(local.data_dir), "/", *name).c_str());
+  }
+  Metrics().written_fallback->Increment();
+  if (ErrnoFromStatus(adopted) == EOPNOTSUPP) {
+    absl::MutexLock lock(&mu_);
+    if (cannot_adopt_.insert(server_id).second) {
+      CKPTFS_LOG(kInfo) << "storage server " << server_id << " cannot adopt chunk files ("
+                        << adopted.message() << "); its chunks go over the network";
+    }
+  } else {
+    static LogLimiter limiter(absl::Minutes(1), 3);
+    if (std::string held_back; limiter.Allow(&held_back)) {
+      CKPTFS_LOG(kWarning) << "writing chunk " << chunk_index << " of inode " << ino
+                           << " in place for storage server " << server_id << " failed ("
+                           << adopted.message() << "); sent over the network" << held_back;
+    }
+  }
+  return false;
+}
+
+absl::StatusOr<size_t> LocalChunkTransport::ReadChunk(uint32_t server_id, uint64_t ino,
                                                      uint64_t chunk_index, uint32_t offset,
                                                      void* buf, size_t length) {
-  if (std::optional<LocalServer> local = RunningLocal(server_id); local.has_value()) {
+  if (std::optional<LocalServer> local = use_.reads ? RunningLocal(server_id) : std::nullopt;
+      local.has_value()) {
     Scratch scratch = TakeScratch();
     absl::StatusOr<size_t> got =
         ReadChunkFile(local->data_dir, ino, chunk_index, offset, buf, length, scratch);
@@ -269,7 +432,7 @@ absl::StatusOr<size_t> LocalReadTransport::ReadChunk(uint32_t server_id, uint64_
   return inner_->ReadChunk(server_id, ino, chunk_index, offset, buf, length);
 }
 
-std::optional<LocalReadTransport::LocalServer> LocalReadTransport::RunningLocal(
+std::optional<LocalChunkTransport::LocalServer> LocalChunkTransport::RunningLocal(
     uint32_t server_id) {
   std::optional<LocalServer> local;
   {
@@ -282,7 +445,7 @@ std::optional<LocalReadTransport::LocalServer> LocalReadTransport::RunningLocal(
   return local;
 }
 
-LocalReadTransport::Scratch LocalReadTransport::TakeScratch() {
+LocalChunkTransport::Scratch LocalChunkTransport::TakeScratch() {
   absl::MutexLock lock(&scratch_mu_);
   if (idle_scratch_.empty()) return Scratch();
   Scratch scratch = std::move(idle_scratch_.back());
@@ -290,12 +453,12 @@ LocalReadTransport::Scratch LocalReadTransport::TakeScratch() {
   return scratch;
 }
 
-void LocalReadTransport::GiveScratch(Scratch scratch) {
+void LocalChunkTransport::GiveScratch(Scratch scratch) {
   absl::MutexLock lock(&scratch_mu_);
   if (idle_scratch_.size() < kIdleScratch) idle_scratch_.push_back(std::move(scratch));
 }
 
-void LocalReadTransport::RefreshLoop() {
+void LocalChunkTransport::RefreshLoop() {
   absl::MutexLock lock(&mu_);
   while (true) {
     mu_.AwaitWithTimeout(absl::Condition(&stopping_), refresh_);
@@ -306,7 +469,7 @@ void LocalReadTransport::RefreshLoop() {
   }
 }
 
-void LocalReadTransport::Reload() {
+void LocalChunkTransport::Reload() {
   absl::StatusOr<meta::ListServersReply> reply = meta_->ListServers(meta::Empty());
   if (!reply.ok()) return;  // keep the map; try again after `refresh_`
   absl::flat_hash_map<uint32_t, LocalServer> local;

@@ -1,22 +1,41 @@
-// LocalReadTransport: a ChunkTransport that reads the chunks of storage
-// servers running on this host straight from their chunk files, and hands
-// everything else (writes, fills, trims, syncs, reads of other servers) to
-// the transport it wraps. HDFS calls this a short-circuit local read.
+// LocalChunkTransport: a ChunkTransport that reads and writes the chunks of
+// storage servers running on this host through their chunk files, and
+// hands everything else (merging writes, fills, trims, syncs, the chunks of
+// other servers) to the transport it wraps. HDFS calls the read half a
+// short-circuit local read.
 //
 // Why: on a node that runs both a mount and a storage server (`ckptfs up`,
-// or a training node lending its flash to the cluster), a read over
-// loopback TCP costs the server's disk read into its buffer, a send copy, a
-// receive copy and two event loops. Read in place, a chunk costs one
-// O_DIRECT read of its whole file (as the server reads it): a whole-chunk
-// read into a ChunkBuffer (aligned, on huge pages) takes the data straight
-// from the disk with no copy, any other read goes into a scratch buffer on
-// huge pages and is copied out. On the reference VM that is
-// a third less CPU per GiB loaded and loads 1.14-1.27x faster than over
-// loopback TCP (issue 5, stop 18; on 4 KiB pages the O_DIRECT reads were
-// split into ~1 MiB device requests and ran slower than TCP). The mount
-// turns it on by default (ckptfs-fuse --local_reads); a library Client only
-// when ClientOptions::local_reads asks, since library callers (tests, the
-// bench's --native ranks) stand in for remote nodes.
+// or a training node lending its flash to the cluster), a chunk over
+// loopback TCP costs a send copy, a receive copy, a CRC pass on each side
+// and two event loops, on cores the ranks need too.
+//   - Reads in place: a chunk costs one O_DIRECT read of its whole file (as
+//     the server reads it): a whole-chunk read into a ChunkBuffer (aligned,
+//     on huge pages) takes the data straight from the disk with no copy,
+//     any other read goes into a scratch buffer on huge pages and is copied
+//     out. On the reference VM a third less CPU per GiB loaded and loads
+//     1.14-1.27x faster than over loopback TCP (issue 5, stop 18; on 4 KiB
+//     pages the O_DIRECT reads were split into ~1 MiB device requests and
+//     ran slower than TCP).
+//   - Writes in place: a replacing write of a whole chunk from 4096-aligned
+//     memory (a ChunkBuffer: what every write-behind flush sends) is
+//     written by this process as a complete chunk file (header block, the
+//     data straight from the buffer, a zero-padded last block) with
+//     O_DIRECT under the server's tmp/ ("local.<process tag>.<n>"), and the
+//     server is asked to ADOPT it (proto/data.proto): it checks the file's
+//     size and header and renames it into place under the chunk's lock,
+//     where its own write would have put the same bytes. The server never
+//     touches the data; its durability (SYNC, a commit's syncfs) covers the
+//     file like any other. Any failure on the way (the file system refuses,
+//     the server says no, an older server does not know ADOPT) removes the
+//     file and sends the chunk over the network as before; a server that
+//     answered EOPNOTSUPP is not asked again. A mount that dies between
+//     writing a file and its ADOPT leaves the file in tmp/: the server
+//     removes such files after an hour (ChunkStore::Adopt), and all of tmp/
+//     at start.
+// The mount turns both on by default (ckptfs-fuse --local_reads,
+// --local_writes); a library Client only when ClientOptions asks, since
+// library callers (tests, the bench's --native ranks) stand in for remote
+// nodes.
 //
 // Which servers are local: ListServers names each server's data directory
 // (ServerInfo.data_dir) and identity (uuid). A server counts as local when
@@ -26,11 +45,11 @@
 // holds its running-lock: an OFD read lock on <data_dir>/LOCK
 // (server/storage/data_dir.h), which the kernel drops the moment the
 // server's process dies, whatever pid namespace it lives in. Every read
-// checks that lock again (one fcntl), so a dead server's files are never
-// read in its place: its reads go to the network and fail over to another
-// copy like everyone else's. The map is loaded at construction and again
-// every `refresh` by a background thread, so no read waits for the
-// metadata service.
+// and write checks that lock again (one fcntl), so a dead server's files
+// are never used in its place: its requests go to the network and fail
+// over to another copy like everyone else's. The map is loaded at
+// construction and again every `refresh` by a background thread, so no
+// request waits for the metadata service.
 //
 // Why reading in place is safe: a server changes a chunk file only by the
 // atomic rename (or unlink) of a complete file (server/storage/chunk_store.h),
@@ -42,20 +61,23 @@
 // goes to the server through the wrapped transport, whose answer is the
 // server's (ENOENT, or EIO once it has quarantined the chunk).
 //
-// What it does not do: a local read has no deadline (a local disk that
-// hangs hangs the reader, as it hangs the server), and it skips the data
-// path's credential: the chunk files' own permissions decide, as for any
-// local file (a mount that cannot open them reads over TCP).
+// What it does not do: a local read or write has no deadline (a local disk
+// that hangs hangs the caller, as it hangs the server), and it skips the
+// data path's credential: the chunk directories' own permissions decide,
+// as for any local file (servers make them 0700, so a mount not run as the
+// server's user goes over TCP).
 //
 // Metrics: ckptfs_client_local_chunk_reads_total{result="local"|"missing"|
-// "rejected"} and ckptfs_client_local_chunk_read_bytes_total; the chunk
-// request metrics (client/chunk_request_metrics.h) count only what went to
-// a server.
+// "rejected"}, ckptfs_client_local_chunk_read_bytes_total,
+// ckptfs_client_local_chunk_writes_total{result="local"|"fallback"} and
+// ckptfs_client_local_chunk_write_bytes_total; the chunk request metrics
+// (client/chunk_request_metrics.h) count only what went to a server (an
+// ADOPT counts as the chunk write it stands for).
 //
 // Thread-safety: thread-safe, like every ChunkTransport. Lock order: mu_,
 // then scratch_mu_ (never both held today).
-#ifndef CKPTFS_CLIENT_LOCAL_READ_TRANSPORT_H_
-#define CKPTFS_CLIENT_LOCAL_READ_TRANSPORT_H_
+#ifndef CKPTFS_CLIENT_LOCAL_CHUNK_TRANSPORT_H_
+#define CKPTFS_CLIENT_LOCAL_CHUNK_TRANSPORT_H_
 
 #include <cstddef>
 #include <cstdint>
@@ -67,6 +89,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
@@ -79,7 +102,13 @@
 
 namespace ckptfs::client {
 
-class LocalReadTransport : public ChunkTransport {
+// What a LocalChunkTransport does through the chunk files of local servers.
+struct LocalChunkUse {
+  bool reads = true;
+  bool writes = true;
+};
+
+class LocalChunkTransport : public ChunkTransport {
  public:
   // A 4096-aligned buffer that grows to the largest chunk file read into
   // it. Move-only; frees its memory.
@@ -102,15 +131,17 @@ class LocalReadTransport : public ChunkTransport {
     std::shared_ptr<const UniqueFd> lock;
   };
 
+  using Use = LocalChunkUse;
+
   // Wraps `inner` (owned). `meta` (borrowed, must outlive this) answers
   // ListServers: once here (blocking, like the network transport's own
   // server map) and then every `refresh` (at least 10 ms) on a background
   // thread.
-  LocalReadTransport(std::unique_ptr<ChunkTransport> inner, MetaClient* meta,
-                     absl::Duration refresh = absl::Seconds(10));
+  LocalChunkTransport(std::unique_ptr<ChunkTransport> inner, MetaClient* meta,
+                      absl::Duration refresh = absl::Seconds(10), Use use = Use());
   // Stops the refresh thread; waits for a ListServers in progress (at most
   // the metadata client's deadline, when the service is away).
-  ~LocalReadTransport() override;
+  ~LocalChunkTransport() override;
 
   // `info` as a LocalServer when it is alive and on this host (see above);
   // nullopt otherwise.
@@ -131,12 +162,25 @@ class LocalReadTransport : public ChunkTransport {
                                               uint64_t chunk_index, uint32_t offset, void* buf,
                                               size_t length, Scratch& scratch);
 
+  // Writes the complete chunk file of chunk (ino, chunk_index) holding
+  // data[0, length), whose CRC32C is `data_crc32c`, as a new file under
+  // `data_dir`'s tmp/, with O_DIRECT where the file system takes it: the
+  // header from an aligned block, the whole blocks of data straight from
+  // `data`, the last partial block through a zero-padded copy. Returns the
+  // file's name in tmp/ (IsLocalWriteName). On failure nothing is left
+  // behind. REQUIRES: `data` 4096-aligned, length <= kMaxFramePayload.
+  static absl::StatusOr<std::string> WriteChunkFile(const std::string& data_dir, uint64_t ino,
+                                                    uint32_t chunk_index, const void* data,
+                                                    size_t length, uint32_t data_crc32c);
+
   using ChunkTransport::WriteChunk;
   absl::Status WriteChunk(uint32_t server_id, uint64_t ino, uint64_t chunk_index,
                           uint32_t offset, const void* data, size_t length, bool replace,
-                          std::optional<uint32_t> crc32c) override {
-    return inner_->WriteChunk(server_id, ino, chunk_index, offset, data, length, replace,
-                              crc32c);
+                          std::optional<uint32_t> crc32c) override;
+  absl::Status AdoptChunk(uint32_t server_id, uint64_t ino, uint64_t chunk_index,
+                          const std::string& tmp_name, uint32_t data_length,
+                          uint32_t data_crc32c) override {
+    return inner_->AdoptChunk(server_id, ino, chunk_index, tmp_name, data_length, data_crc32c);
   }
   absl::Status FillChunk(uint32_t server_id, uint64_t ino, uint64_t chunk_index,
                          const void* data, size_t length) override {
@@ -155,6 +199,11 @@ class LocalReadTransport : public ChunkTransport {
  private:
   // `server_id` when it is local and runs now.
   std::optional<LocalServer> RunningLocal(uint32_t server_id);
+  // Writes the chunk as a file in `local`'s tmp/ and has the server adopt
+  // it; false (nothing left behind) when that did not happen, and the
+  // caller sends the chunk over the network.
+  bool WriteInPlace(const LocalServer& local, uint32_t server_id, uint64_t ino,
+                    uint32_t chunk_index, const void* data, size_t length, uint32_t crc32c);
   // Replaces the map with what ListServers says now; keeps it when the
   // call fails. REQUIRES: mu_ not held.
   void Reload();
@@ -166,10 +215,14 @@ class LocalReadTransport : public ChunkTransport {
   const std::unique_ptr<ChunkTransport> inner_;
   MetaClient* const meta_;
   const absl::Duration refresh_;
+  const Use use_;
 
   absl::Mutex mu_;
   absl::flat_hash_map<uint32_t, LocalServer> local_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  // Servers that answered an ADOPT with EOPNOTSUPP (an older build): their
+  // chunks go over the network from then on.
+  absl::flat_hash_set<uint32_t> cannot_adopt_ ABSL_GUARDED_BY(mu_);
 
   absl::Mutex scratch_mu_;
   // Idle scratch buffers, at most kIdleScratch kept.
@@ -180,4 +233,4 @@ class LocalReadTransport : public ChunkTransport {
 
 }  // namespace ckptfs::client
 
-#endif  // CKPTFS_CLIENT_LOCAL_READ_TRANSPORT_H_
+#endif  // CKPTFS_CLIENT_LOCAL_CHUNK_TRANSPORT_H_
