@@ -159,6 +159,20 @@ absl::Status DataChunkTransport::FillChunk(uint32_t server_id, uint64_t ino, uin
   return scope.Finish(Call(server_id, request, data, length, nullptr, 0).status(), length);
 }
 
+absl::Status DataChunkTransport::AdoptChunk(uint32_t server_id, uint64_t ino,
+                                            uint64_t chunk_index, const std::string& tmp_name,
+                                            uint32_t data_length, uint32_t data_crc32c) {
+  data::RequestHeader request;
+  request.set_op(data::ADOPT);
+  request.set_ino(ino);
+  request.set_chunk_index(static_cast<uint32_t>(chunk_index));
+  request.set_tmp_name(tmp_name);
+  request.set_length(data_length);
+  request.set_payload_crc32c(data_crc32c);
+  // Not in the chunk request metrics, as in UringChunkTransport.
+  return Call(server_id, request, nullptr, 0, nullptr, 0).status();
+}
+
 absl::StatusOr<size_t> DataChunkTransport::ReadChunk(uint32_t server_id, uint64_t ino,
                                                      uint64_t chunk_index, uint32_t offset,
                                                      void* buf, size_t length) {

@@ -54,6 +54,9 @@ class DataChunkTransport : public ChunkTransport {
                           std::optional<uint32_t> crc32c) override;
   absl::Status FillChunk(uint32_t server_id, uint64_t ino, uint64_t chunk_index,
                          const void* data, size_t length) override;
+  absl::Status AdoptChunk(uint32_t server_id, uint64_t ino, uint64_t chunk_index,
+                          const std::string& tmp_name, uint32_t data_length,
+                          uint32_t data_crc32c) override;
   absl::StatusOr<size_t> ReadChunk(uint32_t server_id, uint64_t ino, uint64_t chunk_index,
                                    uint32_t offset, void* buf, size_t length) override;
   absl::Status TrimChunks(uint32_t server_id, uint64_t ino, uint64_t trim_size,

@@ -110,13 +110,13 @@ ssize_t ReadFully(int fd, struct iovec* pieces, int count) {
   return static_cast<ssize_t>(done);
 }
 
-// Writes all of `pieces` (advanced as it goes) from offset 0, retrying
-// short writes and EINTR. Returns 0, or -1 with errno set.
-int WriteFully(int fd, struct iovec* pieces, int count) {
+// Writes all of `pieces` (advanced as it goes) from file offset `at`,
+// retrying short writes and EINTR. Returns 0, or -1 with errno set.
+int WriteFully(int fd, struct iovec* pieces, int count, off_t at) {
   size_t done = 0;
   Advance(pieces, count, 0);
   while (count > 0) {
-    const ssize_t n = pwritev(fd, pieces, count, static_cast<off_t>(done));
+    const ssize_t n = pwritev(fd, pieces, count, at + static_cast<off_t>(done));
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) return -1;
     if (n == 0) {
@@ -129,18 +129,27 @@ int WriteFully(int fd, struct iovec* pieces, int count) {
   return 0;
 }
 
-// This process's part of the names of the chunk files it writes for
-// servers to adopt: random, so that mounts in other pid namespaces sharing
-// a data directory never pick the same name.
-const std::string& ProcessTag() {
-  static const std::string* tag = [] {
+// A name for the next chunk file this process writes for a server to
+// adopt: random per process (made again in a forked child), so that mounts
+// in other pid namespaces sharing a data directory never pick the same
+// name, and numbered within it.
+std::string NextLocalWriteName() {
+  ABSL_CONST_INIT static absl::Mutex mu(absl::kConstInit);
+  // All three guarded by mu.
+  static pid_t tag_pid = 0;
+  static std::string* tag = nullptr;
+  static uint64_t next = 0;
+  absl::MutexLock lock(&mu);
+  if (tag == nullptr || tag_pid != getpid()) {
+    tag_pid = getpid();
     uint64_t random = 0;
     if (getrandom(&random, sizeof(random), 0) != sizeof(random)) {
       random = static_cast<uint64_t>(absl::ToUnixNanos(absl::Now()));
     }
-    return new std::string(absl::StrCat(absl::Hex(random, absl::kZeroPad16), ".", getpid()));
-  }();
-  return *tag;
+    delete tag;
+    tag = new std::string(absl::StrCat(absl::Hex(random, absl::kZeroPad16), ".", tag_pid));
+  }
+  return absl::StrCat(kLocalWritePrefix, *tag, ".", next++);
 }
 
 // The first 4 KiB of a small file; nullopt when it cannot be read.
@@ -204,12 +213,14 @@ std::optional<LocalChunkTransport::LocalServer> LocalChunkTransport::FindLocal(
   if (!lock->valid() || !ServerRuns(lock->get())) return std::nullopt;
   // A process that may not enter the chunk directory (a mount not run as
   // the server's user: servers make it 0700) reads over TCP instead of
-  // failing every local read first.
+  // failing every local read first; likewise for writes and tmp/.
   if (faccessat(AT_FDCWD, ChunksDirectory(info.data_dir()).c_str(), R_OK | X_OK, AT_EACCESS) !=
       0) {
     return std::nullopt;
   }
-  return LocalServer{info.data_dir(), std::move(lock)};
+  const bool writable = faccessat(AT_FDCWD, TmpDirectory(info.data_dir()).c_str(),
+                                  W_OK | X_OK, AT_EACCESS) == 0;
+  return LocalServer{info.data_dir(), std::move(lock), writable};
 }
 
 absl::StatusOr<size_t> LocalChunkTransport::ReadChunkFile(const std::string& data_dir,
@@ -310,25 +321,31 @@ absl::StatusOr<std::string> LocalChunkTransport::WriteChunkFile(const std::strin
                                                                 uint32_t chunk_index,
                                                                 const void* data, size_t length,
                                                                 uint32_t data_crc32c) {
-  static std::atomic<uint64_t> next{0};
-  const std::string name =
-      absl::StrCat(kLocalWritePrefix, ProcessTag(), ".", next.fetch_add(1));
-  const std::string path = absl::StrCat(TmpDirectory(data_dir), "/", name);
+  const std::string name = NextLocalWriteName();
+  const std::string tmp = TmpDirectory(data_dir);
+  const std::string path = absl::StrCat(tmp, "/", name);
   if (length > kMaxFramePayload || reinterpret_cast<uintptr_t>(data) % kChunkBlockSize != 0) {
     return ErrnoStatus(EINVAL, absl::StrCat("chunk file ", path, ": ", length,
                                             " bytes not in whole aligned blocks"));
   }
-  constexpr int kFlags = O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW;
-  UniqueFd fd(open(path.c_str(), kFlags | O_DIRECT, 0644));
-  if (!fd.valid() && errno == EINVAL) {  // a file system without O_DIRECT
-    fd = UniqueFd(open(path.c_str(), kFlags, 0644));
+  // tmp/ itself never through a link: a server's directory names where the
+  // file goes, not a link planted there.
+  UniqueFd dir(open(tmp.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  if (!dir.valid()) {
+    return ErrnoStatus(errno, absl::StrCat("open ", tmp, ": ", std::strerror(errno)));
   }
+  UniqueFd fd(openat(dir.get(), name.c_str(),
+                     O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644));
   if (!fd.valid()) {
     return ErrnoStatus(errno, absl::StrCat("create ", path, ": ", std::strerror(errno)));
   }
-  // The file as the server writes it (common/chunk_format.h): header
-  // block, whole data blocks from the caller's memory, and the last partial
-  // block zero-padded in a block of our own.
+  // The file as the server writes it (common/chunk_format.h). The header
+  // block goes through the page cache, so that the server's check of it
+  // (ChunkStore::Adopt) does not wait for a disk read behind the storm's
+  // writes; then O_DIRECT (when the file system takes it; switched on the
+  // open file, so a refusal leaves nothing to undo) for the data: whole
+  // blocks from the caller's memory, the last partial block zero-padded in
+  // a block of our own.
   alignas(kChunkBlockSize) char header_block[kChunkHeaderSize];
   EncodeChunkHeader({{ino, chunk_index}, static_cast<uint32_t>(length), data_crc32c},
                     header_block);
@@ -339,12 +356,17 @@ absl::StatusOr<std::string> LocalChunkTransport::WriteChunkFile(const std::strin
     std::memcpy(tail_block, static_cast<const char*>(data) + whole, tail);
     std::memset(tail_block + tail, 0, kChunkBlockSize - tail);
   }
-  struct iovec pieces[3] = {{header_block, kChunkHeaderSize},
-                            {const_cast<void*>(data), whole},
+  struct iovec header = {header_block, kChunkHeaderSize};
+  struct iovec pieces[2] = {{const_cast<void*>(data), whole},
                             {tail_block, tail > 0 ? kChunkBlockSize : 0}};
-  if (WriteFully(fd.get(), pieces, 3) != 0 || close(fd.Release()) != 0) {
+  const int flags = fcntl(fd.get(), F_GETFL);
+  bool ok = fchmod(fd.get(), 0644) == 0 &&  // whatever our umask: the server reads it
+            WriteFully(fd.get(), &header, 1, 0) == 0 && flags >= 0;
+  if (ok && fcntl(fd.get(), F_SETFL, flags | O_DIRECT) != 0 && errno != EINVAL) ok = false;
+  ok = ok && WriteFully(fd.get(), pieces, 2, static_cast<off_t>(kChunkHeaderSize)) == 0;
+  if (!ok || close(fd.Release()) != 0) {
     const int err = errno;
-    (void)unlink(path.c_str());
+    (void)unlinkat(dir.get(), name.c_str(), 0);
     return ErrnoStatus(err, absl::StrCat("write ", path, ": ", std::strerror(err)));
   }
   return name;
@@ -358,40 +380,57 @@ absl::Status LocalChunkTransport::WriteChunk(uint32_t server_id, uint64_t ino,
   // merges, empty chunks and other memory go over the network.
   if (use_.writes && replace && offset == 0 && length > 0 && length <= kMaxFramePayload &&
       chunk_index <= UINT32_MAX && reinterpret_cast<uintptr_t>(data) % kChunkBlockSize == 0) {
-    if (std::optional<LocalServer> local = RunningLocal(server_id); local.has_value()) {
+    if (std::optional<LocalServer> local = RunningLocal(server_id);
+        local.has_value() && local->writable) {
       const uint32_t crc = crc32c.has_value() ? *crc32c : Crc32c(data, length);
-      if (WriteInPlace(*local, server_id, ino, static_cast<uint32_t>(chunk_index), data, length,
-                       crc)) {
-        return absl::OkStatus();
-      }
+      absl::StatusOr<bool> written = WriteInPlace(*local, server_id, ino,
+                                                  static_cast<uint32_t>(chunk_index), data,
+                                                  length, crc);
+      if (!written.ok()) return written.status();
+      if (*written) return absl::OkStatus();
       crc32c = crc;
     }
   }
   return inner_->WriteChunk(server_id, ino, chunk_index, offset, data, length, replace, crc32c);
 }
 
-bool LocalChunkTransport::WriteInPlace(const LocalServer& local, uint32_t server_id,
-                                       uint64_t ino, uint32_t chunk_index, const void* data,
-                                       size_t length, uint32_t crc32c) {
+absl::StatusOr<bool> LocalChunkTransport::WriteInPlace(const LocalServer& local,
+                                                       uint32_t server_id, uint64_t ino,
+                                                       uint32_t chunk_index, const void* data,
+                                                       size_t length, uint32_t crc32c) {
   {
     absl::MutexLock lock(&mu_);
     if (cannot_adopt_.contains(server_id)) return false;
   }
   absl::StatusOr<std::string> name =
       WriteChunkFile(local.data_dir, ino, chunk_index, data, length, crc32c);
-  absl::Status adopted = name.status();
-  if (name.ok()) {
-    adopted = inner_->AdoptChunk(server_id, ino, chunk_index, *name,
-                                 static_cast<uint32_t>(length), crc32c);
-    if (adopted.ok()) {
-      Metrics().written_local->Increment();
-      Metrics().written_bytes->Increment(length);
-      return true;
+  if (!name.ok()) {
+    Metrics().written_fallback->Increment();
+    static LogLimiter limiter(absl::Minutes(1), 3);
+    if (std::string held_back; limiter.Allow(&held_back)) {
+      CKPTFS_LOG(kWarning) << "cannot write chunk " << chunk_index << " of inode " << ino
+                           << " in place for storage server " << server_id << " ("
+                           << name.status().message() << "); sent over the network"
+                           << held_back;
     }
-    // Removed before the chunk is sent again: an ADOPT that timed out but
-    // still runs on the server then finds no file, and can never put these
-    // bytes over a later write of the chunk.
-    (void)unlink(absl::StrCat(TmpDirectory(local.data_dir), "/", *name).c_str());
+    return false;
+  }
+  const absl::Status adopted = inner_->AdoptChunk(server_id, ino, chunk_index, *name,
+                                                  static_cast<uint32_t>(length), crc32c);
+  if (adopted.ok()) {
+    Metrics().written_local->Increment();
+    Metrics().written_bytes->Increment(length);
+    return true;
+  }
+  // Removed before the chunk is sent again: an ADOPT that timed out but
+  // still runs on the server then finds no file, and can never put these
+  // bytes over a later write of the chunk. (If it ran already, the resend
+  // stores the same bytes again.)
+  const std::string path = absl::StrCat(TmpDirectory(local.data_dir), "/", *name);
+  if (unlink(path.c_str()) != 0 && errno != ENOENT) {
+    return ErrnoStatus(errno, absl::StrCat("the server did not adopt ", path, " (",
+                                           adopted.message(), ") and it cannot be removed: ",
+                                           std::strerror(errno)));
   }
   Metrics().written_fallback->Increment();
   if (ErrnoFromStatus(adopted) == EOPNOTSUPP) {
@@ -400,13 +439,13 @@ bool LocalChunkTransport::WriteInPlace(const LocalServer& local, uint32_t server
       CKPTFS_LOG(kInfo) << "storage server " << server_id << " cannot adopt chunk files ("
                         << adopted.message() << "); its chunks go over the network";
     }
-  } else {
-    static LogLimiter limiter(absl::Minutes(1), 3);
-    if (std::string held_back; limiter.Allow(&held_back)) {
-      CKPTFS_LOG(kWarning) << "writing chunk " << chunk_index << " of inode " << ino
-                           << " in place for storage server " << server_id << " failed ("
-                           << adopted.message() << "); sent over the network" << held_back;
-    }
+    return false;
+  }
+  static LogLimiter limiter(absl::Minutes(1), 3);
+  if (std::string held_back; limiter.Allow(&held_back)) {
+    CKPTFS_LOG(kWarning) << "storage server " << server_id << " did not adopt chunk "
+                         << chunk_index << " of inode " << ino << " written in place ("
+                         << adopted.message() << "); sent over the network" << held_back;
   }
   return false;
 }
@@ -479,6 +518,7 @@ void LocalChunkTransport::Reload() {
     }
   }
   absl::MutexLock lock(&mu_);
+  cannot_adopt_.clear();  // ask again: a server may have been upgraded
   bool changed = local.size() != local_.size();
   for (const auto& [id, server] : local) {
     auto it = local_.find(id);
@@ -488,7 +528,7 @@ void LocalChunkTransport::Reload() {
     std::vector<uint32_t> ids;
     for (const auto& [id, server] : local) ids.push_back(id);
     std::sort(ids.begin(), ids.end());
-    CKPTFS_LOG(kInfo) << "storage servers on this host, read from their chunk files: "
+    CKPTFS_LOG(kInfo) << "storage servers on this host, used through their chunk files: "
                       << (ids.empty() ? "none" : absl::StrJoin(ids, ", "));
   }
   local_ = std::move(local);

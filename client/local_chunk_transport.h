@@ -28,10 +28,13 @@
 //     file like any other. Any failure on the way (the file system refuses,
 //     the server says no, an older server does not know ADOPT) removes the
 //     file and sends the chunk over the network as before; a server that
-//     answered EOPNOTSUPP is not asked again. A mount that dies between
-//     writing a file and its ADOPT leaves the file in tmp/: the server
-//     removes such files after an hour (ChunkStore::Adopt), and all of tmp/
-//     at start.
+//     answered EOPNOTSUPP is not asked again until the map's next refresh.
+//     A mount that dies between writing a file and its ADOPT leaves the
+//     file in tmp/: the server removes such files after an hour
+//     (ChunkStore::SweepIfDue), and all of tmp/ at start. What a WRITE
+//     over TCP has and this has not: the server's second CRC32C pass over
+//     the received bytes. No network carries them here; the CRC32C comes
+//     from the same memory that is written, and every read checks it.
 // The mount turns both on by default (ckptfs-fuse --local_reads,
 // --local_writes); a library Client only when ClientOptions asks, since
 // library callers (tests, the bench's --native ranks) stand in for remote
@@ -64,15 +67,16 @@
 // What it does not do: a local read or write has no deadline (a local disk
 // that hangs hangs the caller, as it hangs the server), and it skips the
 // data path's credential: the chunk directories' own permissions decide,
-// as for any local file (servers make them 0700, so a mount not run as the
-// server's user goes over TCP).
+// as for any local file (servers make them 0700, so a mount run neither as
+// the server's user nor as root goes over TCP; files a mount writes are
+// made 0644, like the server's own, whatever its umask).
 //
 // Metrics: ckptfs_client_local_chunk_reads_total{result="local"|"missing"|
 // "rejected"}, ckptfs_client_local_chunk_read_bytes_total,
 // ckptfs_client_local_chunk_writes_total{result="local"|"fallback"} and
 // ckptfs_client_local_chunk_write_bytes_total; the chunk request metrics
-// (client/chunk_request_metrics.h) count only what went to a server (an
-// ADOPT counts as the chunk write it stands for).
+// (client/chunk_request_metrics.h) count only what went over the network
+// (not the ADOPT requests, which the write counters stand for).
 //
 // Thread-safety: thread-safe, like every ChunkTransport. Lock order: mu_,
 // then scratch_mu_ (never both held today).
@@ -129,6 +133,8 @@ class LocalChunkTransport : public ChunkTransport {
   struct LocalServer {
     std::string data_dir;
     std::shared_ptr<const UniqueFd> lock;
+    // Whether this process may create files in its tmp/ (write in place).
+    bool writable = false;
   };
 
   using Use = LocalChunkUse;
@@ -163,12 +169,14 @@ class LocalChunkTransport : public ChunkTransport {
                                               size_t length, Scratch& scratch);
 
   // Writes the complete chunk file of chunk (ino, chunk_index) holding
-  // data[0, length), whose CRC32C is `data_crc32c`, as a new file under
-  // `data_dir`'s tmp/, with O_DIRECT where the file system takes it: the
-  // header from an aligned block, the whole blocks of data straight from
-  // `data`, the last partial block through a zero-padded copy. Returns the
-  // file's name in tmp/ (IsLocalWriteName). On failure nothing is left
-  // behind. REQUIRES: `data` 4096-aligned, length <= kMaxFramePayload.
+  // data[0, length), whose CRC32C is `data_crc32c`, as a new file (mode
+  // 0644) under `data_dir`'s tmp/ (never through a symbolic link there):
+  // the header block through the page cache, where the server's check
+  // reads it back without a disk read; the data with O_DIRECT where the
+  // file system takes it, whole blocks straight from `data` and the last
+  // partial block through a zero-padded copy. Returns the file's name in
+  // tmp/ (IsLocalWriteName). On failure nothing is left behind.
+  // REQUIRES: `data` 4096-aligned, length <= kMaxFramePayload.
   static absl::StatusOr<std::string> WriteChunkFile(const std::string& data_dir, uint64_t ino,
                                                     uint32_t chunk_index, const void* data,
                                                     size_t length, uint32_t data_crc32c);
@@ -200,10 +208,13 @@ class LocalChunkTransport : public ChunkTransport {
   // `server_id` when it is local and runs now.
   std::optional<LocalServer> RunningLocal(uint32_t server_id);
   // Writes the chunk as a file in `local`'s tmp/ and has the server adopt
-  // it; false (nothing left behind) when that did not happen, and the
-  // caller sends the chunk over the network.
-  bool WriteInPlace(const LocalServer& local, uint32_t server_id, uint64_t ino,
-                    uint32_t chunk_index, const void* data, size_t length, uint32_t crc32c);
+  // it: true when it did; false when it did not and nothing is left
+  // behind, so the caller sends the chunk over the network; an error when
+  // a refused file could not be removed (sending the chunk again then
+  // could let a late ADOPT of that file land after the resend).
+  absl::StatusOr<bool> WriteInPlace(const LocalServer& local, uint32_t server_id, uint64_t ino,
+                                    uint32_t chunk_index, const void* data, size_t length,
+                                    uint32_t crc32c);
   // Replaces the map with what ListServers says now; keeps it when the
   // call fails. REQUIRES: mu_ not held.
   void Reload();
@@ -221,7 +232,8 @@ class LocalChunkTransport : public ChunkTransport {
   absl::flat_hash_map<uint32_t, LocalServer> local_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   // Servers that answered an ADOPT with EOPNOTSUPP (an older build): their
-  // chunks go over the network from then on.
+  // chunks go over the network until the next Reload (a server may be
+  // upgraded meanwhile).
   absl::flat_hash_set<uint32_t> cannot_adopt_ ABSL_GUARDED_BY(mu_);
 
   absl::Mutex scratch_mu_;

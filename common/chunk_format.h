@@ -62,10 +62,10 @@ std::string ChunksDirectory(absl::string_view data_dir);
 std::string ChunkFilePath(absl::string_view data_dir, ChunkKey key);
 
 // Where chunk files are written before they are renamed into place:
-// "<data_dir>/tmp". The server's own writes use names that start with a
-// digit; a client on the same host names the files it writes for the
-// server to adopt (the ADOPT request, proto/data.proto) with
-// kLocalWritePrefix and anything without a '/' after it.
+// "<data_dir>/tmp". A client on the same host names the files it writes
+// there for the server to adopt (the ADOPT request, proto/data.proto) with
+// kLocalWritePrefix and anything without a '/' after it; the server's own
+// names never start with it.
 std::string TmpDirectory(absl::string_view data_dir);
 inline constexpr absl::string_view kLocalWritePrefix = "local.";
 // Whether `name` may name a client's file under tmp/: the prefix, then at

@@ -6,7 +6,7 @@
 //               [--splice] [--auto_inval_data] [--max_background=64]
 //               [--write_buffer_mb=2048] [--idle_buffer_mb=4096] [--read_cache_mb=4096]
 //               [--readahead_chunks=8]
-//               [--max_inflight_chunks=8] [--local_reads=true] [--local_writes=true]
+//               [--max_inflight_chunks=16] [--local_reads=true] [--local_writes=true]
 //               [--fuse_options=allow_other,...] [--log_level=info]
 //               [--metrics_listen=HOST:PORT] [--credential_file=PATH]
 //
@@ -105,7 +105,7 @@ ABSL_FLAG(bool, local_writes, true,
           "write whole chunks for storage servers on this host as chunk files in their tmp/ "
           "directory, which they adopt, instead of sending them over TCP (anything that fails "
           "goes over TCP); no effect on a node without storage servers");
-ABSL_FLAG(int32_t, max_inflight_chunks, 8, "chunk writes one open file may have in flight");
+ABSL_FLAG(int32_t, max_inflight_chunks, 16, "chunk writes one open file may have in flight");
 ABSL_FLAG(std::string, metrics_listen, "",
           "host:port to serve Prometheus metrics on (GET /metrics); empty: no metrics server");
 ABSL_FLAG(int32_t, read_ahead_kb, 4096,

@@ -231,19 +231,24 @@ absl::Status ChunkStore::Adopt(ChunkKey key, absl::string_view tmp_name, uint32_
     return ErrnoStatus(EINVAL, absl::StrCat("adopt ", ChunkName(key), ": '", tmp_name,
                                             "' is not the name of a client's chunk file"));
   }
-  const int64_t now_s = absl::ToUnixSeconds(absl::Now());
-  int64_t last = last_sweep_s_.load(std::memory_order_relaxed);
-  if (now_s - last >= absl::ToInt64Seconds(kAbandonedSweepInterval) &&
-      last_sweep_s_.compare_exchange_strong(last, now_s)) {
-    auto removed = RemoveAbandonedLocalWrites(kAbandonedLocalWriteAge);
-    if (!removed.ok()) {
-      CKPTFS_LOG(kWarning) << "sweeping " << tmp_dir_ << ": " << removed.status().message();
-    }
-  }
+  SweepIfDue();
   const std::string tmp = absl::StrCat(tmp_dir_, "/", tmp_name);
   if (absl::Status s = CheckAdoptable(tmp, key, data_length, data_crc32c); !s.ok()) return s;
   absl::MutexLock lock(&LockFor(key));
   return PlaceLocked(tmp, key);
+}
+
+void ChunkStore::SweepIfDue() {
+  const int64_t now_s = absl::ToUnixSeconds(absl::Now());
+  int64_t last = last_sweep_s_.load(std::memory_order_relaxed);
+  if (now_s - last < absl::ToInt64Seconds(kAbandonedSweepInterval) ||
+      !last_sweep_s_.compare_exchange_strong(last, now_s)) {
+    return;
+  }
+  auto removed = RemoveAbandonedLocalWrites(kAbandonedLocalWriteAge);
+  if (!removed.ok()) {
+    CKPTFS_LOG(kWarning) << "sweeping " << tmp_dir_ << ": " << removed.status().message();
+  }
 }
 
 absl::StatusOr<size_t> ChunkStore::RemoveAbandonedLocalWrites(absl::Duration age) {

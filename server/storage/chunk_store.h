@@ -147,15 +147,22 @@ class ChunkStore {
   // the CRC32C, and every read checks it). EINVAL for a bad name or a file
   // that is not that chunk's; ENOENT when tmp/ holds no such file (Open
   // emptied tmp/ since, or the client gave up and removed it). The file is
-  // left in tmp/ on failure: the client removes it. Now and then (at most
-  // every kAbandonedSweepInterval) it also removes clients' files in tmp/
-  // older than kAbandonedLocalWriteAge: left by a client that died between
-  // writing one and asking for it to be adopted.
+  // left in tmp/ on failure: the client removes it.
+  // The header is read through the page cache: the client writes it there
+  // (client/local_chunk_transport.h), so the check costs no disk read
+  // behind the storm's writes. Unlike a WRITE, nothing here recomputes the
+  // data's CRC32C: no network carried the bytes, and the client computed
+  // the CRC from the same memory it wrote; every read checks it.
   absl::Status Adopt(ChunkKey key, absl::string_view tmp_name, uint32_t data_length,
                      uint32_t data_crc32c);
   // Removes clients' files ("local.*") in tmp/ last modified more than
-  // `age` ago; returns how many. Adopt calls it now and then.
+  // `age` ago: left by a client that died between writing one and asking
+  // for it to be adopted. Returns how many.
   absl::StatusOr<size_t> RemoveAbandonedLocalWrites(absl::Duration age);
+  // RemoveAbandonedLocalWrites(kAbandonedLocalWriteAge) when the last sweep
+  // was kAbandonedSweepInterval ago or more (or never); logs a failure.
+  // Cheap otherwise: the server calls it after every heartbeat, and Adopt.
+  void SweepIfDue();
   static constexpr absl::Duration kAbandonedLocalWriteAge = absl::Hours(1);
   static constexpr absl::Duration kAbandonedSweepInterval = absl::Minutes(10);
 

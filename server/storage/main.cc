@@ -250,6 +250,9 @@ int Main() {
     };
     Scrubber* scrubbing = scrubber->get();
     options.scrub = [scrubbing] { return scrubbing->Report(); };
+    // Chunk files that mounts on this host wrote and never had adopted.
+    ChunkStore* chunks = store->get();
+    options.after_heartbeat = [chunks] { chunks->SweepIfDue(); };
     registration = Registration::Start(std::move(options), **store);
   }
 

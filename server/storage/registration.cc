@@ -191,6 +191,7 @@ void Registration::Run() {
         }
         wait = options_.heartbeat_interval;
       }
+      if (options_.after_heartbeat) options_.after_heartbeat();
     }
     if (stop_.WaitForNotificationWithTimeout(wait)) return;
   }

@@ -59,6 +59,9 @@ class Registration {
     // heartbeat; called on the registration thread, must be cheap. Unset:
     // none is reported.
     std::function<meta::ScrubReport()> scrub;
+    // Called on the registration thread after every heartbeat, answered or
+    // not: cheap housekeeping (ChunkStore::SweepIfDue). Unset: nothing.
+    std::function<void()> after_heartbeat;
   };
 
   // Starts the registration thread. `store` (for capacity and use) must

@@ -117,12 +117,14 @@ Reply RequestHandler::Handle(Ring& ring, const data::RequestHeader& request,
   StorageMetrics& m = StorageMetrics::Get();
   const absl::Time start = absl::Now();
   if (request.op() == data::WRITE) m.written().Increment(payload.size());
-  if (request.op() == data::ADOPT) m.written().Increment(request.length());
   absl::StatusOr<Reply> reply =
       request.request_id() == 0
           ? ErrnoStatus(EINVAL, "request_id 0 is reserved for connection errors; number "
                                 "requests from 1")
           : Execute(ring, request, payload, read_buffer);
+  // An ADOPT stores its bytes only when it succeeds (a refused one is sent
+  // again as a WRITE).
+  if (request.op() == data::ADOPT && reply.ok()) m.written().Increment(request.length());
   if (!reply.ok()) {
     int err = ErrnoFromStatus(reply.status());
     if (err == 0) err = EIO;

@@ -211,6 +211,7 @@ TEST_F(ClientClusterTest, ChunksOfServersOnThisHostAreWrittenAsTheirFiles) {
   ASSERT_TRUE((*reopened)->Close().ok());
   data.replace(kChunk + 10, patch.size(), patch);
   EXPECT_TRUE(SameBytes(ReadAll(*tcp_reader_, ino), data));
+  EXPECT_TRUE(SameBytes(ReadAll(*reader_, ino), data));
   EXPECT_EQ(local_writes.value() - before, 6u);
 
   for (int i = 0; i < cluster_->storage_servers(); ++i) {

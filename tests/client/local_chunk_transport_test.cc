@@ -440,10 +440,11 @@ HugePageMemory Aligned(const std::string& data) {
   return *std::move(memory);
 }
 
-// The names in the store's tmp/.
+// The names in the store's tmp/ (none when there is no tmp/).
 std::vector<std::string> TmpNames(const std::string& data_dir) {
   std::vector<std::string> names;
-  for (const auto& entry : std::filesystem::directory_iterator(TmpDirectory(data_dir))) {
+  std::error_code error;
+  for (const auto& entry : std::filesystem::directory_iterator(TmpDirectory(data_dir), error)) {
     names.push_back(entry.path().filename().string());
   }
   return names;
@@ -551,7 +552,8 @@ TEST_F(LocalChunkTest, ClientFilesLeftInTmpAreSweptAfterTheirAge) {
 
 // The network of the write tests: a FakeChunkTransport whose server 1 hands
 // ADOPT requests to the test's ChunkStore, as ckptfs-storage does; or
-// refuses them with a given errno.
+// refuses them with a given errno, before or (a lost reply) after adopting.
+// Notes whether a WRITE ever arrived while a client file was in tmp/.
 class AdoptingTransport : public testing::FakeChunkTransport {
  public:
   explicit AdoptingTransport(ChunkStore* store) : store_(store) {}
@@ -560,18 +562,37 @@ class AdoptingTransport : public testing::FakeChunkTransport {
                           uint32_t data_crc32c) override {
     absl::MutexLock lock(&mu_);
     ++adopts_;
-    if (refuse_ != 0) return ErrnoStatus(refuse_, "refused by the test");
+    if (refuse_ != 0 && !after_) return ErrnoStatus(refuse_, "refused by the test");
     if (server_id != 1) return ErrnoStatus(EIO, "only server 1 runs on this host");
-    return store_->Adopt({ino, static_cast<uint32_t>(chunk_index)}, tmp_name, data_length,
-                         data_crc32c);
+    absl::Status adopted = store_->Adopt({ino, static_cast<uint32_t>(chunk_index)}, tmp_name,
+                                         data_length, data_crc32c);
+    if (adopted.ok() && refuse_ != 0) return ErrnoStatus(refuse_, "reply lost in the test");
+    return adopted;
   }
-  void Refuse(int err) {
+  using ChunkTransport::WriteChunk;
+  absl::Status WriteChunk(uint32_t server_id, uint64_t ino, uint64_t chunk_index,
+                          uint32_t offset, const void* data, size_t length, bool replace,
+                          std::optional<uint32_t> crc32c) override {
+    if (!TmpNames(store_->data_dir()).empty()) {
+      absl::MutexLock lock(&mu_);
+      ++writes_beside_a_client_file_;
+    }
+    return FakeChunkTransport::WriteChunk(server_id, ino, chunk_index, offset, data, length,
+                                          replace, crc32c);
+  }
+  // Refuses every ADOPT with `err` (0: none); `after`: adopts first.
+  void Refuse(int err, bool after = false) {
     absl::MutexLock lock(&mu_);
     refuse_ = err;
+    after_ = after;
   }
   int adopts() {
     absl::MutexLock lock(&mu_);
     return adopts_;
+  }
+  int writes_beside_a_client_file() {
+    absl::MutexLock lock(&mu_);
+    return writes_beside_a_client_file_;
   }
 
  private:
@@ -579,6 +600,8 @@ class AdoptingTransport : public testing::FakeChunkTransport {
   absl::Mutex mu_;
   int adopts_ ABSL_GUARDED_BY(mu_) = 0;
   int refuse_ ABSL_GUARDED_BY(mu_) = 0;
+  bool after_ ABSL_GUARDED_BY(mu_) = false;
+  int writes_beside_a_client_file_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 TEST_F(LocalChunkTest, WholeChunksOfALocalServerAreWrittenInPlace) {
@@ -656,6 +679,45 @@ TEST_F(LocalChunkTest, WhatIsNotWrittenInPlaceGoesOverTheNetworkAndLeavesNothing
   EXPECT_EQ(network->counts().writes, 5);
   EXPECT_TRUE(TmpNames(dir_.path()).empty());
   EXPECT_FALSE(std::filesystem::exists(store_->ChunkPath({9, 4})));
+
+  // Adopted, but the reply was lost: sent again over the network (the same
+  // bytes), nothing left in tmp/.
+  auto owned2 = std::make_unique<AdoptingTransport>(store_.get());
+  AdoptingTransport* network2 = owned2.get();
+  LocalChunkTransport transport2(std::move(owned2), &meta, absl::Hours(1));
+  network2->Refuse(ETIMEDOUT, /*after=*/true);
+  ASSERT_TRUE(transport2.WriteChunk(1, 9, 6, 0, memory.data(), data.size(), true).ok());
+  EXPECT_EQ(network2->adopts(), 1);
+  EXPECT_EQ(network2->counts().writes, 1);
+  EXPECT_EQ(ReadLocal(9, 6, 0, 1 << 20), data);
+  EXPECT_TRUE(TmpNames(dir_.path()).empty());
+
+  // Every resend went out once the refused file was gone.
+  EXPECT_EQ(network->writes_beside_a_client_file(), 0);
+  EXPECT_EQ(network2->writes_beside_a_client_file(), 0);
+}
+
+TEST_F(LocalChunkTest, AServerThatCannotAdoptIsAskedAgainAfterTheMapsRefresh) {
+  Claim();
+  LocalServersMeta meta(Info());
+  auto owned = std::make_unique<AdoptingTransport>(store_.get());
+  AdoptingTransport* network = owned.get();
+  LocalChunkTransport transport(std::move(owned), &meta, absl::Milliseconds(20));
+  const std::string data = TestData(4096, 10);
+  HugePageMemory memory = Aligned(data);
+  network->Refuse(EOPNOTSUPP);
+  ASSERT_TRUE(transport.WriteChunk(1, 3, 0, 0, memory.data(), data.size(), true).ok());
+  EXPECT_EQ(network->adopts(), 1);
+  // Upgraded meanwhile: after a refresh of the map, written in place again.
+  network->Refuse(0);
+  const int calls = meta.list_calls();
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  while (meta.list_calls() < calls + 2 && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(5));
+  }
+  ASSERT_TRUE(transport.WriteChunk(1, 3, 1, 0, memory.data(), data.size(), true).ok());
+  EXPECT_EQ(network->adopts(), 2);
+  EXPECT_EQ(ReadLocal(3, 1, 0, 8192), data);
 }
 
 TEST_F(LocalChunkTest, AKilledServersChunksAreNotWrittenInItsPlace) {
