@@ -129,6 +129,13 @@ int WriteFully(int fd, struct iovec* pieces, int count, off_t at) {
   return 0;
 }
 
+// `data_dir`'s tmp/, opened to create and remove files in it; never
+// through a symbolic link there. Invalid (errno set) when it cannot be.
+UniqueFd OpenTmpDirectory(const std::string& data_dir) {
+  return UniqueFd(
+      open(TmpDirectory(data_dir).c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+}
+
 // A name for the next chunk file this process writes for a server to
 // adopt: random per process (made again in a forked child), so that mounts
 // in other pid namespaces sharing a data directory never pick the same
@@ -330,14 +337,16 @@ absl::StatusOr<std::string> LocalChunkTransport::WriteChunkFile(const std::strin
   }
   // tmp/ itself never through a link: a server's directory names where the
   // file goes, not a link planted there.
-  UniqueFd dir(open(tmp.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  UniqueFd dir = OpenTmpDirectory(data_dir);
   if (!dir.valid()) {
-    return ErrnoStatus(errno, absl::StrCat("open ", tmp, ": ", std::strerror(errno)));
+    const int err = errno;
+    return ErrnoStatus(err, absl::StrCat("open ", tmp, ": ", std::strerror(err)));
   }
   UniqueFd fd(openat(dir.get(), name.c_str(),
                      O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644));
   if (!fd.valid()) {
-    return ErrnoStatus(errno, absl::StrCat("create ", path, ": ", std::strerror(errno)));
+    const int err = errno;
+    return ErrnoStatus(err, absl::StrCat("create ", path, ": ", std::strerror(err)));
   }
   // The file as the server writes it (common/chunk_format.h). The header
   // block goes through the page cache, so that the server's check of it
@@ -362,6 +371,10 @@ absl::StatusOr<std::string> LocalChunkTransport::WriteChunkFile(const std::strin
   const int flags = fcntl(fd.get(), F_GETFL);
   bool ok = fchmod(fd.get(), 0644) == 0 &&  // whatever our umask: the server reads it
             WriteFully(fd.get(), &header, 1, 0) == 0 && flags >= 0;
+  // Start the header's writeback now (without waiting), so that a crash
+  // after the rename but before any sync finds the header on disk about as
+  // soon as the data, not up to the dirty-page expiry later.
+  (void)sync_file_range(fd.get(), 0, kChunkHeaderSize, SYNC_FILE_RANGE_WRITE);
   if (ok && fcntl(fd.get(), F_SETFL, flags | O_DIRECT) != 0 && errno != EINVAL) ok = false;
   ok = ok && WriteFully(fd.get(), pieces, 2, static_cast<off_t>(kChunkHeaderSize)) == 0;
   if (!ok || close(fd.Release()) != 0) {
@@ -400,7 +413,8 @@ absl::StatusOr<bool> LocalChunkTransport::WriteInPlace(const LocalServer& local,
                                                        size_t length, uint32_t crc32c) {
   {
     absl::MutexLock lock(&mu_);
-    if (cannot_adopt_.contains(server_id)) return false;
+    auto marked = cannot_adopt_.find(server_id);
+    if (marked != cannot_adopt_.end() && absl::Now() < marked->second) return false;
   }
   absl::StatusOr<std::string> name =
       WriteChunkFile(local.data_dir, ino, chunk_index, data, length, crc32c);
@@ -426,18 +440,27 @@ absl::StatusOr<bool> LocalChunkTransport::WriteInPlace(const LocalServer& local,
   // still runs on the server then finds no file, and can never put these
   // bytes over a later write of the chunk. (If it ran already, the resend
   // stores the same bytes again.)
-  const std::string path = absl::StrCat(TmpDirectory(local.data_dir), "/", *name);
-  if (unlink(path.c_str()) != 0 && errno != ENOENT) {
-    return ErrnoStatus(errno, absl::StrCat("the server did not adopt ", path, " (",
-                                           adopted.message(), ") and it cannot be removed: ",
-                                           std::strerror(errno)));
+  // (A file that cannot be removed fails the write instead. Very rare:
+  // unlink fails with the file still there only on an I/O error or a file
+  // system gone read-only; if the application then writes the chunk again,
+  // an ADOPT of this file still queued on the server could land after it.)
+  UniqueFd dir = OpenTmpDirectory(local.data_dir);
+  if (!dir.valid() ? errno != ENOENT
+                   : unlinkat(dir.get(), name->c_str(), 0) != 0 && errno != ENOENT) {
+    const int err = errno;
+    return ErrnoStatus(err, absl::StrCat("the server did not adopt ", *name, " in ",
+                                         TmpDirectory(local.data_dir), " (", adopted.message(),
+                                         ") and it cannot be removed: ", std::strerror(err)));
   }
   Metrics().written_fallback->Increment();
   if (ErrnoFromStatus(adopted) == EOPNOTSUPP) {
     absl::MutexLock lock(&mu_);
-    if (cannot_adopt_.insert(server_id).second) {
+    const bool first = !cannot_adopt_.contains(server_id);
+    cannot_adopt_[server_id] = absl::Now() + use_.adopt_retry;
+    if (first) {
       CKPTFS_LOG(kInfo) << "storage server " << server_id << " cannot adopt chunk files ("
-                        << adopted.message() << "); its chunks go over the network";
+                        << adopted.message() << "); its chunks go over the network, asked "
+                        << "again every " << use_.adopt_retry;
     }
     return false;
   }
@@ -518,7 +541,6 @@ void LocalChunkTransport::Reload() {
     }
   }
   absl::MutexLock lock(&mu_);
-  cannot_adopt_.clear();  // ask again: a server may have been upgraded
   bool changed = local.size() != local_.size();
   for (const auto& [id, server] : local) {
     auto it = local_.find(id);

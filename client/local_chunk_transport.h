@@ -18,17 +18,19 @@
 //     ran slower than TCP).
 //   - Writes in place: a replacing write of a whole chunk from 4096-aligned
 //     memory (a ChunkBuffer: what every write-behind flush sends) is
-//     written by this process as a complete chunk file (header block, the
-//     data straight from the buffer, a zero-padded last block) with
-//     O_DIRECT under the server's tmp/ ("local.<process tag>.<n>"), and the
+//     written by this process as a complete chunk file under the server's
+//     tmp/ ("local.<process tag>.<n>"): the header block through the page
+//     cache, the data with O_DIRECT straight from the buffer, a zero-padded
+//     last block; and the
 //     server is asked to ADOPT it (proto/data.proto): it checks the file's
 //     size and header and renames it into place under the chunk's lock,
 //     where its own write would have put the same bytes. The server never
 //     touches the data; its durability (SYNC, a commit's syncfs) covers the
 //     file like any other. Any failure on the way (the file system refuses,
 //     the server says no, an older server does not know ADOPT) removes the
-//     file and sends the chunk over the network as before; a server that
-//     answered EOPNOTSUPP is not asked again until the map's next refresh.
+//     file and sends the chunk over the network as before (a refused file
+//     that cannot be removed fails the write instead); a server that
+//     answered EOPNOTSUPP is asked again only after Use::adopt_retry.
 //     A mount that dies between writing a file and its ADOPT leaves the
 //     file in tmp/: the server removes such files after an hour
 //     (ChunkStore::SweepIfDue), and all of tmp/ at start. What a WRITE
@@ -93,7 +95,6 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
-#include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
@@ -110,6 +111,10 @@ namespace ckptfs::client {
 struct LocalChunkUse {
   bool reads = true;
   bool writes = true;
+  // How long a server that answered an ADOPT with EOPNOTSUPP (a build
+  // without it) is left out of writes in place before it is asked again
+  // (it may have been upgraded): each ask costs one chunk written twice.
+  absl::Duration adopt_retry = absl::Minutes(10);
 };
 
 class LocalChunkTransport : public ChunkTransport {
@@ -175,7 +180,8 @@ class LocalChunkTransport : public ChunkTransport {
   // reads it back without a disk read; the data with O_DIRECT where the
   // file system takes it, whole blocks straight from `data` and the last
   // partial block through a zero-padded copy. Returns the file's name in
-  // tmp/ (IsLocalWriteName). On failure nothing is left behind.
+  // tmp/ (IsLocalWriteName). On failure the file is removed (should that
+  // fail too, the server's sweep removes it: no ADOPT names it).
   // REQUIRES: `data` 4096-aligned, length <= kMaxFramePayload.
   static absl::StatusOr<std::string> WriteChunkFile(const std::string& data_dir, uint64_t ino,
                                                     uint32_t chunk_index, const void* data,
@@ -231,10 +237,9 @@ class LocalChunkTransport : public ChunkTransport {
   absl::Mutex mu_;
   absl::flat_hash_map<uint32_t, LocalServer> local_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
-  // Servers that answered an ADOPT with EOPNOTSUPP (an older build): their
-  // chunks go over the network until the next Reload (a server may be
-  // upgraded meanwhile).
-  absl::flat_hash_set<uint32_t> cannot_adopt_ ABSL_GUARDED_BY(mu_);
+  // Servers that answered an ADOPT with EOPNOTSUPP (an older build), and
+  // until when their chunks go over the network without asking.
+  absl::flat_hash_map<uint32_t, absl::Time> cannot_adopt_ ABSL_GUARDED_BY(mu_);
 
   absl::Mutex scratch_mu_;
   // Idle scratch buffers, at most kIdleScratch kept.

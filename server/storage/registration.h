@@ -60,7 +60,8 @@ class Registration {
     // none is reported.
     std::function<meta::ScrubReport()> scrub;
     // Called on the registration thread after every heartbeat, answered or
-    // not: cheap housekeeping (ChunkStore::SweepIfDue). Unset: nothing.
+    // not (not while unregistered): cheap housekeeping
+    // (ChunkStore::SweepIfDue). Unset: nothing.
     std::function<void()> after_heartbeat;
   };
 

@@ -77,8 +77,9 @@ class StorageMetrics {
       ops_[i] = OpMetrics{&requests.WithLabels({names[i]}), &latency.WithLabels({names[i]})};
     }
     written_ = &r.Counter("ckptfs_storage_write_bytes_total",
-                          "Chunk data bytes stored by WRITE requests (their payloads) and "
-                          "ADOPT requests (the chunk files clients on this host wrote).",
+                          "Chunk data bytes of WRITE requests received (their payloads) and "
+                          "of ADOPT requests that succeeded (chunk files clients on this host "
+                          "wrote).",
                           {})
                     .WithLabels({});
     read_ = &r.Counter("ckptfs_storage_read_bytes_total",

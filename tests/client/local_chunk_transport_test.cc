@@ -697,27 +697,33 @@ TEST_F(LocalChunkTest, WhatIsNotWrittenInPlaceGoesOverTheNetworkAndLeavesNothing
   EXPECT_EQ(network2->writes_beside_a_client_file(), 0);
 }
 
-TEST_F(LocalChunkTest, AServerThatCannotAdoptIsAskedAgainAfterTheMapsRefresh) {
+TEST_F(LocalChunkTest, AServerThatCannotAdoptIsAskedAgainAfterAWhile) {
   Claim();
   LocalServersMeta meta(Info());
   auto owned = std::make_unique<AdoptingTransport>(store_.get());
   AdoptingTransport* network = owned.get();
-  LocalChunkTransport transport(std::move(owned), &meta, absl::Milliseconds(20));
+  LocalChunkUse use;
+  use.adopt_retry = absl::Milliseconds(200);
+  LocalChunkTransport transport(std::move(owned), &meta, absl::Hours(1), use);
   const std::string data = TestData(4096, 10);
   HugePageMemory memory = Aligned(data);
   network->Refuse(EOPNOTSUPP);
+  const absl::Time marked = absl::Now();
   ASSERT_TRUE(transport.WriteChunk(1, 3, 0, 0, memory.data(), data.size(), true).ok());
   EXPECT_EQ(network->adopts(), 1);
-  // Upgraded meanwhile: after a refresh of the map, written in place again.
-  network->Refuse(0);
-  const int calls = meta.list_calls();
-  const absl::Time deadline = absl::Now() + absl::Seconds(10);
-  while (meta.list_calls() < calls + 2 && absl::Now() < deadline) {
-    absl::SleepFor(absl::Milliseconds(5));
-  }
+  // Within adopt_retry: not asked (200 ms is far longer than one write).
   ASSERT_TRUE(transport.WriteChunk(1, 3, 1, 0, memory.data(), data.size(), true).ok());
+  if (absl::Now() - marked < absl::Milliseconds(200)) {
+    EXPECT_EQ(network->adopts(), 1);
+  }
+  EXPECT_EQ(network->counts().writes, 2);
+  // Upgraded meanwhile: once adopt_retry is over, written in place again.
+  network->Refuse(0);
+  absl::SleepFor(absl::Milliseconds(250));
+  ASSERT_TRUE(transport.WriteChunk(1, 3, 2, 0, memory.data(), data.size(), true).ok());
   EXPECT_EQ(network->adopts(), 2);
-  EXPECT_EQ(ReadLocal(3, 1, 0, 8192), data);
+  EXPECT_EQ(network->counts().writes, 2);
+  EXPECT_EQ(ReadLocal(3, 2, 0, 8192), data);
 }
 
 TEST_F(LocalChunkTest, AKilledServersChunksAreNotWrittenInItsPlace) {
