@@ -374,7 +374,7 @@ absl::StatusOr<std::string> LocalChunkTransport::WriteChunkFile(const std::strin
   // Start the header's writeback now (without waiting), so that a crash
   // after the rename but before any sync finds the header on disk about as
   // soon as the data, not up to the dirty-page expiry later.
-  (void)sync_file_range(fd.get(), 0, kChunkHeaderSize, SYNC_FILE_RANGE_WRITE);
+  if (ok) (void)sync_file_range(fd.get(), 0, kChunkHeaderSize, SYNC_FILE_RANGE_WRITE);
   if (ok && fcntl(fd.get(), F_SETFL, flags | O_DIRECT) != 0 && errno != EINVAL) ok = false;
   ok = ok && WriteFully(fd.get(), pieces, 2, static_cast<off_t>(kChunkHeaderSize)) == 0;
   if (!ok || close(fd.Release()) != 0) {
