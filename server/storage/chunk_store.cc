@@ -172,9 +172,9 @@ absl::Status ChunkStore::PlaceLocked(const std::string& tmp, ChunkKey key) {
   const std::string path = ChunkPath(key);
   // The inode directory usually exists already; make it when the rename
   // says it does not. A concurrent Trim may remove it again (when empty)
-  // between our mkdir and rename: try again then. (A missing `tmp` also
-  // says ENOENT; the mkdir then succeeds or finds the directory, and the
-  // next rename says ENOENT again, until the attempts run out.)
+  // between our mkdir and rename: try again then. A missing `tmp` says
+  // ENOENT too (an adopted file its client removed): that is returned as
+  // is, without making a directory for it.
   absl::Status status;
   for (int attempt = 0;; ++attempt) {
     status = fs_.Rename(tmp, path);
