@@ -24,10 +24,10 @@ double TimevalSeconds(const timeval& tv) {
   return static_cast<double>(tv.tv_sec) + static_cast<double>(tv.tv_usec) / 1e6;
 }
 
-double Usage(int who) {
+CpuTime Usage(int who) {
   rusage usage{};
-  if (::getrusage(who, &usage) != 0) return 0;
-  return TimevalSeconds(usage.ru_utime) + TimevalSeconds(usage.ru_stime);
+  if (::getrusage(who, &usage) != 0) return {};
+  return {TimevalSeconds(usage.ru_utime), TimevalSeconds(usage.ru_stime)};
 }
 
 bool ReadFile(const std::string& path, std::string* out) {
@@ -185,9 +185,13 @@ std::string DescribeProcesses(const std::vector<pid_t>& pids) {
   return absl::StrJoin(parts, " ");
 }
 
-double ChildrenCpuSeconds() { return Usage(RUSAGE_CHILDREN); }
-double SelfCpuSeconds() { return Usage(RUSAGE_SELF); }
-double ThreadCpuSeconds() { return Usage(RUSAGE_THREAD); }
+CpuTime operator-(const CpuTime& a, const CpuTime& b) {
+  return {a.user_s - b.user_s, a.system_s - b.system_s};
+}
+
+CpuTime ChildrenCpu() { return Usage(RUSAGE_CHILDREN); }
+CpuTime SelfCpu() { return Usage(RUSAGE_SELF); }
+CpuTime ThreadCpu() { return Usage(RUSAGE_THREAD); }
 
 void TargetCpuMeter::Start() {
   start_.clear();

@@ -51,10 +51,18 @@ std::vector<pid_t> FindCkptfsClusterProcesses(const std::string& mountpoint,
 // "ckptfs-fuse[979] ckptfs-meta[904]" for people.
 std::string DescribeProcesses(const std::vector<pid_t>& pids);
 
+// CPU seconds from getrusage, split into user and system (kernel) time.
+struct CpuTime {
+  double user_s = 0;
+  double system_s = 0;
+  double total_s() const { return user_s + system_s; }
+};
+CpuTime operator-(const CpuTime& a, const CpuTime& b);
+
 // getrusage: reaped children; this whole process; the calling thread.
-double ChildrenCpuSeconds();
-double SelfCpuSeconds();
-double ThreadCpuSeconds();
+CpuTime ChildrenCpu();
+CpuTime SelfCpu();
+CpuTime ThreadCpu();
 
 // The CPU seconds a set of processes spends between Start and Stop.
 class TargetCpuMeter {

@@ -2,9 +2,12 @@
 // parentheses), finding processes by name and pid, and the meter.
 #include "tools/bench/cpu.h"
 
+#include <fcntl.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <fstream>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
@@ -29,6 +32,28 @@ TEST(CpuTest, ReadsOwnProcess) {
   ASSERT_TRUE(seconds.ok()) << seconds.status();
   EXPECT_GE(*seconds, 0);
   EXPECT_EQ(ProcessCpuSeconds(-5).status().code(), absl::StatusCode::kNotFound);
+}
+
+TEST(CpuTest, ChildrenKernelTimeIsToldApartFromUserTime) {
+  const CpuTime before = ChildrenCpu();
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    // All kernel time: 2 GiB of zeros copied by read(2), no user work.
+    std::vector<char> buf(1 << 20);
+    const int fd = open("/dev/zero", O_RDONLY);
+    for (int i = 0; i < 2048 && fd >= 0; ++i) {
+      if (read(fd, buf.data(), buf.size()) <= 0) _exit(1);
+    }
+    _exit(fd >= 0 ? 0 : 1);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  const CpuTime used = ChildrenCpu() - before;
+  EXPECT_GT(used.system_s, 0.02);
+  EXPECT_GT(used.system_s, used.user_s);
+  EXPECT_DOUBLE_EQ(used.total_s(), used.user_s + used.system_s);
 }
 
 TEST(CpuTest, ResolvesByNameAndPid) {

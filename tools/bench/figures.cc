@@ -27,8 +27,10 @@ const std::vector<FigureInfo>& FigureCatalogue() {
       {"ttfb_p50_s", "time to first byte p50 s", false, 4},
       {"ttfb_max_s", "time to first byte max s", false, 4},
       {"rank_cpu_s_per_gib", "rank CPU s/GiB", false, 3},
+      {"rank_system_cpu_s_per_gib", "rank kernel CPU s/GiB", false, 3},
       {"target_cpu_s_per_gib", "target CPU s/GiB", false, 3},
       {"rank_cpu_s", "rank CPU s", false, 3},
+      {"rank_system_cpu_s", "rank kernel CPU s", false, 3},
       {"target_cpu_s", "target CPU s", false, 3},
       {"wall_s", "wall s (first start to last end)", false, 3},
       {"bytes", "bytes", true, 0},
@@ -120,7 +122,11 @@ Figures ComputeFigures(const PhaseRecord& record) {
     add("verified_bytes", static_cast<double>(record.verified_bytes));
   }
   add("rank_cpu_s", record.rank_cpu_s);
-  if (bytes > 0) add("rank_cpu_s_per_gib", record.rank_cpu_s / gib);
+  add("rank_system_cpu_s", record.rank_system_cpu_s);
+  if (bytes > 0) {
+    add("rank_cpu_s_per_gib", record.rank_cpu_s / gib);
+    add("rank_system_cpu_s_per_gib", record.rank_system_cpu_s / gib);
+  }
   if (record.target_cpu_s.has_value()) {
     add("target_cpu_s", *record.target_cpu_s);
     if (bytes > 0) add("target_cpu_s_per_gib", *record.target_cpu_s / gib);

@@ -63,6 +63,7 @@ TEST(FiguresTest, SaveAggregateAndMlperf) {
   record.ranks = {Rank(0, 0.0, 2.0, 1'000'000'000), Rank(1, 0.5, 1.5, 1'000'000'000),
                   Rank(2, 1.0, 4.0, 1'000'000'000), Rank(3, 0.0, 2.5, 1'000'000'000)};
   record.rank_cpu_s = 8;
+  record.rank_system_cpu_s = 3;
   record.target_cpu_s = 2;
   const Figures f = ComputeFigures(record);
   EXPECT_DOUBLE_EQ(Get(f, "agg_gbps"), 1.0);  // 4 GB / 4 s
@@ -73,6 +74,7 @@ TEST(FiguresTest, SaveAggregateAndMlperf) {
   EXPECT_DOUBLE_EQ(Get(f, "wall_s"), 4.0);
   EXPECT_DOUBLE_EQ(Get(f, "bytes"), 4e9);
   EXPECT_DOUBLE_EQ(Get(f, "rank_cpu_s_per_gib"), 8 / (4e9 / kGiB));
+  EXPECT_DOUBLE_EQ(Get(f, "rank_system_cpu_s_per_gib"), 3 / (4e9 / kGiB));
   EXPECT_DOUBLE_EQ(Get(f, "target_cpu_s_per_gib"), 2 / (4e9 / kGiB));
   EXPECT_FALSE(FindFigure(f, "ttfb_p50_s").has_value());
   EXPECT_FALSE(FindFigure(f, "commit_p50_s").has_value());

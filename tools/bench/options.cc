@@ -296,7 +296,8 @@ Figures (per phase, per repeat; medians in the summary): aggregate GB/s =
 bytes / (last rank end - first rank start); MLPerf Storage duration (the
 slowest rank) and throughput (bytes / duration); p50/p99 rank time; commit
 latency p50/p99/max and release (last arrival -> last return); time to
-first byte on load; CPU seconds per GiB of the ranks and of the target's
+first byte on load; CPU seconds per GiB of the ranks (and the kernel's
+share of it: a plain directory's write path) and of the target's
 processes; bytes verified. 1 GB = 1e9 bytes.
 
   --target-procs LIST     Target processes whose CPU time is counted, by

@@ -190,7 +190,7 @@ class ProcessExecutor : public RankExecutor {
 
   absl::StatusOr<RankRun> Run(const std::vector<int>& ranks, const RankTask& task,
                               bool /*all_at_once: always*/, const SampleFn& sample) override {
-    const double cpu_before = ChildrenCpuSeconds();
+    const CpuTime cpu_before = ChildrenCpu();
     std::vector<Child> children;
     children.reserve(ranks.size());
     const pid_t parent = ::getpid();
@@ -296,7 +296,9 @@ class ProcessExecutor : public RankExecutor {
     sample(MonotonicNowNs(), bytes, done);
 
     RankRun run;
-    run.rank_cpu_s = ChildrenCpuSeconds() - cpu_before;
+    const CpuTime used = ChildrenCpu() - cpu_before;
+    run.rank_cpu_s = used.total_s();
+    run.rank_system_cpu_s = used.system_s;
     for (const Child& child : children) run.ranks.push_back(RankRecord{child.rank, child.times});
     return run;
   }

@@ -370,6 +370,7 @@ class Runner {
       return TargetError(target, absl::StrCat("save, repeat ", repeat + 1), run.status());
     }
     PhaseRecord record{target.label, repeat, Phase::kSave, run->ranks, run->rank_cpu_s};
+    record.rank_system_cpu_s = run->rank_system_cpu_s;
     if (spec.kind == WorkloadKind::kDcp) {
       // Rank 0 finishes the checkpoint after every rank saved (as DCP's
       // coordinator does); its time runs to the end of that.
@@ -388,6 +389,7 @@ class Runner {
       rank0.end_ns = std::max(rank0.end_ns, fin->ranks[0].times.end_ns);
       rank0.bytes += fin->ranks[0].times.bytes;
       record.rank_cpu_s += fin->rank_cpu_s;
+      record.rank_system_cpu_s += fin->rank_system_cpu_s;
     }
     progress_.EndPhase();
     record.target_cpu_s = target_cpu.Stop();
@@ -430,6 +432,7 @@ class Runner {
       return TargetError(target, absl::StrCat("commit, repeat ", repeat + 1), run.status());
     }
     PhaseRecord record{target.label, repeat, Phase::kCommit, run->ranks, run->rank_cpu_s};
+    record.rank_system_cpu_s = run->rank_system_cpu_s;
     record.target_cpu_s = target_cpu.Stop();
     absl::StatusOr<std::string> state = target.executor->ControlIo().GetXattr(step, kStateXattr);
     if (!state.ok() || *state != "committed") {
@@ -481,6 +484,7 @@ class Runner {
                          run.status());
     }
     PhaseRecord record{target.label, repeat, phase, run->ranks, run->rank_cpu_s};
+    record.rank_system_cpu_s = run->rank_system_cpu_s;
     record.target_cpu_s = target_cpu.Stop();
     // LoadRank compared every byte it read, or failed.
     for (const RankRecord& r : record.ranks) record.verified_bytes += r.times.bytes;

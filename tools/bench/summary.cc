@@ -22,7 +22,10 @@ std::vector<double> Present(const std::vector<std::optional<double>>& values) {
 // Figures only the JSON carries (the table shows their per-GiB forms).
 bool InTable(Phase phase, const std::string& key) {
   if (key == "bytes" || key == "wall_s") return false;
-  if (phase != Phase::kCommit && (key == "rank_cpu_s" || key == "target_cpu_s")) return false;
+  if (phase != Phase::kCommit &&
+      (key == "rank_cpu_s" || key == "rank_system_cpu_s" || key == "target_cpu_s")) {
+    return false;
+  }
   return true;
 }
 

@@ -34,8 +34,8 @@ class ThreadExecutor : public RankExecutor {
 
   absl::StatusOr<RankRun> Run(const std::vector<int>& ranks, const RankTask& task, bool all_at_once,
                               const SampleFn& sample) override {
-    const double process_before = SelfCpuSeconds();
-    const double caller_before = ThreadCpuSeconds();
+    const CpuTime process_before = SelfCpu();
+    const CpuTime caller_before = ThreadCpu();
     const size_t n = ranks.size();
     const size_t thread_count = all_at_once ? n : std::min(n, static_cast<size_t>(threads_));
 
@@ -100,7 +100,9 @@ class ThreadExecutor : public RankExecutor {
     sample(MonotonicNowNs(), bytes.load(), done.load());
 
     RankRun run;
-    run.rank_cpu_s = (SelfCpuSeconds() - process_before) - (ThreadCpuSeconds() - caller_before);
+    const CpuTime used = (SelfCpu() - process_before) - (ThreadCpu() - caller_before);
+    run.rank_cpu_s = used.total_s();
+    run.rank_system_cpu_s = used.system_s;
     for (size_t i = 0; i < n; ++i) run.ranks.push_back(RankRecord{ranks[i], *results[i]});
     return run;
   }
