@@ -21,7 +21,18 @@ Filesystem::Filesystem(std::unique_ptr<client::Client> client, FilesystemOptions
     : client_(std::move(client)),
       options_(options),
       attr_timeout_s_(absl::ToDoubleSeconds(options.attr_timeout)),
-      entry_timeout_s_(absl::ToDoubleSeconds(options.entry_timeout)) {}
+      entry_timeout_s_(absl::ToDoubleSeconds(options.entry_timeout)),
+      dir_timeout_s_(absl::ToDoubleSeconds(options.dir_timeout)) {}
+
+double Filesystem::AttrTimeoutFor(const meta::Attr& attr) const {
+  return attr.type() == meta::DIRECTORY ? std::max(attr_timeout_s_, dir_timeout_s_)
+                                        : attr_timeout_s_;
+}
+
+double Filesystem::EntryTimeoutFor(const meta::Attr& attr) const {
+  return attr.type() == meta::DIRECTORY ? std::max(entry_timeout_s_, dir_timeout_s_)
+                                        : entry_timeout_s_;
+}
 
 Filesystem::~Filesystem() {
   absl::flat_hash_map<uint64_t, std::unique_ptr<client::File>> files;

@@ -43,6 +43,19 @@ struct FilesystemOptions {
   // kernel would hide it. Raise them only for read-mostly mounts.
   absl::Duration attr_timeout = absl::ZeroDuration();
   absl::Duration entry_timeout = absl::ZeroDuration();
+  // The same for directories only (the larger of the two applies to them):
+  // how long a directory's name and attributes may be reused without
+  // asking the metadata service. Close-to-open concerns files, whose
+  // timeouts stay as above; a cached directory saves the LOOKUP and GETATTR
+  // of every path component of every open() (most of a storm's metadata
+  // requests). Another mount's rmdir, rename or chmod of a directory, and
+  // the server's removal of a checkpoint (retention), are then seen by
+  // stat() here only after up to this long; a directory removed and
+  // recreated under its name is found at once, and nothing is created in
+  // a removed one, because operations in a removed directory answer ESTALE
+  // and the kernel then walks the path again, revalidating each component.
+  // 0 by default: stat() of a directory is exact, as with the other two.
+  absl::Duration dir_timeout = absl::ZeroDuration();
 
   // Data-path modes (issue 5 measured each; the defaults are the fastest):
   // Write-only opens bypass the page cache (direct_io): a writer's payload
@@ -84,8 +97,10 @@ class Filesystem {
   static const fuse_lowlevel_ops& Ops();
 
   client::Client& client() { return *client_; }
-  double attr_timeout_s() const { return attr_timeout_s_; }
-  double entry_timeout_s() const { return entry_timeout_s_; }
+  // Attribute and entry timeouts (seconds) for a reply about an inode of
+  // type `attr.type()`: a directory gets dir_timeout when that is longer.
+  double AttrTimeoutFor(const meta::Attr& attr) const;
+  double EntryTimeoutFor(const meta::Attr& attr) const;
   const FilesystemOptions& options() const { return options_; }
 
   // FUSE_INIT: chooses the features this mount uses among those the kernel
@@ -111,6 +126,7 @@ class Filesystem {
   const FilesystemOptions options_;
   const double attr_timeout_s_;
   const double entry_timeout_s_;
+  const double dir_timeout_s_;
   std::atomic<uint32_t> max_write_{0};
 
   // Lock order: leaf (never held across a client call or a fuse_reply_*).

@@ -2,7 +2,7 @@
 //
 //   ckptfs-fuse --meta=127.0.0.1:7000 --mountpoint=/checkpoints [--foreground]
 //               [--threads=16] [--max_threads=512] [--attr_timeout_s=0]
-//               [--entry_timeout_s=0] [--direct_io_writes] [--writeback_cache]
+//               [--entry_timeout_s=0] [--dir_timeout_s=0] [--direct_io_writes] [--writeback_cache]
 //               [--splice] [--auto_inval_data] [--max_background=64]
 //               [--write_buffer_mb=2048] [--idle_buffer_mb=4096] [--read_cache_mb=4096]
 //               [--readahead_chunks=8]
@@ -66,6 +66,11 @@ ABSL_FLAG(double, attr_timeout_s, 0,
           "seconds the kernel may cache attributes; 0 keeps close-to-open across mounts");
 ABSL_FLAG(double, entry_timeout_s, 0,
           "seconds the kernel may cache name lookups; 0 shows other mounts' renames at once");
+ABSL_FLAG(double, dir_timeout_s, 0,
+          "seconds the kernel may cache a directory's name and attributes (the larger of this "
+          "and the two above applies to directories); saves a metadata request per path "
+          "component per open(); another mount's rmdir, rename or chmod of a directory (and a "
+          "checkpoint removed by retention) shows in stat() after up to this long");
 ABSL_FLAG(std::string, credential_file, "",
           "file (mode 0600) holding the cluster's credential, presented to the metadata "
           "service and the storage servers; empty: none (a cluster that wants one refuses)");
@@ -216,6 +221,7 @@ int Main(int argc, char** argv) {
   }
   const double attr_timeout_s = absl::GetFlag(FLAGS_attr_timeout_s);
   const double entry_timeout_s = absl::GetFlag(FLAGS_entry_timeout_s);
+  const double dir_timeout_s = absl::GetFlag(FLAGS_dir_timeout_s);
   const int threads = absl::GetFlag(FLAGS_threads);
   const int max_threads = absl::GetFlag(FLAGS_max_threads);
   const int max_background = absl::GetFlag(FLAGS_max_background);
@@ -224,11 +230,12 @@ int Main(int argc, char** argv) {
   const int read_cache_mb = absl::GetFlag(FLAGS_read_cache_mb);
   const int readahead_chunks = absl::GetFlag(FLAGS_readahead_chunks);
   const int max_inflight_chunks = absl::GetFlag(FLAGS_max_inflight_chunks);
-  if (attr_timeout_s < 0 || entry_timeout_s < 0 || threads < 1 || max_threads < 1 ||
+  if (attr_timeout_s < 0 || entry_timeout_s < 0 || dir_timeout_s < 0 || threads < 1 || max_threads < 1 ||
       max_background < 1 || max_background > 65535 || write_buffer_mb < 0 ||
       idle_buffer_mb < 0 || read_cache_mb < 0 || readahead_chunks < 0 || readahead_chunks > 64 ||
       max_inflight_chunks < 1) {
-    CKPTFS_LOG(kError) << "--attr_timeout_s and --entry_timeout_s must be >= 0, --threads, "
+    CKPTFS_LOG(kError) << "--attr_timeout_s, --entry_timeout_s and --dir_timeout_s must be "
+                          ">= 0, --threads, "
                           "--max_threads and --max_inflight_chunks >= 1, --max_background in "
                           "1..65535, --write_buffer_mb, --idle_buffer_mb and --read_cache_mb "
                           ">= 0, --readahead_chunks in 0..64";
@@ -293,6 +300,7 @@ int Main(int argc, char** argv) {
   FilesystemOptions fs_options;
   fs_options.attr_timeout = absl::Seconds(attr_timeout_s);
   fs_options.entry_timeout = absl::Seconds(entry_timeout_s);
+  fs_options.dir_timeout = absl::Seconds(dir_timeout_s);
   fs_options.direct_io_writes = absl::GetFlag(FLAGS_direct_io_writes);
   fs_options.writeback_cache = absl::GetFlag(FLAGS_writeback_cache);
   fs_options.splice = absl::GetFlag(FLAGS_splice);
@@ -315,7 +323,8 @@ int Main(int argc, char** argv) {
   CKPTFS_LOG(kInfo) << "ckptfs-fuse: mounted ckptfs of " << meta << " at " << mountpoint
                     << " (" << threads << " idle threads, at most "
                     << MaxWorkerThreads(mount_options) << ", attr_timeout " << attr_timeout_s
-                    << "s, entry_timeout " << entry_timeout_s << "s)";
+                    << "s, entry_timeout " << entry_timeout_s << "s, dir_timeout "
+                    << dir_timeout_s << "s)";
   std::unique_ptr<metrics::MetricsHttpServer> metrics_server;
   if (metrics_listener.valid()) {
     absl::StatusOr<std::unique_ptr<metrics::MetricsHttpServer>> started =

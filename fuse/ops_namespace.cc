@@ -34,7 +34,7 @@ void ReplyAttr(fuse_req_t req, const absl::StatusOr<meta::Attr>& attr, absl::str
                uint64_t ino) {
   if (!attr.ok()) return ReplyError(req, attr.status(), op, ino);
   struct stat st = AttrToStat(*attr);
-  fuse_reply_attr(req, &st, FsOf(req).attr_timeout_s());
+  fuse_reply_attr(req, &st, FsOf(req).AttrTimeoutFor(*attr));
 }
 
 void ReplyStatus(fuse_req_t req, const absl::Status& status, absl::string_view op,
@@ -56,8 +56,16 @@ void ForgetMulti(fuse_req_t req, size_t /*count*/, struct fuse_forget_data* /*fo
   fuse_reply_none(req);
 }
 
+// An inode the kernel still knows but the metadata service no longer has
+// (a directory another mount removed while this one cached it) is a stale
+// handle, not a missing name: ESTALE makes stat() walk the path again with
+// revalidation, which finds whatever now has the name.
 void GetAttr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info* /*fi*/) {
-  ReplyAttr(req, FsOf(req).client().GetAttr(ino), "getattr", ino);
+  absl::StatusOr<meta::Attr> attr = FsOf(req).client().GetAttr(ino);
+  if (!attr.ok() && ErrnoFromStatus(attr.status()) == ENOENT) {
+    attr = ErrnoStatus(ESTALE, absl::StrCat("inode ", ino, " no longer exists"));
+  }
+  ReplyAttr(req, attr, "getattr", ino);
 }
 
 // --- setattr ---------------------------------------------------------------

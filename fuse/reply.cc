@@ -70,8 +70,8 @@ fuse_entry_param MakeEntry(const Filesystem& fs, const meta::Attr& attr) {
   // Inode numbers are never reused, so one generation serves them all.
   entry.generation = 1;
   entry.attr = AttrToStat(attr);
-  entry.attr_timeout = fs.attr_timeout_s();
-  entry.entry_timeout = fs.entry_timeout_s();
+  entry.attr_timeout = fs.AttrTimeoutFor(attr);
+  entry.entry_timeout = fs.EntryTimeoutFor(attr);
   return entry;
 }
 

@@ -73,14 +73,14 @@ TEST_F(NamespaceRaceTest, CreateLandingBeforeRmdirCommitsMakesItENOTEMPTY) {
   EXPECT_EQ(ns_->GetAttr(kRootIno)->nlink(), 3u);
 }
 
-TEST_F(NamespaceRaceTest, RmdirLandingBeforeCreateCommitsMakesItENOENT) {
+TEST_F(NamespaceRaceTest, RmdirLandingBeforeCreateCommitsMakesItESTALE) {
   auto dir = MakeDir(kRootIno, "d");
   ASSERT_TRUE(dir.ok());
   faulty_->BeforeNextCommit([&] { ASSERT_OK(ns_->Rmdir(kRootIno, "d")); });
   CreateRequest create;
   create.set_parent(dir->ino());
   create.set_name("orphaned-entry");
-  EXPECT_ERRNO(faulty_ns_->Create(create), ENOENT);
+  EXPECT_ERRNO(faulty_ns_->Create(create), ESTALE);
   // No entry was left behind in the removed directory.
   EXPECT_TRUE(store_->Scan(DentryPrefix(dir->ino()), "", 10)->empty());
 }

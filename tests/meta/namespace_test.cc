@@ -38,13 +38,15 @@ TEST_F(NamespaceTest, RootIsADirectoryOwnedByRoot) {
   EXPECT_EQ(ns_->GetAttr(kRootIno)->ctime_ns(), root->ctime_ns());
 }
 
-TEST_F(NamespaceTest, UnknownInodesAreENOENT) {
+// Unknown inodes are ENOENT; an unknown parent of a name is a stale handle
+// (ESTALE), which a mount answers by walking the path again.
+TEST_F(NamespaceTest, UnknownInodesAreENOENTAndUnknownParentsESTALE) {
   EXPECT_ERRNO(ns_->GetAttr(0), ENOENT);
   EXPECT_ERRNO(ns_->GetAttr(999999), ENOENT);
-  EXPECT_ERRNO(ns_->Lookup(0, "x"), ENOENT);
+  EXPECT_ERRNO(ns_->Lookup(0, "x"), ESTALE);
   EXPECT_ERRNO(ns_->Lookup(kRootIno, "missing"), ENOENT);
   EXPECT_ERRNO(ns_->ReadDir(424242, "", 0), ENOENT);
-  EXPECT_ERRNO(CreateFile(5555, "f"), ENOENT);
+  EXPECT_ERRNO(CreateFile(5555, "f"), ESTALE);
   EXPECT_ERRNO(ns_->Open(0, false), ENOENT);
   EXPECT_ERRNO(ns_->CommitWrite(31337, 10, 0), ENOENT);
   EXPECT_ERRNO(ns_->GetXattr(31337, "user.x"), ENOENT);

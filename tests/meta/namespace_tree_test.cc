@@ -82,7 +82,7 @@ TEST_F(NamespaceTreeTest, UnlinkErrors) {
   ASSERT_TRUE(MakeDir(kRootIno, "d").ok());
   EXPECT_ERRNO(ns_->Unlink(kRootIno, "d"), EISDIR);
   EXPECT_ERRNO(ns_->Unlink(kRootIno, "missing"), ENOENT);
-  EXPECT_ERRNO(ns_->Unlink(999, "x"), ENOENT);
+  EXPECT_ERRNO(ns_->Unlink(999, "x"), ESTALE);
   auto file = CreateFile(kRootIno, "f");
   EXPECT_ERRNO(ns_->Unlink(file->ino(), "x"), ENOTDIR);
 }
@@ -113,7 +113,7 @@ TEST_F(NamespaceTreeTest, RmdirRemovesOnlyEmptyDirectories) {
   EXPECT_EQ(ns_->GetAttr(kRootIno)->nlink(), 2u);
   EXPECT_ERRNO(ns_->GetAttr(a->ino()), ENOENT);
   EXPECT_ERRNO(ns_->Lookup(kRootIno, "a"), ENOENT);
-  EXPECT_ERRNO(CreateFile(a->ino(), "late"), ENOENT);
+  EXPECT_ERRNO(CreateFile(a->ino(), "late"), ESTALE);
 }
 
 TEST_F(NamespaceTreeTest, RenameWithinADirectory) {
@@ -168,7 +168,7 @@ TEST_F(NamespaceTreeTest, RenameTypeMismatchesFollowPosix) {
   ASSERT_TRUE(MakeDir(kRootIno, "full").ok());
   ASSERT_TRUE(CreateFile(ns_->Lookup(kRootIno, "full")->ino(), "x").ok());
   EXPECT_ERRNO(Rename(kRootIno, "dir", kRootIno, "full"), ENOTEMPTY);
-  EXPECT_ERRNO(Rename(kRootIno, "file", 424242, "x"), ENOENT);
+  EXPECT_ERRNO(Rename(kRootIno, "file", 424242, "x"), ESTALE);
   EXPECT_ERRNO(Rename(kRootIno, "file", ns_->Lookup(kRootIno, "file")->ino(), "x"), ENOTDIR);
   // Nothing moved.
   EXPECT_EQ(ListNames(kRootIno), (std::vector<std::string>{"dir", "file", "full"}));

@@ -24,11 +24,12 @@ struct CkptfsOption {
 
 // The ckptfs-fuse flags a mount may set (fuse/main.cc). Values are checked
 // by ckptfs-fuse itself, which names the flag in its error.
-constexpr std::array<CkptfsOption, 19> kCkptfsOptions = {{
+constexpr std::array<CkptfsOption, 20> kCkptfsOptions = {{
     {"threads", ValueKind::kValue},
     {"max_threads", ValueKind::kValue},
     {"attr_timeout_s", ValueKind::kValue},
     {"entry_timeout_s", ValueKind::kValue},
+    {"dir_timeout_s", ValueKind::kValue},
     {"log_level", ValueKind::kValue},
     {"direct_io_writes", ValueKind::kBool},
     {"writeback_cache", ValueKind::kBool},

@@ -62,7 +62,7 @@ absl::StatusOr<CreateReply> Namespace::Create(const CreateRequest& request) {
   if (absl::Status valid = ValidateNewName(request.name()); !valid.ok()) return valid;
   std::optional<uint64_t> new_ino;  // allocated once, kept across retries
   return RunTxn<CreateReply>(kv_, "create", [&](MetaTxn& txn) -> absl::StatusOr<CreateReply> {
-    absl::StatusOr<InodeRecord> parent = GetDir(txn, request.parent());
+    absl::StatusOr<InodeRecord> parent = GetParentDir(txn, request.parent());
     if (!parent.ok()) return parent.status();
     absl::StatusOr<std::optional<DentryRecord>> dentry =
         txn.GetDentry(request.parent(), request.name());
@@ -139,7 +139,7 @@ absl::StatusOr<Attr> Namespace::Mkdir(const MkdirRequest& request) {
   if (absl::Status valid = ValidateNewName(request.name()); !valid.ok()) return valid;
   std::optional<uint64_t> new_ino;
   return RunTxn<Attr>(kv_, "mkdir", [&](MetaTxn& txn) -> absl::StatusOr<Attr> {
-    absl::StatusOr<InodeRecord> parent = GetDir(txn, request.parent());
+    absl::StatusOr<InodeRecord> parent = GetParentDir(txn, request.parent());
     if (!parent.ok()) return parent.status();
     if (absl::Status writable = RequireMutable(txn, *parent, "mkdir"); !writable.ok()) {
       return writable;
@@ -185,7 +185,7 @@ absl::StatusOr<Attr> Namespace::Symlink(const SymlinkRequest& request) {
   }
   std::optional<uint64_t> new_ino;
   return RunTxn<Attr>(kv_, "symlink", [&](MetaTxn& txn) -> absl::StatusOr<Attr> {
-    absl::StatusOr<InodeRecord> parent = GetDir(txn, request.parent());
+    absl::StatusOr<InodeRecord> parent = GetParentDir(txn, request.parent());
     if (!parent.ok()) return parent.status();
     if (absl::Status writable = RequireMutable(txn, *parent, "symlink"); !writable.ok()) {
       return writable;

@@ -14,7 +14,7 @@ namespace ckptfs::meta {
 absl::StatusOr<Attr> Namespace::Lookup(uint64_t parent, absl::string_view name) {
   if (absl::Status valid = ValidateName(name); !valid.ok()) return valid;
   MetaTxn txn(kv_);
-  absl::StatusOr<InodeRecord> dir = GetDir(txn, parent);
+  absl::StatusOr<InodeRecord> dir = GetParentDir(txn, parent);
   if (!dir.ok()) return dir.status();
   absl::StatusOr<std::optional<DentryRecord>> dentry = txn.GetDentry(parent, name);
   if (!dentry.ok()) return dentry.status();

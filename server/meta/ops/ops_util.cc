@@ -53,6 +53,14 @@ absl::StatusOr<InodeRecord> GetDir(MetaTxn& txn, uint64_t ino) {
   return dir;
 }
 
+absl::StatusOr<InodeRecord> GetParentDir(MetaTxn& txn, uint64_t ino) {
+  absl::StatusOr<InodeRecord> dir = GetDir(txn, ino);
+  if (!dir.ok() && ErrnoFromStatus(dir.status()) == ENOENT) {
+    return ErrnoStatus(ESTALE, absl::StrCat("directory ", ino, " no longer exists"));
+  }
+  return dir;
+}
+
 void TouchDir(InodeRecord& dir, int64_t now_ns) {
   dir.mutable_attr()->set_mtime_ns(now_ns);
   dir.mutable_attr()->set_ctime_ns(now_ns);

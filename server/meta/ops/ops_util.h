@@ -45,6 +45,14 @@ inline bool IsDir(const InodeRecord& inode) { return inode.attr().type() == DIRE
 // is not a directory.
 absl::StatusOr<InodeRecord> GetDir(MetaTxn& txn, uint64_t ino);
 
+// GetDir for the parent directory an operation names an entry in (lookup,
+// create, mkdir, symlink, unlink, rmdir, rename): a parent that no longer
+// exists is ESTALE, not ENOENT. A mount that cached the directory (its
+// dir_timeout) then knows its handle is stale rather than that the name is
+// absent: the kernel walks the path again with revalidation and finds a
+// directory recreated under the same name, as NFS clients do.
+absl::StatusOr<InodeRecord> GetParentDir(MetaTxn& txn, uint64_t ino);
+
 // Sets mtime and ctime: an entry was added or removed.
 void TouchDir(InodeRecord& dir, int64_t now_ns);
 

@@ -23,7 +23,7 @@ struct Named {
 
 absl::StatusOr<Named> ReadNamed(MetaTxn& txn, uint64_t parent, absl::string_view name,
                                 absl::string_view op) {
-  absl::StatusOr<InodeRecord> dir = GetDir(txn, parent);
+  absl::StatusOr<InodeRecord> dir = GetParentDir(txn, parent);
   if (!dir.ok()) return dir.status();
   if (absl::Status writable = RequireMutable(txn, *dir, op); !writable.ok()) return writable;
   absl::StatusOr<std::optional<DentryRecord>> dentry = txn.GetDentry(parent, name);

@@ -51,7 +51,7 @@ absl::Status Namespace::Rename(const RenameRequest& request) {
   const bool same_parent = old_parent_ino == new_parent_ino;
 
   return RunTxn(kv_, "rename", [&](MetaTxn& txn) -> absl::Status {
-    absl::StatusOr<InodeRecord> old_parent = GetDir(txn, old_parent_ino);
+    absl::StatusOr<InodeRecord> old_parent = GetParentDir(txn, old_parent_ino);
     if (!old_parent.ok()) return old_parent.status();
     absl::StatusOr<std::optional<DentryRecord>> src_dentry =
         txn.GetDentry(old_parent_ino, request.name());
@@ -63,7 +63,7 @@ absl::Status Namespace::Rename(const RenameRequest& request) {
     absl::StatusOr<InodeRecord> new_parent_read;
     InodeRecord* new_parent = &*old_parent;  // one record when the parents are the same
     if (!same_parent) {
-      new_parent_read = GetDir(txn, new_parent_ino);
+      new_parent_read = GetParentDir(txn, new_parent_ino);
       if (!new_parent_read.ok()) return new_parent_read.status();
       new_parent = &*new_parent_read;
     }
