@@ -232,7 +232,8 @@ class Client {
   absl::StatusOr<std::unique_ptr<File>> Open(uint64_t ino, int flags);
 
   // --- Paths, for tools ----------------------------------------------------
-  // "/a/b" relative to the root; symlinks are not followed.
+  // "/a/b" relative to the root; symlinks are not followed. A directory of
+  // the path removed during the walk: walked again once, then ENOENT.
   absl::StatusOr<meta::Attr> LookupPath(absl::string_view path);
   // mkdir -p; returns the last directory.
   absl::StatusOr<meta::Attr> MkdirAll(absl::string_view path, uint32_t mode);
@@ -242,6 +243,11 @@ class Client {
 
  private:
   explicit Client(std::unique_ptr<ClientImpl> impl);
+  // One walk of the path calls above (client_paths.cc); ESTALE passes out.
+  absl::StatusOr<meta::Attr> LookupPathOnce(absl::string_view path);
+  absl::StatusOr<meta::Attr> MkdirAllOnce(absl::string_view path, uint32_t mode);
+  absl::StatusOr<std::unique_ptr<File>> OpenPathOnce(absl::string_view path, int flags,
+                                                     uint32_t mode);
   // SetXattr / GetXattr of a checkpoint name (client_checkpoints.cc).
   absl::Status SetCheckpointXattr(uint64_t ino, absl::string_view name,
                                   absl::string_view value, Cancellation* cancel);

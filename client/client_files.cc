@@ -87,7 +87,8 @@ absl::StatusOr<std::unique_ptr<File>> ClientImpl::MakeFile(const meta::Attr& att
     if (state == before.state && !truncated) version_before = before.size_version;
     state->Refresh(attr, version_before);
   }
-  return std::make_unique<File>(std::move(state), flags, writer_handle);
+  return std::make_unique<File>(std::move(state), flags, writer_handle,
+                                FileVersion::Of(attr));
 }
 
 absl::StatusOr<Client::Created> Client::Create(uint64_t parent, absl::string_view name,

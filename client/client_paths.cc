@@ -1,6 +1,12 @@
 // Client's path calls for tools (client.h, "Paths"): walk "/a/b/c" from the
 // root one Lookup at a time. Symlinks are not followed; empty and "."
 // components are skipped, ".." is refused (EINVAL) like any invalid name.
+//
+// The metadata service answers ESTALE when a directory the walk just found
+// is removed before the next step reaches it. A walk that meets ESTALE
+// starts again from the root once (a directory recreated under the same
+// name is then found); a second ESTALE is reported as ENOENT, which is what
+// the path names after the race.
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -31,9 +37,34 @@ absl::Status RequireDirectory(const meta::Attr& attr, absl::string_view path) {
   return ErrnoStatus(ENOTDIR, absl::StrCat(path, " is not a directory"));
 }
 
+// Runs `walk` (one walk of `path` from the root), again once if it met
+// ESTALE; ESTALE both times becomes ENOENT.
+template <typename Walk>
+auto WalkFromRoot(absl::string_view path, Walk walk) -> decltype(walk()) {
+  auto result = walk();
+  if (result.ok() || ErrnoFromStatus(result.status()) != ESTALE) return result;
+  result = walk();
+  if (result.ok() || ErrnoFromStatus(result.status()) != ESTALE) return result;
+  return ErrnoStatus(ENOENT, absl::StrCat("a directory of ", path, " was removed while it was "
+                                          "being walked: ", result.status().message()));
+}
+
 }  // namespace
 
 absl::StatusOr<meta::Attr> Client::LookupPath(absl::string_view path) {
+  return WalkFromRoot(path, [&] { return LookupPathOnce(path); });
+}
+
+absl::StatusOr<meta::Attr> Client::MkdirAll(absl::string_view path, uint32_t mode) {
+  return WalkFromRoot(path, [&] { return MkdirAllOnce(path, mode); });
+}
+
+absl::StatusOr<std::unique_ptr<File>> Client::OpenPath(absl::string_view path, int flags,
+                                                       uint32_t mode) {
+  return WalkFromRoot(path, [&] { return OpenPathOnce(path, flags, mode); });
+}
+
+absl::StatusOr<meta::Attr> Client::LookupPathOnce(absl::string_view path) {
   auto attr = GetAttr(kRootIno);
   for (absl::string_view part : Components(path)) {
     if (!attr.ok()) return attr.status();
@@ -43,7 +74,7 @@ absl::StatusOr<meta::Attr> Client::LookupPath(absl::string_view path) {
   return attr;
 }
 
-absl::StatusOr<meta::Attr> Client::MkdirAll(absl::string_view path, uint32_t mode) {
+absl::StatusOr<meta::Attr> Client::MkdirAllOnce(absl::string_view path, uint32_t mode) {
   auto attr = GetAttr(kRootIno);
   for (absl::string_view part : Components(path)) {
     if (!attr.ok()) return attr.status();
@@ -62,8 +93,8 @@ absl::StatusOr<meta::Attr> Client::MkdirAll(absl::string_view path, uint32_t mod
   return attr;
 }
 
-absl::StatusOr<std::unique_ptr<File>> Client::OpenPath(absl::string_view path, int flags,
-                                                       uint32_t mode) {
+absl::StatusOr<std::unique_ptr<File>> Client::OpenPathOnce(absl::string_view path, int flags,
+                                                           uint32_t mode) {
   std::vector<absl::string_view> parts = Components(path);
   if (parts.empty()) return ErrnoStatus(EISDIR, absl::StrCat("cannot open ", path));
   const absl::string_view name = parts.back();

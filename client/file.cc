@@ -76,10 +76,12 @@ void ReadView::CopyTo(void* out) const {
   }
 }
 
-File::File(std::shared_ptr<OpenFileState> state, int flags, uint64_t writer_handle)
+File::File(std::shared_ptr<OpenFileState> state, int flags, uint64_t writer_handle,
+           FileVersion opened)
     : state_(std::move(state)),
       flags_(flags),
       writer_handle_(writer_handle),
+      opened_(opened),
       registered_(writer_handle != 0) {
   state_->AddHandle();
 }

@@ -87,11 +87,31 @@ class ReadView {
   size_t size_ = 0;
 };
 
+// What the metadata service said of a file when a handle was opened. Every
+// change of its content (a commit of writes, a truncate) changes ctime_ns,
+// which the service sets from its own clock; equal versions mean equal
+// content as far as committed writes go.
+struct FileVersion {
+  uint64_t size = 0;
+  int64_t mtime_ns = 0;
+  int64_t ctime_ns = 0;
+
+  static FileVersion Of(const meta::Attr& attr) {
+    return {attr.size(), attr.mtime_ns(), attr.ctime_ns()};
+  }
+  friend bool operator==(const FileVersion& a, const FileVersion& b) {
+    return a.size == b.size && a.mtime_ns == b.mtime_ns && a.ctime_ns == b.ctime_ns;
+  }
+  friend bool operator!=(const FileVersion& a, const FileVersion& b) { return !(a == b); }
+};
+
 class File {
  public:
   // `writer_handle`: the id this handle was registered under as a writer
-  // (0 for a read-only handle, which never registers).
-  File(std::shared_ptr<OpenFileState> state, int flags, uint64_t writer_handle);
+  // (0 for a read-only handle, which never registers). `opened`: the
+  // service's attributes at this open.
+  File(std::shared_ptr<OpenFileState> state, int flags, uint64_t writer_handle,
+       FileVersion opened);
   File(const File&) = delete;
   File& operator=(const File&) = delete;
   // Closes if not yet closed; an error then is logged (call Close to see it).
@@ -102,6 +122,9 @@ class File {
   uint64_t size() const;
   int flags() const { return flags_; }
   uint64_t writer_handle() const { return writer_handle_; }
+  // The file's version as the service told it at this open (fresh: the
+  // open asked the service).
+  const FileVersion& opened_version() const { return opened_; }
 
   // Writes all of data[0, len) at `offset` (for an O_APPEND handle: at the
   // current end of file, whatever `offset` says). Returns len, or the first
@@ -146,6 +169,7 @@ class File {
   const std::shared_ptr<OpenFileState> state_;
   const int flags_;
   const uint64_t writer_handle_;
+  const FileVersion opened_;
   std::atomic<bool> closed_{false};
   // Writes hold it shared; a flush (which releases the registration) holds
   // it exclusively, so no write slips in between its drain and its release.

@@ -28,6 +28,7 @@
 #include "client/client.h"
 #include "client/file.h"
 #include "fuse/dir_handle.h"
+#include "fuse/page_cache_versions.h"
 
 namespace ckptfs::fuse {
 
@@ -76,9 +77,10 @@ struct FilesystemOptions {
   // FUSE_CAP_AUTO_INVAL_DATA: the kernel asks for the attributes before
   // every read (with attr_timeout 0 that is a metadata RPC per read() call)
   // and drops the file's cached pages when mtime or size changed. Off by
-  // default: close-to-open does not need it (every open drops the cached
-  // pages, keep_cache=0, and looks the attributes up afresh; a read past the
-  // cached size still asks), and on a load storm that RPC per 1 MiB read was
+  // default: close-to-open does not need it (every open looks the
+  // attributes up afresh and drops the cached pages unless they show no
+  // change since the pages were read; a read past the cached size still
+  // asks), and on a load storm that RPC per 1 MiB read was
   // most of the metadata service's work and a wait in front of every read.
   // On: a handle held open also sees another mount's in-place rewrites.
   bool auto_inval_data = false;
@@ -102,6 +104,8 @@ class Filesystem {
   double AttrTimeoutFor(const meta::Attr& attr) const;
   double EntryTimeoutFor(const meta::Attr& attr) const;
   const FilesystemOptions& options() const { return options_; }
+  // Which version of each file the kernel's page cache may hold (open).
+  PageCacheVersions& page_cache_versions() { return page_cache_versions_; }
 
   // FUSE_INIT: chooses the features this mount uses among those the kernel
   // offers, sets max_write, and logs what was negotiated.
@@ -128,6 +132,7 @@ class Filesystem {
   const double entry_timeout_s_;
   const double dir_timeout_s_;
   std::atomic<uint32_t> max_write_{0};
+  PageCacheVersions page_cache_versions_;
 
   // Lock order: leaf (never held across a client call or a fuse_reply_*).
   absl::Mutex handles_mu_;

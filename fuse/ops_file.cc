@@ -4,8 +4,10 @@
 // and named to the kernel by fi->fh. Write-only opens get direct_io, so
 // checkpoint payload goes from the writer's buffer to the client's chunk
 // buffers without filling the page cache; opens that can read stay cached,
-// so mmap works, with keep_cache off so each open sees the newest data
-// (close-to-open). close(2) sends FUSE_FLUSH, which waits for every chunk
+// so mmap works. A read-only open keeps the kernel's pages of the file only
+// when the service's attributes show no change since they were read
+// (PageCacheVersions); any other open drops them, so each open sees the
+// newest data (close-to-open). close(2) sends FUSE_FLUSH, which waits for every chunk
 // and commits the size: that is where close(2) gets a write's error.
 // A read replies from the bytes where the client holds them (a ReadView of
 // pinned read-cache chunks), without a copy in this process.
@@ -35,10 +37,14 @@ namespace {
 
 bool IsReadOnly(int flags) { return (flags & O_ACCMODE) == O_RDONLY; }
 
-void SetCacheMode(const Filesystem& fs, struct fuse_file_info* fi) {
+// `opened`: the file just opened, or nullptr for a create (new or
+// truncated content: nothing cached is kept).
+void SetCacheMode(Filesystem& fs, const client::File* opened, struct fuse_file_info* fi) {
   fi->direct_io = fs.options().direct_io_writes && !fs.options().writeback_cache &&
                   (fi->flags & O_ACCMODE) == O_WRONLY;
-  fi->keep_cache = 0;
+  fi->keep_cache = opened != nullptr && IsReadOnly(fi->flags) &&
+                   fs.page_cache_versions().KeepOnOpen(opened->ino(),
+                                                       opened->opened_version());
   // A reader's close(2) has nothing to publish: the kernel may skip
   // FUSE_FLUSH for it entirely (one round trip less per load).
   fi->noflush = IsReadOnly(fi->flags);
@@ -67,7 +73,7 @@ void Create(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode,
       fs.client().Create(parent, name, mode & 07777, ctx->uid, ctx->gid, fi->flags);
   if (!created.ok()) return ReplyError(req, created.status(), "create", parent);
   fuse_entry_param entry = MakeEntry(fs, created->attr);
-  SetCacheMode(fs, fi);
+  SetCacheMode(fs, nullptr, fi);
   HandOver(fs, std::move(created->file), fi, [&] { return fuse_reply_create(req, &entry, fi); });
 }
 
@@ -75,7 +81,7 @@ void Open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info* fi) {
   Filesystem& fs = FsOf(req);
   absl::StatusOr<std::unique_ptr<client::File>> file = fs.client().Open(ino, fi->flags);
   if (!file.ok()) return ReplyError(req, file.status(), "open", ino);
-  SetCacheMode(fs, fi);
+  SetCacheMode(fs, file->get(), fi);
   HandOver(fs, std::move(*file), fi, [&] { return fuse_reply_open(req, fi); });
 }
 

@@ -53,6 +53,37 @@ TEST_F(ClientPathsTest, PathErrors) {
   EXPECT_EQ(ErrnoFromStatus(client_->LookupPath("/a/../b").status()), EINVAL);
 }
 
+// A directory removed under a walk (the service's ESTALE) makes the walk
+// start again from the root once; a second ESTALE reads as ENOENT.
+TEST_F(ClientPathsTest, AWalkThatMeetsAStaleDirectoryStartsAgainOnce) {
+  ASSERT_TRUE(client_->MkdirAll("/run/step_1", 0755).ok());
+  auto file = client_->OpenPath("/run/step_1/rank0.pt", O_CREAT | O_WRONLY, 0644);
+  ASSERT_TRUE(file.ok()) << file.status();
+  ASSERT_TRUE((*file)->Close().ok());
+  const absl::Status stale = ErrnoStatus(ESTALE, "directory 2 no longer exists");
+
+  meta_->FailNext("Lookup", stale);
+  auto found = client_->LookupPath("/run/step_1/rank0.pt");
+  ASSERT_TRUE(found.ok()) << found.status();
+
+  meta_->FailNext("Lookup", stale, 2);
+  EXPECT_EQ(ErrnoFromStatus(client_->LookupPath("/run/step_1").status()), ENOENT);
+
+  meta_->FailNext("Create", stale);
+  auto created = client_->OpenPath("/run/step_1/rank1.pt", O_CREAT | O_WRONLY, 0644);
+  ASSERT_TRUE(created.ok()) << created.status();
+  ASSERT_TRUE((*created)->Close().ok());
+
+  meta_->FailNext("Lookup", stale);
+  EXPECT_TRUE(client_->MkdirAll("/run/step_1/sub", 0755).ok());
+
+  // Other errors are not retried.
+  const int lookups = meta_->Calls("Lookup");
+  meta_->FailNext("Lookup", ErrnoStatus(EIO, "disk"));
+  EXPECT_EQ(ErrnoFromStatus(client_->LookupPath("/run").status()), EIO);
+  EXPECT_EQ(meta_->Calls("Lookup"), lookups + 1);
+}
+
 TEST_F(ClientPathsTest, NamespacePassThrough) {
   auto dir = client_->Mkdir(kRootIno, "d", 0755, 0, 0);
   ASSERT_TRUE(dir.ok());

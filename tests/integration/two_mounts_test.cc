@@ -1,58 +1,104 @@
 // Two mounts of one cluster stand in for two training nodes: a file closed
 // on one is complete when opened on the other (close-to-open), and a rename
 // or unlink on one is seen by the other, also where the other caches the
-// directory.
+// directory or the file's pages.
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
+#include <memory>
 #include <string>
+#include <tuple>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "tests/integration/local_cluster.h"
 #include "tests/integration/posix_io.h"
 
 namespace ckptfs::testing {
 namespace {
 
-TEST(TwoMountsTest, CloseToOpenAndNamespaceChangesAreSeenByTheOtherNode) {
-  auto cluster = LocalCluster::Start();
-  ASSERT_TRUE(cluster.ok()) << cluster.status();
-  auto a = (*cluster)->Mount("node_a");
-  ASSERT_TRUE(a.ok()) << a.status();
-  auto b = (*cluster)->Mount("node_b");
-  ASSERT_TRUE(b.ok()) << b.status();
+// Opens `path` read-only (an open like any reader's, which decides whether
+// the kernel keeps the file's cached pages) and counts how many of its
+// pages are in the page cache right after: {resident, total}, or {-1, -1}.
+std::pair<int, int> PagesCachedAfterOpen(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY);
+  if (fd < 0) return {-1, -1};
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || st.st_size == 0) {
+    ::close(fd);
+    return {-1, -1};
+  }
+  const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+  const size_t pages = (static_cast<size_t>(st.st_size) + page - 1) / page;
+  void* map = ::mmap(nullptr, static_cast<size_t>(st.st_size), PROT_READ, MAP_SHARED, fd, 0);
+  ::close(fd);
+  if (map == MAP_FAILED) return {-1, -1};
+  std::vector<unsigned char> in_core(pages);
+  const int rc = ::mincore(map, static_cast<size_t>(st.st_size), in_core.data());
+  ::munmap(map, static_cast<size_t>(st.st_size));
+  if (rc != 0) return {-1, -1};
+  int resident = 0;
+  for (unsigned char c : in_core) resident += c & 1;
+  return {resident, static_cast<int>(pages)};
+}
 
-  ASSERT_EQ(::mkdir((*a + "/run1").c_str(), 0755), 0);
+// Node A and node B: two mounts of one local cluster.
+class TwoMountsTest : public ::testing::Test {
+ protected:
+  // Starts the cluster and mounts A with the defaults and B with `b_flags`.
+  void StartNodes(std::vector<std::string> b_flags = {}) {
+    auto cluster = LocalCluster::Start();
+    ASSERT_TRUE(cluster.ok()) << cluster.status();
+    cluster_ = *std::move(cluster);
+    auto a = cluster_->Mount("node_a");
+    ASSERT_TRUE(a.ok()) << a.status();
+    a_ = *a;
+    auto b = cluster_->Mount("node_b", std::move(b_flags));
+    ASSERT_TRUE(b.ok()) << b.status();
+    b_ = *b;
+  }
+
+  std::unique_ptr<LocalCluster> cluster_;
+  std::string a_, b_;  // mountpoints
+};
+
+TEST_F(TwoMountsTest, CloseToOpenAndNamespaceChangesAreSeenByTheOtherNode) {
+  ASSERT_NO_FATAL_FAILURE(StartNodes());
+
+  ASSERT_EQ(::mkdir((a_ + "/run1").c_str(), 0755), 0);
   // Node B looks first, so any cached attributes it has are of the old state.
   struct stat st {};
-  EXPECT_NE(::stat((*b + "/run1/rank_0.pt").c_str(), &st), 0);
+  EXPECT_NE(::stat((b_ + "/run1/rank_0.pt").c_str(), &st), 0);
 
   const std::string data = TestData((9 << 20) + 3, 77);
-  ASSERT_TRUE(WriteWholeFile(*a + "/run1/rank_0.pt", data).ok());
-  auto seen = ReadWholeFile(*b + "/run1/rank_0.pt");
+  ASSERT_TRUE(WriteWholeFile(a_ + "/run1/rank_0.pt", data).ok());
+  auto seen = ReadWholeFile(b_ + "/run1/rank_0.pt");
   ASSERT_TRUE(seen.ok()) << seen.status();
   EXPECT_EQ(seen->size(), data.size());
   EXPECT_TRUE(*seen == data);
 
   // Overwrite on A with a shorter file; B sees exactly the new content.
   const std::string data2 = TestData(1 << 20, 78);
-  ASSERT_TRUE(WriteWholeFile(*a + "/run1/rank_0.pt", data2).ok());
-  seen = ReadWholeFile(*b + "/run1/rank_0.pt");
+  ASSERT_TRUE(WriteWholeFile(a_ + "/run1/rank_0.pt", data2).ok());
+  seen = ReadWholeFile(b_ + "/run1/rank_0.pt");
   ASSERT_TRUE(seen.ok());
   EXPECT_TRUE(*seen == data2);
 
-  ASSERT_EQ(::rename((*a + "/run1/rank_0.pt").c_str(), (*a + "/run1/final.pt").c_str()), 0);
-  EXPECT_NE(::stat((*b + "/run1/rank_0.pt").c_str(), &st), 0);
+  ASSERT_EQ(::rename((a_ + "/run1/rank_0.pt").c_str(), (a_ + "/run1/final.pt").c_str()), 0);
+  EXPECT_NE(::stat((b_ + "/run1/rank_0.pt").c_str(), &st), 0);
   EXPECT_EQ(errno, ENOENT);
-  seen = ReadWholeFile(*b + "/run1/final.pt");
+  seen = ReadWholeFile(b_ + "/run1/final.pt");
   ASSERT_TRUE(seen.ok()) << seen.status();
   EXPECT_TRUE(*seen == data2);
 
-  ASSERT_EQ(::unlink((*b + "/run1/final.pt").c_str()), 0);
-  EXPECT_NE(::stat((*a + "/run1/final.pt").c_str(), &st), 0);
+  ASSERT_EQ(::unlink((b_ + "/run1/final.pt").c_str()), 0);
+  EXPECT_NE(::stat((a_ + "/run1/final.pt").c_str(), &st), 0);
   EXPECT_EQ(errno, ENOENT);
 }
 
@@ -63,20 +109,15 @@ TEST(TwoMountsTest, CloseToOpenAndNamespaceChangesAreSeenByTheOtherNode) {
 // directory that is gone must fail with ENOENT, not land anywhere. Node C
 // caches names but not attributes: its stat() of the stale directory asks
 // for the removed inode's attributes, which answers ESTALE as well.
-TEST(TwoMountsTest, ADirectoryRecreatedOnOneNodeIsFoundAtOnceOnANodeThatCachedIt) {
-  auto cluster = LocalCluster::Start();
-  ASSERT_TRUE(cluster.ok()) << cluster.status();
-  auto a = (*cluster)->Mount("node_a");
-  ASSERT_TRUE(a.ok()) << a.status();
-  auto b = (*cluster)->Mount("node_b", {"--dir_timeout_s=30"});
-  ASSERT_TRUE(b.ok()) << b.status();
-  auto c = (*cluster)->Mount("node_c", {"--entry_timeout_s=30"});
+TEST_F(TwoMountsTest, ADirectoryRecreatedOnOneNodeIsFoundAtOnceOnANodeThatCachedIt) {
+  ASSERT_NO_FATAL_FAILURE(StartNodes({"--dir_timeout_s=30"}));
+  auto c = cluster_->Mount("node_c", {"--entry_timeout_s=30"});
   ASSERT_TRUE(c.ok()) << c.status();
 
-  const std::string step_a = *a + "/run1/step_1";
-  const std::string step_b = *b + "/run1/step_1";
+  const std::string step_a = a_ + "/run1/step_1";
+  const std::string step_b = b_ + "/run1/step_1";
   const std::string step_c = *c + "/run1/step_1";
-  ASSERT_EQ(::mkdir((*a + "/run1").c_str(), 0755), 0);
+  ASSERT_EQ(::mkdir((a_ + "/run1").c_str(), 0755), 0);
   ASSERT_EQ(::mkdir(step_a.c_str(), 0755), 0);
   const std::string old_data = TestData(100000, 1);
   ASSERT_TRUE(WriteWholeFile(step_a + "/rank_0.pt", old_data).ok());
@@ -118,6 +159,48 @@ TEST(TwoMountsTest, ADirectoryRecreatedOnOneNodeIsFoundAtOnceOnANodeThatCachedIt
   EXPECT_EQ(errno, ENOENT);
   EXPECT_NE(::stat(step_a.c_str(), &st), 0);
   EXPECT_EQ(errno, ENOENT);
+}
+
+// A reader's open keeps the pages its node already read while the file is
+// unchanged (a broadcast load reads a shard once per node), and drops them
+// once another node closed a rewrite, even one of the same size.
+TEST_F(TwoMountsTest, AReaderKeepsCachedPagesOnlyWhileTheFileIsUnchanged) {
+  ASSERT_NO_FATAL_FAILURE(StartNodes());
+  ASSERT_EQ(::mkdir((a_ + "/run1").c_str(), 0755), 0);
+  const std::string on_a = a_ + "/run1/shard.pt";
+  const std::string on_b = b_ + "/run1/shard.pt";
+
+  const std::string first = TestData((1 << 20) + 5, 1);
+  ASSERT_TRUE(WriteWholeFile(on_a, first).ok());
+  auto seen = ReadWholeFile(on_b);
+  ASSERT_TRUE(seen.ok()) << seen.status();
+  ASSERT_TRUE(*seen == first);
+  auto [resident, total] = PagesCachedAfterOpen(on_b);
+  ASSERT_GT(total, 0);
+  EXPECT_EQ(resident, total) << "an unchanged file's pages were dropped";
+
+  const std::string second = TestData(first.size(), 2);
+  ASSERT_TRUE(WriteWholeFile(on_a, second).ok());
+  std::tie(resident, total) = PagesCachedAfterOpen(on_b);
+  EXPECT_EQ(resident, 0) << "a rewritten file's old pages were kept";
+  seen = ReadWholeFile(on_b);
+  ASSERT_TRUE(seen.ok()) << seen.status();
+  EXPECT_TRUE(*seen == second);
+  std::tie(resident, total) = PagesCachedAfterOpen(on_b);
+  EXPECT_EQ(resident, total);
+  seen = ReadWholeFile(on_b);
+  ASSERT_TRUE(seen.ok()) << seen.status();
+  EXPECT_TRUE(*seen == second);
+
+  // A rewrite by this node's own writer is a change too.
+  const std::string third = TestData(first.size(), 3);
+  ASSERT_TRUE(WriteWholeFile(on_b, third).ok());
+  seen = ReadWholeFile(on_b);
+  ASSERT_TRUE(seen.ok()) << seen.status();
+  EXPECT_TRUE(*seen == third);
+  seen = ReadWholeFile(on_a);
+  ASSERT_TRUE(seen.ok()) << seen.status();
+  EXPECT_TRUE(*seen == third);
 }
 
 }  // namespace
