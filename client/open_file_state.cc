@@ -41,6 +41,7 @@ OpenFileState::OpenFileState(const ClientServices& services, const meta::Attr& a
       size_(attr.size()),
       seen_size_(attr.size()),
       seen_mtime_ns_(attr.mtime_ns()),
+      seen_ctime_ns_(attr.ctime_ns()),
       cache_(CacheCapacity(services.options, 1), attr.layout().chunk_size(), services.buffers,
              static_cast<uint32_t>(std::max(0, services.options.readahead_chunks))) {}
 
@@ -119,9 +120,13 @@ uint64_t OpenFileState::size_version() const {
 
 void OpenFileState::Refresh(const meta::Attr& attr, std::optional<uint64_t> version_before) {
   absl::MutexLock lock(&mu_);
-  if (attr.size() != seen_size_ || attr.mtime_ns() != seen_mtime_ns_) cache_.Clear();
+  if (attr.size() != seen_size_ || attr.mtime_ns() != seen_mtime_ns_ ||
+      attr.ctime_ns() != seen_ctime_ns_) {
+    cache_.Clear();
+  }
   seen_size_ = attr.size();
   seen_mtime_ns_ = attr.mtime_ns();
+  seen_ctime_ns_ = attr.ctime_ns();
   // Shrinking to a stale size would lose appends and make a later partial
   // chunk write a replace that wipes bytes written here; so the service's
   // smaller size (another client truncated) is taken only when it cannot
@@ -547,6 +552,7 @@ OpenFileState::FlushRelease OpenFileState::FlushCommit(uint64_t release_writer) 
   }
   seen_size_ = reply->attr().size();
   seen_mtime_ns_ = reply->attr().mtime_ns();
+  seen_ctime_ns_ = reply->attr().ctime_ns();
   ++size_version_;
   return result;
 }

@@ -92,7 +92,7 @@ class OpenFileState : public std::enable_shared_from_this<OpenFileState> {
   uint64_t size_version() const ABSL_LOCKS_EXCLUDED(mu_);
 
   // Takes in attributes the service returned at an open (close-to-open): a
-  // changed size or mtime drops cached chunks. The service's size is
+  // changed size, mtime or ctime drops cached chunks. The service's size is
   // adopted as is (it may be smaller: another client truncated) only when
   // no handle is open, nothing is pending, and `version_before` — the
   // size_version() read before the RPC that returned `attr`, if the caller
@@ -229,9 +229,12 @@ class OpenFileState : public std::enable_shared_from_this<OpenFileState> {
   int handles_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t size_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t size_version_ ABSL_GUARDED_BY(mu_) = 0;
-  // The service's size and mtime as last seen, to notice others' writes.
+  // The service's size, mtime and ctime as last seen, to notice others'
+  // writes: a rewrite in place that keeps the size and sets an older mtime
+  // still moves the service-set ctime.
   uint64_t seen_size_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t seen_mtime_ns_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t seen_ctime_ns_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t last_write_ns_ ABSL_GUARDED_BY(mu_) = 0;
   bool written_since_commit_ ABSL_GUARDED_BY(mu_) = false;
   int commits_running_ ABSL_GUARDED_BY(mu_) = 0;

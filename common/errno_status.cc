@@ -29,7 +29,8 @@ absl::StatusCode CodeForErrno(int err) {
     case EISDIR:
     case EROFS:
     case EBUSY:
-    case ENODATA: return absl::StatusCode::kFailedPrecondition;
+    case ENODATA:
+    case ESTALE: return absl::StatusCode::kFailedPrecondition;
     case ENOSPC:
     case EDQUOT:
     case ENOMEM: return absl::StatusCode::kResourceExhausted;

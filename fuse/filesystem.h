@@ -79,8 +79,8 @@ struct FilesystemOptions {
   // and drops the file's cached pages when mtime or size changed. Off by
   // default: close-to-open does not need it (every open looks the
   // attributes up afresh and drops the cached pages unless they show no
-  // change since the pages were read; a read past the cached size still
-  // asks), and on a load storm that RPC per 1 MiB read was
+  // change since an earlier drop was done: PageCacheVersions; a read past
+  // the cached size still asks), and on a load storm that RPC per 1 MiB read was
   // most of the metadata service's work and a wait in front of every read.
   // On: a handle held open also sees another mount's in-place rewrites.
   bool auto_inval_data = false;

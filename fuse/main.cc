@@ -67,10 +67,11 @@ ABSL_FLAG(double, attr_timeout_s, 0,
 ABSL_FLAG(double, entry_timeout_s, 0,
           "seconds the kernel may cache name lookups; 0 shows other mounts' renames at once");
 ABSL_FLAG(double, dir_timeout_s, 0,
-          "seconds the kernel may cache a directory's name and attributes (the larger of this "
-          "and the two above applies to directories); saves a metadata request per path "
-          "component per open(); another mount's rmdir, rename or chmod of a directory (and a "
-          "checkpoint removed by retention) shows in stat() after up to this long");
+          "seconds the kernel may cache a directory's name and attributes (a directory "
+          "gets the larger of this and --attr_timeout_s or --entry_timeout_s); saves a "
+          "metadata request per path component per open(); another mount's rmdir, rename or "
+          "chmod of a directory (and a checkpoint removed by retention) shows in stat() after "
+          "up to this long");
 ABSL_FLAG(std::string, credential_file, "",
           "file (mode 0600) holding the cluster's credential, presented to the metadata "
           "service and the storage servers; empty: none (a cluster that wants one refuses)");
@@ -230,8 +231,8 @@ int Main(int argc, char** argv) {
   const int read_cache_mb = absl::GetFlag(FLAGS_read_cache_mb);
   const int readahead_chunks = absl::GetFlag(FLAGS_readahead_chunks);
   const int max_inflight_chunks = absl::GetFlag(FLAGS_max_inflight_chunks);
-  if (attr_timeout_s < 0 || entry_timeout_s < 0 || dir_timeout_s < 0 || threads < 1 || max_threads < 1 ||
-      max_background < 1 || max_background > 65535 || write_buffer_mb < 0 ||
+  if (attr_timeout_s < 0 || entry_timeout_s < 0 || dir_timeout_s < 0 || threads < 1 ||
+      max_threads < 1 || max_background < 1 || max_background > 65535 || write_buffer_mb < 0 ||
       idle_buffer_mb < 0 || read_cache_mb < 0 || readahead_chunks < 0 || readahead_chunks > 64 ||
       max_inflight_chunks < 1) {
     CKPTFS_LOG(kError) << "--attr_timeout_s, --entry_timeout_s and --dir_timeout_s must be "

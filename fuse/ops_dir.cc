@@ -11,7 +11,9 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "client/client.h"
+#include "common/errno_status.h"
 #include "fuse/dir_handle.h"
 #include "fuse/filesystem.h"
 #include "fuse/ops.h"
@@ -27,6 +29,19 @@ constexpr uint32_t kReadDirPage = 1024;
 void OpenDir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info* fi) {
   Filesystem& fs = FsOf(req);
   client::Client* client = &fs.client();
+  // With a directory's attributes cached (--attr_timeout_s or
+  // --dir_timeout_s), the kernel may open one another mount removed without
+  // asking the service first: answer ESTALE here, so opendir(3) walks the
+  // path again, rather than an error from the first getdents, which the
+  // kernel does not retry. Uncached, the kernel has just asked (GETATTR).
+  if (fs.options().attr_timeout > absl::ZeroDuration() ||
+      fs.options().dir_timeout > absl::ZeroDuration()) {
+    absl::StatusOr<meta::Attr> attr = client->GetAttr(ino);
+    if (!attr.ok()) {
+      if (ErrnoFromStatus(attr.status()) == ENOENT) attr = InodeGone(ino);
+      return ReplyError(req, attr.status(), "opendir", ino);
+    }
+  }
   // ".." names the root for the root; for any other directory ckptfs would
   // need an RPC to learn the parent, which nothing reads from d_ino, so it
   // names the directory itself.
@@ -74,6 +89,8 @@ void ReadDir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t offset,
   char* buf = DirBuffer(size);
   absl::StatusOr<size_t> used =
       DoReadDir(req, Filesystem::DirOf(fi->fh), buf, size, static_cast<uint64_t>(offset));
+  // ENOENT stays ENOENT: getdents is not retried on ESTALE, and callers
+  // that remove trees concurrently expect ENOENT for a directory gone.
   if (!used.ok()) return ReplyError(req, used.status(), "readdir", ino);
   fuse_reply_buf(req, buf, *used);
 }

@@ -5,10 +5,11 @@
 // checkpoint payload goes from the writer's buffer to the client's chunk
 // buffers without filling the page cache; opens that can read stay cached,
 // so mmap works. A read-only open keeps the kernel's pages of the file only
-// when the service's attributes show no change since they were read
-// (PageCacheVersions); any other open drops them, so each open sees the
-// newest data (close-to-open). close(2) sends FUSE_FLUSH, which waits for every chunk
-// and commits the size: that is where close(2) gets a write's error.
+// when the service's attributes equal a version whose older pages an
+// earlier open is known to have dropped (PageCacheVersions); any other open
+// drops them, so each open sees the newest data (close-to-open). close(2)
+// sends FUSE_FLUSH, which waits for every chunk and commits the size: that
+// is where close(2) gets a write's error.
 // A read replies from the bytes where the client holds them (a ReadView of
 // pinned read-cache chunks), without a copy in this process.
 #include <fcntl.h>
@@ -37,27 +38,33 @@ namespace {
 
 bool IsReadOnly(int flags) { return (flags & O_ACCMODE) == O_RDONLY; }
 
-// `opened`: the file just opened, or nullptr for a create (new or
-// truncated content: nothing cached is kept).
-void SetCacheMode(Filesystem& fs, const client::File* opened, struct fuse_file_info* fi) {
+// Sets the reply's cache flags for the handle `fi->fh` just added. `create`:
+// new or truncated content, so nothing cached is kept.
+void SetCacheMode(Filesystem& fs, bool create, struct fuse_file_info* fi) {
   fi->direct_io = fs.options().direct_io_writes && !fs.options().writeback_cache &&
                   (fi->flags & O_ACCMODE) == O_WRONLY;
-  fi->keep_cache = opened != nullptr && IsReadOnly(fi->flags) &&
-                   fs.page_cache_versions().KeepOnOpen(opened->ino(),
-                                                       opened->opened_version());
+  if (!create && IsReadOnly(fi->flags)) {
+    const client::File& file = Filesystem::FileOf(fi->fh);
+    fi->keep_cache =
+        fs.page_cache_versions().KeepOnOpen(file.ino(), file.opened_version(), fi->fh);
+  } else {
+    fi->keep_cache = 0;
+  }
   // A reader's close(2) has nothing to publish: the kernel may skip
   // FUSE_FLUSH for it entirely (one round trip less per load).
   fi->noflush = IsReadOnly(fi->flags);
 }
 
 // Hands `file` to the kernel with `send`; when the reply cannot be
-// delivered (the opener was interrupted), the kernel will never release the
-// handle, so it is closed here.
+// delivered (the opener was interrupted), the kernel will never use or
+// release the handle, so it is closed here.
 template <typename SendReply>
-void HandOver(Filesystem& fs, std::unique_ptr<client::File> file, struct fuse_file_info* fi,
-              SendReply send) {
+void HandOver(Filesystem& fs, std::unique_ptr<client::File> file, bool create,
+              struct fuse_file_info* fi, SendReply send) {
   fi->fh = fs.AddFile(std::move(file));
+  SetCacheMode(fs, create, fi);
   if (send() != 0) {
+    fs.page_cache_versions().Abandon(fi->fh);
     std::unique_ptr<client::File> orphan = fs.TakeFile(fi->fh);
     if (orphan != nullptr) orphan->Close().IgnoreError();
   }
@@ -73,16 +80,16 @@ void Create(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode,
       fs.client().Create(parent, name, mode & 07777, ctx->uid, ctx->gid, fi->flags);
   if (!created.ok()) return ReplyError(req, created.status(), "create", parent);
   fuse_entry_param entry = MakeEntry(fs, created->attr);
-  SetCacheMode(fs, nullptr, fi);
-  HandOver(fs, std::move(created->file), fi, [&] { return fuse_reply_create(req, &entry, fi); });
+  HandOver(fs, std::move(created->file), /*create=*/true, fi,
+           [&] { return fuse_reply_create(req, &entry, fi); });
 }
 
 void Open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info* fi) {
   Filesystem& fs = FsOf(req);
   absl::StatusOr<std::unique_ptr<client::File>> file = fs.client().Open(ino, fi->flags);
-  if (!file.ok()) return ReplyError(req, file.status(), "open", ino);
-  SetCacheMode(fs, file->get(), fi);
-  HandOver(fs, std::move(*file), fi, [&] { return fuse_reply_open(req, fi); });
+  if (!file.ok()) return ReplyError(req, StaleIfInodeGone(fs, ino, file.status()), "open", ino);
+  HandOver(fs, std::move(*file), /*create=*/false, fi,
+           [&] { return fuse_reply_open(req, fi); });
 }
 
 // --- read / write ------------------------------------------------------------
@@ -117,6 +124,8 @@ int ReplyView(fuse_req_t req, const client::ReadView& view) {
 }
 
 void Read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t offset, struct fuse_file_info* fi) {
+  // A READ on the handle means its open(2) is past the kernel's page drop.
+  FsOf(req).page_cache_versions().OnHandleUsed(fi->fh);
   absl::StatusOr<client::ReadView> view =
       Filesystem::FileOf(fi->fh).View(static_cast<uint64_t>(offset), size);
   if (!view.ok()) return ReplyError(req, view.status(), "read", ino);
@@ -179,7 +188,9 @@ void Flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info* fi) {
 }
 
 void Release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info* fi) {
-  std::unique_ptr<client::File> file = FsOf(req).TakeFile(fi->fh);
+  Filesystem& fs = FsOf(req);
+  fs.page_cache_versions().OnHandleUsed(fi->fh);
+  std::unique_ptr<client::File> file = fs.TakeFile(fi->fh);
   if (file != nullptr) {
     // close(2) has returned already (its error came from flush); the kernel
     // ignores release's reply, so an error here can only be logged.

@@ -62,9 +62,7 @@ void ForgetMulti(fuse_req_t req, size_t /*count*/, struct fuse_forget_data* /*fo
 // revalidation, which finds whatever now has the name.
 void GetAttr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info* /*fi*/) {
   absl::StatusOr<meta::Attr> attr = FsOf(req).client().GetAttr(ino);
-  if (!attr.ok() && ErrnoFromStatus(attr.status()) == ENOENT) {
-    attr = ErrnoStatus(ESTALE, absl::StrCat("inode ", ino, " no longer exists"));
-  }
+  if (!attr.ok() && ErrnoFromStatus(attr.status()) == ENOENT) attr = InodeGone(ino);
   ReplyAttr(req, attr, "getattr", ino);
 }
 
@@ -89,7 +87,10 @@ absl::StatusOr<meta::Attr> DoSetAttr(Filesystem& fs, fuse_ino_t ino, const struc
 
 void SetAttr(fuse_req_t req, fuse_ino_t ino, struct stat* attr, int to_set,
              struct fuse_file_info* fi) {
-  ReplyAttr(req, DoSetAttr(FsOf(req), ino, *attr, to_set, fi), "setattr", ino);
+  Filesystem& fs = FsOf(req);
+  absl::StatusOr<meta::Attr> set = DoSetAttr(fs, ino, *attr, to_set, fi);
+  if (!set.ok()) set = StaleIfInodeGone(fs, ino, set.status());
+  ReplyAttr(req, set, "setattr", ino);
 }
 
 // --- directories, links ------------------------------------------------------

@@ -65,6 +65,16 @@ auto Interruptible(fuse_req_t req, Call call) {
   return result;
 }
 
+// StaleIfInodeGone, except for the checkpoint names: their ENOENT is the
+// checkpoint's (a commit whose checkpoint was removed while it waited, a
+// remove of an absent one), and the kernel's retry on ESTALE would run a
+// commit again on whatever directory now has the name.
+absl::Status StaleUnlessCheckpoint(Filesystem& fs, fuse_ino_t ino, const char* name,
+                                   const absl::Status& status) {
+  if (client::ClassifyCheckpointXattr(name) != client::CheckpointXattr::kNone) return status;
+  return StaleIfInodeGone(fs, ino, status);
+}
+
 bool IsCommit(const char* name) {
   const client::CheckpointXattr which = client::ClassifyCheckpointXattr(name);
   return which == client::CheckpointXattr::kCommit ||
@@ -85,8 +95,11 @@ absl::Status DoSetXattr(fuse_req_t req, Filesystem& fs, fuse_ino_t ino, const ch
 
 void SetXattr(fuse_req_t req, fuse_ino_t ino, const char* name, const char* value, size_t size,
               int flags) {
-  absl::Status status = DoSetXattr(req, FsOf(req), ino, name, value, size, flags);
-  if (!status.ok()) return ReplyError(req, status, "setxattr", ino);
+  Filesystem& fs = FsOf(req);
+  absl::Status status = DoSetXattr(req, fs, ino, name, value, size, flags);
+  if (!status.ok()) {
+    return ReplyError(req, StaleUnlessCheckpoint(fs, ino, name, status), "setxattr", ino);
+  }
   fuse_reply_err(req, 0);
 }
 
@@ -100,8 +113,12 @@ absl::StatusOr<std::string> DoGetXattr(fuse_req_t req, Filesystem& fs, fuse_ino_
 }
 
 void GetXattr(fuse_req_t req, fuse_ino_t ino, const char* name, size_t size) {
-  absl::StatusOr<std::string> value = DoGetXattr(req, FsOf(req), ino, name);
-  if (!value.ok()) return ReplyError(req, value.status(), "getxattr", ino);
+  Filesystem& fs = FsOf(req);
+  absl::StatusOr<std::string> value = DoGetXattr(req, fs, ino, name);
+  if (!value.ok()) {
+    return ReplyError(req, StaleUnlessCheckpoint(fs, ino, name, value.status()), "getxattr",
+                      ino);
+  }
   ReplyXattrValue(req, *value, size);
 }
 
@@ -112,8 +129,11 @@ absl::StatusOr<std::string> DoListXattr(Filesystem& fs, fuse_ino_t ino) {
 }
 
 void ListXattr(fuse_req_t req, fuse_ino_t ino, size_t size) {
-  absl::StatusOr<std::string> packed = DoListXattr(FsOf(req), ino);
-  if (!packed.ok()) return ReplyError(req, packed.status(), "listxattr", ino);
+  Filesystem& fs = FsOf(req);
+  absl::StatusOr<std::string> packed = DoListXattr(fs, ino);
+  if (!packed.ok()) {
+    return ReplyError(req, StaleIfInodeGone(fs, ino, packed.status()), "listxattr", ino);
+  }
   ReplyXattrValue(req, *packed, size);
 }
 
@@ -123,8 +143,11 @@ absl::Status DoRemoveXattr(Filesystem& fs, fuse_ino_t ino, const char* name) {
 }
 
 void RemoveXattr(fuse_req_t req, fuse_ino_t ino, const char* name) {
-  absl::Status status = DoRemoveXattr(FsOf(req), ino, name);
-  if (!status.ok()) return ReplyError(req, status, "removexattr", ino);
+  Filesystem& fs = FsOf(req);
+  absl::Status status = DoRemoveXattr(fs, ino, name);
+  if (!status.ok()) {
+    return ReplyError(req, StaleUnlessCheckpoint(fs, ino, name, status), "removexattr", ino);
+  }
   fuse_reply_err(req, 0);
 }
 

@@ -4,6 +4,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "absl/strings/str_cat.h"
 #include "common/errno_status.h"
 #include "common/log.h"
 #include "fuse/attr.h"
@@ -34,7 +35,8 @@ bool IsExpected(int err) {
     case EFBIG:
     case EROFS:  // a write into a committed checkpoint
     case EINTR:  // a signal interrupted a waiting commit
-    case ESTALE:  // `ckpt gc`: the checkpoint changed since it was listed
+    case ESTALE:  // an inode removed elsewhere (StaleIfInodeGone); `ckpt gc`: the
+                  // checkpoint changed since it was listed
       return true;
     default:
       return false;
@@ -61,6 +63,17 @@ void ReplyError(fuse_req_t req, const absl::Status& status, absl::string_view op
                          << ": " << status;
   }
   fuse_reply_err(req, err);
+}
+
+absl::Status InodeGone(uint64_t ino) {
+  return ErrnoStatus(ESTALE, absl::StrCat("inode ", ino, " no longer exists"));
+}
+
+absl::Status StaleIfInodeGone(Filesystem& fs, uint64_t ino, absl::Status status) {
+  if (status.ok() || ErrnoFromStatus(status) != ENOENT) return status;
+  absl::StatusOr<meta::Attr> attr = fs.client().GetAttr(ino);
+  if (!attr.ok() && ErrnoFromStatus(attr.status()) == ENOENT) return InodeGone(ino);
+  return status;
 }
 
 fuse_entry_param MakeEntry(const Filesystem& fs, const meta::Attr& attr) {

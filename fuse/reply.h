@@ -1,6 +1,7 @@
 // Helpers shared by the FUSE operations: finding the Filesystem of a
 // request, turning a Status into the errno of a reply (the one place where
-// that happens), and building entry replies. Thread-safe.
+// that happens), telling a removed inode from a missing name, and building
+// entry replies. Thread-safe.
 #ifndef CKPTFS_FUSE_REPLY_H_
 #define CKPTFS_FUSE_REPLY_H_
 
@@ -30,6 +31,18 @@ int ReplyErrnoFor(const absl::Status& status);
 // inode it was about and the status' own context.
 void ReplyError(fuse_req_t req, const absl::Status& status, absl::string_view op,
                 uint64_t ino);
+
+// `status` answered an operation addressed to inode `ino` (not to a name
+// in a directory). When it is ENOENT and the inode itself no longer exists
+// — another mount removed it while this one cached it (--dir_timeout_s,
+// --entry_timeout_s) — returns ESTALE instead: a stale handle, not a
+// missing name, so the kernel walks the path again revalidating each
+// component and finds whatever now has the name. Any other status is
+// returned unchanged; the check costs a GETATTR only on ENOENT.
+absl::Status StaleIfInodeGone(Filesystem& fs, uint64_t ino, absl::Status status);
+
+// ESTALE for inode `ino`.
+absl::Status InodeGone(uint64_t ino);
 
 // The entry reply for `attr`, with this mount's timeouts.
 fuse_entry_param MakeEntry(const Filesystem& fs, const meta::Attr& attr);

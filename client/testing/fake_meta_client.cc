@@ -116,6 +116,19 @@ absl::StatusOr<FakeMetaClient::Inode*> FakeMetaClient::FindDir(uint64_t ino) {
   return inode;
 }
 
+absl::StatusOr<FakeMetaClient::Inode*> FakeMetaClient::FindParentDir(uint64_t ino) {
+  auto dir = FindDir(ino);
+  if (!dir.ok() && ErrnoFromStatus(dir.status()) == ENOENT) {
+    return ErrnoStatus(ESTALE, absl::StrCat("directory ", ino, " no longer exists"));
+  }
+  return dir;
+}
+
+void FakeMetaClient::Changed(meta::Attr& attr) {
+  const int64_t now = absl::GetCurrentTimeNanos();
+  attr.set_ctime_ns(now > attr.ctime_ns() ? now : attr.ctime_ns() + 1);
+}
+
 FakeMetaClient::Inode& FakeMetaClient::NewInode(meta::FileType type, uint32_t mode, uint32_t uid,
                                                 uint32_t gid) {
   const uint64_t ino = next_ino_++;
@@ -145,7 +158,7 @@ absl::StatusOr<meta::AttrReply> FakeMetaClient::Lookup(const meta::LookupRequest
   absl::MutexLock lock(&mu_);
   if (absl::Status s = Enter("Lookup"); !s.ok()) return s;
   if (absl::Status s = ValidateName(request.name()); !s.ok()) return s;
-  auto dir = FindDir(request.parent());
+  auto dir = FindParentDir(request.parent());
   if (!dir.ok()) return dir.status();
   auto it = (*dir)->entries.find(request.name());
   if (it == (*dir)->entries.end()) {
@@ -188,7 +201,7 @@ absl::StatusOr<meta::AttrReply> FakeMetaClient::SetAttr(const meta::SetAttrReque
   if (valid & meta::SET_MTIME) attr.set_mtime_ns(request.mtime_ns());
   if (valid & meta::SET_ATIME_NOW) attr.set_atime_ns(now);
   if (valid & meta::SET_MTIME_NOW) attr.set_mtime_ns(now);
-  attr.set_ctime_ns(now);
+  Changed(attr);
   meta::AttrReply reply;
   *reply.mutable_attr() = attr;
   return reply;
@@ -198,7 +211,7 @@ absl::StatusOr<meta::CreateReply> FakeMetaClient::Create(const meta::CreateReque
   absl::MutexLock lock(&mu_);
   if (absl::Status s = Enter("Create"); !s.ok()) return s;
   if (absl::Status s = ValidateName(request.name()); !s.ok()) return s;
-  auto dir = FindDir(request.parent());
+  auto dir = FindParentDir(request.parent());
   if (!dir.ok()) return dir.status();
   if (absl::Status s = RequireMutable(request.parent(), "create"); !s.ok()) return s;
   if (request.writer_handle() != 0) registrations_.push_back(request.writer_handle());
@@ -212,6 +225,8 @@ absl::StatusOr<meta::CreateReply> FakeMetaClient::Create(const meta::CreateReque
     }
     if (request.truncate()) {
       inode.attr.set_size(0);
+      inode.attr.set_mtime_ns(absl::GetCurrentTimeNanos());
+      Changed(inode.attr);
       inode.damaged = false;
     }
     if (request.writer_handle() != 0) inode.writers.insert(request.writer_handle());
@@ -245,7 +260,7 @@ absl::StatusOr<meta::AttrReply> FakeMetaClient::Mkdir(const meta::MkdirRequest& 
   absl::MutexLock lock(&mu_);
   if (absl::Status s = Enter("Mkdir"); !s.ok()) return s;
   if (absl::Status s = ValidateName(request.name()); !s.ok()) return s;
-  auto dir = FindDir(request.parent());
+  auto dir = FindParentDir(request.parent());
   if (!dir.ok()) return dir.status();
   if (absl::Status s = RequireMutable(request.parent(), "mkdir"); !s.ok()) return s;
   if ((*dir)->entries.count(request.name()) > 0) {
@@ -272,7 +287,7 @@ absl::StatusOr<meta::AttrReply> FakeMetaClient::Symlink(const meta::SymlinkReque
   absl::MutexLock lock(&mu_);
   if (absl::Status s = Enter("Symlink"); !s.ok()) return s;
   if (absl::Status s = ValidateName(request.name()); !s.ok()) return s;
-  auto dir = FindDir(request.parent());
+  auto dir = FindParentDir(request.parent());
   if (!dir.ok()) return dir.status();
   if (absl::Status s = RequireMutable(request.parent(), "symlink"); !s.ok()) return s;
   if ((*dir)->entries.count(request.name()) > 0) {
@@ -305,7 +320,7 @@ absl::StatusOr<meta::Empty> FakeMetaClient::Unlink(const meta::LookupRequest& re
   absl::MutexLock lock(&mu_);
   if (absl::Status s = Enter("Unlink"); !s.ok()) return s;
   if (absl::Status s = ValidateName(request.name()); !s.ok()) return s;
-  auto dir = FindDir(request.parent());
+  auto dir = FindParentDir(request.parent());
   if (!dir.ok()) return dir.status();
   if (absl::Status s = RequireMutable(request.parent(), "unlink"); !s.ok()) return s;
   auto it = (*dir)->entries.find(request.name());
@@ -323,7 +338,7 @@ absl::StatusOr<meta::Empty> FakeMetaClient::Rmdir(const meta::LookupRequest& req
   absl::MutexLock lock(&mu_);
   if (absl::Status s = Enter("Rmdir"); !s.ok()) return s;
   if (absl::Status s = ValidateName(request.name()); !s.ok()) return s;
-  auto dir = FindDir(request.parent());
+  auto dir = FindParentDir(request.parent());
   if (!dir.ok()) return dir.status();
   auto it = (*dir)->entries.find(request.name());
   if (it == (*dir)->entries.end()) return ErrnoStatus(ENOENT, request.name());
@@ -346,9 +361,9 @@ absl::StatusOr<meta::Empty> FakeMetaClient::Rename(const meta::RenameRequest& re
   if (absl::Status s = Enter("Rename"); !s.ok()) return s;
   if (absl::Status s = ValidateName(request.name()); !s.ok()) return s;
   if (absl::Status s = ValidateName(request.new_name()); !s.ok()) return s;
-  auto from = FindDir(request.parent());
+  auto from = FindParentDir(request.parent());
   if (!from.ok()) return from.status();
-  auto to = FindDir(request.new_parent());
+  auto to = FindParentDir(request.new_parent());
   if (!to.ok()) return to.status();
   auto src = (*from)->entries.find(request.name());
   if (src == (*from)->entries.end()) return ErrnoStatus(ENOENT, request.name());
@@ -426,9 +441,10 @@ absl::StatusOr<meta::AttrReply> FakeMetaClient::Open(const meta::OpenRequest& re
     (*inode)->writers.insert(request.writer_handle());
   }
   if (request.truncate()) (*inode)->damaged = false;
-  if (request.truncate() && attr.size() != 0) {
+  if (request.truncate()) {
     attr.set_size(0);
     attr.set_mtime_ns(absl::GetCurrentTimeNanos());
+    Changed(attr);
   }
   meta::AttrReply reply;
   *reply.mutable_attr() = attr;
@@ -453,6 +469,9 @@ absl::StatusOr<meta::AttrReply> FakeMetaClient::CommitWrite(
   }
   attr.set_size(std::max(attr.size(), request.size()));
   if (request.mtime_ns() != 0) attr.set_mtime_ns(request.mtime_ns());
+  // Like the service, a release that wrote nothing is no change (the fake
+  // keeps no ended-checkpoint rule here).
+  if (request.size() != 0 || request.mtime_ns() != 0 || request.failed()) Changed(attr);
   if (request.durable()) {
     ++durable_commits_;
     (*inode)->durable_size = attr.size();

@@ -149,6 +149,11 @@ class FakeMetaClient : public MetaClient {
   absl::Status Enter(absl::string_view rpc) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::StatusOr<Inode*> Find(uint64_t ino) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::StatusOr<Inode*> FindDir(uint64_t ino) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // FindDir for the parent an operation names an entry in: a missing one is
+  // ESTALE, as the service answers (server/meta/ops/ops_util.h GetParentDir).
+  absl::StatusOr<Inode*> FindParentDir(uint64_t ino) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A change of `attr`'s content or attributes now: ctime moves forward.
+  static void Changed(meta::Attr& attr);
   Inode& NewInode(meta::FileType type, uint32_t mode, uint32_t uid, uint32_t gid)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Drops one link of `ino` (an entry removed or replaced).

@@ -450,6 +450,45 @@ TEST_F(FileIoTest, ReopenSeesAnotherClientsTruncate) {
   EXPECT_EQ(attr->size(), 10u);
 }
 
+// Another client rewrites the file in place with the same size and mtime
+// (a restore that sets the mtime back): only the service-set ctime shows
+// it, and a reopen here must not serve the chunks it had cached.
+TEST_F(FileIoTest, ReopenSeesARewriteInPlaceThatKeepsSizeAndMtime) {
+  auto file = CreateFile("rewritten");
+  const uint64_t ino = file->ino();
+  const std::string first(kTestChunk, 'a');
+  ASSERT_TRUE(file->Write(0, first.data(), first.size()).ok());
+  ASSERT_TRUE(file->Close().ok());
+  auto reader = client_->Open(ino, O_RDONLY);  // holds the state and its cache
+  ASSERT_TRUE(reader.ok());
+  std::string seen(kTestChunk, '\0');
+  ASSERT_TRUE((*reader)->Read(0, seen.data(), seen.size()).ok());
+  ASSERT_EQ(seen, first);
+
+  auto before = client_->GetAttr(ino);
+  ASSERT_TRUE(before.ok());
+  const std::string second(kTestChunk, 'b');
+  ASSERT_TRUE(transport_
+                  ->WriteChunk(ServerForChunk(before->layout(), 0), ino, 0, 0, second.data(),
+                               second.size(), /*replace=*/true)
+                  .ok());
+  meta::CommitWriteRequest commit;
+  commit.set_ino(ino);
+  commit.set_size(kTestChunk);
+  commit.set_mtime_ns(before->mtime_ns());
+  ASSERT_TRUE(meta_->CommitWrite(commit).ok());
+
+  auto reopened = client_->Open(ino, O_RDONLY);
+  ASSERT_TRUE(reopened.ok());
+  EXPECT_EQ((*reopened)->opened_version().size, before->size());
+  EXPECT_EQ((*reopened)->opened_version().mtime_ns, before->mtime_ns());
+  EXPECT_NE((*reopened)->opened_version().ctime_ns, before->ctime_ns());
+  ASSERT_TRUE((*reopened)->Read(0, seen.data(), seen.size()).ok());
+  EXPECT_EQ(seen, second) << "served the chunk cached before the rewrite";
+  ASSERT_TRUE((*reopened)->Close().ok());
+  ASSERT_TRUE((*reader)->Close().ok());
+}
+
 // A truncate here trims storage at the file's real size, even when the
 // local view of an open file predates another client's extension of it.
 TEST_F(FileIoTest, TruncateKeepsAnotherClientsBytesBelowTheNewSize) {

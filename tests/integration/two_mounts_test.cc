@@ -2,9 +2,11 @@
 // on one is complete when opened on the other (close-to-open), and a rename
 // or unlink on one is seen by the other, also where the other caches the
 // directory or the file's pages.
+#include <dirent.h>
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -159,6 +161,52 @@ TEST_F(TwoMountsTest, ADirectoryRecreatedOnOneNodeIsFoundAtOnceOnANodeThatCached
   EXPECT_EQ(errno, ENOENT);
   EXPECT_NE(::stat(step_a.c_str(), &st), 0);
   EXPECT_EQ(errno, ENOENT);
+}
+
+// The operations that reach a cached directory by its inode rather than by
+// a name in its parent — opendir, getxattr, chmod — meet a directory node
+// A removed and recreated as ESTALE too, and so act on the new one.
+TEST_F(TwoMountsTest, OperationsOnAStaleCachedDirectoryReachTheRecreatedOne) {
+  ASSERT_NO_FATAL_FAILURE(StartNodes({"--dir_timeout_s=30"}));
+  ASSERT_EQ(::mkdir((a_ + "/run1").c_str(), 0755), 0);
+  // Each operation gets a directory of its own that B has cached.
+  const std::vector<std::string> names = {"listed", "xattr", "chmod"};
+  for (const std::string& name : names) {
+    ASSERT_EQ(::mkdir((a_ + "/run1/" + name).c_str(), 0755), 0);
+    struct stat st {};
+    ASSERT_EQ(::stat((b_ + "/run1/" + name).c_str(), &st), 0);
+  }
+  for (const std::string& name : names) {
+    const std::string dir = a_ + "/run1/" + name;
+    ASSERT_EQ(::rmdir(dir.c_str()), 0);
+    ASSERT_EQ(::mkdir(dir.c_str(), 0700), 0);
+  }
+  ASSERT_TRUE(WriteWholeFile(a_ + "/run1/listed/rank_0.pt", "new").ok());
+  ASSERT_EQ(::setxattr((a_ + "/run1/xattr").c_str(), "user.note", "new", 3, 0), 0);
+
+  DIR* listed = ::opendir((b_ + "/run1/listed").c_str());
+  ASSERT_NE(listed, nullptr) << std::strerror(errno);
+  std::vector<std::string> names_seen;
+  errno = 0;
+  while (struct dirent* e = ::readdir(listed)) {
+    if (std::strcmp(e->d_name, ".") != 0 && std::strcmp(e->d_name, "..") != 0) {
+      names_seen.emplace_back(e->d_name);
+    }
+  }
+  const int readdir_errno = errno;
+  ::closedir(listed);
+  EXPECT_EQ(readdir_errno, 0) << std::strerror(readdir_errno);
+  EXPECT_EQ(names_seen, std::vector<std::string>{"rank_0.pt"});
+
+  char value[16] = {};
+  const ssize_t n = ::getxattr((b_ + "/run1/xattr").c_str(), "user.note", value, sizeof(value));
+  ASSERT_EQ(n, 3) << std::strerror(errno);
+  EXPECT_EQ(std::string(value, 3), "new");
+
+  ASSERT_EQ(::chmod((b_ + "/run1/chmod").c_str(), 0750), 0) << std::strerror(errno);
+  struct stat st {};
+  ASSERT_EQ(::stat((a_ + "/run1/chmod").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0750u);
 }
 
 // A reader's open keeps the pages its node already read while the file is

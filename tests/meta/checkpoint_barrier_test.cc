@@ -241,6 +241,22 @@ TEST_F(CheckpointBarrierTest, AFileOpenForWritingAbortsWithEbusyNamingIt) {
   const std::vector<uint64_t> due = DueOrphans();
   EXPECT_NE(std::find(due.begin(), due.end(), closed_ino), due.end());
   EXPECT_EQ(std::find(due.begin(), due.end(), open_ino), due.end());
+
+  // The writer closes after the abort, having rewritten bytes in place: its
+  // release is accepted, size and mtime stay, and ctime moves, since the
+  // content did change (readers' caches must not keep what they had).
+  const InodeRecord before = Inode(open_ino);
+  CommitWriteRequest close;
+  close.set_ino(open_ino);
+  close.set_size(0);
+  close.set_mtime_ns(12345);
+  close.set_release_writer(42);
+  ASSERT_OK(ns_->CommitWrite(close));
+  const InodeRecord after = Inode(open_ino);
+  EXPECT_EQ(after.writer_handles_size(), 0);
+  EXPECT_EQ(after.attr().size(), before.attr().size());
+  EXPECT_EQ(after.attr().mtime_ns(), before.attr().mtime_ns());
+  EXPECT_GT(after.attr().ctime_ns(), before.attr().ctime_ns());
 }
 
 TEST_F(CheckpointBarrierTest, ADamagedFileAbortsWithEio) {

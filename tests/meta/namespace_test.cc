@@ -275,6 +275,37 @@ TEST_F(NamespaceTest, OpenTruncatesAndCommitWriteOnlyGrows) {
   EXPECT_ERRNO(ns_->CommitWrite(kRootIno, 1, 0), EISDIR);
 }
 
+// Clients tell a changed file by its ctime (close-to-open page caching):
+// every change must move it forward, even within one clock tick or after
+// the service's clock stepped back.
+TEST_F(NamespaceTest, EveryChangeMovesCtimeForwardWhateverTheClockDoes) {
+  auto file = CreateFile(kRootIno, "f");
+  ASSERT_TRUE(file.ok());
+  int64_t last = file->ctime_ns();
+  auto expect_later = [&](const absl::StatusOr<Attr>& attr, const char* what) {
+    ASSERT_TRUE(attr.ok()) << what << ": " << attr.status();
+    EXPECT_GT(attr->ctime_ns(), last) << what;
+    last = attr->ctime_ns();
+  };
+  expect_later(ns_->CommitWrite(file->ino(), 100, 5555), "commit, same tick");
+  expect_later(ns_->CommitWrite(file->ino(), 50, 5555), "rewrite in place, same mtime");
+  clock_.Advance(absl::Seconds(-10));
+  expect_later(ns_->Open(file->ino(), /*truncate=*/true), "truncate, clock stepped back");
+  SetAttrRequest chmod;
+  chmod.set_ino(file->ino());
+  chmod.set_valid(SET_MODE);
+  chmod.set_mode(0600);
+  expect_later(ns_->SetAttr(chmod), "chmod");
+  CreateRequest truncate;
+  truncate.set_parent(kRootIno);
+  truncate.set_name("f");
+  truncate.set_mode(0644);
+  truncate.set_truncate(true);
+  auto created = ns_->Create(truncate);
+  ASSERT_TRUE(created.ok()) << created.status();
+  expect_later(created->attr(), "O_CREAT|O_TRUNC of the existing file");
+}
+
 TEST_F(NamespaceTest, XattrsFollowLinuxSemantics) {
   auto file = CreateFile(kRootIno, "f");
   ASSERT_TRUE(file.ok());

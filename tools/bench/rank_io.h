@@ -29,6 +29,11 @@ class Client;
 
 namespace ckptfs::bench {
 
+// A failed status that says the path no longer exists: ENOENT, or ESTALE
+// (a directory on it was removed while the operation ran, which a remove of
+// a whole tree by several ranks at once causes).
+bool IsGone(const absl::Status& status);
+
 class RankIo {
  public:
   virtual ~RankIo() = default;

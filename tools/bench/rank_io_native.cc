@@ -106,7 +106,7 @@ class NativeRankIo : public RankIo {
     const std::string full = Full(path);
     absl::StatusOr<meta::Attr> attr = client_->LookupPath(full);
     if (!attr.ok()) {
-      if (ErrnoFromStatus(attr.status()) == ENOENT) return absl::OkStatus();
+      if (IsGone(attr.status())) return absl::OkStatus();
       return WithContext(attr.status(), absl::StrCat("remove ", full));
     }
     if (attr->type() == meta::DIRECTORY) {
@@ -118,7 +118,7 @@ class NativeRankIo : public RankIo {
     absl::Status status = attr->type() == meta::DIRECTORY
                               ? client_->Rmdir(parent->ino, parent->name)
                               : client_->Unlink(parent->ino, parent->name);
-    if (!status.ok() && ErrnoFromStatus(status) != ENOENT) {
+    if (!status.ok() && !IsGone(status)) {
       return WithContext(status, absl::StrCat("remove ", full));
     }
     return absl::OkStatus();
@@ -213,7 +213,7 @@ class NativeRankIo : public RankIo {
       } else {
         status = client_->Unlink(ino, entry.name());
       }
-      if (!status.ok() && ErrnoFromStatus(status) != ENOENT) {
+      if (!status.ok() && !IsGone(status)) {
         return WithContext(status, absl::StrCat("remove ", child));
       }
     }

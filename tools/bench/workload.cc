@@ -290,7 +290,7 @@ absl::StatusOr<RankTimes> FinalizeSave(RankIo& io, const WorkloadSpec& spec,
     if (!status.ok()) return status;
     // "delete in-case other checkpoints were present", then publish.
     if (absl::Status unlinked = io.Unlink(final_path);
-        !unlinked.ok() && ErrnoFromStatus(unlinked) != ENOENT) {
+        !unlinked.ok() && !IsGone(unlinked)) {
       return unlinked;
     }
     if (absl::Status renamed = io.Rename(tmp, final_path); !renamed.ok()) return renamed;

@@ -5,6 +5,7 @@ add_library(ckptfs_bench_workloads STATIC
   data_pattern.cc
   dcp_layout.cc
   rank_io_native.cc
+  rank_io.cc
   rank_io_posix.cc
   torch_tensors.cc
   torch_zip.cc

@@ -104,7 +104,7 @@ absl::StatusOr<CreateReply> Namespace::Create(const CreateRequest& request) {
       if (request.truncate()) {
         existing->mutable_attr()->set_size(0);
         existing->mutable_attr()->set_mtime_ns(now);
-        existing->mutable_attr()->set_ctime_ns(now);
+        existing->mutable_attr()->set_ctime_ns(NextCtime(existing->attr(), now));
         existing->set_damaged(false);
         changed = true;
       }

@@ -53,6 +53,15 @@ absl::StatusOr<InodeRecord> GetDir(MetaTxn& txn, uint64_t ino);
 // directory recreated under the same name, as NFS clients do.
 absl::StatusOr<InodeRecord> GetParentDir(MetaTxn& txn, uint64_t ino);
 
+// The ctime that a commit of writes, a truncate or a setattr sets at
+// `now_ns`: later than the one the file had, even within one clock tick or
+// after the service's clock stepped back, so that those changes — all that
+// can alter a file's content — always show in ctime to clients' caches
+// (client::FileVersion). Other ctime updates use the clock as it is.
+inline int64_t NextCtime(const Attr& attr, int64_t now_ns) {
+  return now_ns > attr.ctime_ns() ? now_ns : attr.ctime_ns() + 1;
+}
+
 // Sets mtime and ctime: an entry was added or removed.
 void TouchDir(InodeRecord& dir, int64_t now_ns);
 

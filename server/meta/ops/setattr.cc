@@ -44,7 +44,7 @@ absl::StatusOr<Attr> Namespace::SetAttr(const SetAttrRequest& request) {
     if (valid & SET_ATIME_NOW) attr->set_atime_ns(now);
     if (valid & SET_MTIME) attr->set_mtime_ns(request.mtime_ns());
     if (valid & SET_MTIME_NOW) attr->set_mtime_ns(now);
-    attr->set_ctime_ns(now);
+    attr->set_ctime_ns(NextCtime(*attr, now));
     txn.PutInode(*inode);
     return *attr;
   });

@@ -55,7 +55,7 @@ absl::StatusOr<Attr> Namespace::Open(const OpenRequest& request) {
       const int64_t now = clock_->NowNs();
       inode->mutable_attr()->set_size(0);
       inode->mutable_attr()->set_mtime_ns(now);
-      inode->mutable_attr()->set_ctime_ns(now);
+      inode->mutable_attr()->set_ctime_ns(NextCtime(inode->attr(), now));
       inode->set_damaged(false);
       changed = true;
     }
@@ -92,9 +92,19 @@ absl::StatusOr<Attr> Namespace::CommitWrite(const CommitWriteRequest& request) {
       absl::StatusOr<CheckpointState> state = GoverningState(txn, *inode);
       if (!state.ok()) return state.status();
       if (IsEnded(*state)) {
-        // Only the release of a writer: nothing else of an ended checkpoint
-        // changes (not even times).
-        if (RemoveWriter(*inode, request.release_writer())) txn.PutInode(*inode);
+        // Only an aborted checkpoint gets here with writes: a commit aborts
+        // while a file is still open for writing, and no file of a
+        // committed one opens for writing. Its size and mtime stay final,
+        // but the writes in place did reach the chunks, so ctime moves as
+        // for any change of content (the abort orphaned the file, so this
+        // concerns only handles still open on it). A release without writes
+        // changes nothing.
+        bool changed = RemoveWriter(*inode, request.release_writer());
+        if (request.size() != 0 || request.mtime_ns() != 0) {
+          attr->set_ctime_ns(NextCtime(*attr, clock_->NowNs()));
+          changed = true;
+        }
+        if (changed) txn.PutInode(*inode);
         return *attr;
       }
     }
@@ -110,7 +120,7 @@ absl::StatusOr<Attr> Namespace::CommitWrite(const CommitWriteRequest& request) {
     const int64_t now = clock_->NowNs();
     attr->set_size(std::max(attr->size(), request.size()));
     attr->set_mtime_ns(request.mtime_ns() != 0 ? request.mtime_ns() : now);
-    attr->set_ctime_ns(now);
+    attr->set_ctime_ns(NextCtime(*attr, now));
     txn.PutInode(*inode);
     return *attr;
   });
