@@ -80,8 +80,9 @@ struct FilesystemOptions {
   // default: close-to-open does not need it (every open looks the
   // attributes up afresh and drops the cached pages unless they show no
   // change since an earlier drop was done: PageCacheVersions; a read past
-  // the cached size still asks), and on a load storm that RPC per 1 MiB read was
-  // most of the metadata service's work and a wait in front of every read.
+  // the cached size still asks), and on a load storm that RPC per 1 MiB
+  // read was most of the metadata service's work and a wait in front of
+  // every read.
   // On: a handle held open also sees another mount's in-place rewrites.
   bool auto_inval_data = false;
 };

@@ -13,7 +13,6 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "client/client.h"
-#include "common/errno_status.h"
 #include "fuse/dir_handle.h"
 #include "fuse/filesystem.h"
 #include "fuse/ops.h"
@@ -36,11 +35,8 @@ void OpenDir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info* fi) {
   // kernel does not retry. Uncached, the kernel has just asked (GETATTR).
   if (fs.options().attr_timeout > absl::ZeroDuration() ||
       fs.options().dir_timeout > absl::ZeroDuration()) {
-    absl::StatusOr<meta::Attr> attr = client->GetAttr(ino);
-    if (!attr.ok()) {
-      if (ErrnoFromStatus(attr.status()) == ENOENT) attr = InodeGone(ino);
-      return ReplyError(req, attr.status(), "opendir", ino);
-    }
+    absl::StatusOr<meta::Attr> attr = CurrentAttr(fs, ino);
+    if (!attr.ok()) return ReplyError(req, attr.status(), "opendir", ino);
   }
   // ".." names the root for the root; for any other directory ckptfs would
   // need an RPC to learn the parent, which nothing reads from d_ino, so it

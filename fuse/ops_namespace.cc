@@ -56,14 +56,10 @@ void ForgetMulti(fuse_req_t req, size_t /*count*/, struct fuse_forget_data* /*fo
   fuse_reply_none(req);
 }
 
-// An inode the kernel still knows but the metadata service no longer has
-// (a directory another mount removed while this one cached it) is a stale
-// handle, not a missing name: ESTALE makes stat() walk the path again with
-// revalidation, which finds whatever now has the name.
+// A removed inode answers ESTALE (CurrentAttr), so stat() walks the path
+// again and finds whatever now has the name.
 void GetAttr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info* /*fi*/) {
-  absl::StatusOr<meta::Attr> attr = FsOf(req).client().GetAttr(ino);
-  if (!attr.ok() && ErrnoFromStatus(attr.status()) == ENOENT) attr = InodeGone(ino);
-  ReplyAttr(req, attr, "getattr", ino);
+  ReplyAttr(req, CurrentAttr(FsOf(req), ino), "getattr", ino);
 }
 
 // --- setattr ---------------------------------------------------------------

@@ -65,14 +65,18 @@ void ReplyError(fuse_req_t req, const absl::Status& status, absl::string_view op
   fuse_reply_err(req, err);
 }
 
-absl::Status InodeGone(uint64_t ino) {
-  return ErrnoStatus(ESTALE, absl::StrCat("inode ", ino, " no longer exists"));
+absl::StatusOr<meta::Attr> CurrentAttr(Filesystem& fs, uint64_t ino) {
+  absl::StatusOr<meta::Attr> attr = fs.client().GetAttr(ino);
+  if (!attr.ok() && ErrnoFromStatus(attr.status()) == ENOENT) {
+    return ErrnoStatus(ESTALE, absl::StrCat("inode ", ino, " no longer exists"));
+  }
+  return attr;
 }
 
 absl::Status StaleIfInodeGone(Filesystem& fs, uint64_t ino, absl::Status status) {
   if (status.ok() || ErrnoFromStatus(status) != ENOENT) return status;
-  absl::StatusOr<meta::Attr> attr = fs.client().GetAttr(ino);
-  if (!attr.ok() && ErrnoFromStatus(attr.status()) == ENOENT) return InodeGone(ino);
+  absl::StatusOr<meta::Attr> attr = CurrentAttr(fs, ino);
+  if (!attr.ok() && ErrnoFromStatus(attr.status()) == ESTALE) return attr.status();
   return status;
 }
 

@@ -8,6 +8,7 @@
 #include <fuse_lowlevel.h>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "fuse/filesystem.h"
 #include "proto/meta.pb.h"
@@ -32,17 +33,19 @@ int ReplyErrnoFor(const absl::Status& status);
 void ReplyError(fuse_req_t req, const absl::Status& status, absl::string_view op,
                 uint64_t ino);
 
-// `status` answered an operation addressed to inode `ino` (not to a name
-// in a directory). When it is ENOENT and the inode itself no longer exists
-// — another mount removed it while this one cached it (--dir_timeout_s,
-// --entry_timeout_s) — returns ESTALE instead: a stale handle, not a
-// missing name, so the kernel walks the path again revalidating each
-// component and finds whatever now has the name. Any other status is
-// returned unchanged; the check costs a GETATTR only on ENOENT.
-absl::Status StaleIfInodeGone(Filesystem& fs, uint64_t ino, absl::Status status);
+// The service's attributes of inode `ino`, or ESTALE when the inode no
+// longer exists: the kernel still knows an inode another mount removed
+// while this one cached it (--attr_timeout_s, --entry_timeout_s,
+// --dir_timeout_s). That is a stale handle, not a missing name: the kernel
+// walks the path again revalidating each component and finds whatever now
+// has the name.
+absl::StatusOr<meta::Attr> CurrentAttr(Filesystem& fs, uint64_t ino);
 
-// ESTALE for inode `ino`.
-absl::Status InodeGone(uint64_t ino);
+// `status` answered an operation addressed to inode `ino` (not to a name
+// in a directory): ESTALE when it is ENOENT and CurrentAttr says the inode
+// itself is gone; otherwise `status` unchanged. The check costs a GETATTR,
+// on the ENOENT path only.
+absl::Status StaleIfInodeGone(Filesystem& fs, uint64_t ino, absl::Status status);
 
 // The entry reply for `attr`, with this mount's timeouts.
 fuse_entry_param MakeEntry(const Filesystem& fs, const meta::Attr& attr);
