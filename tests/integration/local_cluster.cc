@@ -16,6 +16,7 @@
 #include <set>
 #include <fstream>
 #include <iterator>
+#include <random>
 #include <sstream>
 
 #include "absl/strings/match.h"
@@ -82,6 +83,14 @@ int RunCommand(const std::vector<std::string>& argv) {
   return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
+// The first port of the kernel's ephemeral range (32768 if unreadable).
+uint16_t EphemeralPortsStart() {
+  std::ifstream in("/proc/sys/net/ipv4/ip_local_port_range");
+  int low = 0;
+  if (!(in >> low) || low <= 0 || low > 65535) return 32768;
+  return static_cast<uint16_t>(low);
+}
+
 }  // namespace
 
 std::string BinDir() {
@@ -90,14 +99,31 @@ std::string BinDir() {
 }
 
 absl::StatusOr<uint16_t> PickFreePort() {
-  // Ports are picked before the daemons bind them, so the kernel may offer
-  // a port again that this process already handed out (a cluster's meta and
-  // a storage server once got the same one): never hand one out twice.
+  // Ports are picked before the daemons bind them, seconds later for a
+  // standby metadata server that binds only when it takes over. A port the
+  // kernel offers for port 0 comes from the ephemeral range, which every
+  // outgoing connection of every test running meanwhile draws from too (a
+  // standby once found its port taken that way). So ports are drawn at
+  // random below that range, checked free by binding, and never handed out
+  // twice by this process (a cluster's meta and a storage server once got
+  // the same one).
   static absl::Mutex mu(absl::kConstInit);
   static std::set<uint16_t>* handed_out = new std::set<uint16_t>();
-  for (int attempt = 0; attempt < 100; ++attempt) {
-    auto fd = ListenTcp(HostPort{"127.0.0.1", 0});
-    if (!fd.ok()) return fd.status();
+  const uint16_t below = EphemeralPortsStart();
+  constexpr uint16_t kLowest = 10000;
+  static std::mt19937* random = new std::mt19937(std::random_device{}());
+  for (int attempt = 0; attempt < 1000; ++attempt) {
+    uint16_t wanted = 0;  // the kernel's choice, when no range is left below
+    if (below > kLowest + 1000) {
+      absl::MutexLock lock(&mu);
+      wanted = static_cast<uint16_t>(
+          std::uniform_int_distribution<int>(kLowest, below - 1)(*random));
+    }
+    auto fd = ListenTcp(HostPort{"127.0.0.1", wanted});
+    if (!fd.ok()) {
+      if (wanted != 0) continue;  // in use: draw again
+      return fd.status();
+    }
     absl::StatusOr<uint16_t> port = LocalPort(fd->get());
     if (!port.ok()) return port.status();
     absl::MutexLock lock(&mu);

@@ -38,7 +38,8 @@ namespace ckptfs::testing {
 std::string BinDir();
 
 // A free TCP port on 127.0.0.1 (bound then released; good enough for tests),
-// never one this process was handed before.
+// below the kernel's ephemeral range so that no outgoing connection takes
+// it before its daemon binds it, never one this process was handed before.
 absl::StatusOr<uint16_t> PickFreePort();
 
 // A new empty directory under $TMPDIR (or /tmp); removed by RemoveTree.
