@@ -103,10 +103,10 @@ absl::StatusOr<uint16_t> PickFreePort() {
   // standby metadata server that binds only when it takes over. A port the
   // kernel offers for port 0 comes from the ephemeral range, which every
   // outgoing connection of every test running meanwhile draws from too (a
-  // standby once found its port taken that way). So ports are drawn at
-  // random below that range, checked free by binding, and never handed out
-  // twice by this process (a cluster's meta and a storage server once got
-  // the same one).
+  // standby once found its port in use at takeover, most likely so). So
+  // ports are drawn at random below that range, checked free by binding,
+  // and never handed out twice by this process (a cluster's meta and a
+  // storage server once got the same one).
   static absl::Mutex mu(absl::kConstInit);
   static std::set<uint16_t>* handed_out = new std::set<uint16_t>();
   const uint16_t below = EphemeralPortsStart();
