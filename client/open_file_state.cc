@@ -23,11 +23,13 @@ namespace {
 constexpr uint64_t kMaxChunkIndex = UINT32_MAX;
 
 // Chunks cached per file: the read-ahead window and a few behind it, plus
-// one per further open handle (up to 16) so that readers of one file at
-// slightly different positions still share what was fetched.
+// a window more per further open handle (up to 16), so that the ranks of a
+// node reading one shard at different positions (a broadcast load, with
+// direct_io reads no page cache between them) still share what was
+// fetched. The mount's read-cache budget bounds all files together.
 size_t CacheCapacity(const ClientOptions& options, int handles) {
-  return static_cast<size_t>(std::max(0, options.readahead_chunks)) + 4 +
-         static_cast<size_t>(std::clamp(handles - 1, 0, 16));
+  const size_t window = static_cast<size_t>(std::max(0, options.readahead_chunks)) + 1;
+  return window + 3 + static_cast<size_t>(std::clamp(handles - 1, 0, 16)) * window;
 }
 
 }  // namespace

@@ -1,7 +1,12 @@
 // See filesystem.h.
 #include "fuse/filesystem.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <utility>
 
 #include "common/log.h"
@@ -67,6 +72,31 @@ const fuse_lowlevel_ops& Filesystem::Ops() {
   return ops;
 }
 
+namespace {
+
+// libfuse splices a request only through a pipe that holds the largest
+// one (max_write plus a page for the header) and otherwise reads it with
+// read(2), silently. Pipes above /proc/sys/fs/pipe-max-size (1 MiB by
+// default) need CAP_SYS_RESOURCE, which containers often drop: say so,
+// rather than let --splice measure as the plain path.
+void WarnIfPipesCannotHold(uint32_t max_write) {
+  const size_t needed = size_t{max_write} + 4096;
+  int fds[2];
+  if (::pipe(fds) != 0) return;
+  const bool grown = ::fcntl(fds[0], F_SETPIPE_SZ, static_cast<int>(needed)) >= 0;
+  const int err = errno;
+  ::close(fds[0]);
+  ::close(fds[1]);
+  if (!grown) {
+    CKPTFS_LOG(kWarning) << "--splice has no effect: a pipe cannot grow to " << needed
+                         << " bytes (" << std::strerror(err)
+                         << "; raise /proc/sys/fs/pipe-max-size or run with CAP_SYS_RESOURCE), "
+                            "so libfuse reads every request without splice";
+  }
+}
+
+}  // namespace
+
 void Filesystem::Init(struct fuse_conn_info* conn) {
   // libfuse has already lowered max_write to what its receive buffer holds;
   // never raise it past that, or the kernel would send requests libfuse
@@ -107,6 +137,17 @@ void Filesystem::Init(struct fuse_conn_info* conn) {
   if (options_.splice) {
     want_if_offered(FUSE_CAP_SPLICE_READ);
     want_if_offered(FUSE_CAP_SPLICE_WRITE);
+    WarnIfPipesCannotHold(conn->max_write);
+  }
+  if (options_.direct_io_reads && !options_.writeback_cache) {
+    if (init_extensions_.KernelOffersDirectIoAllowMmap()) {
+      init_extensions_.AskForDirectIoAllowMmap();
+      direct_io_reads_.store(true);
+    } else {
+      CKPTFS_LOG(kInfo) << "the kernel cannot keep direct_io files mmap-able with MAP_SHARED "
+                           "(FUSE_DIRECT_IO_ALLOW_MMAP, Linux 6.6): read-only opens use the "
+                           "page cache";
+    }
   }
   conn->max_background = options_.max_background;
   conn->congestion_threshold = options_.max_background * 3 / 4;
@@ -117,7 +158,8 @@ void Filesystem::Init(struct fuse_conn_info* conn) {
                     << ": max_write=" << conn->max_write
                     << " max_read=" << conn->max_read
                     << " max_readahead=" << conn->max_readahead
-                    << " max_background=" << conn->max_background << " want=0x" << std::hex
+                    << " max_background=" << conn->max_background
+                    << " direct_io_reads=" << direct_io_reads_.load() << " want=0x" << std::hex
                     << conn->want << " capable=0x" << conn->capable;
 }
 

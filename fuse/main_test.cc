@@ -2,8 +2,9 @@
 // up, ckptfs mount, scripts): exit codes and messages for bad mountpoints
 // and an unreachable metadata service, daemon mode returning 0 only with the
 // mount live, and a clean exit 0 with the mount gone after SIGTERM or
-// fusermount3 -u. A real ckptfs-meta (port 0) serves the namespace; no
-// storage server is needed for these.
+// fusermount3 -u; the data-path modes (splice, writeback, direct_io reads)
+// serving reads, writes and mmap. A real ckptfs-meta (port 0) serves the
+// namespace, and one storage server the tests that move data.
 //
 // Needs root, /dev/fuse and fusermount3; skipped otherwise. TearDown kills
 // (by pid) and unmounts whatever a test left behind.
@@ -13,14 +14,19 @@
 #include <sys/socket.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/utsname.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstdio>
+#include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <functional>
 #include <iterator>
@@ -145,6 +151,30 @@ pid_t FindProcess(const std::string& needle) {
   return found;
 }
 
+// Whether the running kernel is at least major.minor.
+bool KernelAtLeast(int major, int minor) {
+  struct utsname u;
+  if (uname(&u) != 0) return false;
+  int have_major = 0;
+  int have_minor = 0;
+  if (std::sscanf(u.release, "%d.%d", &have_major, &have_minor) != 2) return false;
+  return have_major > major || (have_major == major && have_minor >= minor);
+}
+
+// Pages of the file behind `fd` in the page cache (cachestat(2), Linux
+// 6.5); nullopt where the kernel lacks the call.
+std::optional<uint64_t> CachedPages(int fd) {
+  constexpr long kCachestat = 451;  // the same number on every architecture
+  struct {
+    uint64_t off, len;  // len 0: to the end of the file
+  } range{0, 0};
+  struct {
+    uint64_t nr_cache, nr_dirty, nr_writeback, nr_evicted, nr_recently_evicted;
+  } stat{};
+  if (syscall(kCachestat, fd, &range, &stat, 0) != 0) return std::nullopt;
+  return stat.nr_cache;
+}
+
 class FuseMainTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -189,6 +219,20 @@ class FuseMainTest : public ::testing::Test {
     std::system(("rm -rf " + root_).c_str());
   }
 
+  // Starts one storage server and waits until it has registered.
+  void StartStorage() {
+    ASSERT_EQ(mkdir((root_ + "/storage").c_str(), 0755), 0);
+    const int port = FreePort();
+    ASSERT_GT(port, 0);
+    storage_pid_ = Spawn({kBinDir + "/ckptfs-storage", absl::StrCat("--listen=127.0.0.1:", port),
+                          "--data_dir=" + root_ + "/storage", "--meta=" + meta_,
+                          "--buffer_pool_mb=65"},
+                         root_ + "/storage.log");
+    ASSERT_TRUE(WaitFor(absl::Seconds(20), [&] {
+      return ReadAll(root_ + "/meta.log").find("registered") != std::string::npos;
+    })) << ReadAll(root_ + "/storage.log");
+  }
+
   std::vector<std::string> FuseArgv(const std::string& mountpoint, bool foreground) {
     std::vector<std::string> argv = {kBinDir + "/ckptfs-fuse", "--meta=" + meta_,
                                      "--mountpoint=" + mountpoint};
@@ -230,16 +274,7 @@ TEST_F(FuseMainTest, OutOfRangeDataPathFlagsFailClearlyBeforeMounting) {
 }
 
 TEST_F(FuseMainTest, SpliceAndWritebackModesServeWritesAndReads) {
-  ASSERT_EQ(mkdir((root_ + "/storage").c_str(), 0755), 0);
-  const int port = FreePort();
-  ASSERT_GT(port, 0);
-  storage_pid_ = Spawn({kBinDir + "/ckptfs-storage", absl::StrCat("--listen=127.0.0.1:", port),
-                        "--data_dir=" + root_ + "/storage", "--meta=" + meta_,
-                        "--buffer_pool_mb=65"},
-                       root_ + "/storage.log");
-  ASSERT_TRUE(WaitFor(absl::Seconds(20), [&] {
-    return ReadAll(root_ + "/meta.log").find("registered") != std::string::npos;
-  })) << ReadAll(root_ + "/storage.log");
+  ASSERT_NO_FATAL_FAILURE(StartStorage());
   for (const std::string flag : {"--splice", "--writeback_cache", "--direct_io_writes=false"}) {
     SCOPED_TRACE(flag);
     std::vector<std::string> argv = FuseArgv(mnt_, false);
@@ -257,6 +292,68 @@ TEST_F(FuseMainTest, SpliceAndWritebackModesServeWritesAndReads) {
       ASSERT_EQ(std::fclose(f), 0);
     }
     EXPECT_TRUE(ReadAll(path) == data) << "the file read back differs";
+    ASSERT_EQ(std::system(("fusermount3 -u " + mnt_).c_str()), 0);
+    ASSERT_TRUE(WaitFor(absl::Seconds(20), [&] {
+      return FindProcess("--mountpoint=" + mnt_) <= 0;
+    }));
+  }
+}
+
+// With --direct_io_reads a read-only open bypasses the page cache where the
+// kernel keeps direct_io files mmap-able (Linux 6.6+) and stays cached
+// elsewhere; either way, and by default, a file opened read-only reads back
+// and maps with MAP_SHARED (safetensors, numpy.memmap) and MAP_PRIVATE
+// (torch.load(mmap=True)).
+TEST_F(FuseMainTest, DirectIoReadsKeepReadOnlyFilesMmapable) {
+  ASSERT_NO_FATAL_FAILURE(StartStorage());
+  const bool kernel_allows_mmap = KernelAtLeast(6, 6);
+  std::string data(3 * 1048576 + 12345, '\0');
+  for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<char>(i * 131 + 7);
+  for (const bool direct : {false, true}) {
+    SCOPED_TRACE(direct ? "--direct_io_reads" : "default");
+    const std::string log = root_ + (direct ? "/fuse-direct.log" : "/fuse-cached.log");
+    std::vector<std::string> argv = FuseArgv(mnt_, false);
+    if (direct) argv.push_back("--direct_io_reads");
+    ASSERT_EQ(WaitExit(Spawn(argv, log), absl::Seconds(30)), 0) << ReadAll(log);
+    ASSERT_TRUE(IsMounted(mnt_));
+    const std::string path = mnt_ + (direct ? "/direct" : "/cached");
+    {
+      std::FILE* f = std::fopen(path.c_str(), "wb");
+      ASSERT_NE(f, nullptr);
+      ASSERT_EQ(std::fwrite(data.data(), 1, data.size(), f), data.size());
+      ASSERT_EQ(std::fclose(f), 0);
+    }
+    const int fd = open(path.c_str(), O_RDONLY);
+    ASSERT_GE(fd, 0);
+    std::string back(data.size(), '\0');
+    size_t done = 0;
+    while (done < back.size()) {
+      const ssize_t n = pread(fd, back.data() + done, back.size() - done, done);
+      ASSERT_GT(n, 0) << strerror(errno);
+      done += static_cast<size_t>(n);
+    }
+    EXPECT_TRUE(back == data) << "read(2) returned other bytes";
+    if (std::optional<uint64_t> cached = CachedPages(fd)) {
+      if (direct && kernel_allows_mmap) {
+        EXPECT_EQ(*cached, 0u) << "a direct_io read filled the page cache";
+      } else {
+        EXPECT_GT(*cached, 0u) << "a cached read left no pages";
+      }
+    }
+    for (const int kind : {MAP_SHARED, MAP_PRIVATE}) {
+      SCOPED_TRACE(kind == MAP_SHARED ? "MAP_SHARED" : "MAP_PRIVATE");
+      void* map = mmap(nullptr, data.size(), PROT_READ, kind, fd, 0);
+      ASSERT_NE(map, MAP_FAILED) << strerror(errno);
+      EXPECT_EQ(std::memcmp(map, data.data(), data.size()), 0);
+      munmap(map, data.size());
+    }
+    close(fd);
+    if (direct) {
+      EXPECT_NE(ReadAll(log).find(kernel_allows_mmap ? "direct_io_reads=1"
+                                                     : "read-only opens use the page cache"),
+                std::string::npos)
+          << ReadAll(log);
+    }
     ASSERT_EQ(std::system(("fusermount3 -u " + mnt_).c_str()), 0);
     ASSERT_TRUE(WaitFor(absl::Seconds(20), [&] {
       return FindProcess("--mountpoint=" + mnt_) <= 0;

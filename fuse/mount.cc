@@ -7,6 +7,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
@@ -33,6 +34,39 @@ namespace {
 // kernel checks permission bits against the attributes we return, as in any
 // POSIX filesystem (access(2) included).
 constexpr char kFixedOptions[] = "default_permissions,fsname=ckptfs,subtype=ckptfs";
+
+// The session's I/O with the kernel: what libfuse would do itself, with
+// every request and reply shown to the Filesystem's InitExtensions on the
+// way (INIT flags libfuse 3.14 cannot ask for). The session's userdata is
+// the Filesystem. errno is left as the system call set it: libfuse reads it.
+ssize_t ReadRequest(int fd, void* buf, size_t len, void* userdata) {
+  const ssize_t n = ::read(fd, buf, len);
+  if (n > 0) {
+    static_cast<Filesystem*>(userdata)->init_extensions().OnRequest(buf, static_cast<size_t>(n));
+  }
+  return n;
+}
+
+ssize_t WriteReply(int fd, struct iovec* iov, int count, void* userdata) {
+  static_cast<Filesystem*>(userdata)->init_extensions().OnReply(iov, count);
+  return ::writev(fd, iov, count);
+}
+
+// Splice as libfuse does it (with --splice); providing these keeps the
+// splice capabilities, which libfuse offers under custom I/O only when set.
+ssize_t SplicePipe(int fd_in, off_t* off_in, int fd_out, off_t* off_out, size_t len,
+                   unsigned int flags, void* /*userdata*/) {
+  static_assert(sizeof(off_t) == sizeof(loff_t));
+  return ::splice(fd_in, reinterpret_cast<loff_t*>(off_in), fd_out,
+                  reinterpret_cast<loff_t*>(off_out), len, flags);
+}
+
+constexpr fuse_custom_io kKernelIo = {
+    .writev = WriteReply,
+    .read = ReadRequest,
+    .splice_receive = SplicePipe,
+    .splice_send = SplicePipe,
+};
 
 // Whether a comma-separated option list holds `option` (alone or as
 // option=value).
@@ -190,6 +224,12 @@ absl::StatusOr<std::unique_ptr<Mount>> Mount::Create(std::unique_ptr<Filesystem>
                                          " failed (see libfuse's message above)"));
   }
   mount->mounted_ = true;
+  // Same descriptor, our hooks: libfuse then reads and writes through them.
+  if (const int rc = fuse_session_custom_io(mount->session_, &kKernelIo,
+                                            fuse_session_fd(mount->session_));
+      rc != 0) {
+    return SyscallError(-rc, "installing the FUSE session's I/O hooks");
+  }
   return mount;
 }
 

@@ -4,10 +4,13 @@
 // and named to the kernel by fi->fh. Write-only opens get direct_io, so
 // checkpoint payload goes from the writer's buffer to the client's chunk
 // buffers without filling the page cache; opens that can read stay cached,
-// so mmap works. A read-only open keeps the kernel's pages of the file only
-// when the service's attributes equal a version whose older pages an
-// earlier open is known to have dropped (PageCacheVersions); any other open
-// drops them, so each open sees the newest data (close-to-open). close(2)
+// so mmap works (with --direct_io_reads, read-only opens get direct_io too
+// where the kernel keeps direct_io files mmap-able:
+// Filesystem::direct_io_reads). A cached read-only open keeps the kernel's
+// pages of the file only when the service's attributes equal a version
+// whose older pages an earlier open is known to have dropped
+// (PageCacheVersions); any other open drops them, so each open sees the
+// newest data (close-to-open). close(2)
 // sends FUSE_FLUSH, which waits for every chunk and commits the size: that
 // is where close(2) gets a write's error.
 // A read replies from the bytes where the client holds them (a ReadView of
@@ -41,9 +44,11 @@ bool IsReadOnly(int flags) { return (flags & O_ACCMODE) == O_RDONLY; }
 // Sets the reply's cache flags for the handle `fi->fh` just added. `create`:
 // new or truncated content, so nothing cached is kept.
 void SetCacheMode(Filesystem& fs, bool create, struct fuse_file_info* fi) {
-  fi->direct_io = fs.options().direct_io_writes && !fs.options().writeback_cache &&
-                  (fi->flags & O_ACCMODE) == O_WRONLY;
-  if (!create && IsReadOnly(fi->flags)) {
+  const FilesystemOptions& options = fs.options();
+  fi->direct_io = !options.writeback_cache &&
+                  ((options.direct_io_writes && (fi->flags & O_ACCMODE) == O_WRONLY) ||
+                   (fs.direct_io_reads() && IsReadOnly(fi->flags)));
+  if (!create && IsReadOnly(fi->flags) && !fi->direct_io) {
     const client::File& file = Filesystem::FileOf(fi->fh);
     fi->keep_cache =
         fs.page_cache_versions().KeepOnOpen(file.ino(), file.opened_version(), fi->fh);

@@ -16,7 +16,7 @@
 set -euo pipefail
 
 meta="" mnt="" baseline="" credential="" build="build" workload="raw" ranks=8 size=256M repeat=3
-modes="default:;no-direct-io:--direct_io_writes=false;writeback:--writeback_cache;splice:--splice;threads-4:--threads=4 --max_threads=4;bg-12:--max_background=12;bg-256:--max_background=256"
+modes="default:;direct-io-reads:--direct_io_reads;no-direct-io:--direct_io_writes=false;writeback:--writeback_cache;splice:--splice;threads-4:--threads=4 --max_threads=4;bg-12:--max_background=12;bg-256:--max_background=256"
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --meta) meta="$2"; shift 2 ;;

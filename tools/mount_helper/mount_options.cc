@@ -24,7 +24,7 @@ struct CkptfsOption {
 
 // The ckptfs-fuse flags a mount may set (fuse/main.cc). Values are checked
 // by ckptfs-fuse itself, which names the flag in its error.
-constexpr std::array<CkptfsOption, 20> kCkptfsOptions = {{
+constexpr std::array<CkptfsOption, 21> kCkptfsOptions = {{
     {"threads", ValueKind::kValue},
     {"max_threads", ValueKind::kValue},
     {"attr_timeout_s", ValueKind::kValue},
@@ -32,6 +32,7 @@ constexpr std::array<CkptfsOption, 20> kCkptfsOptions = {{
     {"dir_timeout_s", ValueKind::kValue},
     {"log_level", ValueKind::kValue},
     {"direct_io_writes", ValueKind::kBool},
+    {"direct_io_reads", ValueKind::kBool},
     {"writeback_cache", ValueKind::kBool},
     {"splice", ValueKind::kBool},
     {"max_background", ValueKind::kValue},

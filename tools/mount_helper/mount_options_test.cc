@@ -54,9 +54,10 @@ TEST(TranslateMount, CkptfsOptionsBecomeFlagsOthersGoToTheKernel) {
   EXPECT_THAT(Translate({"h:7000", "/c", "-o",
                          "defaults,_netdev,nofail,x-systemd.automount,comment=x,rw,threads=32,"
                          "splice,direct_io_writes=0,allow_other,noatime,local_reads,"
-                         "max_read=131072"}),
+                         "direct_io_reads,max_read=131072"}),
               ElementsAre("--meta=h:7000", "--mountpoint=/c", "--threads=32", "--splice=true",
                           "--direct_io_writes=false", "--local_reads=true",
+                          "--direct_io_reads=true",
                           "--fuse_options=allow_other,noatime,max_read=131072"));
 }
 
