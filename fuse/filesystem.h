@@ -72,10 +72,11 @@ struct FilesystemOptions {
   // for it): elsewhere read-only opens stay cached, since safetensors and
   // numpy.memmap map files MAP_SHARED. Ranks of one node reading one shard
   // share the client's read cache instead of the page cache.
-  // Off by default: every read(2) then becomes a FUSE request, so small
-  // sequential reads (8 KiB: pickle, tarfile) ran 5x slower than through
-  // the page cache's read-ahead, while 1 MiB loads ran 1.04-1.54x faster
-  // for half the CPU (issue 5, stop 22).
+  // Off by default: every read(2) then becomes a FUSE request, so
+  // unbuffered 8 KiB reads ran 5x slower than through the page cache's
+  // read-ahead, and 8 ranks reading one shard 0.74-0.93x as fast, while
+  // own-shard loads took 40-60% less CPU per GiB at the same speed (the
+  // disk's) on the 2-core VM (issue 5, stop 22).
   bool direct_io_reads = false;
   // The kernel's writeback cache: writes land in the page cache and are
   // sent in the background (then no open uses direct_io).

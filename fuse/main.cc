@@ -84,8 +84,8 @@ ABSL_FLAG(bool, direct_io_writes, true,
           "write-only opens bypass the page cache (FUSE direct_io)");
 ABSL_FLAG(bool, direct_io_reads, false,
           "read-only opens bypass the page cache too (FUSE direct_io), where the kernel keeps "
-          "such files mmap-able (Linux 6.6+; elsewhere they stay cached): large reads load "
-          "faster for less CPU, small reads (8 KiB) much slower");
+          "such files mmap-able (Linux 6.6+; elsewhere they stay cached): loads take less "
+          "CPU, unbuffered small reads (8 KiB) are much slower");
 ABSL_FLAG(bool, writeback_cache, false,
           "let the kernel cache writes and send them in the background (no direct_io then)");
 ABSL_FLAG(bool, auto_inval_data, false,
