@@ -75,6 +75,13 @@ struct ClientOptions {
   // 1.10-1.16x faster than 4, and 8 and 24 as fast as 12 (0.93-1.01x; issue
   // 5, stop 18); 8 is the least memory among those.
   int readahead_chunks = 8;
+  // Each further open handle of a file adds a read-ahead window to the
+  // file's read cache (still within read_cache_budget_bytes, and at most a
+  // quarter of it per file), so that readers of one file at different
+  // positions share what was fetched. For readers that share no page cache
+  // (the mount with --direct_io_reads): with it, the kernel's page cache
+  // already serves every rank of a node reading one shard.
+  bool read_window_per_handle = false;
   // Read the chunks of storage servers on this host from their files
   // instead of over TCP (client/local_chunk_transport.h): a third less CPU
   // per GiB loaded and faster loads on the reference VM. Off by default for

@@ -22,14 +22,21 @@ namespace {
 // Chunk indexes travel as u32 on the data path.
 constexpr uint64_t kMaxChunkIndex = UINT32_MAX;
 
-// Chunks cached per file: the read-ahead window and a few behind it, plus
-// a window more per further open handle (up to 16), so that the ranks of a
-// node reading one shard at different positions (a broadcast load, with
-// direct_io reads no page cache between them) still share what was
-// fetched. The mount's read-cache budget bounds all files together.
-size_t CacheCapacity(const ClientOptions& options, int handles) {
+// Chunks cached per file of `chunk_size`: the read-ahead window and a few
+// behind it, plus one chunk per further open handle (up to 16) so that
+// readers of one file at slightly different positions still share what
+// was fetched; with read_window_per_handle a whole window per further
+// handle (a broadcast load with no page cache between the ranks), but at
+// most a quarter of the read-cache budget.
+size_t CacheCapacity(const ClientOptions& options, uint32_t chunk_size, int handles) {
   const size_t window = static_cast<size_t>(std::max(0, options.readahead_chunks)) + 1;
-  return window + 3 + static_cast<size_t>(std::clamp(handles - 1, 0, 16)) * window;
+  const size_t others = static_cast<size_t>(std::clamp(handles - 1, 0, 16));
+  const size_t base = window + 3;
+  if (!options.read_window_per_handle) return base + others;
+  const size_t quarter_budget =
+      static_cast<size_t>(std::max<int64_t>(options.read_cache_budget_bytes, 0) / 4 /
+                          std::max<uint32_t>(chunk_size, 1));
+  return std::max(base + others, std::min(base + others * window, quarter_budget));
 }
 
 }  // namespace
@@ -44,7 +51,8 @@ OpenFileState::OpenFileState(const ClientServices& services, const meta::Attr& a
       seen_size_(attr.size()),
       seen_mtime_ns_(attr.mtime_ns()),
       seen_ctime_ns_(attr.ctime_ns()),
-      cache_(CacheCapacity(services.options, 1), attr.layout().chunk_size(), services.buffers,
+      cache_(CacheCapacity(services.options, attr.layout().chunk_size(), 1),
+             attr.layout().chunk_size(), services.buffers,
              static_cast<uint32_t>(std::max(0, services.options.readahead_chunks))) {}
 
 OpenFileState::~OpenFileState() {
@@ -87,7 +95,7 @@ std::optional<uint64_t> OpenFileState::LiveSize() const {
 void OpenFileState::AddHandle() {
   absl::MutexLock lock(&mu_);
   ++handles_;
-  cache_.set_capacity(CacheCapacity(services_.options, handles_));
+  cache_.set_capacity(CacheCapacity(services_.options, chunk_size_, handles_));
 }
 
 bool OpenFileState::TryGiveUpReadBuffer() {
@@ -99,7 +107,7 @@ bool OpenFileState::TryGiveUpReadBuffer() {
 
 void OpenFileState::ReleaseHandle() {
   absl::MutexLock lock(&mu_);
-  cache_.set_capacity(CacheCapacity(services_.options, std::max(1, handles_ - 1)));
+  cache_.set_capacity(CacheCapacity(services_.options, chunk_size_, std::max(1, handles_ - 1)));
   if (--handles_ > 0) return;
   // The last Close has reported a write failure; the next open starts
   // afresh from what the service holds.

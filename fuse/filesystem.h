@@ -72,6 +72,8 @@ struct FilesystemOptions {
   // for it): elsewhere read-only opens stay cached, since safetensors and
   // numpy.memmap map files MAP_SHARED. Ranks of one node reading one shard
   // share the client's read cache instead of the page cache.
+  // Pages that mmap readers faulted in are dropped at every open and mmap
+  // of the file (the kernel's coherence rule for direct_io files).
   // Off by default: every read(2) then becomes a FUSE request, so
   // unbuffered 8 KiB reads ran 5x slower than through the page cache's
   // read-ahead, and 8 ranks reading one shard 0.74-0.93x as fast, while
@@ -124,9 +126,12 @@ class Filesystem {
   PageCacheVersions& page_cache_versions() { return page_cache_versions_; }
   // The INIT flags added past libfuse (the mount's I/O hooks feed it).
   InitExtensions& init_extensions() { return init_extensions_; }
-  // Whether read-only opens get direct_io: asked for, and the kernel keeps
-  // such files mmap-able (decided in Init, before any open).
-  bool direct_io_reads() const { return direct_io_reads_.load(); }
+  // Whether read-only opens get direct_io: asked for, the kernel offered to
+  // keep such files mmap-able, and the INIT reply asked it to (all settled
+  // before the kernel sends any open).
+  bool direct_io_reads() const {
+    return direct_io_reads_.load() && init_extensions_.DirectIoAllowMmapSent();
+  }
 
   // FUSE_INIT: chooses the features this mount uses among those the kernel
   // offers, sets max_write, and logs what was negotiated.

@@ -1,11 +1,13 @@
-// The FUSE wire layouts come from the kernel's own header (<linux/fuse.h>),
-// not from libfuse, whose copy predates the flag.
+// See init_extensions.h. The FUSE wire layouts come from the kernel's own
+// header (<linux/fuse.h>), not from libfuse, whose copy predates the flag.
 #include "fuse/init_extensions.h"
 
 #include <linux/fuse.h>
 
 #include <cstddef>
 #include <cstring>
+
+#include "common/log.h"
 
 namespace ckptfs::fuse {
 namespace {
@@ -59,7 +61,8 @@ void InitExtensions::OnRequest(const void* buf, size_t len) {
 }
 
 void InitExtensions::OnReply(struct iovec* iov, int count) {
-  if (!asked_.load() || sent_.load() || count < 2 || iov[0].iov_len < sizeof(fuse_out_header)) {
+  if (!asked_.load() || !offered_.load() || sent_.load() || count < 1 ||
+      iov[0].iov_len < sizeof(fuse_out_header)) {
     return;
   }
   fuse_out_header header;
@@ -71,7 +74,11 @@ void InitExtensions::OnReply(struct iovec* iov, int count) {
   if (!AccessPayload(iov, count, offsetof(fuse_init_out, flags), &flags, sizeof(flags), false) ||
       !AccessPayload(iov, count, offsetof(fuse_init_out, flags2), &flags2, sizeof(flags2),
                      false)) {
-    return;  // an old-protocol reply: no flags2 to set
+    // Not expected from libfuse 3.14; the mount then keeps reads cached
+    // (Filesystem::direct_io_reads asks DirectIoAllowMmapSent).
+    CKPTFS_LOG(kWarning) << "the INIT reply has no room for FUSE_DIRECT_IO_ALLOW_MMAP; "
+                            "read-only opens use the page cache";
+    return;
   }
   // flags2 counts only with FUSE_INIT_EXT, which libfuse sets whenever the
   // kernel's INIT had it, and the kernel had it if it offered the flag.

@@ -45,11 +45,13 @@ class InitExtensions {
 
   // Looks at one reply about to be written to /dev/fuse (`count` buffers,
   // the first the fuse_out_header): if it is the INIT reply and the flag
-  // was asked for, sets it in the reply's flags2. Any other reply, or an
-  // INIT reply too short to carry flags2, is left as it is.
+  // was offered and asked for, sets it in the reply's flags2. Any other
+  // reply, or an INIT reply too short to carry flags2 (logged), is left as
+  // it is.
   void OnReply(struct iovec* iov, int count);
 
-  // Whether an INIT reply carrying the flag went out.
+  // Whether the flag was set in the INIT reply (just before libfuse writes
+  // it; a reply the kernel refused ends the session anyway).
   bool DirectIoAllowMmapSent() const { return sent_.load(); }
 
  private:

@@ -73,6 +73,17 @@ TEST(InitExtensionsTest, LeavesTheReplyAloneWhenNotAsked) {
   EXPECT_FALSE(ext.DirectIoAllowMmapSent());
 }
 
+TEST(InitExtensionsTest, AskingWithoutTheKernelsOfferChangesNothing) {
+  InitExtensions ext;
+  std::vector<char> init = Request(FUSE_INIT, 2, FUSE_INIT_EXT, 1u);
+  ext.OnRequest(init.data(), init.size());
+  ext.AskForDirectIoAllowMmap();
+  Reply reply(2);
+  ext.OnReply(reply.iov, 2);
+  EXPECT_EQ(reply.out.flags2, 0u);
+  EXPECT_FALSE(ext.DirectIoAllowMmapSent());
+}
+
 TEST(InitExtensionsTest, AnOlderKernelOffersNothing) {
   InitExtensions ext;
   // Flags2 without FUSE_INIT_EXT means nothing; and a kernel without the bit.
@@ -106,6 +117,7 @@ TEST(InitExtensionsTest, OtherRequestsAndRepliesAreNotTouched) {
   EXPECT_EQ(failed.out.flags2, 0u);
   Reply bare(2);
   ext.OnReply(bare.iov, 1);
+  EXPECT_FALSE(ext.DirectIoAllowMmapSent());
   Reply short_reply(2);
   short_reply.iov[1].iov_len = offsetof(fuse_init_out, flags2);
   ext.OnReply(short_reply.iov, 2);

@@ -19,7 +19,17 @@
 namespace ckptfs::client {
 namespace {
 
-class ConcurrencyTest : public ClientFixture {};
+class ConcurrencyTest : public ClientFixture {
+ protected:
+  // Opens `count` read-only handles of `ino` into `handles`.
+  void OpenReaders(uint64_t ino, int count, std::vector<std::unique_ptr<File>>* handles) {
+    for (int i = 0; i < count; ++i) {
+      auto opened = client_->Open(ino, O_RDONLY);
+      ASSERT_TRUE(opened.ok()) << opened.status();
+      handles->push_back(*std::move(opened));
+    }
+  }
+};
 
 TEST_F(ConcurrencyTest, SixteenWritersOfDifferentFiles) {
   constexpr int kWriters = 16;
@@ -65,11 +75,7 @@ TEST_F(ConcurrencyTest, SixteenReadersOfOneFileShareChunks) {
   const int reads_before = transport_->counts().reads;
 
   std::vector<std::unique_ptr<File>> handles;
-  for (int i = 0; i < kReaders; ++i) {
-    auto opened = client_->Open(ino, O_RDONLY);
-    ASSERT_TRUE(opened.ok());
-    handles.push_back(*std::move(opened));
-  }
+  ASSERT_NO_FATAL_FAILURE(OpenReaders(ino, kReaders, &handles));
   absl::Barrier* start = new absl::Barrier(kReaders);
   std::atomic<int> mismatches{0};
   std::vector<std::thread> threads;
@@ -95,6 +101,48 @@ TEST_F(ConcurrencyTest, SixteenReadersOfOneFileShareChunks) {
   // past may fetch again.
   EXPECT_LT(fetched, static_cast<int>(kReaders * kChunks / 2)) << fetched << " chunk reads";
   for (auto& handle : handles) ASSERT_TRUE(handle->Close().ok());
+}
+
+// Four handles of one file read it in turn, each a few chunks behind the
+// one before (ranks of a node loading one shard without a page cache
+// between them): with a read-ahead window kept per handle every chunk is
+// fetched once; with the default cache the trailing readers fetch again.
+TEST_F(ConcurrencyTest, StaggeredReadersShareFetchesWithAWindowPerHandle) {
+  constexpr int kReaders = 4;
+  constexpr uint64_t kChunks = 16;
+  constexpr uint64_t kLag = 4;  // chunks between one reader and the next
+  for (const bool window_per_handle : {true, false}) {
+    SCOPED_TRACE(window_per_handle ? "window per handle" : "default");
+    ClientOptions options = DefaultOptions();
+    options.read_window_per_handle = window_per_handle;
+    MakeClient(options);
+    auto file = CreateFile("staggered");
+    const uint64_t ino = file->ino();
+    const std::string data = RandomBytes(kChunks * kTestChunk, 5);
+    ASSERT_TRUE(file->Write(0, data.data(), data.size()).ok());
+    ASSERT_TRUE(file->Close().ok());
+    const int reads_before = transport_->counts().reads;
+    std::vector<std::unique_ptr<File>> handles;
+    ASSERT_NO_FATAL_FAILURE(OpenReaders(ino, kReaders, &handles));
+    std::string got(kTestChunk, '\0');
+    for (uint64_t step = 0; step < kChunks + kLag * (kReaders - 1); ++step) {
+      for (int i = 0; i < kReaders; ++i) {
+        if (step < kLag * i || step - kLag * i >= kChunks) continue;
+        const uint64_t offset = (step - kLag * i) * kTestChunk;
+        auto n = handles[i]->Read(offset, got.data(), kTestChunk);
+        ASSERT_TRUE(n.ok()) << n.status();
+        ASSERT_EQ(*n, kTestChunk);
+        ASSERT_TRUE(got == data.substr(offset, kTestChunk)) << "reader " << i << " at " << offset;
+      }
+    }
+    for (auto& handle : handles) ASSERT_TRUE(handle->Close().ok());
+    const int fetched = transport_->counts().reads - reads_before;
+    if (window_per_handle) {
+      EXPECT_EQ(fetched, static_cast<int>(kChunks));
+    } else {
+      EXPECT_GT(fetched, static_cast<int>(kChunks));
+    }
+  }
 }
 
 TEST_F(ConcurrencyTest, WritersOfDisjointRangesOfOneFile) {
