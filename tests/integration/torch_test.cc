@@ -1,6 +1,7 @@
 // torch.save then torch.load through a ckptfs mount, with Debian's
 // python3-torch (/usr/bin/python3): a dict of tensors of uneven sizes must
-// load back equal, and an mmap read of the same file must match its bytes.
+// load back equal, and an mmap read of the same file must match its bytes,
+// through the default mount and through a --direct_io_reads one.
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -76,6 +77,49 @@ TEST_F(TorchTest, SaveThenLoadIsEqualAndMmapMatches) {
   ::close(fd);
   // The zip container starts with a local file header ("PK\3\4").
   EXPECT_EQ(bytes->substr(0, 4), std::string("PK\3\4", 4));
+}
+
+// Loads the file at argv[1] (through the default mount) and at argv[2] (the
+// same file through a --direct_io_reads mount) and compares every tensor;
+// then maps argv[2] as numpy.memmap(mode="r") does (MAP_SHARED) and
+// compares its bytes. Prints "OK" on success.
+constexpr char kDirectLoadScript[] = R"PY(
+import sys, numpy, torch
+cached, direct = sys.argv[1], sys.argv[2]
+a, b = torch.load(cached), torch.load(direct)
+def same(x, y):
+    if isinstance(x, dict):
+        return x.keys() == y.keys() and all(same(x[k], y[k]) for k in x)
+    return x.dtype == y.dtype and x.shape == y.shape and torch.equal(x, y)
+if not same(a, b):
+    print("MISMATCH"); sys.exit(1)
+with open(cached, "rb") as f:
+    raw = f.read()
+mapped = numpy.memmap(direct, dtype=numpy.uint8, mode="r")
+if mapped.tobytes() != raw:
+    print("MMAP MISMATCH"); sys.exit(1)
+print("OK")
+)PY";
+
+// torch.load and a MAP_SHARED mapping through a mount whose read-only opens
+// bypass the page cache (where the kernel allows it) see the saved bytes.
+TEST_F(TorchTest, LoadThroughADirectIoReadsMountIsEqual) {
+  if (::access(kPython, X_OK) != 0) GTEST_SKIP() << "no /usr/bin/python3";
+  const std::string save = cluster().root() + "/save_load.py";
+  const std::string load = cluster().root() + "/direct_load.py";
+  ASSERT_TRUE(WriteWholeFile(save, kSaveLoadScript).ok());
+  ASSERT_TRUE(WriteWholeFile(load, kDirectLoadScript).ok());
+  const std::string ckpt = TestDir() + "/rank_00003.pt";
+  std::string out;
+  ASSERT_EQ(RunShell(absl::StrCat(kPython, " ", save, " ", ckpt), &out), 0)
+      << out << "\n" << cluster().DescribeLogs();
+  absl::StatusOr<std::string> direct = cluster().Mount("direct", {"--direct_io_reads"});
+  ASSERT_TRUE(direct.ok()) << direct.status();
+  const std::string through_direct = *direct + ckpt.substr(mnt().size());
+  const int rc = RunShell(absl::StrCat(kPython, " ", load, " ", ckpt, " ", through_direct), &out);
+  EXPECT_TRUE(cluster().Unmount(*direct).ok());
+  ASSERT_EQ(rc, 0) << out << "\n" << cluster().DescribeLogs();
+  EXPECT_NE(out.find("OK"), std::string::npos) << out;
 }
 
 }  // namespace
