@@ -79,7 +79,7 @@ struct ClientOptions {
   // file's read cache (still within read_cache_budget_bytes, and at most a
   // quarter of it per file), so that readers of one file at different
   // positions share what was fetched. For readers that share no page cache
-  // (the mount with --direct_io_reads): with it, the kernel's page cache
+  // (the mount with --direct_io_reads); without it the kernel's page cache
   // already serves every rank of a node reading one shard.
   bool read_window_per_handle = false;
   // Read the chunks of storage servers on this host from their files

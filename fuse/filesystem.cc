@@ -139,7 +139,9 @@ void Filesystem::Init(struct fuse_conn_info* conn) {
     want_if_offered(FUSE_CAP_SPLICE_WRITE);
     WarnIfPipesCannotHold(conn->max_write);
   }
-  if (options_.direct_io_reads && !options_.writeback_cache) {
+  if (options_.direct_io_reads && options_.writeback_cache) {
+    CKPTFS_LOG(kInfo) << "--writeback_cache: no open uses direct_io, --direct_io_reads included";
+  } else if (options_.direct_io_reads) {
     if (init_extensions_.KernelOffersDirectIoAllowMmap()) {
       init_extensions_.AskForDirectIoAllowMmap();
       direct_io_reads_.store(true);
@@ -158,8 +160,7 @@ void Filesystem::Init(struct fuse_conn_info* conn) {
                     << ": max_write=" << conn->max_write
                     << " max_read=" << conn->max_read
                     << " max_readahead=" << conn->max_readahead
-                    << " max_background=" << conn->max_background
-                    << " direct_io_reads=" << direct_io_reads_.load() << " want=0x" << std::hex
+                    << " max_background=" << conn->max_background << " want=0x" << std::hex
                     << conn->want << " capable=0x" << conn->capable;
 }
 

@@ -77,8 +77,8 @@ struct FilesystemOptions {
   // Off by default: every read(2) then becomes a FUSE request, so
   // unbuffered 8 KiB reads ran 5x slower than through the page cache's
   // read-ahead, and 8 ranks reading one shard 0.74-0.93x as fast, while
-  // own-shard loads took 30-60% less CPU per GiB at the same speed (the
-  // disk's) on the 2-core VM (issue 5, stop 22).
+  // own-shard loads took 30-60% less CPU per GiB at 0.95-1.54x the speed
+  // (the disk was the limit) on the 2-core VM (issue 5, stop 22).
   bool direct_io_reads = false;
   // The kernel's writeback cache: writes land in the page cache and are
   // sent in the background (then no open uses direct_io).

@@ -87,6 +87,8 @@ void InitExtensions::OnReply(struct iovec* iov, int count) {
   AccessPayload(iov, count, offsetof(fuse_init_out, flags), &flags, sizeof(flags), true);
   AccessPayload(iov, count, offsetof(fuse_init_out, flags2), &flags2, sizeof(flags2), true);
   sent_.store(true);
+  CKPTFS_LOG(kInfo) << "INIT reply asks the kernel to keep direct_io files mmap-able "
+                       "(FUSE_DIRECT_IO_ALLOW_MMAP): read-only opens bypass the page cache";
 }
 
 }  // namespace ckptfs::fuse

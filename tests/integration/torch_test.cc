@@ -117,8 +117,9 @@ TEST_F(TorchTest, LoadThroughADirectIoReadsMountIsEqual) {
   ASSERT_TRUE(direct.ok()) << direct.status();
   const std::string through_direct = *direct + ckpt.substr(mnt().size());
   const int rc = RunShell(absl::StrCat(kPython, " ", load, " ", ckpt, " ", through_direct), &out);
+  const std::string logs = cluster().DescribeLogs();  // the direct mount's too
   EXPECT_TRUE(cluster().Unmount(*direct).ok());
-  ASSERT_EQ(rc, 0) << out << "\n" << cluster().DescribeLogs();
+  ASSERT_EQ(rc, 0) << out << "\n" << logs;
   EXPECT_NE(out.find("OK"), std::string::npos) << out;
 }
 
