@@ -19,6 +19,16 @@ constexpr char kPython[] = "/usr/bin/python3";
 
 class TorchTest : public MountedClusterTest {};
 
+// Prepended to each script: whether two loaded states are equal, tensor by
+// tensor (dtype, shape and bytes), through nested dicts.
+constexpr char kSameHelper[] = R"PY(
+import torch
+def same(a, b):
+    if isinstance(a, dict):
+        return a.keys() == b.keys() and all(same(a[k], b[k]) for k in a)
+    return a.dtype == b.dtype and a.shape == b.shape and torch.equal(a, b)
+)PY";
+
 // Saves a dict of tensors of uneven sizes (some over a 4 MiB chunk), loads it
 // back and compares every tensor; prints "OK <bytes>" on success.
 constexpr char kSaveLoadScript[] = R"PY(
@@ -37,10 +47,6 @@ state = {
 torch.save(state, path)
 size = os.stat(path).st_size
 back = torch.load(path)
-def same(a, b):
-    if isinstance(a, dict):
-        return a.keys() == b.keys() and all(same(a[k], b[k]) for k in a)
-    return a.dtype == b.dtype and a.shape == b.shape and torch.equal(a, b)
 if not same(state, back):
     print("MISMATCH"); sys.exit(1)
 with open(path, "rb") as f:
@@ -57,7 +63,7 @@ TEST_F(TorchTest, SaveThenLoadIsEqualAndMmapMatches) {
     GTEST_FAIL() << "Debian's python3-torch is required (scripts/install-deps.sh): " << probe;
   }
   const std::string script = cluster().root() + "/save_load.py";
-  ASSERT_TRUE(WriteWholeFile(script, kSaveLoadScript).ok());
+  ASSERT_TRUE(WriteWholeFile(script, absl::StrCat(kSameHelper, kSaveLoadScript)).ok());
   const std::string ckpt = TestDir() + "/rank_00017.pt";
   std::string out;
   const int rc = RunShell(absl::StrCat(kPython, " ", script, " ", ckpt), &out);
@@ -87,10 +93,6 @@ constexpr char kDirectLoadScript[] = R"PY(
 import sys, numpy, torch
 cached, direct = sys.argv[1], sys.argv[2]
 a, b = torch.load(cached), torch.load(direct)
-def same(x, y):
-    if isinstance(x, dict):
-        return x.keys() == y.keys() and all(same(x[k], y[k]) for k in x)
-    return x.dtype == y.dtype and x.shape == y.shape and torch.equal(x, y)
 if not same(a, b):
     print("MISMATCH"); sys.exit(1)
 with open(cached, "rb") as f:
@@ -107,8 +109,8 @@ TEST_F(TorchTest, LoadThroughADirectIoReadsMountIsEqual) {
   if (::access(kPython, X_OK) != 0) GTEST_SKIP() << "no /usr/bin/python3";
   const std::string save = cluster().root() + "/save_load.py";
   const std::string load = cluster().root() + "/direct_load.py";
-  ASSERT_TRUE(WriteWholeFile(save, kSaveLoadScript).ok());
-  ASSERT_TRUE(WriteWholeFile(load, kDirectLoadScript).ok());
+  ASSERT_TRUE(WriteWholeFile(save, absl::StrCat(kSameHelper, kSaveLoadScript)).ok());
+  ASSERT_TRUE(WriteWholeFile(load, absl::StrCat(kSameHelper, kDirectLoadScript)).ok());
   const std::string ckpt = TestDir() + "/rank_00003.pt";
   std::string out;
   ASSERT_EQ(RunShell(absl::StrCat(kPython, " ", save, " ", ckpt), &out), 0)
