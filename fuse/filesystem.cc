@@ -144,7 +144,6 @@ void Filesystem::Init(struct fuse_conn_info* conn) {
   } else if (options_.direct_io_reads) {
     if (init_extensions_.KernelOffersDirectIoAllowMmap()) {
       init_extensions_.AskForDirectIoAllowMmap();
-      direct_io_reads_.store(true);
     } else {
       CKPTFS_LOG(kInfo) << "the kernel cannot keep direct_io files mmap-able with MAP_SHARED "
                            "(FUSE_DIRECT_IO_ALLOW_MMAP, Linux 6.6): read-only opens use the "

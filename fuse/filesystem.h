@@ -126,12 +126,11 @@ class Filesystem {
   PageCacheVersions& page_cache_versions() { return page_cache_versions_; }
   // The INIT flags added past libfuse (the mount's I/O hooks feed it).
   InitExtensions& init_extensions() { return init_extensions_; }
-  // Whether read-only opens get direct_io: asked for, the kernel offered to
-  // keep such files mmap-able, and the INIT reply asked it to (all settled
-  // before the kernel sends any open).
-  bool direct_io_reads() const {
-    return direct_io_reads_.load() && init_extensions_.DirectIoAllowMmapSent();
-  }
+  // Whether read-only opens get direct_io: the INIT reply asked the kernel
+  // to keep such files mmap-able, which Init has it do only when the
+  // options want direct reads and the kernel offered (settled before the
+  // kernel sends any open).
+  bool direct_io_reads() const { return init_extensions_.DirectIoAllowMmapSent(); }
 
   // FUSE_INIT: chooses the features this mount uses among those the kernel
   // offers, sets max_write, and logs what was negotiated.
@@ -160,7 +159,6 @@ class Filesystem {
   std::atomic<uint32_t> max_write_{0};
   PageCacheVersions page_cache_versions_;
   InitExtensions init_extensions_;
-  std::atomic<bool> direct_io_reads_{false};
 
   // Lock order: leaf (never held across a client call or a fuse_reply_*).
   absl::Mutex handles_mu_;
