@@ -32,6 +32,9 @@ const std::vector<FigureInfo>& FigureCatalogue() {
       {"rank_cpu_s", "rank CPU s", false, 3},
       {"rank_system_cpu_s", "rank kernel CPU s", false, 3},
       {"target_cpu_s", "target CPU s", false, 3},
+      {"disk_busy_pct", "disk busy %", false, 0},
+      {"disk_write_gbps", "disk write GB/s", true, 3},
+      {"disk_read_gbps", "disk read GB/s", true, 3},
       {"wall_s", "wall s (first start to last end)", false, 3},
       {"bytes", "bytes", true, 0},
       {"verified_bytes", "bytes verified", true, 0},
@@ -130,6 +133,14 @@ Figures ComputeFigures(const PhaseRecord& record) {
   if (record.target_cpu_s.has_value()) {
     add("target_cpu_s", *record.target_cpu_s);
     if (bytes > 0) add("target_cpu_s_per_gib", *record.target_cpu_s / gib);
+  }
+  if (record.disk.has_value() && record.phase != Phase::kCommit && wall > 0) {
+    add("disk_busy_pct", std::min(100.0, record.disk->busy_s / wall * 100.0));
+    if (record.phase == Phase::kSave) {
+      add("disk_write_gbps", static_cast<double>(record.disk->written_bytes) / wall / 1e9);
+    } else {
+      add("disk_read_gbps", static_cast<double>(record.disk->read_bytes) / wall / 1e9);
+    }
   }
   add("wall_s", wall);
 

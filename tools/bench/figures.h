@@ -13,6 +13,9 @@
 //   ttfb_p50_s/max_s    load phases: start to first byte
 //   *_cpu_s, *_per_gib  CPU seconds of the ranks / target processes
 //   verified_bytes      load phases: bytes read and checked
+//   disk_busy_pct       the measured disk's busy time / the storm's wall
+//                       time (capped at 100); disk_write_gbps on saves and
+//                       disk_read_gbps on loads: its bytes / wall time
 //
 // Thread-safe (pure functions).
 #ifndef CKPTFS_TOOLS_BENCH_FIGURES_H_
@@ -24,6 +27,7 @@
 #include <vector>
 
 #include "absl/strings/string_view.h"
+#include "tools/bench/disk.h"
 #include "tools/bench/phase.h"
 #include "tools/bench/workload.h"
 
@@ -43,6 +47,7 @@ struct PhaseRecord {
   double rank_system_cpu_s = 0;  // of that, in the kernel (a plain directory's write path)
   std::optional<double> target_cpu_s;  // none: no target process known
   uint64_t verified_bytes = 0;         // load phases
+  std::optional<DiskUse> disk;         // none: no disk measured
 };
 
 struct Figure {

@@ -118,6 +118,31 @@ TEST(FiguresTest, CommitLatencyAndRelease) {
   EXPECT_TRUE(FindFigure(f, "rank_cpu_s").has_value());
 }
 
+TEST(FiguresTest, DiskBusyAndBytesPerSecondOfTheStorm) {
+  PhaseRecord save;
+  save.phase = Phase::kSave;
+  save.ranks = {Rank(0, 0, 2, 1'000'000'000), Rank(1, 0, 2, 1'000'000'000)};
+  EXPECT_FALSE(FindFigure(ComputeFigures(save), "disk_busy_pct").has_value());
+  save.disk = DiskUse{500'000'000, 3'000'000'000, 1.5};
+  Figures f = ComputeFigures(save);
+  EXPECT_DOUBLE_EQ(Get(f, "disk_busy_pct"), 75.0);  // 1.5 s of the 2 s storm
+  EXPECT_DOUBLE_EQ(Get(f, "disk_write_gbps"), 1.5);
+  EXPECT_FALSE(FindFigure(f, "disk_read_gbps").has_value());
+  // Busy time counted just outside the storm never reads as over 100%.
+  save.disk->busy_s = 2.2;
+  EXPECT_DOUBLE_EQ(Get(ComputeFigures(save), "disk_busy_pct"), 100.0);
+
+  PhaseRecord load = save;
+  load.phase = Phase::kLoad;
+  f = ComputeFigures(load);
+  EXPECT_DOUBLE_EQ(Get(f, "disk_read_gbps"), 0.25);
+  EXPECT_FALSE(FindFigure(f, "disk_write_gbps").has_value());
+
+  PhaseRecord commit = save;
+  commit.phase = Phase::kCommit;
+  EXPECT_FALSE(FindFigure(ComputeFigures(commit), "disk_busy_pct").has_value());
+}
+
 TEST(FiguresTest, FiguresFollowCatalogueOrder) {
   PhaseRecord record;
   record.phase = Phase::kBcast;

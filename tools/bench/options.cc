@@ -40,6 +40,7 @@ tools::CommandSpec BenchSpec() {
       {"phase-timeout", "SECONDS", "phase time limit", "0"},
       {"commit-timeout", "SECONDS", "barrier timeout", "0"},
       {"target-procs", "LIST", "target processes", ""},
+      {"disk", "NAME", "block device to report on", ""},
       {"json", "FILE", "JSON output", ""},
       {"plot", "FILE", "SVG output", ""},
       {"progress", "MODE", "auto|on|off", "auto"},
@@ -216,6 +217,13 @@ absl::StatusOr<ParsedCommandLine> ParseCommandLine(const std::vector<std::string
     item = absl::StripAsciiWhitespace(item);
     if (!item.empty()) o.target_procs.emplace_back(item);
   }
+  o.disk = flags.Get("disk");
+  if (flags.Given("disk") &&
+      (o.disk.empty() || o.disk == "." || o.disk == ".." ||
+       o.disk.find_first_of("/ \t") != std::string::npos)) {
+    return Usage(absl::StrCat("--disk takes a device name as /proc/diskstats lists it (\"vda\", "
+                              "\"nvme0n1\") or \"none\", got \"", o.disk, "\""));
+  }
   o.json_path = flags.Get("json");
   o.plot_path = flags.Get("plot");
   return result;
@@ -298,7 +306,8 @@ slowest rank) and throughput (bytes / duration); p50/p99 rank time; commit
 latency p50/p99/max and release (last arrival -> last return); time to
 first byte on load; CPU seconds per GiB of the ranks (and the kernel's
 share of it: a plain directory's write path) and of the target's
-processes; bytes verified. 1 GB = 1e9 bytes.
+processes; bytes verified; how busy one disk was and what it wrote (save)
+or read (loads), per second of the storm. 1 GB = 1e9 bytes.
 
   --target-procs LIST     Target processes whose CPU time is counted, by
                           name or pid, comma-separated. Default on ckptfs:
@@ -307,6 +316,13 @@ processes; bytes verified. 1 GB = 1e9 bytes.
                           ckptfs-meta and ckptfs-storage of its metadata
                           address); failing that, every ckptfs-fuse,
                           ckptfs-storage and ckptfs-meta on this machine.
+  --disk NAME             The block device reported on (as /proc/diskstats
+                          names it: vda, nvme0n1, md0), or none. Default:
+                          the one holding --baseline, else --dir's. When
+                          it is busy through both targets' storms, the
+                          disk is the limit and A/B compares how well each
+                          used it; a target whose GB/s exceed the disk's
+                          write GB/s left the rest in memory.
 
 Output:
   --progress MODE         Progress bar on stderr: auto (when a terminal,

@@ -52,6 +52,11 @@ struct BenchOptions {
   std::vector<std::string> target_procs;
   bool target_procs_given = false;
 
+  // The block device whose busy time and bytes are reported per phase
+  // (tools/bench/disk.h): a name from /proc/diskstats; "" picks the one
+  // holding the baseline (else --dir); "none" measures none.
+  std::string disk;
+
   std::string json_path;  // "" = none
   std::string plot_path;  // "" = none
   ProgressMode progress = ProgressMode::kAuto;

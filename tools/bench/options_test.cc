@@ -53,6 +53,7 @@ TEST(CommandLineTest, Defaults) {
   EXPECT_EQ(o->phases.size(), 4u);
   EXPECT_TRUE(o->baseline_dir.empty());
   EXPECT_FALSE(o->target_procs_given);
+  EXPECT_EQ(o->disk, "");  // the runner picks the baseline's device
 }
 
 TEST(CommandLineTest, EveryFlag) {
@@ -90,7 +91,9 @@ TEST(CommandLineTest, EveryFlag) {
                   "--phase-timeout",
                   "30",
                   "--commit-timeout",
-                  "20"});
+                  "20",
+                  "--disk",
+                  "nvme0n1"});
   ASSERT_TRUE(o.ok()) << o.status();
   EXPECT_EQ(o->baseline_dir, "/b");
   EXPECT_EQ(o->spec.kind, WorkloadKind::kDcp);
@@ -109,6 +112,7 @@ TEST(CommandLineTest, EveryFlag) {
   EXPECT_TRUE(o->target_procs_given);
   EXPECT_EQ(o->json_path, "o.json");
   EXPECT_EQ(o->plot_path, "o.svg");
+  EXPECT_EQ(o->disk, "nvme0n1");
 }
 
 TEST(CommandLineTest, Native) {
@@ -148,6 +152,9 @@ TEST(CommandLineTest, UsageErrorsSayWhat) {
   expect_error({"--dir", "/x", "--scale", "0.5"}, "--scale");
   expect_error({"--dir", "/x", "--preset", "llama3-8b", "--scale", "2"}, "--scale");
   expect_error({"--dir", "/x", "--bogus"}, "--bogus");
+  expect_error({"--dir", "/x", "--disk", "/dev/vda"}, "--disk");
+  expect_error({"--dir", "/x", "--disk", ""}, "--disk");
+  expect_error({"--dir", "/x", "--disk", ".."}, "--disk");
 }
 
 TEST(CommandLineTest, HelpExplainsEveryFlagWithExamples) {
@@ -160,7 +167,7 @@ TEST(CommandLineTest, HelpExplainsEveryFlagWithExamples) {
                            "--io-size",  "--tensor-size",    "--max-write",     "--preset",
                            "--scale",    "--seed",           "--phases",        "--repeat",
                            "--commit",   "--commit-timeout", "--phase-timeout", "--target-procs",
-                           "--progress", "--json",           "--plot"}) {
+                           "--progress", "--json",           "--plot",          "--disk"}) {
     EXPECT_NE(help.find(std::string("\n  ") + flag + " "), std::string::npos) << flag;
   }
   EXPECT_NE(help.find("Examples:"), std::string::npos);

@@ -167,6 +167,10 @@ std::string BenchJson(const BenchOptions& options, const BenchResult& result) {
   j.Key("duration_s").Number(static_cast<double>(result.end_ns - result.start_ns) / 1e9);
   WriteOptions(j, options);
   WriteTargets(j, result);
+  j.Key("disk").BeginObject();
+  j.Key("device").String(result.disk);
+  j.Key("reason").String(result.disk_reason);
+  j.EndObject();
   j.Key("notes").BeginArray();
   for (const std::string& note : result.notes) j.String(note);
   j.EndArray();

@@ -38,6 +38,10 @@ BenchResult SyntheticResult() {
         record.phase = phase;
         record.rank_cpu_s = 0.25;
         record.target_cpu_s = 0.5;
+        // The disk: busy half of every storm, 1 GB written or read per second of it.
+        record.disk = DiskUse{static_cast<uint64_t>(save_s) * 1'000'000'000,
+                              static_cast<uint64_t>(save_s) * 1'000'000'000,
+                              static_cast<double>(save_s) / 2};
         ProgressSegment seg{target, repeat, phase, t};
         result.segments.push_back(seg);
         for (int rank = 0; rank < 3; ++rank) {
@@ -73,6 +77,8 @@ BenchResult SyntheticResult() {
   result.targets.push_back(
       TargetDescription{"B", "/b", "/b", false, "ext4", false, false, "off", {}, ""});
   result.notes.push_back("a note with a \\ backslash\nand a newline");
+  result.disk = "vda";
+  result.disk_reason = "holds B's directory";
   return result;
 }
 
@@ -135,6 +141,8 @@ f = save[0]["figures"]
 assert abs(f["agg_gbps"] - 3.0) < 1e-9, f
 assert abs(f["mlperf_duration_s"] - 1.0) < 1e-9
 assert "target_cpu_s_per_gib" in f and "rank_cpu_s_per_gib" in f
+assert f["disk_busy_pct"] == 50 and f["disk_write_gbps"] == 1.0, f
+assert d["disk"] == {"device": "vda", "reason": "holds B's directory"}, d["disk"]
 load = [p for p in d["phases"] if p["phase"] == "load"][0]["figures"]
 assert load["verified_bytes"] == 3000000000 and abs(load["ttfb_p50_s"] - 0.1) < 1e-9
 rows = {(r["phase"], r["figure"]): r for r in d["summary"]}
@@ -201,6 +209,13 @@ TEST(ReportTest, SummaryPutsRatiosFirst) {
   EXPECT_NE(line.find("1.500"), std::string::npos) << line;
   EXPECT_NE(text.find("bytes verified"), std::string::npos);
   EXPECT_NE(text.find("ext4"), std::string::npos);
+  EXPECT_NE(text.find("  disk: vda (holds B's directory)"), std::string::npos) << text;
+  for (absl::string_view l : absl::StrSplit(text, '\n')) {
+    if (absl::StartsWith(l, "save ") && absl::StrContains(l, "disk busy %")) line = std::string(l);
+  }
+  EXPECT_NE(line.find("1.00x"), std::string::npos) << text;  // 50% on both
+  EXPECT_NE(text.find("disk write GB/s"), std::string::npos) << text;
+  EXPECT_NE(text.find("disk read GB/s"), std::string::npos) << text;
 }
 
 TEST(ReportTest, SummaryWithoutBaselineShowsMedianMinMax) {

@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <memory>
+#include <optional>
 
 #include "absl/status/status.h"
 #include "absl/strings/numbers.h"
@@ -18,6 +19,7 @@
 #include "common/checkpoint_xattrs.h"
 #include "common/errno_status.h"
 #include "tools/bench/cpu.h"
+#include "tools/bench/disk.h"
 #include "tools/bench/target.h"
 #include "tools/bench/workload.h"
 
@@ -114,6 +116,34 @@ class Runner {
     progress_.Note(absl::StrCat("ckptfs-bench: ", line));
   }
 
+  // The device the phases' disk figures describe (tools/bench/disk.h).
+  void ChooseDisk() {
+    if (options_.disk == "none") return;
+    if (!options_.disk.empty()) {
+      result_.disk = options_.disk;
+      result_.disk_reason = "--disk";
+    } else {
+      for (auto it = targets_.rbegin(); it != targets_.rend(); ++it) {  // B first
+        if ((*it)->native) continue;
+        if (std::optional<std::string> disk = DiskHolding((*it)->root); disk.has_value()) {
+          result_.disk = *disk;
+          result_.disk_reason = absl::StrCat("holds ", (*it)->label, "'s directory");
+          break;
+        }
+      }
+      if (result_.disk.empty()) return;
+    }
+    // A name that /proc/diskstats does not list gets no figures, once said.
+    DiskMeter probe(result_.disk);
+    probe.Start();
+    if (!probe.Stop().has_value()) {
+      Note(absl::StrCat("disk ", result_.disk, " (", result_.disk_reason,
+                        ") is not in /proc/diskstats: no disk figures"));
+      result_.disk.clear();
+      result_.disk_reason.clear();
+    }
+  }
+
   absl::Status OpenTargets() {
     work_ = absl::StrCat("ckptfs-bench.", ::getpid());
     absl::StatusOr<std::unique_ptr<Target>> a =
@@ -130,6 +160,7 @@ class Runner {
       }
       targets_.push_back(std::move(*b));
     }
+    ChooseDisk();
     for (auto& target : targets_) {
       DecideCommit(*target);
       ChooseTargetProcesses(*target);
@@ -363,6 +394,8 @@ class Runner {
     DropCaches();
     TargetCpuMeter target_cpu(target.target_procs);
     target_cpu.Start();
+    DiskMeter disk(result_.disk);
+    disk.Start();
     BeginPhase(target, repeat, Phase::kSave, StormBytes(Phase::kSave));
     absl::StatusOr<RankRun> run = RunRanks(target, AllRanks(spec.ranks), save, false, 0);
     if (!run.ok()) {
@@ -393,6 +426,7 @@ class Runner {
     }
     progress_.EndPhase();
     record.target_cpu_s = target_cpu.Stop();
+    record.disk = disk.Stop();
     Record(std::move(record), report);
     return absl::OkStatus();
   }
@@ -476,6 +510,8 @@ class Runner {
     DropCaches();
     TargetCpuMeter target_cpu(target.target_procs);
     target_cpu.Start();
+    DiskMeter disk(result_.disk);
+    disk.Start();
     BeginPhase(target, repeat, phase, StormBytes(phase));
     absl::StatusOr<RankRun> run = RunRanks(target, AllRanks(spec.ranks), load, false, 0);
     progress_.EndPhase();
@@ -486,6 +522,7 @@ class Runner {
     PhaseRecord record{target.label, repeat, phase, run->ranks, run->rank_cpu_s};
     record.rank_system_cpu_s = run->rank_system_cpu_s;
     record.target_cpu_s = target_cpu.Stop();
+    record.disk = disk.Stop();
     // LoadRank compared every byte it read, or failed.
     for (const RankRecord& r : record.ranks) record.verified_bytes += r.times.bytes;
     Record(std::move(record), true);

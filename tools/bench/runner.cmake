@@ -5,6 +5,7 @@
 # (workloads.cmake).
 add_library(ckptfs_bench_runner STATIC
   ${CMAKE_CURRENT_LIST_DIR}/cpu.cc
+  ${CMAKE_CURRENT_LIST_DIR}/disk.cc
   ${CMAKE_CURRENT_LIST_DIR}/figures.cc
   ${CMAKE_CURRENT_LIST_DIR}/interrupt.cc
   ${CMAKE_CURRENT_LIST_DIR}/json_writer.cc
@@ -40,6 +41,7 @@ if(BUILD_TESTING)
   add_executable(ckptfs_bench_test
     ${CMAKE_CURRENT_LIST_DIR}/bench_cli_test.cc
     ${CMAKE_CURRENT_LIST_DIR}/cpu_test.cc
+    ${CMAKE_CURRENT_LIST_DIR}/disk_test.cc
     ${CMAKE_CURRENT_LIST_DIR}/figures_test.cc
     ${CMAKE_CURRENT_LIST_DIR}/options_test.cc
     ${CMAKE_CURRENT_LIST_DIR}/report_test.cc

@@ -48,6 +48,10 @@ struct BenchResult {
   std::vector<ProgressSegment> segments;
   std::vector<ProgressPoint> points;
   std::vector<std::string> notes;  // things people should know about the run
+  // The block device whose figures the phases carry ("" when none) and why
+  // it was chosen ("--disk", "holds B's directory", ...).
+  std::string disk;
+  std::string disk_reason;
   int64_t start_ns = 0;            // CLOCK_MONOTONIC
   int64_t end_ns = 0;
 };

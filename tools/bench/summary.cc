@@ -104,6 +104,10 @@ std::string FormatSummary(const BenchOptions& options, const BenchResult& result
       absl::StrFormat(", %.1f s in all\n",
                       static_cast<double>(result.end_ns - result.start_ns) / 1e9));
   for (const TargetDescription& t : result.targets) absl::StrAppend(&text, DescribeTarget(t), "\n");
+  if (!result.disk.empty()) {
+    absl::StrAppend(&text, "  disk: ", result.disk, " (", result.disk_reason,
+                    "): the disk figures below are its busy time and bytes during each storm\n");
+  }
   for (const std::string& note : result.notes) absl::StrAppend(&text, "  note: ", note, "\n");
   absl::StrAppend(&text, "\n");
 
