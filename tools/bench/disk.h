@@ -3,11 +3,17 @@
 // and after the phase.
 //
 // Why: on one machine a storage cluster and a plain directory often share a
-// disk. When that disk is busy for the whole of both targets' storms, the
-// ratio A/B says which target used the disk better, not which one could go
-// faster; and a target that reports more GB/s than its disk wrote left the
-// rest in memory (a page cache). The bench prints these figures next to the
-// throughput so that a reader can tell the cases apart.
+// disk. When both targets move as many bytes through that disk as they
+// save or load, at the same rate and with the disk busy through both
+// storms, A/B compares two users of one disk; a target that reports more
+// GB/s than its disk wrote left the rest in memory (a page cache). The
+// bench prints these figures next to the throughput so that a reader can
+// tell the cases apart.
+//
+// "Busy" is the kernel's io_ticks: time with at least one request in
+// flight. A device that serves many requests at once (an SSD, a virtual
+// disk on one) can do more while 100% busy; only the bytes per second at
+// different queue depths show its limit.
 //
 // Which device: --disk NAME, else the one holding the baseline directory,
 // else the one holding --dir (when it is on a block device: a FUSE mount,

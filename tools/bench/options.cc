@@ -318,11 +318,12 @@ or read (loads), per second of the storm. 1 GB = 1e9 bytes.
                           ckptfs-storage and ckptfs-meta on this machine.
   --disk NAME             The block device reported on (as /proc/diskstats
                           names it: vda, nvme0n1, md0), or none. Default:
-                          the one holding --baseline, else --dir's. When
-                          it is busy through both targets' storms, the
-                          disk is the limit and A/B compares how well each
-                          used it; a target whose GB/s exceed the disk's
-                          write GB/s left the rest in memory.
+                          the one holding --baseline, else --dir's. Busy
+                          is time with a request in flight (an SSD can do
+                          more at 100%). A target whose GB/s exceed the
+                          disk's write GB/s left the rest in memory; when
+                          both targets' bytes go through the disk at the
+                          rate of the storm, A/B compares two users of it.
 
 Output:
   --progress MODE         Progress bar on stderr: auto (when a terminal,
