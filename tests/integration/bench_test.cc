@@ -1,9 +1,13 @@
 // ckptfs-bench against a real ckptfs cluster: through the FUSE mount (--dir,
-// ranks are processes) and through libckptfs (--native, ranks are threads).
+// ranks are processes) and through libckptfs (--native, ranks are threads);
+// and tools/bench/torch_storm.py (real torch.save / torch.load storms) on
+// the mount with Debian's python3-torch, on the CPU.
 // Every byte loaded is verified by the tool; the commit phase runs when the
 // mount's barrier answers. `--commit auto` may only decide "off" on ckptfs
 // when the barrier is missing (ENOTSUP/EOPNOTSUPP/ENODATA); the test prints
 // which happened.
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include <string>
@@ -134,7 +138,71 @@ TEST_F(BenchTest, MountAgainstPlainDirectory) {
   ASSERT_EQ(rc, 0) << output << "\n" << cluster().DescribeLogs();
   EXPECT_TRUE(absl::StrContains(output, "A/B (median of ratios)")) << output;
   EXPECT_TRUE(absl::StrContains(output, "fuse.ckptfs")) << output;
+  // The baseline's disk is reported on when it has one (not on tmpfs or
+  // overlay): its busy time, and what it wrote during the saves.
+  struct stat st{};
+  ASSERT_EQ(::stat(plain.c_str(), &st), 0);
+  const std::string uevent =
+      absl::StrCat("/sys/dev/block/", major(st.st_dev), ":", minor(st.st_dev), "/uevent");
+  if (major(st.st_dev) != 0 && ::access(uevent.c_str(), R_OK) == 0) {
+    EXPECT_TRUE(absl::StrContains(output, "holds B's directory")) << output;
+    EXPECT_TRUE(absl::StrContains(output, "disk busy %")) << output;
+    EXPECT_TRUE(absl::StrContains(output, "disk write GB/s")) << output;
+  } else {
+    std::cout << "[bench] " << plain << " is not on a block device: no disk figures\n";
+  }
   std::cout << output;
+}
+
+// Prints the facts TorchStormOnTheMount checks from torch_storm.py's JSON.
+constexpr char kStormFacts[] = R"PY(
+import json, sys
+d = json.load(open(sys.argv[1]))
+rows = {r["phase"]: r for r in d["summary"]}
+print("phases=" + ",".join(sorted(rows)))
+for name in ("save", "load"):
+    r = rows.get(name, {})
+    a, b = r.get("A", {}), r.get("B", {})
+    print("%s: a_gbps=%s b_gbps=%s ratio=%s daemon_cpu=%s" % (
+        name, a.get("gbps", 0) > 0, b.get("gbps", 0) > 0, r.get("ratio") is not None,
+        "daemon_cpu_s_per_gib" in a and "daemon_cpu_s_per_gib" not in b))
+print("device=" + d["device"])
+)PY";
+
+// Real torch.save and torch.load storms from 2 rank processes into the mount
+// and a plain directory: every rank's tensors load back equal (the script
+// fails otherwise), both targets are measured, and the ckptfs daemons' CPU
+// is counted on the mount only.
+TEST_F(BenchTest, TorchStormOnTheMount) {
+  if (::access(kPython, X_OK) != 0) GTEST_SKIP() << "no " << kPython;
+  std::string probe;
+  if (RunShell(absl::StrCat(kPython, " -c 'import torch'"), &probe) != 0) {
+    GTEST_FAIL() << "Debian's python3-torch is required (scripts/install-deps.sh): " << probe;
+  }
+  const std::string plain = absl::StrCat(cluster().root(), "/plain");
+  const std::string json = absl::StrCat(cluster().root(), "/storm.json");
+  std::string output;
+  const int rc = RunShell(absl::StrCat(kPython, " ", CKPTFS_TORCH_STORM, " --dir ", TestDir(),
+                                       " --baseline ", plain, " --ranks 2 --size 6M --tensors 3",
+                                       " --repeat 2 --phases load,save --device cpu --json ", json),
+                          &output);
+  ASSERT_EQ(rc, 0) << output << "\n" << cluster().DescribeLogs();
+  std::cout << output;
+  const std::string script = absl::StrCat(cluster().root(), "/storm_facts.py");
+  ASSERT_TRUE(WriteWholeFile(script, kStormFacts).ok());
+  std::string facts;
+  ASSERT_EQ(RunShell(absl::StrCat(kPython, " ", script, " ", json), &facts), 0) << facts;
+  EXPECT_TRUE(absl::StrContains(facts, "phases=load,save\n")) << facts;
+  for (const char* phase : {"save", "load"}) {
+    EXPECT_TRUE(absl::StrContains(
+        facts, absl::StrCat(phase, ": a_gbps=True b_gbps=True ratio=True daemon_cpu=True")))
+        << facts;
+  }
+  EXPECT_TRUE(absl::StrContains(facts, "device=cpu")) << facts;
+  // The step directories are gone from both targets.
+  std::string left;
+  RunShell(absl::StrCat("ls -A ", TestDir(), " ", plain), &left);
+  EXPECT_FALSE(absl::StrContains(left, "step_")) << left;
 }
 
 }  // namespace

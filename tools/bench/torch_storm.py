@@ -1,0 +1,364 @@
+#!/usr/bin/env python3
+"""torch_storm: real torch.save / torch.load / torch.distributed.checkpoint
+storms from GPU (or CPU) memory into a directory, against a baseline.
+
+ckptfs-bench reproduces torch.save's bytes and write pattern without torch;
+this script runs torch itself, as a training job does: N rank processes
+each hold a state dict of bf16 tensors on the GPU (CUDA when present, else
+CPU), wait at a barrier, and then
+
+  save      torch.save(state, DIR/step_R/rank_NNNNN.pt)   (no fsync, as torch)
+  load      torch.load of the rank's own file onto the device (caches dropped
+            first when root), compared with what was saved
+  dcp_save  torch.distributed.checkpoint.save of all ranks' states into
+            DIR/dcp_R (a gloo process group; rank 0 writes .metadata)
+  dcp_load  torch.distributed.checkpoint.load of it into the states
+
+Repeats alternate A B A B. For each phase and target it prints the median
+aggregate GB/s (bytes / (last rank end - first rank start)), the median of
+the per-repeat ratios A/B, the ranks' CPU seconds per GiB and, on a ckptfs
+mount, the CPU seconds per GiB of the ckptfs daemons on this machine
+(ckptfs-fuse, ckptfs-storage, ckptfs-meta). Phases whose torch module does
+not import (DCP on Debian's torch 1.13) are skipped with a note.
+
+Usage:
+  torch_storm.py --dir /checkpoints/storm --baseline /var/tmp/plain/storm \\
+      --ranks 8 --size 1G --repeat 3 [--phases save,load,dcp_save,dcp_load]
+      [--device auto|cuda|cpu] [--json out.json]
+Exit status: 0 success, 1 a phase failed or read back wrong bytes, 2 usage.
+"""
+
+import argparse
+import json
+import multiprocessing as mp
+import os
+import re
+import resource
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+import traceback
+
+PHASES = ("save", "load", "dcp_save", "dcp_load")
+DAEMONS = ("ckptfs-fuse", "ckptfs-storage", "ckptfs-meta")
+GIB = float(1 << 30)
+
+
+def parse_size(text):
+    m = re.fullmatch(r"\s*([0-9.]+)\s*([KMGT]?)(i?B)?\s*", text, re.IGNORECASE)
+    if not m or float(m.group(1)) <= 0:
+        raise argparse.ArgumentTypeError(f"not a size: {text!r} (like 512M, 2G)")
+    scale = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+    return int(float(m.group(1)) * scale[m.group(2).upper()])
+
+
+def fs_type(path):
+    """The file system type of the mount holding `path` (/proc/self/mountinfo)."""
+    path = os.path.realpath(path)
+    best, best_type = "", ""
+    with open("/proc/self/mountinfo") as f:
+        for line in f:
+            left, _, right = line.partition(" - ")
+            mount_point = left.split()[4].replace("\\040", " ")
+            inside = path == mount_point or path.startswith(mount_point.rstrip("/") + "/")
+            if inside and len(mount_point) >= len(best):
+                best, best_type = mount_point, right.split()[0]
+    return best_type
+
+
+def daemon_cpu_seconds():
+    """CPU seconds used so far by every ckptfs daemon on this machine."""
+    tick = os.sysconf("SC_CLK_TCK")
+    total = 0.0
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open(f"/proc/{pid}/comm") as f:
+                if f.read().strip() not in DAEMONS:
+                    continue
+            with open(f"/proc/{pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            total += (int(fields[11]) + int(fields[12])) / tick
+        except (OSError, IndexError, ValueError):
+            continue  # gone meanwhile
+    return total
+
+
+def drop_caches():
+    """sync, then drop the page cache (root only). True when dropped."""
+    os.sync()
+    try:
+        with open("/proc/sys/vm/drop_caches", "w") as f:
+            f.write("3")
+        return True
+    except OSError:
+        return False
+
+
+def make_state(torch, rank, size, tensors, device):
+    """`tensors` bf16 tensors of about size/tensors bytes each, seeded by rank."""
+    gen = torch.Generator(device="cpu").manual_seed(1000 + rank)
+    per = max(1, size // tensors // 2)  # bf16: 2 bytes per element
+    state = {}
+    for i in range(tensors):
+        t = torch.randn(per, generator=gen, dtype=torch.float32).to(torch.bfloat16)
+        # Names unique per rank: DCP would take equal names on every rank for
+        # one replicated tensor and save it once.
+        state[f"rank{rank}.layer{i}.weight"] = t.to(device)
+    return state
+
+
+def state_bytes(state):
+    return sum(t.numel() * t.element_size() for t in state.values())
+
+
+def rank_main(rank, args, barrier, conn):
+    """One rank: holds its state and runs the phases the parent sends."""
+    import torch
+    device = args.device
+    if device == "cuda":
+        torch.cuda.set_device(rank % torch.cuda.device_count())
+    state = make_state(torch, rank, args.size, args.tensors, device)
+    dcp = dist = None
+    try:
+        import torch.distributed as dist
+        import torch.distributed.checkpoint as dcp
+    except Exception:  # ImportError, or a broken install
+        dcp = None
+    pg_ready = False
+    while True:
+        msg = conn.recv()
+        if msg is None:
+            break
+        phase, path = msg
+        try:
+            if phase.startswith("dcp_") and not pg_ready:
+                dist.init_process_group("gloo", init_method=f"file://{args.pg_file}",
+                                        rank=rank, world_size=args.ranks)
+                pg_ready = True
+            if device == "cuda":
+                torch.cuda.synchronize()
+            barrier.wait()
+            cpu0 = resource.getrusage(resource.RUSAGE_SELF)
+            start = time.monotonic()
+            if phase == "save":
+                torch.save(state, path)
+            elif phase == "load":
+                loaded = torch.load(path, map_location=device)
+            elif phase == "dcp_save":
+                dcp.save(state, storage_writer=dcp.FileSystemWriter(path))
+            elif phase == "dcp_load":
+                loaded = {k: torch.empty_like(v) for k, v in state.items()}
+                dcp.load(loaded, storage_reader=dcp.FileSystemReader(path))
+            if device == "cuda":
+                torch.cuda.synchronize()
+            end = time.monotonic()
+            cpu1 = resource.getrusage(resource.RUSAGE_SELF)
+            if phase in ("load", "dcp_load"):
+                bad = [k for k, v in state.items() if k not in loaded or not torch.equal(v, loaded[k])]
+                if bad or len(loaded) != len(state):
+                    raise RuntimeError(f"{phase} of {path} read back different tensors: {bad[:3]}")
+                del loaded
+            cpu = (cpu1.ru_utime - cpu0.ru_utime) + (cpu1.ru_stime - cpu0.ru_stime)
+            conn.send(("ok", start, end, state_bytes(state), cpu))
+        except Exception:
+            barrier.abort()
+            conn.send(("error", traceback.format_exc()))
+    if pg_ready:
+        dist.destroy_process_group()
+
+
+class Ranks:
+    """The rank processes, started once and reused by every phase."""
+
+    def __init__(self, args):
+        ctx = mp.get_context("spawn")  # CUDA does not survive fork
+        self.barrier = ctx.Barrier(args.ranks)
+        self.conns, self.procs = [], []
+        for rank in range(args.ranks):
+            parent, child = ctx.Pipe()
+            p = ctx.Process(target=rank_main, args=(rank, args, self.barrier, child), daemon=True)
+            p.start()
+            self.conns.append(parent)
+            self.procs.append(p)
+
+    def run(self, phase, path_of_rank):
+        for rank, conn in enumerate(self.conns):
+            conn.send((phase, path_of_rank(rank)))
+        replies = [conn.recv() for conn in self.conns]
+        errors = [(rank, r[1]) for rank, r in enumerate(replies) if r[0] != "ok"]
+        # The first rank whose error is not only the broken barrier.
+        errors.sort(key=lambda e: "BrokenBarrierError" in e[1])
+        if errors:
+            raise RuntimeError(f"rank {errors[0][0]}: {errors[0][1]}")
+        return replies
+
+    def close(self):
+        for conn in self.conns:
+            try:
+                conn.send(None)
+            except OSError:
+                pass
+        for p in self.procs:
+            p.join(timeout=30)
+            if p.is_alive():
+                p.kill()
+
+
+def phase_paths(root, phase, step):
+    """The step directory a phase writes or reads, and each rank's path."""
+    if phase in ("save", "load"):
+        d = os.path.join(root, f"step_{step}")
+        return d, lambda rank: os.path.join(d, f"rank_{rank:05d}.pt")
+    d = os.path.join(root, f"dcp_{step}")
+    return d, lambda rank: d
+
+
+def run_storm(args, targets, ranks, notes):
+    """records[(phase, label)] = list over repeats of figure dicts."""
+    records = {}
+    for repeat in range(args.repeat):
+        for label, root in targets:
+            steps = {}
+            for phase in args.phases:
+                saves = "save" if phase == "load" else "dcp_save" if phase == "dcp_load" else phase
+                d, path_of_rank = phase_paths(root, saves, repeat)
+                if phase in ("save", "dcp_save"):
+                    os.makedirs(d, exist_ok=True)
+                    steps[phase] = d
+                elif saves not in steps:
+                    raise RuntimeError(f"{phase} needs {saves} in --phases")
+                if not drop_caches() and "caches" not in notes:
+                    notes["caches"] = "page cache not dropped before phases (needs root)"
+                cpu0 = daemon_cpu_seconds()
+                try:
+                    replies = ranks.run(phase, path_of_rank)
+                except RuntimeError as e:
+                    raise RuntimeError(f"{phase} on {label} ({root}), repeat {repeat + 1}, {e}")
+                daemons = daemon_cpu_seconds() - cpu0
+                start = min(r[1] for r in replies)
+                end = max(r[2] for r in replies)
+                nbytes = sum(r[3] for r in replies)
+                fig = {"gbps": nbytes / (end - start) / 1e9, "wall_s": end - start,
+                       "bytes": nbytes, "rank_cpu_s_per_gib": sum(r[4] for r in replies) / (nbytes / GIB)}
+                if fs_type(root) == "fuse.ckptfs":
+                    fig["daemon_cpu_s_per_gib"] = daemons / (nbytes / GIB)
+                records.setdefault((phase, label), []).append(fig)
+                print(f"  repeat {repeat + 1} {label} {phase:8s} {fig['gbps']:7.3f} GB/s", flush=True)
+            for d in steps.values():
+                shutil.rmtree(d, ignore_errors=True)
+    return records
+
+
+def summarize(args, records, labels):
+    rows = []
+    for phase in args.phases:
+        row = {"phase": phase}
+        for label in labels:
+            figs = records.get((phase, label), [])
+            row[label] = {k: statistics.median(f[k] for f in figs)
+                          for k in figs[0]} if figs else {}
+        if len(labels) == 2:
+            a, b = records.get((phase, "A"), []), records.get((phase, "B"), [])
+            ratios = [x["gbps"] / y["gbps"] for x, y in zip(a, b) if y["gbps"] > 0]
+            row["ratio"] = statistics.median(ratios) if ratios else None
+        rows.append(row)
+    return rows
+
+
+def print_table(rows, labels):
+    head = f"{'phase':9s}"
+    if len(labels) == 2:
+        head += f" {'A/B':>6s}"
+    for label in labels:
+        head += f" {label + ' GB/s':>9s} {label + ' rank CPU s/GiB':>17s}"
+    head += f" {'daemon CPU s/GiB':>17s}"
+    print(head)
+    for row in rows:
+        line = f"{row['phase']:9s}"
+        if len(labels) == 2:
+            line += f" {row['ratio']:5.2f}x" if row["ratio"] is not None else f" {'-':>6s}"
+        daemon = "-"
+        for label in labels:
+            fig = row[label]
+            line += f" {fig.get('gbps', 0):9.3f} {fig.get('rank_cpu_s_per_gib', 0):17.3f}"
+            if "daemon_cpu_s_per_gib" in fig:
+                daemon = f"{fig['daemon_cpu_s_per_gib']:.3f} ({label})"
+        line += f" {daemon:>17s}"
+        print(line)
+
+
+def main(argv):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--dir", required=True, help="target A: a directory (e.g. on a ckptfs mount)")
+    p.add_argument("--baseline", help="target B, run alternately with A")
+    p.add_argument("--ranks", type=int, default=8)
+    p.add_argument("--size", type=parse_size, default=parse_size("256M"), help="bytes per rank")
+    p.add_argument("--tensors", type=int, default=8, help="tensors per rank")
+    p.add_argument("--repeat", type=int, default=3)
+    p.add_argument("--phases", default="save,load,dcp_save,dcp_load")
+    p.add_argument("--device", default="auto", choices=("auto", "cuda", "cpu"))
+    p.add_argument("--json", help="write every figure here")
+    args = p.parse_args(argv)
+    given = [x for x in args.phases.split(",") if x]
+    unknown = [x for x in given if x not in PHASES]
+    args.phases = [x for x in PHASES if x in given]  # saves before their loads
+    if unknown or not args.phases:
+        p.error(f"--phases: unknown {','.join(unknown) or '(none given)'}; "
+                f"choose from {','.join(PHASES)}")
+    if args.ranks < 1 or args.repeat < 1 or args.tensors < 1:
+        p.error("--ranks, --repeat and --tensors must be >= 1")
+    import torch
+    if args.device == "auto":
+        args.device = "cuda" if torch.cuda.is_available() else "cpu"
+    notes = {}
+    if any(x.startswith("dcp_") for x in args.phases):
+        try:
+            import torch.distributed.checkpoint  # noqa: F401
+        except Exception as e:
+            notes["dcp"] = f"DCP phases skipped: torch.distributed.checkpoint does not import ({e})"
+            args.phases = [x for x in args.phases if not x.startswith("dcp_")]
+    targets = [("A", args.dir)] + ([("B", args.baseline)] if args.baseline else [])
+    for label, root in targets:
+        try:
+            os.makedirs(root, exist_ok=True)
+        except OSError as e:
+            print(f"torch_storm: target {label}: cannot create {root}: {e.strerror}", file=sys.stderr)
+            return 1
+    work = tempfile.mkdtemp(prefix="torch_storm.")
+    args.pg_file = os.path.join(work, "pg")  # the DCP phases' gloo rendezvous
+    print(f"torch_storm: torch {torch.__version__} on {args.device}, {args.ranks} ranks x "
+          f"{args.size / (1 << 20):.0f} MiB in {args.tensors} bf16 tensors, {args.repeat} repeats")
+    for label, root in targets:
+        print(f"  {label}: {root} ({fs_type(root) or 'unknown fs'})")
+    ranks = Ranks(args)
+    try:
+        records = run_storm(args, targets, ranks, notes)
+    except Exception as e:
+        print(f"torch_storm: failed: {e}", file=sys.stderr)
+        return 1
+    finally:
+        ranks.close()
+        shutil.rmtree(work, ignore_errors=True)
+    for note in notes.values():
+        print(f"  note: {note}")
+    labels = [label for label, _ in targets]
+    rows = summarize(args, records, labels)
+    print()
+    print_table(rows, labels)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"torch": torch.__version__, "device": args.device, "ranks": args.ranks,
+                       "size": args.size, "repeat": args.repeat, "notes": list(notes.values()),
+                       "summary": rows,
+                       "records": [{"phase": ph, "target": t, "repeats": figs}
+                                   for (ph, t), figs in records.items()]}, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
