@@ -16,18 +16,23 @@
 #   - ckptfs-bench's raw and torch storms (8 x 256M, 32 x 32M, 8 x 128M;
 #     STORM_BENCH names which, "" none).
 # Every table goes to stdout and, with the JSON reports and the cluster's
-# logs, to $OUT (or STORM_OUT) when set. It stops and unmounts everything
-# it started, also on failure. `run` works on any machine with the bundle
-# or a build (CPU tensors where there is no GPU; STORM_* shrink it).
+# logs, to $OUT (or STORM_OUT) when set. Each step has a time limit
+# (STORM_TORCH_LIMIT 240 s, STORM_BENCH_LIMIT 100 s each), so the whole run
+# fits one 10-minute device call; a failed step is reported and the next
+# one runs (exit status 1 then). Everything lives under STORM_WORK
+# (/var/tmp/ckptfs-storm, on the disk), which it stops, unmounts and
+# removes at the end, also on failure, and at the start when a killed run
+# left it. `run` works on any machine with the bundle or a build (CPU
+# tensors where there is no GPU; STORM_* shrink it).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-bundle() {
+bundle() (
   local tool=${DEVICE_BUNDLE:-../shared/tools/device-bundle}
   [ -x "$tool" ] || { echo "device-storm: no $tool (set DEVICE_BUNDLE)" >&2; exit 1; }
   local tmp
   tmp=$(mktemp -d)
-  trap 'rm -rf "$tmp"' RETURN
+  trap 'rm -rf "$tmp"' EXIT
   for name in ckptfs ckptfs-meta ckptfs-storage ckptfs-fuse ckptfs-bench; do
     strip -o "$tmp/$name" "build/bin/$name"
   done
@@ -35,14 +40,37 @@ bundle() {
   "$tool" .device "$tmp"/*
   strip --strip-unneeded .device/lib/*.so* 2>/dev/null || true
   du -sh .device | awk '{print "stripped: " $1 " (a device call carries at most 64 MiB)"}'
+)
+
+# Stops the cluster under $work (from this run or one a killed run left),
+# unmounts what is still mounted there and removes $work, never crossing
+# into another file system.
+cleanup() {
+  if [ -d "$work/cluster" ]; then
+    ckptfs down --state-dir "$work/cluster" >/dev/null 2>&1 || true
+    if [ -n "$out" ] && [ -d "$work/cluster/logs" ]; then
+      tar -czf "$out/cluster-logs.tgz" -C "$work/cluster" logs 2>/dev/null || true
+    fi
+  fi
+  if mountpoint -q "$work/mnt" 2>/dev/null; then
+    fusermount3 -uz "$work/mnt" 2>/dev/null || umount -l "$work/mnt" 2>/dev/null || true
+  fi
+  if mountpoint -q "$work/mnt" 2>/dev/null; then
+    echo "device-storm: $work/mnt is still mounted; $work left in place" >&2
+  else
+    rm -rf --one-file-system "$work"
+  fi
 }
 
-cleanup() {
-  ckptfs down --state-dir "$state" >/dev/null 2>&1 || true
-  if [ -n "$out" ] && [ -d "$state/logs" ]; then
-    tar -czf "$out/cluster-logs.tgz" -C "$state" logs 2>/dev/null || true
+# Runs "$@" for at most $1 seconds; a failure or timeout is reported and
+# counted, and the run goes on with the next step.
+step() {
+  local limit=$1
+  shift
+  if ! timeout --kill-after=10 "$limit" "$@"; then
+    echo "device-storm: step failed or ran past ${limit} s: $*" >&2
+    failed=1
   fi
-  rm -rf "$work"
 }
 
 run() {
@@ -53,26 +81,32 @@ run() {
     export PATH=$PWD/build/bin:$PATH
   fi
   # Globals: the EXIT trap reads them after run() returns.
-  work=${STORM_WORK:-/tmp/ckptfs-storm}
+  work=${STORM_WORK:-/var/tmp/ckptfs-storm}
   out=${STORM_OUT:-${OUT:-}}
-  state=$work/cluster
+  failed=0
   local ranks=${STORM_RANKS:-8} size=${STORM_SIZE:-1G} repeat=${STORM_REPEAT:-3}
   local mnt=$work/mnt plain=$work/plain python=${STORM_PYTHON:-python3}
   # The python with torch: the GPU machine's python3; here Debian's.
   "$python" -c 'import torch' 2>/dev/null || python=/usr/bin/python3
-  [ -e "$work" ] && { echo "device-storm: $work exists; remove it or set STORM_WORK" >&2; exit 1; }
-  mkdir -p "$work" "$plain"
   trap cleanup EXIT
+  cleanup  # what a killed run left
+  mkdir -p "$plain"
+  if [ "$(stat -f -c %T "$work")" = tmpfs ]; then
+    echo "device-storm: $work is on tmpfs, not a disk; set STORM_WORK" >&2
+    exit 1
+  fi
   echo "== $(nproc) cores, $(free -g | awk '/Mem:/{print $2}') GiB, kernel $(uname -r)"
+  echo "== baseline $plain on: $(df --output=source,fstype "$plain" | tail -1)"
   command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,memory.total --format=csv,noheader
-  ckptfs up --state-dir "$state" --mountpoint "$mnt" --replicas 1 --orphan-grace-s 5 \
+  ckptfs up --state-dir "$work/cluster" --mountpoint "$mnt" --replicas 1 --orphan-grace-s 5 \
     --metrics-port 0 --no-repair --meta-port 27500 --storage-port 27501 | tail -3
   mkdir -p "$mnt/storm" "$mnt/bench"
   local json=${out:+--json $out/torch_storm.json}
   echo "== torch_storm: $ranks ranks x $size"
   # shellcheck disable=SC2086  # $json is two words or none
-  "$python" tools/bench/torch_storm.py --dir "$mnt/storm" --baseline "$plain/storm" \
-    --ranks "$ranks" --size "$size" --repeat "$repeat" $json
+  step "${STORM_TORCH_LIMIT:-240}" "$python" tools/bench/torch_storm.py --dir "$mnt/storm" \
+    --baseline "$plain/storm" --ranks "$ranks" --size "$size" --repeat "$repeat" \
+    --phase-timeout 60 $json
   local -A storms=([raw8]="--ranks 8 --size 256M" [raw32]="--ranks 32 --size 32M"
                    [torch8]="--workload torch --ranks 8 --size 128M")
   for name in ${STORM_BENCH-raw8 raw32 torch8}; do
@@ -80,10 +114,11 @@ run() {
     echo "== ckptfs-bench $name: $args"
     mkdir -p "$mnt/bench/$name" "$plain/bench/$name"
     # shellcheck disable=SC2086  # args are words on purpose
-    ckptfs-bench --dir "$mnt/bench/$name" --baseline "$plain/bench/$name" $args \
-      --phases save,load,bcast --repeat "$repeat" --progress off \
-      ${out:+--json $out/bench-$name.json}
+    step "${STORM_BENCH_LIMIT:-100}" ckptfs-bench --dir "$mnt/bench/$name" \
+      --baseline "$plain/bench/$name" $args --phases save,load,bcast --repeat "$repeat" \
+      --progress off --phase-timeout 60 ${out:+--json $out/bench-$name.json}
   done
+  return "$failed"
 }
 
 case "${1:-}" in

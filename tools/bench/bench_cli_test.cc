@@ -108,6 +108,19 @@ TEST_F(BenchCliTest, MissingDirectoryIsAClearError) {
   EXPECT_TRUE(absl::StrContains(baseline.err, "does not exist")) << baseline.err;
 }
 
+TEST_F(BenchCliTest, UnknownDiskIsAClearErrorAndNoneTurnsDiskFiguresOff) {
+  Outcome o = Run({"--dir", a(), "--disk", "no-such-disk0", "--progress", "off"});
+  EXPECT_EQ(o.exit_code, 1);
+  EXPECT_TRUE(absl::StrContains(o.err, "--disk no-such-disk0: /proc/diskstats lists no such"))
+      << o.err;
+  EXPECT_EQ(Entries(a()), 0u);
+  Outcome off = Run({"--dir", a(), "--baseline", b(), "--disk", "none", "--ranks", "2", "--size",
+                     "1M", "--repeat", "1", "--phases", "save", "--progress", "off"});
+  ASSERT_EQ(off.exit_code, 0) << off.out << off.err;
+  EXPECT_FALSE(absl::StrContains(off.out, "disk busy")) << off.out;
+  EXPECT_FALSE(absl::StrContains(off.out, "  disk: ")) << off.out;
+}
+
 TEST_F(BenchCliTest, FileIsNotADirectory) {
   const std::string file = root_ + "/file";
   std::ofstream(file) << "x";

@@ -83,6 +83,11 @@ std::optional<DiskCounters> ReadCounters(const std::string& device) {
 // b - a, or 0 when the counter went backwards (a device that was removed
 // and added again starts from 0).
 uint64_t Delta(uint64_t a, uint64_t b) { return b >= a ? b - a : 0; }
+// The same for io_ticks, which the kernel prints as 32 bits: a wrap between
+// the two readings is an ordinary step forward.
+uint64_t Delta32(uint64_t a, uint64_t b) {
+  return static_cast<uint32_t>(static_cast<uint32_t>(b) - static_cast<uint32_t>(a));
+}
 
 }  // namespace
 
@@ -95,7 +100,7 @@ std::optional<DiskUse> DiskMeter::Stop() {
   DiskUse use;
   use.read_bytes = Delta(start_->read_bytes, end->read_bytes);
   use.written_bytes = Delta(start_->written_bytes, end->written_bytes);
-  use.busy_s = static_cast<double>(Delta(start_->busy_ms, end->busy_ms)) / 1e3;
+  use.busy_s = static_cast<double>(Delta32(start_->busy_ms, end->busy_ms)) / 1e3;
   return use;
 }
 

@@ -28,6 +28,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -39,7 +40,9 @@ namespace ckptfs::bench {
 struct DiskCounters {
   uint64_t read_bytes = 0;
   uint64_t written_bytes = 0;
-  uint64_t busy_ms = 0;  // io_ticks: time with at least one request in flight
+  // io_ticks: time with at least one request in flight. The kernel prints
+  // it as a 32-bit count, so it wraps (every ~49.7 days of busy time).
+  uint64_t busy_ms = 0;
 };
 
 // The counters of `device` (e.g. "vda", "nvme0n1p2") in the text of
@@ -55,7 +58,10 @@ std::optional<std::string> ParseUeventDevName(absl::string_view uevent);
 // `path` cannot be stat'ed.
 std::optional<std::string> DiskHolding(const std::string& path);
 
-// What a device did between Start and Stop.
+// What a device did between Start and Stop. The runner starts the meter
+// just before a phase's ranks start and stops it just after they end, and
+// the figures divide by the ranks' first-start-to-last-end time: the few
+// milliseconds around the storm count too (busy % is capped at 100).
 struct DiskUse {
   uint64_t read_bytes = 0;
   uint64_t written_bytes = 0;
@@ -67,6 +73,7 @@ class DiskMeter {
  public:
   // An empty `device` measures nothing (Stop returns none).
   explicit DiskMeter(std::string device) : device_(std::move(device)) {}
+  // Reads the device's counters now; a second Start starts over.
   void Start();
   // What the device did since Start; none when either reading failed.
   std::optional<DiskUse> Stop();

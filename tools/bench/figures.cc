@@ -32,9 +32,11 @@ const std::vector<FigureInfo>& FigureCatalogue() {
       {"rank_cpu_s", "rank CPU s", false, 3},
       {"rank_system_cpu_s", "rank kernel CPU s", false, 3},
       {"target_cpu_s", "target CPU s", false, 3},
+      // The disk figures describe a run rather than rank it; "higher is
+      // better" is false for them all.
       {"disk_busy_pct", "disk busy %", false, 0},
-      {"disk_write_gbps", "disk write GB/s", true, 3},
-      {"disk_read_gbps", "disk read GB/s", true, 3},
+      {"disk_write_gbps", "disk write GB/s", false, 3},
+      {"disk_read_gbps", "disk read GB/s", false, 3},
       {"wall_s", "wall s (first start to last end)", false, 3},
       {"bytes", "bytes", true, 0},
       {"verified_bytes", "bytes verified", true, 0},

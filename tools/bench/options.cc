@@ -320,10 +320,12 @@ or read (loads), per second of the storm. 1 GB = 1e9 bytes.
                           names it: vda, nvme0n1, md0), or none. Default:
                           the one holding --baseline, else --dir's. Busy
                           is time with a request in flight (an SSD can do
-                          more at 100%). A target whose GB/s exceed the
-                          disk's write GB/s left the rest in memory; when
-                          both targets' bytes go through the disk at the
-                          rate of the storm, A/B compares two users of it.
+                          more at 100%). A target that stores its bytes
+                          on this disk and saves faster than the disk's
+                          write GB/s left the rest in memory; when both
+                          targets' bytes go through it at the rate of the
+                          storm, A/B compares two users of one disk. A
+                          --disk name /proc/diskstats lacks is an error.
 
 Output:
   --progress MODE         Progress bar on stderr: auto (when a terminal,

@@ -117,8 +117,9 @@ class Runner {
   }
 
   // The device the phases' disk figures describe (tools/bench/disk.h).
-  void ChooseDisk() {
-    if (options_.disk == "none") return;
+  // InvalidArgument when --disk names one /proc/diskstats does not list.
+  absl::Status ChooseDisk() {
+    if (options_.disk == "none") return absl::OkStatus();
     if (!options_.disk.empty()) {
       result_.disk = options_.disk;
       result_.disk_reason = "--disk";
@@ -131,17 +132,24 @@ class Runner {
           break;
         }
       }
-      if (result_.disk.empty()) return;
+      if (result_.disk.empty()) return absl::OkStatus();
     }
-    // A name that /proc/diskstats does not list gets no figures, once said.
+    // A device found by its directory that /proc/diskstats does not list
+    // (a container's virtualized view) gets no figures, once said.
     DiskMeter probe(result_.disk);
     probe.Start();
     if (!probe.Stop().has_value()) {
+      if (!options_.disk.empty()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "--disk ", options_.disk, ": /proc/diskstats lists no such device (names as in "
+            "/sys/block: vda, nvme0n1, md0; or none)"));
+      }
       Note(absl::StrCat("disk ", result_.disk, " (", result_.disk_reason,
                         ") is not in /proc/diskstats: no disk figures"));
       result_.disk.clear();
       result_.disk_reason.clear();
     }
+    return absl::OkStatus();
   }
 
   absl::Status OpenTargets() {
@@ -160,7 +168,7 @@ class Runner {
       }
       targets_.push_back(std::move(*b));
     }
-    ChooseDisk();
+    if (absl::Status chosen = ChooseDisk(); !chosen.ok()) return chosen;
     for (auto& target : targets_) {
       DecideCommit(*target);
       ChooseTargetProcesses(*target);

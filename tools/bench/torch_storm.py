@@ -11,7 +11,8 @@ CPU), wait at a barrier, and then
   load      torch.load of the rank's own file onto the device (caches dropped
             first when root), compared with what was saved
   dcp_save  torch.distributed.checkpoint.save of all ranks' states into
-            DIR/dcp_R (a gloo process group; rank 0 writes .metadata)
+            DIR/dcp_R (a gloo process group; rank 0 writes .metadata; its
+            FileSystemWriter fsyncs every file, unlike torch.save)
   dcp_load  torch.distributed.checkpoint.load of it into the states
 
 Repeats alternate A B A B. For each phase and target it prints the median
@@ -24,13 +25,14 @@ not import (DCP on Debian's torch 1.13) are skipped with a note.
 Usage:
   torch_storm.py --dir /checkpoints/storm --baseline /var/tmp/plain/storm \\
       --ranks 8 --size 1G --repeat 3 [--phases save,load,dcp_save,dcp_load]
-      [--device auto|cuda|cpu] [--json out.json]
+      [--device auto|cuda|cpu] [--phase-timeout S] [--json out.json]
 Exit status: 0 success, 1 a phase failed or read back wrong bytes, 2 usage.
 """
 
 import argparse
 import json
 import multiprocessing as mp
+import multiprocessing.connection as mp_connection
 import os
 import re
 import resource
@@ -116,18 +118,29 @@ def state_bytes(state):
 
 
 def rank_main(rank, args, barrier, conn):
-    """One rank: holds its state and runs the phases the parent sends."""
-    import torch
-    device = args.device
-    if device == "cuda":
-        torch.cuda.set_device(rank % torch.cuda.device_count())
-    state = make_state(torch, rank, args.size, args.tensors, device)
-    dcp = dist = None
+    """One rank: holds its state and runs the phases the parent sends. Every
+    failure is sent back as ("error", traceback), and breaks the barrier so
+    that no other rank waits for this one."""
+    def fail():
+        barrier.abort()
+        conn.send(("error", traceback.format_exc()))
+
     try:
-        import torch.distributed as dist
-        import torch.distributed.checkpoint as dcp
-    except Exception:  # ImportError, or a broken install
-        dcp = None
+        import torch
+        device = args.device
+        if device == "cuda":
+            torch.cuda.set_device(rank % torch.cuda.device_count())
+        state = make_state(torch, rank, args.size, args.tensors, device)
+        dist = dcp_save = dcp_load = None
+        if any(p.startswith("dcp_") for p in args.phases):
+            import torch.distributed as dist
+            import torch.distributed.checkpoint as dcp
+            # dcp.save/load from torch 2.2; save_state_dict/load_state_dict before.
+            dcp_save = getattr(dcp, "save", None) or dcp.save_state_dict
+            dcp_load = getattr(dcp, "load", None) or dcp.load_state_dict
+    except Exception:
+        fail()
+        return
     pg_ready = False
     while True:
         msg = conn.recv()
@@ -149,10 +162,10 @@ def rank_main(rank, args, barrier, conn):
             elif phase == "load":
                 loaded = torch.load(path, map_location=device)
             elif phase == "dcp_save":
-                dcp.save(state, storage_writer=dcp.FileSystemWriter(path))
+                dcp_save(state, storage_writer=dcp.FileSystemWriter(path))
             elif phase == "dcp_load":
                 loaded = {k: torch.empty_like(v) for k, v in state.items()}
-                dcp.load(loaded, storage_reader=dcp.FileSystemReader(path))
+                dcp_load(loaded, storage_reader=dcp.FileSystemReader(path))
             if device == "cuda":
                 torch.cuda.synchronize()
             end = time.monotonic()
@@ -165,8 +178,7 @@ def rank_main(rank, args, barrier, conn):
             cpu = (cpu1.ru_utime - cpu0.ru_utime) + (cpu1.ru_stime - cpu0.ru_stime)
             conn.send(("ok", start, end, state_bytes(state), cpu))
         except Exception:
-            barrier.abort()
-            conn.send(("error", traceback.format_exc()))
+            fail()
     if pg_ready:
         dist.destroy_process_group()
 
@@ -177,35 +189,81 @@ class Ranks:
     def __init__(self, args):
         ctx = mp.get_context("spawn")  # CUDA does not survive fork
         self.barrier = ctx.Barrier(args.ranks)
+        self.timeout = args.phase_timeout or None
         self.conns, self.procs = [], []
         for rank in range(args.ranks):
             parent, child = ctx.Pipe()
             p = ctx.Process(target=rank_main, args=(rank, args, self.barrier, child), daemon=True)
             p.start()
+            child.close()  # so that a rank that dies reads as EOF here
             self.conns.append(parent)
             self.procs.append(p)
 
     def run(self, phase, path_of_rank):
+        """Every rank's reply to `phase`. Raises RuntimeError naming the first
+        rank that failed (not merely at the broken barrier), died, or was still
+        busy after --phase-timeout."""
         for rank, conn in enumerate(self.conns):
-            conn.send((phase, path_of_rank(rank)))
-        replies = [conn.recv() for conn in self.conns]
-        errors = [(rank, r[1]) for rank, r in enumerate(replies) if r[0] != "ok"]
-        # The first rank whose error is not only the broken barrier.
+            try:
+                conn.send((phase, path_of_rank(rank)))
+            except OSError:
+                pass  # a dead rank: its reply or its exit below says why
+        replies = {}
+        waiting = {conn: rank for rank, conn in enumerate(self.conns)}
+        exits = {p.sentinel: rank for rank, p in enumerate(self.procs)}
+        deadline = time.monotonic() + self.timeout if self.timeout else None
+        while waiting:
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            ready = mp_connection.wait(list(waiting) + list(exits), timeout=left)
+            if not ready:
+                self.barrier.abort()
+                busy = sorted(waiting.values())
+                raise RuntimeError(f"ranks {busy} still busy after --phase-timeout "
+                                   f"{self.timeout:g} s")
+            for r in ready:
+                if r in waiting:
+                    rank = waiting.pop(r)
+                    try:
+                        replies[rank] = r.recv()
+                    except EOFError:
+                        replies[rank] = ("error", self.death(rank))
+                elif r in exits:
+                    rank = exits.pop(r)
+                    conn = self.conns[rank]
+                    if conn in waiting and not conn.poll():
+                        del waiting[conn]
+                        self.barrier.abort()
+                        replies[rank] = ("error", self.death(rank))
+        errors = [(rank, replies[rank][1]) for rank in sorted(replies) if replies[rank][0] != "ok"]
         errors.sort(key=lambda e: "BrokenBarrierError" in e[1])
         if errors:
             raise RuntimeError(f"rank {errors[0][0]}: {errors[0][1]}")
-        return replies
+        return [replies[rank] for rank in range(len(self.conns))]
+
+    def death(self, rank):
+        """How rank `rank`'s process ended, for a rank that did not reply."""
+        p = self.procs[rank]
+        p.join(timeout=5)
+        code = p.exitcode
+        how = ("is still running" if code is None else
+               f"was killed by signal {-code}" if code < 0 else f"exited with code {code}")
+        return f"its process {how} without replying"
 
     def close(self):
+        """Ends every rank within a few seconds, killing those that hang."""
+        self.barrier.abort()
         for conn in self.conns:
             try:
                 conn.send(None)
             except OSError:
                 pass
+        deadline = time.monotonic() + 10
         for p in self.procs:
-            p.join(timeout=30)
+            p.join(timeout=max(0.0, deadline - time.monotonic()))
+        for p in self.procs:
             if p.is_alive():
                 p.kill()
+                p.join()
 
 
 def phase_paths(root, phase, step):
@@ -302,6 +360,8 @@ def main(argv):
     p.add_argument("--repeat", type=int, default=3)
     p.add_argument("--phases", default="save,load,dcp_save,dcp_load")
     p.add_argument("--device", default="auto", choices=("auto", "cuda", "cpu"))
+    p.add_argument("--phase-timeout", type=float, default=600,
+                   help="fail when a phase runs this many seconds (0: no limit)")
     p.add_argument("--json", help="write every figure here")
     args = p.parse_args(argv)
     given = [x for x in args.phases.split(",") if x]
@@ -312,9 +372,13 @@ def main(argv):
                 f"choose from {','.join(PHASES)}")
     if args.ranks < 1 or args.repeat < 1 or args.tensors < 1:
         p.error("--ranks, --repeat and --tensors must be >= 1")
+    if args.phase_timeout < 0:
+        p.error("--phase-timeout must be >= 0")
     import torch
     if args.device == "auto":
         args.device = "cuda" if torch.cuda.is_available() else "cpu"
+    elif args.device == "cuda" and not torch.cuda.is_available():
+        p.error("--device cuda: torch sees no GPU here")
     notes = {}
     if any(x.startswith("dcp_") for x in args.phases):
         try:
