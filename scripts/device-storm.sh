@@ -12,7 +12,8 @@
 # mounts it, and runs against a plain directory on the same disk:
 #   - tools/bench/torch_storm.py: torch.save, torch.load and
 #     torch.distributed.checkpoint save/load of bf16 tensors on the GPU,
-#     STORM_RANKS ranks x STORM_SIZE (default 8 x 1G), 3 repeats;
+#     STORM_RANKS ranks x STORM_SIZE (default 8 x 512M: 4 GiB a storm,
+#     within its time limit), 3 repeats;
 #   - ckptfs-bench's raw and torch storms (8 x 256M, 32 x 32M, 8 x 128M;
 #     STORM_BENCH names which, "" none).
 # Every table goes to stdout and, with the JSON reports and the cluster's
@@ -84,7 +85,7 @@ run() {
   work=${STORM_WORK:-/var/tmp/ckptfs-storm}
   out=${STORM_OUT:-${OUT:-}}
   failed=0
-  local ranks=${STORM_RANKS:-8} size=${STORM_SIZE:-1G} repeat=${STORM_REPEAT:-3}
+  local ranks=${STORM_RANKS:-8} size=${STORM_SIZE:-512M} repeat=${STORM_REPEAT:-3}
   local mnt=$work/mnt plain=$work/plain python=${STORM_PYTHON:-python3}
   # The python with torch: the GPU machine's python3; here Debian's.
   "$python" -c 'import torch' 2>/dev/null || python=/usr/bin/python3
