@@ -275,8 +275,10 @@ def phase_paths(root, phase, step):
     return d, lambda rank: d
 
 
-def run_storm(args, targets, ranks, notes):
-    """records[(phase, label)] = list over repeats of figure dicts."""
+def run_storm(args, targets, ranks, notes, made):
+    """records[(phase, label)] = list over repeats of figure dicts. Every
+    step directory it creates is added to `made` and removed when its
+    repeat ends on that target; the caller removes what a failure left."""
     records = {}
     for repeat in range(args.repeat):
         for label, root in targets:
@@ -286,6 +288,7 @@ def run_storm(args, targets, ranks, notes):
                 d, path_of_rank = phase_paths(root, saves, repeat)
                 if phase in ("save", "dcp_save"):
                     os.makedirs(d, exist_ok=True)
+                    made.add(d)
                     steps[phase] = d
                 elif saves not in steps:
                     raise RuntimeError(f"{phase} needs {saves} in --phases")
@@ -308,6 +311,7 @@ def run_storm(args, targets, ranks, notes):
                 print(f"  repeat {repeat + 1} {label} {phase:8s} {fig['gbps']:7.3f} GB/s", flush=True)
             for d in steps.values():
                 shutil.rmtree(d, ignore_errors=True)
+                made.discard(d)
     return records
 
 
@@ -400,13 +404,16 @@ def main(argv):
     for label, root in targets:
         print(f"  {label}: {root} ({fs_type(root) or 'unknown fs'})")
     ranks = Ranks(args)
+    made = set()
     try:
-        records = run_storm(args, targets, ranks, notes)
+        records = run_storm(args, targets, ranks, notes, made)
     except Exception as e:
         print(f"torch_storm: failed: {e}", file=sys.stderr)
         return 1
     finally:
         ranks.close()
+        for d in made:
+            shutil.rmtree(d, ignore_errors=True)
         shutil.rmtree(work, ignore_errors=True)
     for note in notes.values():
         print(f"  note: {note}")
