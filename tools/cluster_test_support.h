@@ -1,6 +1,7 @@
 // What the tools' tests against a real local cluster (real_cluster_test,
 // ops_cluster_test, etcd_up_test) share: whether this build's daemons and
-// /dev/fuse are usable, whether a process is alive, a whole file's bytes.
+// /dev/fuse are usable, where to look for free ports, whether a process is
+// alive, a whole file's bytes.
 // Each test target defines CKPTFS_BUILD_BIN_DIR. Thread-safe (no state).
 #ifndef CKPTFS_TOOLS_CLUSTER_TEST_SUPPORT_H_
 #define CKPTFS_TOOLS_CLUSTER_TEST_SUPPORT_H_
@@ -9,6 +10,7 @@
 #include <sys/types.h>
 #include <unistd.h>
 
+#include <cstdint>
 #include <fstream>
 #include <iterator>
 #include <string>
@@ -18,6 +20,15 @@
 #include "absl/time/time.h"
 
 namespace ckptfs::tools::testing {
+
+// Where a test starts looking for free ports (tools/ports.h): below the
+// kernel's ephemeral range (32768-60999 by default), so that no client
+// connection of a test running beside it can take one of them as its local
+// port between the check and the daemon's bind; spread by pid (times
+// `spread`) so that tests started together probe different ranges.
+inline uint16_t PortSearchStart(int spread) {
+  return static_cast<uint16_t>(10000 + (::getpid() * spread) % 20000);
+}
 
 // True when ckptfs-meta, ckptfs-storage and ckptfs-fuse are built and
 // /dev/fuse can be opened (tests skip otherwise).

@@ -26,6 +26,7 @@ namespace ckptfs::tools {
 namespace {
 
 using testing::ClusterUsable;
+using testing::PortSearchStart;
 using testing::ProcessGoneWithin;
 using testing::ReadWholeFile;
 
@@ -43,7 +44,7 @@ class EtcdUpTest : public ::testing::Test {
     mnt_ = root_ + "/mnt";
     ::setenv("CKPTFS_BIN_DIR", CKPTFS_BUILD_BIN_DIR, 1);
     const auto base = FindFreePortRange(
-        "127.0.0.1", static_cast<uint16_t>(30000 + (::getpid() * 17) % 20000), kPorts, {});
+        "127.0.0.1", PortSearchStart(17), kPorts, {});
     ASSERT_TRUE(base.has_value());
     base_ = *base;
   }

@@ -33,6 +33,7 @@ namespace ckptfs::tools {
 namespace {
 
 using testing::ClusterUsable;
+using testing::PortSearchStart;
 using testing::ProcessAlive;
 using testing::ReadWholeFile;
 
@@ -67,7 +68,7 @@ class OpsClusterTest : public ::testing::Test {
     ::setenv("CKPTFS_BIN_DIR", CKPTFS_BUILD_BIN_DIR, 1);
     // meta, 2 storage servers, then 4 metrics ports.
     const auto base = FindFreePortRange(
-        "127.0.0.1", static_cast<uint16_t>(30000 + (::getpid() * 17) % 20000), 7, {});
+        "127.0.0.1", PortSearchStart(17), 7, {});
     ASSERT_TRUE(base.has_value());
     base_ = *base;
   }

@@ -25,6 +25,7 @@ namespace ckptfs::tools {
 namespace {
 
 using testing::ClusterUsable;
+using testing::PortSearchStart;
 using testing::ProcessAlive;
 using testing::ProcessGoneWithin;
 using testing::ReadWholeFile;
@@ -40,7 +41,7 @@ class RealClusterTest : public ::testing::Test {
     node2_ = root_ + "/node2";
     ::setenv("CKPTFS_BIN_DIR", CKPTFS_BUILD_BIN_DIR, 1);
     const auto base = FindFreePortRange(
-        "127.0.0.1", static_cast<uint16_t>(30000 + (::getpid() * 13) % 20000), 3, {});
+        "127.0.0.1", PortSearchStart(13), 3, {});
     ASSERT_TRUE(base.has_value());
     base_ = *base;
   }
