@@ -52,10 +52,17 @@ class BenchTest : public MountedClusterTest {
                             &output);
     EXPECT_EQ(rc, 0) << output << "\n" << cluster().DescribeLogs();
     std::cout << output;
-    const std::string script = absl::StrCat(cluster().root(), "/summarize.py");
-    EXPECT_TRUE(WriteWholeFile(script, kSummarize).ok());
+    return Facts("summarize.py", kSummarize, json);
+  }
+
+  // Runs the Python `script` (saved as `name` in the cluster's root) on the
+  // JSON report `json` and returns what it prints; a failure of the script
+  // fails the test.
+  std::string Facts(const char* name, const char* script, const std::string& json) {
+    const std::string path = absl::StrCat(cluster().root(), "/", name);
+    EXPECT_TRUE(WriteWholeFile(path, script).ok());
     std::string facts;
-    EXPECT_EQ(RunShell(absl::StrCat(kPython, " ", script, " ", json), &facts), 0) << facts;
+    EXPECT_EQ(RunShell(absl::StrCat(kPython, " ", path, " ", json), &facts), 0) << facts;
     return facts;
   }
 
@@ -190,10 +197,7 @@ TEST_F(BenchTest, TorchStormOnTheMount) {
                           &output);
   ASSERT_EQ(rc, 0) << output << "\n" << cluster().DescribeLogs();
   std::cout << output;
-  const std::string script = absl::StrCat(cluster().root(), "/storm_facts.py");
-  ASSERT_TRUE(WriteWholeFile(script, kStormFacts).ok());
-  std::string facts;
-  ASSERT_EQ(RunShell(absl::StrCat(kPython, " ", script, " ", json), &facts), 0) << facts;
+  const std::string facts = Facts("storm_facts.py", kStormFacts, json);
   EXPECT_TRUE(absl::StrContains(facts, "phases=load,save\n")) << facts;
   for (const char* phase : {"save", "load"}) {
     EXPECT_TRUE(absl::StrContains(
