@@ -10,7 +10,7 @@ PACKAGES=(
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libgtest-dev libgmock-dev librocksdb-dev libisal-dev
   etcd-server
-  python3 python3-torch python3-numpy
+  python3 python3-venv python3-torch python3-numpy
   strace
   # tests/fuzz/run_fuzzers.sh (libFuzzer); the runtime library is named
   # because --no-install-recommends would leave it out.

@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
-# The main job: installs what is missing, builds, starts a local ckptfs
-# cluster (1 metadata server on RocksDB, 4 storage servers, all on
-# 127.0.0.1, state under $STATE_DIR), mounts it at $MOUNTPOINT, saves and
-# loads a checkpoint with torch.save/torch.load, saves one with two ranks as a
-# checkpoint transaction (the ckptfs Python module: declare, commit, latest),
-# and shows the result.
+# The main job: installs what is missing (Debian packages; torch 2.13 CPU
+# and the ckptfs Python package into the build's virtual environment),
+# builds the programs (not the tests), starts a local ckptfs cluster (1
+# metadata server on RocksDB, 4 storage servers, all on 127.0.0.1, state
+# under $STATE_DIR), mounts it at $MOUNTPOINT, saves and loads a checkpoint
+# with torch.save/torch.load, saves one with two ranks through
+# torch.distributed.checkpoint and ckptfs.dcp.CkptfsWriter (committed for
+# both ranks at once), loads it back from the run directory's latest, and
+# shows the result.
 # The cluster stays up; the last lines say how to stop it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -12,9 +15,11 @@ STATE_DIR=${STATE_DIR:-/var/tmp/ckptfs}
 MOUNTPOINT=${MOUNTPOINT:-/checkpoints}
 BUILD_DIR=${BUILD_DIR:-build}
 CKPTFS="$BUILD_DIR/bin/ckptfs"
+PYTHON="$BUILD_DIR/venv/bin/python"
 
 bash scripts/install-deps.sh
-bash scripts/build.sh
+bash scripts/install-python.sh demo
+BUILD_TARGETS="ckptfs ckptfs-meta ckptfs-storage ckptfs-fuse" bash scripts/build.sh
 
 if grep -qE " $MOUNTPOINT fuse\.ckptfs " /proc/mounts; then
   echo "== ckptfs is already mounted at $MOUNTPOINT; using it"
@@ -26,7 +31,7 @@ fi
 CKPT="$MOUNTPOINT/run1/step_1000/rank_00017.pt"
 mkdir -p "$(dirname "$CKPT")"
 echo "== torch.save -> $CKPT, then torch.load"
-/usr/bin/python3 - "$CKPT" <<'PY'
+"$PYTHON" - "$CKPT" <<'PY'
 import os, sys, time, torch
 path = sys.argv[1]
 state = {f"layer{i}.weight": torch.randn(1024, 1024 + 17 * i) for i in range(8)}
@@ -42,25 +47,11 @@ ls -l "$(dirname "$CKPT")"
 
 RUN="$MOUNTPOINT/run1"
 STEP="$RUN/step_$(date +%s)"
-echo "== checkpoint transaction: 2 ranks save $STEP and commit it together"
-export PYTHONPATH="$PWD/tools/python${PYTHONPATH:+:$PYTHONPATH}"
+echo "== torch.distributed.checkpoint: 2 ranks save $STEP with CkptfsWriter"
 "$CKPTFS" ckpt keep "$RUN" 3 >/dev/null   # reruns keep the 3 newest
-pids=()
-for rank in 0 1; do
-  /usr/bin/python3 - "$STEP" "$rank" <<'PY' &
-import sys, time, torch, ckptfs
-ckpt, rank = sys.argv[1], int(sys.argv[2])
-ckptfs.declare(ckpt, 2)                                # both ranks may declare
-torch.save({"rank": rank, "w": torch.randn(1024, 1024)}, f"{ckpt}/rank_{rank}.pt")
-t0 = time.time()
-ckptfs.commit(ckpt, rank)                              # the barrier
-print(f"rank {rank}: committed after {time.time() - t0:.2f} s; state {ckptfs.state(ckpt)}")
-PY
-  pids+=($!)
-done
-for pid in "${pids[@]}"; do wait "$pid"; done
+"$PYTHON" scripts/demo_dcp.py "$STEP"
 "$CKPTFS" ckpt ls "$RUN" --all
-/usr/bin/python3 -c 'import sys, ckptfs; print("resume from:", ckptfs.latest(sys.argv[1]))' "$RUN"
+"$PYTHON" -c 'import sys, ckptfs; print("resume from:", ckptfs.latest(sys.argv[1]))' "$RUN"
 df -h "$MOUNTPOINT"
 echo
 echo "ckptfs is mounted at $MOUNTPOINT. Stop it with:"

@@ -1,6 +1,6 @@
 """One rank of a checkpoint save, as a training script does it, for the
 checkpoint integration tests (checkpoint_*_test.cc). Uses only the ckptfs
-module (PYTHONPATH=<repo>/tools/python) and the standard library.
+module (PYTHONPATH=<repo>/python) and the standard library.
 
   save DIR RANK [options]   write this rank's files, then commit
   verify DIR --ranks N ...  check every rank's files hold their bytes

@@ -1,5 +1,5 @@
-// torch.save then torch.load through a ckptfs mount, with Debian's
-// python3-torch (/usr/bin/python3): a dict of tensors of uneven sizes must
+// torch.save then torch.load through a ckptfs mount, with the torch of the
+// build's Python environment (CKPTFS_PYTHON, torch 2.13): a dict of tensors of uneven sizes must
 // load back equal, and an mmap read of the same file must match its bytes,
 // through the default mount and through a --direct_io_reads one.
 #include <fcntl.h>
@@ -15,7 +15,17 @@
 namespace ckptfs::testing {
 namespace {
 
-constexpr char kPython[] = "/usr/bin/python3";
+#ifndef CKPTFS_PYTHON
+#error "CKPTFS_PYTHON (the build's Python with torch) must be defined by the build"
+#endif
+constexpr char kPython[] = CKPTFS_PYTHON;
+
+// Fails the test unless kPython can import torch.
+void RequireTorch() {
+  std::string probe;
+  ASSERT_EQ(RunShell(absl::StrCat(kPython, " -c 'import torch'"), &probe), 0)
+      << kPython << " cannot import torch; run scripts/install-python.sh test: " << probe;
+}
 
 class TorchTest : public MountedClusterTest {};
 
@@ -57,11 +67,7 @@ print("OK", size)
 )PY";
 
 TEST_F(TorchTest, SaveThenLoadIsEqualAndMmapMatches) {
-  if (::access(kPython, X_OK) != 0) GTEST_SKIP() << "no /usr/bin/python3";
-  std::string probe;
-  if (RunShell(absl::StrCat(kPython, " -c 'import torch'"), &probe) != 0) {
-    GTEST_FAIL() << "Debian's python3-torch is required (scripts/install-deps.sh): " << probe;
-  }
+  ASSERT_NO_FATAL_FAILURE(RequireTorch());
   const std::string script = cluster().root() + "/save_load.py";
   ASSERT_TRUE(WriteWholeFile(script, absl::StrCat(kSameHelper, kSaveLoadScript)).ok());
   const std::string ckpt = TestDir() + "/rank_00017.pt";
@@ -106,7 +112,7 @@ print("OK")
 // torch.load and a MAP_SHARED mapping through a mount whose read-only opens
 // bypass the page cache (where the kernel allows it) see the saved bytes.
 TEST_F(TorchTest, LoadThroughADirectIoReadsMountIsEqual) {
-  if (::access(kPython, X_OK) != 0) GTEST_SKIP() << "no /usr/bin/python3";
+  ASSERT_NO_FATAL_FAILURE(RequireTorch());
   const std::string save = cluster().root() + "/save_load.py";
   const std::string load = cluster().root() + "/direct_load.py";
   ASSERT_TRUE(WriteWholeFile(save, absl::StrCat(kSameHelper, kSaveLoadScript)).ok());

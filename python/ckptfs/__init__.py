@@ -1,7 +1,7 @@
 """Checkpoint transactions on a ckptfs mount, for training scripts.
 
 A checkpoint is a directory whose files, written by N ranks, become valid
-together or not at all (ckptfs design, "Checkpoint transactions"). Everything
+together or not at all (README, "Checkpoint transactions"). Everything
 here goes through the mount's extended attributes, so it needs nothing but
 the standard library and works on every node where ckptfs is mounted::
 
@@ -13,13 +13,18 @@ the standard library and works on every node where ckptfs is mounted::
     ...
     path = ckptfs.latest("/checkpoints/run1")  # newest committed, or None
 
-Import it with ``PYTHONPATH=<ckptfs repo>/tools/python`` or install it with
-``cmake --install`` (it goes to the dist-packages directory of Debian's
-python3). Every function is safe to call from any thread or process.
+Install it with ``pip install ./python`` from the repository (or put
+``python/`` on ``PYTHONPATH``; ``cmake --install`` also copies it into the
+dist-packages directory of Debian's python3). This module needs only the
+standard library; ``ckptfs.dcp`` and the framework adapters import torch
+when they are imported. Every function is safe to call from any thread or
+process.
 """
 
 import errno as _errno
 import os as _os
+
+__version__ = "0.1.0"
 
 __all__ = [
     "declare",
@@ -31,6 +36,7 @@ __all__ = [
     "keep",
     "remove",
     "parse_info",
+    "on_ckptfs",
 ]
 
 RANKS_XATTR = "user.ckptfs.ranks"
@@ -89,10 +95,10 @@ def _reason(path):
     return parse_info(text).get("reason", "")
 
 
-def _check_on_ckptfs(path):
-    """Raises OSError(ENOTSUP) unless `path` (or its nearest existing
-    ancestor) lies on a ckptfs mount: on a plain file system the attribute
-    writes would be stored and "succeed" without any barrier."""
+def on_ckptfs(path):
+    """Whether `path` (or, if it does not exist yet, its nearest existing
+    ancestor) lies on a ckptfs mount. True when /proc/self/mountinfo cannot
+    be read (then the file system itself answers the calls that follow)."""
     probe = _os.path.abspath(path)
     while not _os.path.exists(probe) and probe != _os.path.dirname(probe):
         probe = _os.path.dirname(probe)
@@ -101,7 +107,7 @@ def _check_on_ckptfs(path):
         with open("/proc/self/mountinfo", "rb") as f:
             lines = f.read().decode("utf-8", "surrogateescape").splitlines()
     except OSError:
-        return  # cannot tell; let the file system answer
+        return True
     best, best_type = "", ""
     for line in lines:
         fields = line.split(" ")
@@ -112,7 +118,14 @@ def _check_on_ckptfs(path):
         inside = probe == mountpoint or probe.startswith(mountpoint.rstrip("/") + "/")
         if inside and len(mountpoint) >= len(best):
             best, best_type = mountpoint, fstype
-    if best_type != "fuse.ckptfs":
+    return best_type == "fuse.ckptfs"
+
+
+def _check_on_ckptfs(path):
+    """Raises OSError(ENOTSUP) unless `path` lies on a ckptfs mount: on a
+    plain file system the attribute writes would be stored and "succeed"
+    without any barrier."""
+    if not on_ckptfs(path):
         raise OSError(_errno.ENOTSUP, "%s is not on a ckptfs mount" % path, path)
 
 
@@ -211,12 +224,17 @@ def commit(dir, rank):
     directory's lock through a setxattr on it, so with the setxattr form
     only one rank per node could wait on a checkpoint at a time.
     """
-    what = "commit of rank %s in %s failed" % (rank, dir)
     try:
         _os.stat(dir)
     except OSError as e:
-        raise _error(e.errno, what, dir) from None
+        raise _error(e.errno, "commit of rank %s in %s failed" % (rank, dir), dir) from None
     _check_on_ckptfs(dir)
+    _wait_commit(dir, rank)
+
+
+def _wait_commit(dir, rank):
+    """commit() without its checks, for callers that made them already."""
+    what = "commit of rank %s in %s failed" % (rank, dir)
     name = "%s.%s" % (COMMIT_XATTR, rank)
     while True:
         try:

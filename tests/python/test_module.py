@@ -1,8 +1,8 @@
 """Tests of the ckptfs module that need no mount: info-line parsing, and
 what it does off a ckptfs mount (refuses instead of pretending). The mount
-side is tested end to end in tests/integration/checkpoint_test.cc.
-
-Run: PYTHONPATH=tools/python python3 -m unittest ckptfs_test
+side is tested end to end in tests/integration/checkpoint_commit_test.cc
+and by the ckptfs.dcp tests here. Plain unittest: runs under pytest, or
+with any Python 3 and PYTHONPATH=python: python3 -m unittest test_module.
 """
 
 import errno

@@ -1,0 +1,195 @@
+"""ckptfs.dcp: CkptfsWriter's dcp.save and dcp.async_save commit the
+checkpoint by themselves, a failing or dying rank leaves it uncommitted,
+and CkptfsReader loads committed checkpoints only. Rank processes are
+gloo jobs of 4 ranks on a real ckptfs mount (rank_main.py)."""
+
+import errno
+import os
+import threading
+import time
+import warnings
+
+import pytest
+import torch
+import torch.distributed.checkpoint as dcp
+
+import ckptfs
+from ckptfs.dcp import CkptfsReader, CkptfsWriter, NotCommittedError
+from ranks import require_all_ok, run_ranks
+
+WORLD = 4
+MIB = 24
+
+
+def save_step(run_dir, step, mode="sync", **args):
+    return require_all_ok(run_ranks(WORLD, "ckptfs", run=run_dir, step=step, mode=mode,
+                                    mib=MIB, **args))
+
+
+def wait_for_state(path, wanted, timeout=60):
+    deadline = time.monotonic() + timeout
+    state = None
+    while time.monotonic() < deadline:
+        try:
+            state = ckptfs.state(path)
+        except FileNotFoundError:
+            state = "gone"
+        if state in wanted:
+            return state
+        time.sleep(0.2)
+    raise AssertionError("%s stayed %s, not %s" % (path, state, wanted))
+
+
+def test_save_commits_before_it_returns_and_reader_loads_latest(run_dir):
+    reports = save_step(run_dir, 100)
+    step = os.path.join(run_dir, "step_100")
+    for rank, report in enumerate(reports):
+        # Read by each rank right after its dcp.save returned.
+        assert report["after_save"] == {"state": "committed", "latest": step}, rank
+        assert report["differences"] == [], rank
+    info = ckptfs.info(step)
+    assert info["ranks"] == WORLD and info["arrived"] == WORLD
+    assert os.path.exists(os.path.join(step, ".metadata"))
+    # Committed means immutable: nothing in it can be changed.
+    with pytest.raises(OSError) as e:
+        open(os.path.join(step, "extra"), "wb")
+    assert e.value.errno == errno.EROFS
+
+    save_step(run_dir, 200, load=False)
+    loaded = require_all_ok(run_ranks(WORLD, "ckptfs_load", path=run_dir, mib=MIB))
+    for report in loaded:
+        assert report["raised"] is False and report["differences"] == []
+        assert report["resolved"] == os.path.join(run_dir, "step_200")
+
+
+def test_async_save_commits_when_the_background_save_ends(run_dir):
+    reports = save_step(run_dir, 100, mode="async")
+    for rank, report in enumerate(reports):
+        assert report["after_save"]["state"] == "committed", rank
+        assert report["steps_while_saving"] > 0, "rank %d: training did not go on" % rank
+        assert report["differences"] == [], rank
+
+
+def test_async_save_error_surfaces_from_the_future(run_dir):
+    save_step(run_dir, 100, load=False)
+    # Saving again under a committed name: every rank's future raises.
+    reports = save_step(run_dir, 100, mode="async", catch=True)
+    for rank, report in enumerate(reports):
+        assert report["raised"], rank
+        assert "already a committed checkpoint" in report["error"], report["error"]
+    assert ckptfs.state(os.path.join(run_dir, "step_100")) == "committed"
+
+
+@pytest.mark.parametrize("how", ["raise", "exit"])
+def test_failing_rank_leaves_no_committed_checkpoint(run_dir, how):
+    save_step(run_dir, 100, load=False)
+    good = os.path.join(run_dir, "step_100")
+    failed = os.path.join(run_dir, "step_200")
+    results = run_ranks(WORLD, "ckptfs_failure", run=run_dir, step=200, mode="sync",
+                        mib=MIB, failing_rank=2, how=how, commit_timeout_s=3,
+                        teardown=False, timeout=180)
+    assert results[2].returncode == (17 if how == "exit" else 0), results[2]
+    for r in results:
+        if r.rank == 2 and how == "exit":
+            continue
+        assert r.report is not None, r
+        assert r.report["raised"], r
+        if how == "raise":
+            assert "simulated: no space left" in r.report["error"] or r.rank != 2, r
+    # A raising rank removes the pending checkpoint; a dead one leaves the
+    # others' arrivals to the commit timeout, which aborts it.
+    assert wait_for_state(failed, ("gone", "aborted")) in ("gone", "aborted")
+    assert ckptfs.latest(run_dir) == good
+    assert [c["name"] for c in ckptfs.checkpoints(run_dir)] == ["step_100"]
+    with pytest.raises((NotCommittedError, FileNotFoundError)):
+        CkptfsReader(failed)
+    # The name can be saved again, the failed attempt's leftovers cleared.
+    reports = save_step(run_dir, 200, load=False)
+    assert all(r["after_save"]["state"] == "committed" for r in reports)
+    assert "partial_2" not in os.listdir(failed)
+
+
+def test_save_clears_a_stale_pending_attempt(run_dir):
+    step = os.path.join(run_dir, "step_300")
+    ckptfs.declare(step, WORLD)
+    with open(os.path.join(step, "stale"), "wb") as f:
+        f.write(b"from an attempt that died")
+    outcome = {}
+
+    def stale_rank():
+        try:
+            ckptfs.commit(step, 1)
+            outcome["result"] = "committed"
+        except OSError as e:
+            outcome["result"] = e.errno
+
+    waiter = threading.Thread(target=stale_rank, daemon=True)
+    waiter.start()
+    deadline = time.monotonic() + 30
+    while ckptfs.info(step)["arrived"] < 1 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    reports = save_step(run_dir, 300, load=False)
+    assert all(r["after_save"]["state"] == "committed" for r in reports)
+    assert "stale" not in os.listdir(step)
+    waiter.join(30)
+    assert outcome.get("result") not in (None, "committed"), outcome
+
+
+def test_keep_applies_retention_at_each_commit(run_dir):
+    for step in (1, 2, 3):
+        save_step(run_dir, step, load=False, keep=2)
+    assert [c["name"] for c in ckptfs.checkpoints(run_dir)] == ["step_2", "step_3"]
+
+
+def test_reader_refuses_pending_and_aborted_checkpoints(run_dir):
+    pending = os.path.join(run_dir, "step_1")
+    ckptfs.declare(pending, 2)
+    with pytest.raises(NotCommittedError, match="pending checkpoint"):
+        CkptfsReader(pending)
+
+    aborted = os.path.join(run_dir, "step_2")
+    ckptfs.declare(aborted, 2, timeout_s=1)
+    with pytest.raises(TimeoutError):
+        ckptfs.commit(aborted, 0)
+    with pytest.raises(NotCommittedError, match="aborted checkpoint"):
+        CkptfsReader(aborted)
+
+    # A run directory with nothing committed in it.
+    with pytest.raises(FileNotFoundError, match="neither a committed checkpoint"):
+        CkptfsReader(run_dir)
+
+
+def test_single_process_save_without_a_process_group(run_dir):
+    state = {"w": torch.arange(1000, dtype=torch.float32), "step": torch.tensor(7)}
+    step = os.path.join(run_dir, "step_7")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # DCP's "torch.distributed is disabled"
+        dcp.save(state, storage_writer=CkptfsWriter(step))
+        assert ckptfs.state(step) == "committed"
+        back = {"w": torch.zeros(1000), "step": torch.tensor(0)}
+        dcp.load(back, storage_reader=CkptfsReader(run_dir))
+    assert torch.equal(back["w"], state["w"]) and back["step"].item() == 7
+
+
+def test_off_the_mount_it_warns_and_works_like_the_stock_writer(tmp_path):
+    state = {"w": torch.arange(10, dtype=torch.float32)}
+    ckpt = tmp_path / "step_1"
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        writer = CkptfsWriter(ckpt)
+        dcp.save(state, storage_writer=writer)
+        back = {"w": torch.zeros(10)}
+        dcp.load(back, storage_reader=CkptfsReader(ckpt))
+    messages = [str(w.message) for w in caught if issubclass(w.category, RuntimeWarning)]
+    assert any("is not on a ckptfs mount" in m and "CkptfsWriter" in m for m in messages)
+    assert any("is not on a ckptfs mount" in m and "CkptfsReader" in m for m in messages)
+    assert writer.sync_files  # durable file by file, as the stock writer
+    assert torch.equal(back["w"], state["w"])
+
+    # DCP raises what a rank raised inside its CheckpointException.
+    with pytest.raises(BaseException, match="not on a ckptfs mount"), \
+            warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        dcp.save(state, storage_writer=CkptfsWriter(tmp_path / "step_2", require_ckptfs=True))
+    with pytest.raises(OSError, match="not on a ckptfs mount"):
+        CkptfsReader(ckpt, require_ckptfs=True)
