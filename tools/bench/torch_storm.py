@@ -11,20 +11,39 @@ CPU), wait at a barrier, and then
   load      torch.load of the rank's own file onto the device (caches dropped
             first when root), compared with what was saved
   dcp_save  torch.distributed.checkpoint.save of all ranks' states into
-            DIR/dcp_R (a gloo process group; rank 0 writes .metadata; its
-            FileSystemWriter fsyncs every file, unlike torch.save)
-  dcp_load  torch.distributed.checkpoint.load of it into the states
+            DIR/dcp_R (a gloo process group; rank 0 writes .metadata) with
+            the writer --dcp-writer names:
+              stock   FileSystemWriter as DCP users get it (sync_files=True:
+                      an fsync per file, unlike torch.save)
+              nosync  FileSystemWriter(sync_files=False): no fsync
+              ckptfs  ckptfs.dcp.CkptfsWriter: dcp.save commits DIR/dcp_R as
+                      a checkpoint (no fsync; the commit syncs every storage
+                      server once). Off a ckptfs mount (the baseline) it
+                      falls back to the stock writer's fsync per file.
+  dcp_load  torch.distributed.checkpoint.load of it into the states, with
+            FileSystemReader (CkptfsReader for --dcp-writer ckptfs, which
+            loads committed checkpoints only), compared with what was saved
 
 Repeats alternate A B A B. For each phase and target it prints the median
 aggregate GB/s (bytes / (last rank end - first rank start)), the median of
 the per-repeat ratios A/B, the ranks' CPU seconds per GiB and, on a ckptfs
-mount, the CPU seconds per GiB of the ckptfs daemons on this machine
-(ckptfs-fuse, ckptfs-storage, ckptfs-meta). Phases whose torch module does
-not import (DCP on Debian's torch 1.13) are skipped with a note.
+mount, the CPU seconds per GiB of the ckptfs daemons serving it (the
+ckptfs-fuse of the mount and the ckptfs-meta and ckptfs-storage of its
+metadata address; every ckptfs daemon on this machine where those are not
+found). Phases whose torch module does not import (DCP on Debian's torch
+1.13) are skipped with a note.
+
+Step directories are removed after each repeat: committed checkpoints are
+immutable, so those with ckptfs.remove (`ckptfs ckpt rm`). The JSON
+report lists every checkpoint the ckptfs writer made, its state after the
+save and whether it was removed. --dcp-writer ckptfs needs the ckptfs
+package: installed (the build's venv has it), else taken from python/ in
+this repository.
 
 Usage:
   torch_storm.py --dir /checkpoints/storm --baseline /var/tmp/plain/storm \\
       --ranks 8 --size 1G --repeat 3 [--phases save,load,dcp_save,dcp_load]
+      [--dcp-writer stock|nosync|ckptfs] [--dcp-thread-count N]
       [--device auto|cuda|cpu] [--phase-timeout S] [--json out.json]
 Exit status: 0 success, 1 a phase failed or read back wrong bytes, 2 usage.
 """
@@ -42,10 +61,20 @@ import sys
 import tempfile
 import time
 import traceback
+import warnings
+
+from storm_host import daemon_cpu_seconds, drop_caches, fs_type, serving_daemons
 
 PHASES = ("save", "load", "dcp_save", "dcp_load")
-DAEMONS = ("ckptfs-fuse", "ckptfs-storage", "ckptfs-meta")
 GIB = float(1 << 30)
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+DCP_WRITERS = {
+    "stock": "FileSystemWriter, sync_files=True (DCP's default): an fsync per file",
+    "nosync": "FileSystemWriter, sync_files=False: no fsync",
+    "ckptfs": "ckptfs.dcp.CkptfsWriter: commits each save as a checkpoint, "
+              "no fsync, one sync per storage server",
+}
+FALLBACK = "stock (fallback)"  # what --dcp-writer ckptfs runs off a ckptfs mount
 
 
 def parse_size(text):
@@ -56,48 +85,15 @@ def parse_size(text):
     return int(float(m.group(1)) * scale[m.group(2).upper()])
 
 
-def fs_type(path):
-    """The file system type of the mount holding `path` (/proc/self/mountinfo)."""
-    path = os.path.realpath(path)
-    best, best_type = "", ""
-    with open("/proc/self/mountinfo") as f:
-        for line in f:
-            left, _, right = line.partition(" - ")
-            mount_point = left.split()[4].replace("\\040", " ")
-            inside = path == mount_point or path.startswith(mount_point.rstrip("/") + "/")
-            if inside and len(mount_point) >= len(best):
-                best, best_type = mount_point, right.split()[0]
-    return best_type
-
-
-def daemon_cpu_seconds():
-    """CPU seconds used so far by every ckptfs daemon on this machine."""
-    tick = os.sysconf("SC_CLK_TCK")
-    total = 0.0
-    for pid in os.listdir("/proc"):
-        if not pid.isdigit():
-            continue
-        try:
-            with open(f"/proc/{pid}/comm") as f:
-                if f.read().strip() not in DAEMONS:
-                    continue
-            with open(f"/proc/{pid}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-            total += (int(fields[11]) + int(fields[12])) / tick
-        except (OSError, IndexError, ValueError):
-            continue  # gone meanwhile
-    return total
-
-
-def drop_caches():
-    """sync, then drop the page cache (root only). True when dropped."""
-    os.sync()
+def import_ckptfs():
+    """The ckptfs package: the installed one (the build's venv has it),
+    else python/ of this repository. Rank processes inherit sys.path."""
     try:
-        with open("/proc/sys/vm/drop_caches", "w") as f:
-            f.write("3")
-        return True
-    except OSError:
-        return False
+        import ckptfs
+    except ImportError:
+        sys.path.insert(0, os.path.join(REPO, "python"))
+        import ckptfs
+    return ckptfs
 
 
 def make_state(torch, rank, size, tensors, device):
@@ -117,6 +113,23 @@ def state_bytes(state):
     return sum(t.numel() * t.element_size() for t in state.values())
 
 
+def dcp_storage(args, dcp):
+    """(writer of a path, reader of a path) for --dcp-writer. Only
+    arguments given are passed: stock is what DCP users get."""
+    writer_args = {}
+    if args.dcp_thread_count is not None:
+        writer_args["thread_count"] = args.dcp_thread_count
+    if args.dcp_writer == "ckptfs":
+        from ckptfs.dcp import CkptfsReader, CkptfsWriter
+        # Off a ckptfs mount both warn, every rank; the parent says it once.
+        warnings.filterwarnings("ignore", message=".*is not on a ckptfs mount",
+                                category=RuntimeWarning)
+        return (lambda path: CkptfsWriter(path, **writer_args), CkptfsReader)
+    if args.dcp_writer == "nosync":
+        writer_args["sync_files"] = False
+    return (lambda path: dcp.FileSystemWriter(path, **writer_args), dcp.FileSystemReader)
+
+
 def rank_main(rank, args, barrier, conn):
     """One rank: holds its state and runs the phases the parent sends. Every
     failure is sent back as ("error", traceback), and breaks the barrier so
@@ -125,6 +138,9 @@ def rank_main(rank, args, barrier, conn):
         barrier.abort()
         conn.send(("error", traceback.format_exc()))
 
+    # DCP raises CheckpointException, a BaseException, on every rank when
+    # one rank's step fails.
+    failures = (Exception,)
     try:
         import torch
         device = args.device
@@ -135,9 +151,11 @@ def rank_main(rank, args, barrier, conn):
         if any(p.startswith("dcp_") for p in args.phases):
             import torch.distributed as dist
             import torch.distributed.checkpoint as dcp
+            failures += tuple(e for e in [getattr(dcp, "CheckpointException", None)] if e)
             # dcp.save/load from torch 2.2; save_state_dict/load_state_dict before.
             dcp_save = getattr(dcp, "save", None) or dcp.save_state_dict
             dcp_load = getattr(dcp, "load", None) or dcp.load_state_dict
+            dcp_writer, dcp_reader = dcp_storage(args, dcp)
     except Exception:
         fail()
         return
@@ -162,10 +180,10 @@ def rank_main(rank, args, barrier, conn):
             elif phase == "load":
                 loaded = torch.load(path, map_location=device)
             elif phase == "dcp_save":
-                dcp_save(state, storage_writer=dcp.FileSystemWriter(path))
+                dcp_save(state, storage_writer=dcp_writer(path))
             elif phase == "dcp_load":
                 loaded = {k: torch.empty_like(v) for k, v in state.items()}
-                dcp_load(loaded, storage_reader=dcp.FileSystemReader(path))
+                dcp_load(loaded, storage_reader=dcp_reader(path))
             if device == "cuda":
                 torch.cuda.synchronize()
             end = time.monotonic()
@@ -177,7 +195,7 @@ def rank_main(rank, args, barrier, conn):
                 del loaded
             cpu = (cpu1.ru_utime - cpu0.ru_utime) + (cpu1.ru_stime - cpu0.ru_stime)
             conn.send(("ok", start, end, state_bytes(state), cpu))
-        except Exception:
+        except failures:
             fail()
     if pg_ready:
         dist.destroy_process_group()
@@ -266,6 +284,21 @@ class Ranks:
                 p.join()
 
 
+def dcp_writer_on(writer, root):
+    """What --dcp-writer `writer` runs on target directory `root`."""
+    if writer == "ckptfs" and fs_type(root) != "fuse.ckptfs":
+        return FALLBACK
+    return writer
+
+
+def dcp_default_thread_count():
+    """FileSystemWriter's default thread_count, or None if it has none."""
+    import inspect
+    from torch.distributed.checkpoint import FileSystemWriter
+    param = inspect.signature(FileSystemWriter.__init__).parameters.get("thread_count")
+    return None if param is None else param.default
+
+
 def phase_paths(root, phase, step):
     """The step directory a phase writes or reads, and each rank's path."""
     if phase in ("save", "load"):
@@ -275,18 +308,62 @@ def phase_paths(root, phase, step):
     return d, lambda rank: d
 
 
-def run_storm(args, targets, ranks, notes, made):
+def remove_step(d, ckptfs):
+    """Removes step directory `d`: a checkpoint with ckptfs.remove
+    (committed ones are immutable), anything else with rmtree. True when
+    `d` is gone."""
+    if ckptfs is not None and os.path.isdir(d) and ckptfs.on_ckptfs(d):
+        try:
+            if ckptfs.state(d) is not None:
+                ckptfs.remove(d)
+        except OSError as e:
+            print(f"torch_storm: cannot remove checkpoint {d}: {e}", file=sys.stderr)
+    shutil.rmtree(d, ignore_errors=True)
+    return not os.path.exists(d)
+
+
+def check_checkpoint(ckptfs, d, label, repeat, ranks):
+    """The record of checkpoint `d` that dcp_save with CkptfsWriter made;
+    raises unless it is committed by every rank."""
+    info = ckptfs.info(d) or {}
+    entry = {"target": label, "repeat": repeat + 1, "path": d, "state": info.get("state")}
+    for key in ("ranks", "arrived", "files", "bytes"):
+        entry[key] = info.get(key)
+    if entry["state"] != "committed" or entry["arrived"] != ranks:
+        raise RuntimeError(f"dcp_save on {label}, repeat {repeat + 1}: {d} is "
+                           f"{entry['state'] or 'no checkpoint'} ({entry['arrived']} of "
+                           f"{entry['ranks']} ranks arrived) after dcp.save returned")
+    return entry
+
+
+def run_storm(args, targets, ranks, notes, made, checkpoints, ckptfs):
     """records[(phase, label)] = list over repeats of figure dicts. Every
     step directory it creates is added to `made` and removed when its
-    repeat ends on that target; the caller removes what a failure left."""
+    repeat ends on that target; the caller removes what a failure left.
+    With --dcp-writer ckptfs, `ckptfs` is the ckptfs package, and each
+    checkpoint CkptfsWriter commits is checked and appended to
+    `checkpoints`, with "removed" set once it is gone."""
     records = {}
+    daemons = {label: serving_daemons(root) for label, root in targets}
+    for label, root in targets:
+        if fs_type(root) == "fuse.ckptfs" and daemons[label] is None:
+            notes["daemons"] = (f"daemon CPU of {label}: every ckptfs daemon on this machine "
+                                "(the ones serving its mount were not found)")
     for repeat in range(args.repeat):
         for label, root in targets:
+            on_ckptfs = fs_type(root) == "fuse.ckptfs"
+            commits = args.dcp_writer == "ckptfs" and on_ckptfs
+            committed = {}
             steps = {}
             for phase in args.phases:
                 saves = "save" if phase == "load" else "dcp_save" if phase == "dcp_load" else phase
                 d, path_of_rank = phase_paths(root, saves, repeat)
                 if phase in ("save", "dcp_save"):
+                    if phase == "dcp_save" and commits and os.path.lexists(d):
+                        # It may be a committed checkpoint: not ours to remove.
+                        raise RuntimeError(
+                            f"{d} exists already (an earlier run's?); remove it (`ckptfs ckpt "
+                            f"rm {d}` if it is a checkpoint) or choose another --dir")
                     os.makedirs(d, exist_ok=True)
                     made.add(d)
                     steps[phase] = d
@@ -294,23 +371,31 @@ def run_storm(args, targets, ranks, notes, made):
                     raise RuntimeError(f"{phase} needs {saves} in --phases")
                 if not drop_caches() and "caches" not in notes:
                     notes["caches"] = "page cache not dropped before phases (needs root)"
-                cpu0 = daemon_cpu_seconds()
+                cpu0 = daemon_cpu_seconds(daemons[label])
                 try:
                     replies = ranks.run(phase, path_of_rank)
                 except RuntimeError as e:
                     raise RuntimeError(f"{phase} on {label} ({root}), repeat {repeat + 1}, {e}")
-                daemons = daemon_cpu_seconds() - cpu0
+                daemon_cpu = daemon_cpu_seconds(daemons[label]) - cpu0
                 start = min(r[1] for r in replies)
                 end = max(r[2] for r in replies)
                 nbytes = sum(r[3] for r in replies)
                 fig = {"gbps": nbytes / (end - start) / 1e9, "wall_s": end - start,
                        "bytes": nbytes, "rank_cpu_s_per_gib": sum(r[4] for r in replies) / (nbytes / GIB)}
-                if fs_type(root) == "fuse.ckptfs":
-                    fig["daemon_cpu_s_per_gib"] = daemons / (nbytes / GIB)
+                if on_ckptfs:
+                    fig["daemon_cpu_s_per_gib"] = daemon_cpu / (nbytes / GIB)
                 records.setdefault((phase, label), []).append(fig)
                 print(f"  repeat {repeat + 1} {label} {phase:8s} {fig['gbps']:7.3f} GB/s", flush=True)
+                if phase == "dcp_save" and commits:
+                    entry = check_checkpoint(ckptfs, d, label, repeat, args.ranks)
+                    checkpoints.append(entry)
+                    committed[d] = entry
             for d in steps.values():
-                shutil.rmtree(d, ignore_errors=True)
+                gone = remove_step(d, ckptfs)
+                if d in committed:
+                    committed[d]["removed"] = gone
+                if not gone:
+                    raise RuntimeError(f"cannot remove {d} after repeat {repeat + 1} on {label}")
                 made.discard(d)
     return records
 
@@ -363,6 +448,12 @@ def main(argv):
     p.add_argument("--tensors", type=int, default=8, help="tensors per rank")
     p.add_argument("--repeat", type=int, default=3)
     p.add_argument("--phases", default="save,load,dcp_save,dcp_load")
+    p.add_argument("--dcp-writer", default="stock", choices=tuple(DCP_WRITERS),
+                   help="the DCP phases' storage writer and reader: stock (FileSystemWriter, "
+                        "an fsync per file), nosync (sync_files=False) or ckptfs "
+                        "(ckptfs.dcp.CkptfsWriter/CkptfsReader; default: %(default)s)")
+    p.add_argument("--dcp-thread-count", type=int, default=None, metavar="N",
+                   help="the DCP writer's thread_count (default: DCP's own)")
     p.add_argument("--device", default="auto", choices=("auto", "cuda", "cpu"))
     p.add_argument("--phase-timeout", type=float, default=600,
                    help="fail when a phase runs this many seconds (0: no limit)")
@@ -378,6 +469,8 @@ def main(argv):
         p.error("--ranks, --repeat and --tensors must be >= 1")
     if args.phase_timeout < 0:
         p.error("--phase-timeout must be >= 0")
+    if args.dcp_thread_count is not None and args.dcp_thread_count < 1:
+        p.error("--dcp-thread-count must be >= 1")
     import torch
     if args.device == "auto":
         args.device = "cuda" if torch.cuda.is_available() else "cpu"
@@ -390,6 +483,16 @@ def main(argv):
         except Exception as e:
             notes["dcp"] = f"DCP phases skipped: torch.distributed.checkpoint does not import ({e})"
             args.phases = [x for x in args.phases if not x.startswith("dcp_")]
+    dcp = any(x.startswith("dcp_") for x in args.phases)
+    ckptfs = None  # the package; not in args, which the ranks are sent
+    if dcp and args.dcp_writer == "ckptfs":
+        try:
+            ckptfs = import_ckptfs()
+            import ckptfs.dcp  # noqa: F401
+        except Exception as e:
+            print(f"torch_storm: --dcp-writer ckptfs: the ckptfs package does not import ({e}); "
+                  f"pip install {os.path.join(REPO, 'python')}", file=sys.stderr)
+            return 2
     targets = [("A", args.dir)] + ([("B", args.baseline)] if args.baseline else [])
     for label, root in targets:
         try:
@@ -403,17 +506,32 @@ def main(argv):
           f"{args.size / (1 << 20):.0f} MiB in {args.tensors} bf16 tensors, {args.repeat} repeats")
     for label, root in targets:
         print(f"  {label}: {root} ({fs_type(root) or 'unknown fs'})")
+    writers = {}
+    if dcp:
+        writers = {label: dcp_writer_on(args.dcp_writer, root) for label, root in targets}
+        threads = args.dcp_thread_count or dcp_default_thread_count()
+        print(f"  DCP writer {args.dcp_writer}: {DCP_WRITERS[args.dcp_writer]}; "
+              f"thread_count {threads}")
+        for label, root in targets:
+            if writers[label] == FALLBACK:
+                notes[f"fallback {label}"] = (
+                    f"{label} is not on a ckptfs mount: its DCP phases ran CkptfsWriter's "
+                    "fallback, the stock FileSystemWriter (an fsync per file, no commit), "
+                    "and FileSystemReader")
+                print(f"  {label}: not on a ckptfs mount: DCP falls back to the stock "
+                      "writer (an fsync per file, no commit)")
     ranks = Ranks(args)
     made = set()
+    checkpoints = []
     try:
-        records = run_storm(args, targets, ranks, notes, made)
+        records = run_storm(args, targets, ranks, notes, made, checkpoints, ckptfs)
     except Exception as e:
         print(f"torch_storm: failed: {e}", file=sys.stderr)
         return 1
     finally:
         ranks.close()
         for d in made:
-            shutil.rmtree(d, ignore_errors=True)
+            remove_step(d, ckptfs)
         shutil.rmtree(work, ignore_errors=True)
     for note in notes.values():
         print(f"  note: {note}")
@@ -425,6 +543,10 @@ def main(argv):
         with open(args.json, "w") as f:
             json.dump({"torch": torch.__version__, "device": args.device, "ranks": args.ranks,
                        "size": args.size, "repeat": args.repeat, "notes": list(notes.values()),
+                       "dcp_writer": args.dcp_writer if dcp else None,
+                       "dcp_thread_count": (args.dcp_thread_count or dcp_default_thread_count()
+                                            if dcp else None),
+                       "dcp_writers": writers, "checkpoints": checkpoints,
                        "summary": rows,
                        "records": [{"phase": ph, "target": t, "repeats": figs}
                                    for (ph, t), figs in records.items()]}, f, indent=1)
