@@ -97,28 +97,33 @@ def _reason(path):
 
 def on_ckptfs(path):
     """Whether `path` (or, if it does not exist yet, its nearest existing
-    ancestor) lies on a ckptfs mount. True when /proc/self/mountinfo cannot
-    be read (then the file system itself answers the calls that follow)."""
+    ancestor) lies on a ckptfs mount: its device is one that
+    /proc/self/mountinfo lists as fuse.ckptfs. One stat of the path (more
+    only for missing levels); True when mountinfo cannot be read (then the
+    file system itself answers the calls that follow)."""
     probe = _os.path.abspath(path)
-    while not _os.path.exists(probe) and probe != _os.path.dirname(probe):
-        probe = _os.path.dirname(probe)
-    probe = _os.path.realpath(probe)
+    while True:
+        try:
+            dev = _os.stat(probe).st_dev
+            break
+        except (FileNotFoundError, NotADirectoryError):
+            parent = _os.path.dirname(probe)
+            if parent == probe:
+                return False
+            probe = parent
     try:
         with open("/proc/self/mountinfo", "rb") as f:
             lines = f.read().decode("utf-8", "surrogateescape").splitlines()
     except OSError:
         return True
-    best, best_type = "", ""
+    wanted = "%d:%d" % (_os.major(dev), _os.minor(dev))
     for line in lines:
         fields = line.split(" ")
-        if len(fields) < 5 or "-" not in fields[5:]:
+        if len(fields) < 7 or fields[2] != wanted or "-" not in fields[6:]:
             continue
-        mountpoint = _unescape_name(fields[4])  # same \\ooo escapes
-        fstype = fields[fields.index("-", 5) + 1]
-        inside = probe == mountpoint or probe.startswith(mountpoint.rstrip("/") + "/")
-        if inside and len(mountpoint) >= len(best):
-            best, best_type = mountpoint, fstype
-    return best_type == "fuse.ckptfs"
+        if fields[fields.index("-", 6) + 1] == "fuse.ckptfs":
+            return True
+    return False
 
 
 def _check_on_ckptfs(path):
@@ -197,6 +202,11 @@ def declare(dir, ranks, timeout_s=None):
     """
     _check_on_ckptfs(dir)
     _os.makedirs(dir, exist_ok=True)
+    _declare_xattrs(dir, ranks, timeout_s)
+
+
+def _declare_xattrs(dir, ranks, timeout_s):
+    """declare() of an existing directory known to be on ckptfs."""
     if timeout_s is not None:
         wanted = str(int(timeout_s))
         # An already ended checkpoint is immutable: set only what differs.

@@ -190,7 +190,11 @@ class CkptfsWriter(FileSystemWriter):
         """Declares self.path a checkpoint of `ranks` ranks, first clearing
         what an earlier failed attempt left under that name."""
         path = os.fspath(self.path)
-        info = ckptfs.info(path) if os.path.isdir(path) else None
+        try:
+            info = ckptfs.info(path)
+            exists = True
+        except FileNotFoundError:
+            info, exists = None, False
         state = info["state"] if info else None
         if state == "committed":
             raise FileExistsError(
@@ -208,7 +212,10 @@ class CkptfsWriter(FileSystemWriter):
                     ckptfs.remove(path)
                 except FileNotFoundError:
                     pass
-        ckptfs.declare(path, ranks, timeout_s=self.commit_timeout_s)
+                exists = False
+        if not exists:
+            os.makedirs(path, exist_ok=True)
+        ckptfs._declare_xattrs(path, ranks, self.commit_timeout_s)
         if self.keep is not None:
             run_dir = os.path.dirname(os.path.abspath(path))
             ckptfs.keep(run_dir, self.keep)

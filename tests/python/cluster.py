@@ -49,18 +49,21 @@ def free_port_block(count, low=20000, high=32000):
 class Cluster:
     """`ckptfs up` in a fresh temporary directory; `mount` is the mountpoint."""
 
-    def __init__(self, servers=4, replicas=1, orphan_grace_s=2, extra_args=()):
+    def __init__(self, servers=4, replicas=1, orphan_grace_s=2, metrics=False, extra_args=()):
         self.root = tempfile.mkdtemp(prefix="ckptfs-it-py-", dir="/var/tmp")
         self.state_dir = os.path.join(self.root, "state")
         self.mount = os.path.join(self.root, "mnt")
         self.ckptfs = os.path.join(bin_dir(), "ckptfs")
         base = free_port_block(servers + 1)
         self.meta_port = base
+        # Metrics: the metadata service on metrics_port, storage server i on
+        # metrics_port + 1 + i, the mount after them.
+        self.metrics_port = free_port_block(servers + 2) if metrics else 0
         args = [self.ckptfs, "up", "--state-dir", self.state_dir, "--mountpoint", self.mount,
                 "--host", "127.0.0.1", "--meta-port", str(base),
                 "--storage-port", str(base + 1), "--servers", str(servers),
                 "--replicas", str(replicas), "--orphan-grace-s", str(orphan_grace_s),
-                "--metrics-port", "0", "--no-repair", *extra_args]
+                "--metrics-port", str(self.metrics_port), "--no-repair", *extra_args]
         self._up = False
         result = subprocess.run(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                 text=True, timeout=120)
@@ -81,6 +84,19 @@ class Cluster:
                     lines = f.read().decode("utf-8", "replace").splitlines()[-tail:]
                 out.append("== %s\n%s" % (name, "\n".join(lines)))
         return "\n".join(out)
+
+    def meta_metrics(self):
+        """The metadata service's Prometheus metrics: {"name{labels}": value}."""
+        import urllib.request
+        url = "http://127.0.0.1:%d/metrics" % self.metrics_port
+        with urllib.request.urlopen(url, timeout=10) as reply:
+            text = reply.read().decode()
+        out = {}
+        for line in text.splitlines():
+            if line and not line.startswith("#"):
+                key, _, value = line.rpartition(" ")
+                out[key] = float(value)
+        return out
 
     def run_cli(self, *args):
         """`ckptfs ARGS...`; returns the CompletedProcess (text, merged output)."""

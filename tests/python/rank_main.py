@@ -128,10 +128,13 @@ def scenario_stock(rank, world, mesh, args):
     """The stock FileSystemWriter and FileSystemReader on the given dir."""
     state = build_state(rank, world, args["mib"], mesh)
     writer = FileSystemWriter(args["dir"], thread_count=args["thread_count"],
-                              single_file_per_rank=args["single_file_per_rank"])
+                              single_file_per_rank=args["single_file_per_rank"],
+                              sync_files=args.get("sync_files", True))
     steps = save(state, writer, args["mode"])
     dist.barrier()
-    diffs = load_and_compare(state, FileSystemReader(args["dir"]))
+    diffs = []
+    if args.get("load", True):
+        diffs = load_and_compare(state, FileSystemReader(args["dir"]))
     return {"differences": diffs, "bytes": state_bytes(state), "steps_while_saving": steps}
 
 
@@ -152,7 +155,9 @@ def scenario_ckptfs(rank, world, mesh, args):
             raise
         return {"raised": True, "error": "%s: %s" % (type(e).__name__, e)}
     seconds = time.monotonic() - t0
-    after = {"state": ckptfs.state(path), "latest": ckptfs.latest(args["run"])}
+    after = None
+    if args.get("check_after", True):
+        after = {"state": ckptfs.state(path), "latest": ckptfs.latest(args["run"])}
     diffs = load_and_compare(state, CkptfsReader(args["run"])) if args.get("load", True) else []
     return {"after_save": after, "differences": diffs, "steps_while_saving": steps,
             "save_seconds": seconds, "bytes": state_bytes(state)}
