@@ -18,7 +18,7 @@ _run_ids = itertools.count()
 
 @pytest.fixture(scope="session")
 def cluster():
-    c = Cluster()
+    c = Cluster(metrics=True)
     try:
         yield c
     finally:

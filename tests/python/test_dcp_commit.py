@@ -193,3 +193,25 @@ def test_off_the_mount_it_warns_and_works_like_the_stock_writer(tmp_path):
         dcp.save(state, storage_writer=CkptfsWriter(tmp_path / "step_2", require_ckptfs=True))
     with pytest.raises(OSError, match="not on a ckptfs mount"):
         CkptfsReader(ckpt, require_ckptfs=True)
+
+
+def test_checkpoint_calls_per_save(cluster, run_dir):
+    """What the commit adds to a save, counted at the metadata service: one
+    commit call per rank, one declaration and one look at the name on the
+    coordinator, and no fsync (each file's size is committed once, at
+    close)."""
+
+    def rpcs():
+        prefix = 'ckptfs_meta_rpcs_total{method="'
+        return {k[len(prefix):].split('"')[0]: v for k, v in cluster.meta_metrics().items()
+                if k.startswith(prefix)}
+
+    before = rpcs()
+    save_step(run_dir, 100, load=False, check_after=False)
+    after = rpcs()
+    calls = {name: after.get(name, 0) - before.get(name, 0) for name in after}
+    files = os.listdir(os.path.join(run_dir, "step_100"))
+    assert calls.get("CommitCheckpoint") == WORLD, calls
+    assert calls.get("DeclareCheckpoint") == 1, calls
+    assert calls.get("GetCheckpoint", 0) <= 1, calls
+    assert calls.get("CommitWrite") == len(files), (calls, files)
