@@ -56,6 +56,7 @@ import os
 import re
 import resource
 import shutil
+import signal
 import statistics
 import sys
 import tempfile
@@ -500,6 +501,9 @@ def main(argv):
         except OSError as e:
             print(f"torch_storm: target {label}: cannot create {root}: {e.strerror}", file=sys.stderr)
             return 1
+    # SIGTERM (timeout(1), a wrapper script) ends the run as an exception
+    # would: the ranks are stopped and the step directories removed.
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
     work = tempfile.mkdtemp(prefix="torch_storm.")
     args.pg_file = os.path.join(work, "pg")  # the DCP phases' gloo rendezvous
     print(f"torch_storm: torch {torch.__version__} on {args.device}, {args.ranks} ranks x "
