@@ -1,7 +1,8 @@
-"""Fixtures of the Python tests: one ckptfs cluster per test process
+"""Fixtures of the Python tests: one ckptfs cluster per test file
 (`cluster`, started at the first test that asks for it, stopped after the
-last one, also when tests fail), and a fresh run directory on its mount per
-test (`run_dir`)."""
+file's last one, also when tests fail; a file's CLUSTER_OPTIONS are passed
+to Cluster()), and a fresh run directory on its mount per test
+(`run_dir`)."""
 
 import itertools
 import os
@@ -16,9 +17,10 @@ from cluster import Cluster  # noqa: E402
 _run_ids = itertools.count()
 
 
-@pytest.fixture(scope="session")
-def cluster():
-    c = Cluster(metrics=True)
+@pytest.fixture(scope="module")
+def cluster(request):
+    """The test file's cluster: Cluster() with the file's CLUSTER_OPTIONS."""
+    c = Cluster(metrics=True, **getattr(request.module, "CLUSTER_OPTIONS", {}))
     try:
         yield c
     finally:
