@@ -35,12 +35,12 @@ absl::Status PointLatestAt(MetaTxn& txn, InodeAllocator& inodes,
       return absl::OkStatus();
     }
     if (link.symlink_target() == target) return absl::OkStatus();
-    link.set_symlink_target(std::string(target));
-    link.mutable_attr()->set_size(target.size());
-    link.mutable_attr()->set_mtime_ns(now_ns);
-    link.mutable_attr()->set_ctime_ns(now_ns);
-    txn.PutInode(link);
-    return absl::OkStatus();
+    // Replaced by a new inode rather than retargeted: mounts keep a
+    // symlink's target for as long as they keep its inode (the kernel's
+    // symlink cache), and a lookup that finds another inode under the name
+    // is what makes them drop it.
+    txn.Delete(InodeKey(link.attr().ino()));
+    --inode_delta;
   }
   if (!new_ino.has_value()) {
     absl::StatusOr<uint64_t> ino = inodes.Allocate();

@@ -25,9 +25,11 @@ inline constexpr absl::string_view kLatestName = "latest";
 
 // Stages `run_dir`'s latest -> `target`: creates the symlink (an inode
 // number from `inodes`, allocated once into `new_ino` and kept across
-// retries of the transaction) or retargets the existing one. `run_dir` is
-// the directory as read through `txn`; when an entry is added it is updated
-// and staged, and `inode_delta` grows by one.
+// retries of the transaction), or replaces one with another target by a new
+// inode under the same name (a symlink's target never changes: mounts cache
+// it per inode). `run_dir` is the directory as read through `txn`; when its
+// entry changes it is updated and staged, and `inode_delta` grows by the
+// inodes added less those deleted.
 absl::Status PointLatestAt(MetaTxn& txn, InodeAllocator& inodes,
                            std::optional<uint64_t>& new_ino, InodeRecord& run_dir,
                            absl::string_view target, int64_t now_ns, int64_t& inode_delta);
