@@ -139,28 +139,35 @@ def scenario_stock(rank, world, mesh, args):
 
 
 def scenario_ckptfs(rank, world, mesh, args):
-    """CkptfsWriter saves step_N of the run; right after dcp.save returns,
-    each rank reads the checkpoint's state; CkptfsReader loads the run."""
+    """CkptfsWriter saves step_N of the run for each N of `steps` (or the
+    one `step`), in order; right after each dcp.save returns, each rank
+    reads the checkpoint's state and the run's latest; then CkptfsReader
+    loads the run (its latest). Reports the last save's figures, and
+    "after_saves", one entry per step."""
     import ckptfs
     from ckptfs.dcp import CkptfsReader, CkptfsWriter
     state = build_state(rank, world, args["mib"], mesh)
-    path = os.path.join(args["run"], "step_%d" % args["step"])
-    writer = CkptfsWriter(path, thread_count=args.get("thread_count", 1),
-                          keep=args.get("keep"))
-    t0 = time.monotonic()
-    try:
-        steps = save(state, writer, args["mode"])
-    except BaseException as e:  # DCP's CheckpointException is a BaseException
-        if not args.get("catch"):
-            raise
-        return {"raised": True, "error": "%s: %s" % (type(e).__name__, e)}
-    seconds = time.monotonic() - t0
-    after = None
-    if args.get("check_after", True):
-        after = {"state": ckptfs.state(path), "latest": ckptfs.latest(args["run"])}
+    after_saves = []
+    seconds = steps = 0
+    for step in args.get("steps", [args.get("step")]):
+        path = os.path.join(args["run"], "step_%d" % step)
+        writer = CkptfsWriter(path, thread_count=args.get("thread_count", 1),
+                              keep=args.get("keep"))
+        t0 = time.monotonic()
+        try:
+            steps = save(state, writer, args["mode"])
+        except BaseException as e:  # DCP's CheckpointException is a BaseException
+            if not args.get("catch"):
+                raise
+            return {"raised": True, "error": "%s: %s" % (type(e).__name__, e)}
+        seconds = time.monotonic() - t0
+        if args.get("check_after", True):
+            after_saves.append({"state": ckptfs.state(path),
+                                "latest": ckptfs.latest(args["run"])})
     diffs = load_and_compare(state, CkptfsReader(args["run"])) if args.get("load", True) else []
-    return {"after_save": after, "differences": diffs, "steps_while_saving": steps,
-            "save_seconds": seconds, "bytes": state_bytes(state)}
+    return {"after_save": after_saves[-1] if after_saves else None, "after_saves": after_saves,
+            "differences": diffs, "steps_while_saving": steps, "save_seconds": seconds,
+            "bytes": state_bytes(state)}
 
 
 def scenario_ckptfs_failure(rank, world, mesh, args):

@@ -22,6 +22,7 @@ MIB = 24
 
 
 def save_step(run_dir, step, mode="sync", **args):
+    """Every rank saves step_`step` (or each of `steps=[...]`) with CkptfsWriter."""
     return require_all_ok(run_ranks(WORLD, "ckptfs", run=run_dir, step=step, mode=mode,
                                     mib=MIB, **args))
 
@@ -41,12 +42,15 @@ def wait_for_state(path, wanted, timeout=60):
 
 
 def test_save_commits_before_it_returns_and_reader_loads_latest(run_dir):
-    reports = save_step(run_dir, 100)
-    step = os.path.join(run_dir, "step_100")
+    reports = save_step(run_dir, None, steps=[100, 200])
     for rank, report in enumerate(reports):
         # Read by each rank right after its dcp.save returned.
-        assert report["after_save"] == {"state": "committed", "latest": step}, rank
-        assert report["differences"] == [], rank
+        assert report["after_saves"] == [
+            {"state": "committed", "latest": os.path.join(run_dir, "step_100")},
+            {"state": "committed", "latest": os.path.join(run_dir, "step_200")},
+        ], rank
+        assert report["differences"] == [], rank  # loaded from the run's latest
+    step = os.path.join(run_dir, "step_100")
     info = ckptfs.info(step)
     assert info["ranks"] == WORLD and info["arrived"] == WORLD
     assert os.path.exists(os.path.join(step, ".metadata"))
@@ -55,11 +59,10 @@ def test_save_commits_before_it_returns_and_reader_loads_latest(run_dir):
         open(os.path.join(step, "extra"), "wb")
     assert e.value.errno == errno.EROFS
 
-    save_step(run_dir, 200, load=False)
-    loaded = require_all_ok(run_ranks(WORLD, "ckptfs_load", path=run_dir, mib=MIB))
+    loaded = require_all_ok(run_ranks(WORLD, "ckptfs_load", path=step, mib=MIB))
     for report in loaded:
         assert report["raised"] is False and report["differences"] == []
-        assert report["resolved"] == os.path.join(run_dir, "step_200")
+        assert report["resolved"] == step
 
 
 def test_async_save_commits_when_the_background_save_ends(run_dir):
@@ -136,8 +139,7 @@ def test_save_clears_a_stale_pending_attempt(run_dir):
 
 
 def test_keep_applies_retention_at_each_commit(run_dir):
-    for step in (1, 2, 3):
-        save_step(run_dir, step, load=False, keep=2)
+    save_step(run_dir, None, steps=[1, 2, 3], load=False, keep=2)
     assert [c["name"] for c in ckptfs.checkpoints(run_dir)] == ["step_2", "step_3"]
 
 
