@@ -109,12 +109,18 @@ def load_and_compare(expected, reader):
 
 
 def save(state, writer, mode):
-    """dcp.save, or dcp.async_save and its future; with "async", the number
-    of training steps run while the save was in flight."""
+    """dcp.save ("sync"), or dcp.async_save ("async": in a thread;
+    "async_process": in a background process) and its future; for the
+    async modes, the number of training steps run while the save was in
+    flight."""
     if mode == "sync":
         dcp.save(state, storage_writer=writer)
         return 0
-    future = dcp.async_save(state, storage_writer=writer)
+    kwargs = {}
+    if mode == "async_process":  # the save runs in a background process
+        from torch.distributed.checkpoint.state_dict_saver import AsyncCheckpointerType
+        kwargs["async_checkpointer_type"] = AsyncCheckpointerType.PROCESS
+    future = dcp.async_save(state, storage_writer=writer, **kwargs)
     steps = 0
     a = torch.randn(256, 256)
     while not future.done():

@@ -65,10 +65,11 @@ def test_save_commits_before_it_returns_and_reader_loads_latest(run_dir):
         assert report["resolved"] == step
 
 
-def test_async_save_commits_when_the_background_save_ends(run_dir):
-    reports = save_step(run_dir, 100, mode="async")
+@pytest.mark.parametrize("mode", ["async", "async_process"])
+def test_async_save_commits_when_the_background_save_ends(run_dir, mode):
+    reports = save_step(run_dir, None, steps=[100, 200], mode=mode)
     for rank, report in enumerate(reports):
-        assert report["after_save"]["state"] == "committed", rank
+        assert [a["state"] for a in report["after_saves"]] == ["committed"] * 2, rank
         assert report["steps_while_saving"] > 0, "rank %d: training did not go on" % rank
         assert report["differences"] == [], rank
 
