@@ -35,6 +35,8 @@ __all__ = [
     "checkpoints",
     "keep",
     "remove",
+    "set_latest_name",
+    "latest_name",
     "parse_info",
     "on_ckptfs",
 ]
@@ -48,6 +50,8 @@ STATE_XATTR = "user.ckptfs.state"
 INFO_XATTR = "user.ckptfs.info"
 CHECKPOINTS_XATTR = "user.ckptfs.checkpoints"
 LATEST_XATTR = "user.ckptfs.latest"
+LATEST_NAME_XATTR = "user.ckptfs.latest_name"
+DEFAULT_LATEST_NAME = "latest"
 
 _NUMERIC_KEYS = (
     "ranks", "arrived", "files", "bytes", "declared_ms", "first_commit_ms",
@@ -323,3 +327,30 @@ def remove(dir):
         _os.setxattr(parent or ".", REMOVE_XATTR, name.encode("utf-8", "surrogateescape"))
     except OSError as e:
         raise _error(e.errno, "cannot remove %s" % dir, dir) from None
+
+
+def set_latest_name(run_dir, name):
+    """Names the symlink by which `run_dir` points at its newest committed
+    checkpoint: `name` (a file name in `run_dir`), or "" for no symlink.
+
+    The default is "latest". A framework that keeps its own file of that
+    name in the run directory (DeepSpeed writes a plain file `latest`)
+    needs another name, or none; ckptfs.latest(run_dir) answers either way.
+    Raises ValueError for a name that is not a single file name, and
+    OSError if the mount refuses it (EINVAL; ENOTSUP from a ckptfs that
+    predates the attribute).
+    """
+    name = _os.fspath(name)
+    if name and ("/" in name or name in (".", "..") or "\0" in name):
+        raise ValueError("the latest symlink's name must be a file name in %s, or '' for "
+                         "none, not %r" % (run_dir, name))
+    _check_on_ckptfs(run_dir)
+    _set(run_dir, LATEST_NAME_XATTR, name,
+         "cannot name the latest symlink of %s %r" % (run_dir, name))
+
+
+def latest_name(run_dir):
+    """The name of `run_dir`'s latest symlink (set_latest_name): "latest"
+    unless another was set, "" if the run directory keeps none."""
+    name = _get(run_dir, LATEST_NAME_XATTR)
+    return DEFAULT_LATEST_NAME if name is None else name

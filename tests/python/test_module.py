@@ -72,6 +72,15 @@ class OffMountTest(unittest.TestCase):
         self.assertIn("commit of rank 0", str(cm.exception))
         self.assertIn("(ENOENT)", str(cm.exception))
 
+    def test_latest_name_takes_a_file_name_and_needs_the_mount(self):
+        for bad in ("a/b", ".", ".."):
+            with self.assertRaises(ValueError, msg=bad):
+                ckptfs.set_latest_name(self.root, bad)
+        with self.assertRaises(OSError) as cm:
+            ckptfs.set_latest_name(self.root, "ckptfs_latest")
+        self.assertEqual(cm.exception.errno, errno.ENOTSUP)
+        self.assertEqual(ckptfs.latest_name(self.root), "latest")
+
     def test_remove_needs_a_name(self):
         with self.assertRaises(ValueError):
             ckptfs.remove("/")
