@@ -1,6 +1,6 @@
-"""Runs a scenario of rank_main.py as N rank processes of one
-torch.distributed job (gloo on 127.0.0.1, the environment torchrun sets),
-and collects what each rank reported.
+"""Runs a scenario of rank_main.py (or of another rank script beside it)
+as N rank processes of one torch.distributed job (gloo on 127.0.0.1, the
+environment torchrun sets), and collects what each rank reported.
 
 Every rank's last line "RESULT <json>" is its report; a rank that exits
 non-zero or prints no report keeps its output for the failure message.
@@ -34,9 +34,9 @@ class RankResult:
         return "rank %d (exit %s):\n%s" % (self.rank, self.returncode, self.output[-4000:])
 
 
-def run_ranks(world, scenario, timeout=300, env=None, **args):
-    """Starts `world` ranks of `scenario` with keyword `args` (JSON) and
-    waits for all; returns their RankResults in rank order."""
+def run_ranks(world, scenario, timeout=300, env=None, script="rank_main.py", **args):
+    """Starts `world` ranks of `scenario` of `script` with keyword `args`
+    (JSON) and waits for all; returns their RankResults in rank order."""
     port = free_port_block(1)
     procs = []
     for rank in range(world):
@@ -49,7 +49,7 @@ def run_ranks(world, scenario, timeout=300, env=None, **args):
         })
         rank_env.update(env or {})
         procs.append(subprocess.Popen(
-            [sys.executable, os.path.join(HERE, "rank_main.py"), scenario, json.dumps(args)],
+            [sys.executable, os.path.join(HERE, script), scenario, json.dumps(args)],
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=rank_env))
     deadline = time.monotonic() + timeout
     outputs = [None] * world
