@@ -237,6 +237,8 @@ class CkptfsWriter(FileSystemWriter):
                 ckptfs.remove(path)
                 _log.warning("CkptfsWriter: rank %s failed to write %s; removed the "
                              "pending checkpoint", self._commit_rank, path)
+        except FileNotFoundError:
+            pass  # another failing rank removed it first
         except OSError as e:
             _log.warning("CkptfsWriter: rank %s failed to write %s and could not remove "
                          "the pending checkpoint (%s); it aborts at its commit timeout",
@@ -329,8 +331,9 @@ class CkptfsReader(FileSystemReader):
     committed checkpoint (`latest`) is loaded, resolved once per load, and
     every rank is checked to have resolved the same one (a commit landing
     between two ranks' resolutions is an error, not a mix of two steps). A
-    pending or aborted checkpoint raises NotCommittedError. `resolved` holds
-    the checkpoint directory being loaded.
+    pending or aborted checkpoint raises NotCommittedError, at construction
+    and again when a load starts (the path is resolved at both). `resolved`
+    holds the checkpoint directory being loaded.
 
     Off a ckptfs mount it warns once and loads the directory as the stock
     reader does, or raises with require_ckptfs=True.
@@ -348,6 +351,12 @@ class CkptfsReader(FileSystemReader):
         if checkpoint_id:
             self.given = os.fspath(checkpoint_id)
         self._resolve()
+
+    def read_metadata(self, *args, **kwargs):
+        # Each load starts here on every rank: resolve again, so that a
+        # reader made before the newest commit loads the newest.
+        self._resolve()
+        return super().read_metadata(*args, **kwargs)
 
     def _resolve(self):
         if not ckptfs.on_ckptfs(self.given):

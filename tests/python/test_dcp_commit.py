@@ -170,8 +170,16 @@ def test_single_process_save_without_a_process_group(run_dir):
         dcp.save(state, storage_writer=CkptfsWriter(step))
         assert ckptfs.state(step) == "committed"
         back = {"w": torch.zeros(1000), "step": torch.tensor(0)}
-        dcp.load(back, storage_reader=CkptfsReader(run_dir))
-    assert torch.equal(back["w"], state["w"]) and back["step"].item() == 7
+        reader = CkptfsReader(run_dir)
+        dcp.load(back, storage_reader=reader)
+        assert torch.equal(back["w"], state["w"]) and back["step"].item() == 7
+
+        # A reader made before a newer commit loads the newer one.
+        newer = {"w": state["w"] * 2, "step": torch.tensor(8)}
+        dcp.save(newer, storage_writer=CkptfsWriter(os.path.join(run_dir, "step_8")))
+        dcp.load(back, storage_reader=reader)
+    assert reader.resolved == os.path.join(run_dir, "step_8")
+    assert torch.equal(back["w"], newer["w"]) and back["step"].item() == 8
 
 
 def test_off_the_mount_it_warns_and_works_like_the_stock_writer(tmp_path):
