@@ -109,11 +109,12 @@ absl::StatusOr<CheckpointRemoval> ParseCheckpointRemoval(absl::string_view value
   if (!absl::SimpleAtoi(parts[1], &removal.expected_ino) || removal.expected_ino == 0) {
     return bad("INO is not an inode number");
   }
-  for (meta::CheckpointState state : {meta::PENDING, meta::COMMITTED, meta::ABORTED}) {
+  for (meta::CheckpointState state :
+       {meta::PENDING, meta::COMMITTED, meta::ABORTED, meta::REMOVING}) {
     if (parts[2] == CheckpointStateName(state)) removal.expected_state = state;
   }
   if (removal.expected_state == meta::CHECKPOINT_STATE_UNSPECIFIED) {
-    return bad("STATE is not pending, committed or aborted");
+    return bad("STATE is not pending, committed, aborted or removing");
   }
   return removal;
 }

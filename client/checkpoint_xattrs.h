@@ -9,7 +9,9 @@
 //   get user.ckptfs.commit.R       the same commit of rank R, as a read; its
 //                                  value is "committed" (see below)
 //   set user.ckptfs.remove "NAME"  on a run directory: remove checkpoint NAME
-//   get user.ckptfs.state          "pending" | "committed" | "aborted"
+//   get user.ckptfs.state          "pending" | "committed" | "aborted" |
+//                                  "removing" (committed, then a name in it
+//                                  was unlinked or rmdir'ed: no longer valid)
 //   get user.ckptfs.ranks          "N"
 //   get user.ckptfs.info           one line of key=value (FormatCheckpointInfo)
 //   get user.ckptfs.checkpoints    on a run directory: one info line per
@@ -69,8 +71,8 @@ absl::StatusOr<std::string> ParseCheckpointName(absl::string_view value);
 
 // The value of user.ckptfs.remove: "NAME", or "NAME/INO/STATE" to remove it
 // only while NAME is still checkpoint inode INO in STATE ("pending",
-// "committed", "aborted"; '/' cannot occur in a name). One trailing "\n"
-// allowed. EINVAL naming what is wrong otherwise.
+// "committed", "aborted", "removing"; '/' cannot occur in a name). One
+// trailing "\n" allowed. EINVAL naming what is wrong otherwise.
 struct CheckpointRemoval {
   std::string name;
   uint64_t expected_ino = 0;  // 0: whatever the entry is

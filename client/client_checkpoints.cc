@@ -96,6 +96,9 @@ absl::StatusOr<meta::CheckpointInfo> Client::CommitCheckpoint(uint64_t dir, uint
         case meta::ABORTED:
           return ErrnoStatus(reply->abort_errno() > 0 ? reply->abort_errno() : EIO,
                              reply->abort_reason());
+        case meta::REMOVING:  // (the service answers ENOENT itself)
+          return ErrnoStatus(ENOENT, absl::StrCat("checkpoint ", dir,
+                                                  " committed, but it is being removed since"));
         case meta::PENDING:
           // The service ends the barrier itself by its timeout; this only
           // guards against one that never answers anything but PENDING.

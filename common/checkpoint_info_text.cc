@@ -55,6 +55,7 @@ meta::CheckpointState StateFromName(absl::string_view name) {
   if (name == "pending") return meta::PENDING;
   if (name == "committed") return meta::COMMITTED;
   if (name == "aborted") return meta::ABORTED;
+  if (name == "removing") return meta::REMOVING;
   return meta::CHECKPOINT_STATE_UNSPECIFIED;
 }
 
@@ -69,7 +70,7 @@ bool SetNumber(meta::CheckpointInfo& info, absl::string_view key, absl::string_v
   int64_t n = 0;
   if (key != "ranks" && key != "arrived" && key != "files" && key != "bytes" &&
       key != "declared_ms" && key != "first_commit_ms" && key != "ended_ms" &&
-      key != "timeout_s" && key != "errno" && key != "ino") {
+      key != "timeout_s" && key != "errno" && key != "ino" && key != "removing_ms") {
     return true;
   }
   if (!absl::SimpleAtoi(value, &n)) return false;
@@ -83,6 +84,7 @@ bool SetNumber(meta::CheckpointInfo& info, absl::string_view key, absl::string_v
   if (key == "timeout_s") info.set_timeout_s(static_cast<uint32_t>(n));
   if (key == "errno") info.set_abort_errno(static_cast<int32_t>(n));
   if (key == "ino") info.set_ino(static_cast<uint64_t>(n));
+  if (key == "removing_ms") info.set_removing_ms(n);
   return true;
 }
 
@@ -93,6 +95,7 @@ std::string CheckpointStateName(meta::CheckpointState state) {
     case meta::PENDING: return "pending";
     case meta::COMMITTED: return "committed";
     case meta::ABORTED: return "aborted";
+    case meta::REMOVING: return "removing";
     default: return "";
   }
 }
@@ -111,6 +114,7 @@ std::string FormatCheckpointInfo(const meta::CheckpointInfo& info) {
       " bytes=", info.bytes(), " declared_ms=", info.declared_ms(),
       " first_commit_ms=", info.first_commit_ms(), " ended_ms=", info.ended_ms(),
       " timeout_s=", info.timeout_s(), " errno=", info.abort_errno(), " ino=", info.ino(),
+      info.removing_ms() != 0 ? absl::StrCat(" removing_ms=", info.removing_ms()) : "",
       " reason=", reason);
 }
 

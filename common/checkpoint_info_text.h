@@ -5,7 +5,9 @@
 //   name=step_1000 state=committed ranks=8 arrived=8 files=9 bytes=123
 //   declared_ms=.. first_commit_ms=.. ended_ms=.. timeout_s=600 errno=0 ino=42 reason=
 //
-// (ino: the checkpoint directory's inode, for CheckpointRemovalValue.)
+// (ino: the checkpoint directory's inode, for CheckpointRemovalValue.) A
+// checkpoint being removed (state=removing) also has removing_ms= before
+// reason=: when its first name was removed.
 //
 // Names may hold any byte but '/' and NUL; the bytes that would break the
 // line (space, tab, newline, '\\', '=') are escaped as \ooo, as /proc/mounts
@@ -27,7 +29,8 @@
 
 namespace ckptfs {
 
-// "pending", "committed", "aborted"; "" for CHECKPOINT_STATE_UNSPECIFIED.
+// "pending", "committed", "aborted", "removing"; "" for
+// CHECKPOINT_STATE_UNSPECIFIED.
 std::string CheckpointStateName(meta::CheckpointState state);
 
 // The user.ckptfs.remove value "NAME/INO/STATE": remove checkpoint `name`

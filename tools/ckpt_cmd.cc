@@ -146,7 +146,8 @@ CommandSpec CkptKeepSpec() {
       "ckpt keep",
       "Keep only the K newest committed checkpoints of RUN_DIR.",
       "Sets user.ckptfs.keep on RUN_DIR. On each commit in it, older committed\n"
-      "checkpoints and aborted ones are removed and their space reclaimed.",
+      "checkpoints, aborted ones and ones being removed (for over a minute) are\n"
+      "removed and their space reclaimed.",
       {},
       {"RUN_DIR", "K"}};
 }
@@ -171,8 +172,9 @@ CommandSpec CkptRmSpec() {
   return CommandSpec{
       "ckpt rm",
       "Remove checkpoint DIR (any state) and reclaim its space.",
-      "Sets user.ckptfs.remove on DIR's parent. Committed checkpoints are immutable:\n"
-      "this is the only way to delete one. `latest` moves to the newest remaining one.",
+      "Sets user.ckptfs.remove on DIR's parent: the whole checkpoint goes in one step\n"
+      "and its chunks are freed at once. (`rm -r DIR` works too: files go one by one\n"
+      "and are freed after the orphan grace.) `latest` moves to the newest remaining one.",
       {},
       {"DIR"}};
 }

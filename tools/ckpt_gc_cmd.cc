@@ -1,8 +1,9 @@
 // `ckptfs ckpt gc RUN_DIR`: reclaim space now. Applies the run directory's
 // retention at once instead of at its next commit — the same rule the
 // metadata service applies (CheckpointStore::Retain): every ABORTED
-// checkpoint, and the COMMITTED ones older (by end time) than the newest K
-// of user.ckptfs.keep (or --keep K) — by removing each through
+// checkpoint, every REMOVING one (committed, then partly deleted with
+// unlink/rmdir), and the COMMITTED ones older (by end time) than the newest
+// K of user.ckptfs.keep (or --keep K) — by removing each through
 // user.ckptfs.remove. Each removal wakes the service's orphan reclaimer, so
 // their chunks are freed within moments. Never removes a PENDING checkpoint
 // or `latest`. Files unlinked outside checkpoints are left to the service's
@@ -31,14 +32,19 @@ CommandSpec CkptGcSpec() {
       "Reclaim space in RUN_DIR now: remove aborted and out-of-retention checkpoints.",
       "Applies retention now rather than at the next commit: removes every aborted\n"
       "checkpoint that ended more than --grace-s ago (a rank may still hold its\n"
-      "files open) and, with user.ckptfs.keep = K on RUN_DIR (`ckptfs ckpt keep`)\n"
-      "or --keep K, the committed ones older than the newest K. Pending checkpoints\n"
-      "and `latest` are never removed. The metadata service frees the chunks of\n"
+      "files open), every one being removed (a name in it was unlinked or\n"
+      "rmdir'ed) for more than --grace-s (whoever does it may still be at it) and,\n"
+      "with user.ckptfs.keep = K on RUN_DIR (`ckptfs ckpt keep`) or --keep K, the\n"
+      "committed ones older than the newest K. Pending checkpoints and `latest`\n"
+      "are never removed. The metadata service frees the chunks of\n"
       "what is removed at once; files deleted outside checkpoints are freed after\n"
       "its --orphan_grace_s, since an open handle may still read them.",
       {
           {"keep", "K", "keep the K newest committed checkpoints (default: RUN_DIR's user.ckptfs.keep)"},
-          {"grace-s", "S", "leave aborted checkpoints that ended less than S seconds ago", "60"},
+          {"grace-s", "S",
+           "leave aborted checkpoints that ended, and removing ones whose removal began, less "
+           "than S seconds ago",
+           "60"},
           {"dry-run", "", "only say what would be removed"},
       },
       {"RUN_DIR"}};
@@ -80,7 +86,7 @@ int RunCkptGc(const ParsedFlags& flags) {
 
   const int64_t now_ms = absl::ToUnixMillis(absl::Now());
   std::vector<std::pair<meta::CheckpointInfo, std::string>> doomed;  // with the reason
-  int young_aborted = 0;
+  int young_aborted = 0, young_removing = 0;
   std::vector<meta::CheckpointInfo> committed;
   for (const meta::CheckpointInfo& c : list) {
     if (c.state() == meta::ABORTED) {
@@ -88,6 +94,12 @@ int RunCkptGc(const ParsedFlags& flags) {
         ++young_aborted;
       } else {
         doomed.emplace_back(c, "aborted");
+      }
+    } else if (c.state() == meta::REMOVING) {
+      if (now_ms - c.removing_ms() < *grace_s * 1000) {
+        ++young_removing;
+      } else {
+        doomed.emplace_back(c, "partly removed");
       }
     } else if (c.state() == meta::COMMITTED) {
       committed.push_back(c);
@@ -123,12 +135,12 @@ int RunCkptGc(const ParsedFlags& flags) {
         outcome = ErrnoFromStatus(s) == ESTALE
                       ? std::string("NOT removed: it changed since it was listed")
                       : absl::StrCat("NOT removed: ", ErrnoText(ErrnoFromStatus(s)));
-      } else {
+      } else if (c.state() == meta::COMMITTED) {
         freed += c.bytes();
       }
     }
     rows.push_back({c.name(), CheckpointStateName(c.state()),
-                    c.state() == meta::ABORTED ? "-" : FormatBytes(c.bytes()), why, outcome});
+                    c.state() == meta::COMMITTED ? FormatBytes(c.bytes()) : "-", why, outcome});
   }
   if (doomed.empty()) {
     std::cout << run_dir << ": nothing to reclaim";
@@ -151,6 +163,12 @@ int RunCkptGc(const ParsedFlags& flags) {
     std::cout << "  " << young_aborted << " aborted checkpoint"
               << (young_aborted == 1 ? "" : "s") << " ended less than " << *grace_s
               << "s ago, left for now (--grace-s)\n";
+  }
+  if (young_removing > 0) {
+    std::cout << "  " << young_removing << " checkpoint" << (young_removing == 1 ? "" : "s")
+              << " whose removal began less than " << *grace_s
+              << "s ago, left to whoever removes " << (young_removing == 1 ? "it" : "them")
+              << " (--grace-s)\n";
   }
   if (failed > 0) {
     return Failure(spec, absl::StrCat(failed, " checkpoint", failed == 1 ? "" : "s",

@@ -24,8 +24,9 @@ std::string Age(const meta::CheckpointInfo& c, int64_t now_ms) {
   return since == 0 ? "-" : FormatAge(now_ms - since);
 }
 
+// Its size when it ended; unknown while pending or once names go.
 std::string Size(const meta::CheckpointInfo& c) {
-  return c.state() == meta::PENDING ? "-" : FormatBytes(c.bytes());
+  return c.state() == meta::PENDING || c.state() == meta::REMOVING ? "-" : FormatBytes(c.bytes());
 }
 
 std::string AbortText(const meta::CheckpointInfo& c) {
@@ -39,7 +40,7 @@ std::string AbortText(const meta::CheckpointInfo& c) {
 CommandSpec CkptStateSpec() {
   return CommandSpec{
       "ckpt state",
-      "Show checkpoint DIR: pending, committed or aborted, ranks arrived, size.",
+      "Show checkpoint DIR: pending, committed, aborted or removing, ranks, size.",
       "The first line is the state alone (as user.ckptfs.state reads). Exit status 1\n"
       "if DIR is not a checkpoint.",
       {},
@@ -76,6 +77,11 @@ int RunCkptState(const ParsedFlags& flags) {
     }
   }
   if (c->state() == meta::ABORTED) rows.push_back({"error", AbortText(*c)});
+  if (c->state() == meta::REMOVING && c->removing_ms() != 0) {
+    rows.push_back({"removing", absl::StrCat("since ", FormatAge(now_ms - c->removing_ms()),
+                                             " ago (a name in it was removed; no longer "
+                                             "valid)")});
+  }
   std::cout << CheckpointStateName(c->state()) << "\n" << FormatTable(rows);
   return 0;
 }
@@ -84,10 +90,10 @@ CommandSpec CkptLsSpec() {
   return CommandSpec{
       "ckpt ls",
       "List the checkpoints of RUN_DIR: name, state, ranks arrived/N, size, age.",
-      "Only committed checkpoints unless --all (pending and aborted ones are hidden\n"
-      "from directory listings too, but reachable by name). Oldest first; `latest`\n"
-      "is marked.",
-      {{"all", "", "also pending and aborted checkpoints"}},
+      "Only committed checkpoints unless --all (pending, aborted and removing ones\n"
+      "are hidden from directory listings too, but reachable by name). Oldest\n"
+      "first; `latest` is marked.",
+      {{"all", "", "also pending, aborted and removing checkpoints"}},
       {"RUN_DIR"}};
 }
 
@@ -114,7 +120,7 @@ int RunCkptLs(const ParsedFlags& flags) {
   }
   if (list.empty()) {
     std::cout << "no " << (all ? "" : "committed ") << "checkpoints in " << run_dir
-              << (all ? "" : " (--all shows pending and aborted ones)") << "\n";
+              << (all ? "" : " (--all shows pending, aborted and removing ones)") << "\n";
     return 0;
   }
   std::stable_sort(list.begin(), list.end(),
@@ -127,6 +133,7 @@ int RunCkptLs(const ParsedFlags& flags) {
     std::string note;
     if (latest.ok() && *latest == c.name()) note = "latest";
     if (c.state() == meta::ABORTED) note = AbortText(c);
+    if (c.state() == meta::REMOVING) note = "names in it were removed; no longer valid";
     rows.push_back({c.name(), CheckpointStateName(c.state()), absl::StrCat(c.arrived(), "/", c.ranks()), Size(c),
                     Age(c, now_ms), note});
   }

@@ -646,5 +646,37 @@ TEST_F(CliTest, CkptLsAndStateFormatTheMountsAttributes) {
       << r.output;
 }
 
+TEST_F(CliTest, CkptLsAndStateShowACheckpointBeingRemoved) {
+  const std::string run = root_ + "/run";
+  std::filesystem::create_directories(run + "/step_1");
+  const int64_t now_ms = absl::ToUnixMillis(absl::Now());
+  const std::string line = absl::StrCat(
+      "name=step_1 state=removing ranks=2 arrived=2 files=4 bytes=3145728 declared_ms=",
+      now_ms - 3'600'000, " first_commit_ms=", now_ms - 3'000'000, " ended_ms=",
+      now_ms - 1'830'000, " timeout_s=600 errno=0 ino=7 removing_ms=", now_ms - 630'000,
+      " reason=\n");
+  if (::setxattr(run.c_str(), "user.ckptfs.checkpoints", line.data(), line.size(), 0) != 0) {
+    GTEST_SKIP() << "no user xattrs on " << root_ << ": " << strerror(errno);
+  }
+  ASSERT_EQ(::setxattr((run + "/step_1").c_str(), "user.ckptfs.info", line.data(),
+                       line.size() - 1, 0),
+            0);
+  CommandResult r = Run({"ckpt", "ls", run});
+  EXPECT_EQ(r.exit_status, 0) << r.output;
+  EXPECT_NE(r.output.find("no committed checkpoints"), std::string::npos) << r.output;
+  r = Run({"ckpt", "ls", run, "--all"});
+  EXPECT_EQ(r.exit_status, 0) << r.output;
+  EXPECT_NE(r.output.find("step_1  removing  2/2    -     30m  names in it were removed; no "
+                          "longer valid"),
+            std::string::npos)
+      << r.output;
+  r = Run({"ckpt", "state", run + "/step_1"});
+  EXPECT_EQ(r.exit_status, 0) << r.output;
+  EXPECT_EQ(r.output.substr(0, 9), "removing\n") << r.output;
+  EXPECT_NE(r.output.find("since 10m ago (a name in it was removed; no longer valid)"),
+            std::string::npos)
+      << r.output;
+}
+
 }  // namespace
 }  // namespace ckptfs::tools

@@ -116,7 +116,8 @@ absl::Status MetaTxn::AddInodeCount(int64_t delta) {
     if (!decoded.has_value()) return CorruptRecord(key);
     count = *decoded;
   }
-  PutRaw(key, EncodeU64(count + static_cast<uint64_t>(delta)));
+  inode_count_delta_ += delta;
+  PutRaw(key, EncodeU64(count + static_cast<uint64_t>(inode_count_delta_)));
   return absl::OkStatus();
 }
 

@@ -87,6 +87,7 @@ class MetaTxn {
   void RequireDurable() { txn_.RequireDurable(); }
 
   // Adds `delta` to the count of inodes in use (one shard of the counter).
+  // Several calls in one transaction add up.
   absl::Status AddInodeCount(int64_t delta);
 
   const Txn& txn() const { return txn_; }
@@ -113,6 +114,8 @@ class MetaTxn {
   // Keys read with a lookup, and their values.
   std::map<std::string, std::optional<std::string>, std::less<>> reads_;
   std::vector<AheadRun> ahead_;
+  // What AddInodeCount calls added so far.
+  int64_t inode_count_delta_ = 0;
 };
 
 // Runs `body` and commits what it staged, retrying on conflicts (at most

@@ -18,11 +18,14 @@
 //
 // Checkpoints (design.md, "Checkpoint transactions"; the transactions
 // themselves are in server/meta/checkpoint/): a new inode inherits
-// in_checkpoint from its parent; every mutating operation refuses, with
-// EROFS, to change anything inside a COMMITTED or ABORTED checkpoint
-// (checkpoint/guard.h); a checkpoint directory is removed only by
-// RemoveCheckpoint (Rmdir and Rename over it: EROFS once ended, EBUSY while
-// pending); a directory is never renamed across a checkpoint boundary
+// in_checkpoint from its parent; every mutating operation but Unlink and
+// Rmdir refuses, with EROFS, to change anything inside an ended (COMMITTED,
+// ABORTED or REMOVING) checkpoint (checkpoint/guard.h); the first Unlink or
+// Rmdir inside a COMMITTED one makes it REMOVING and moves `latest` off it
+// (checkpoint/name_removal.h); a checkpoint directory is removed by
+// RemoveCheckpoint or, once ended and empty, by Rmdir (EBUSY while pending;
+// Rename over it: EROFS once ended, EBUSY while pending); a directory is
+// never renamed across a checkpoint boundary
 // (EXDEV: `mv` copies instead), while a file or symlink renamed across one
 // takes the in_checkpoint of its new parent. Handles that may write are
 // registered on the file (writer_handles) until released, and a failed write
@@ -147,10 +150,12 @@ class Namespace {
 
   // --- Removal (ops/remove.cc) ---
   // Removes a non-directory name; EISDIR for a directory. A regular file's
-  // last name going makes it an orphan.
+  // last name going makes it an orphan. Inside a COMMITTED checkpoint it
+  // also makes the checkpoint REMOVING (checkpoint/name_removal.h).
   absl::Status Unlink(uint64_t parent, absl::string_view name);
   // Removes an empty directory; ENOTDIR if `name` is not one, ENOTEMPTY if it
-  // has entries.
+  // has entries, EBUSY if it is a PENDING checkpoint. Inside a COMMITTED
+  // checkpoint, or of an empty one, as Unlink for `latest` and the state.
   absl::Status Rmdir(uint64_t parent, absl::string_view name);
 
   // --- Rename (ops/rename.cc) ---
@@ -167,7 +172,8 @@ class Namespace {
   // clamped; a page also ends at about 1 MiB of names) whose names sort
   // bytewise after `start_after`; `more` says whether entries follow. "."
   // and ".." are not listed (the mount adds them), nor are subdirectories
-  // that are PENDING or ABORTED checkpoints (Lookup still finds them).
+  // that are PENDING, ABORTED or REMOVING checkpoints (Lookup still finds
+  // them).
   // ENOTDIR for a non-directory.
   absl::StatusOr<ReadDirReply> ReadDir(uint64_t ino, absl::string_view start_after,
                                        uint32_t limit);

@@ -145,7 +145,27 @@ TEST(CheckpointXattrsTest, StateNames) {
   EXPECT_EQ(CheckpointStateName(meta::PENDING), "pending");
   EXPECT_EQ(CheckpointStateName(meta::COMMITTED), "committed");
   EXPECT_EQ(CheckpointStateName(meta::ABORTED), "aborted");
+  EXPECT_EQ(CheckpointStateName(meta::REMOVING), "removing");
   EXPECT_EQ(CheckpointStateName(meta::CHECKPOINT_STATE_UNSPECIFIED), "");
+}
+
+TEST(CheckpointXattrsTest, ARemovingCheckpointsLineSaysSinceWhen) {
+  meta::CheckpointInfo info = SampleInfo();
+  info.set_state(meta::REMOVING);
+  info.set_abort_errno(0);
+  info.set_abort_reason("");
+  info.set_removing_ms(1700000001000);
+  const std::string line = FormatCheckpointInfo(info);
+  EXPECT_NE(line.find(" state=removing "), std::string::npos) << line;
+  EXPECT_NE(line.find(" ino=42 removing_ms=1700000001000 reason="), std::string::npos) << line;
+  absl::StatusOr<meta::CheckpointInfo> parsed = ParseCheckpointInfo(line);
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  EXPECT_EQ(parsed->state(), meta::REMOVING);
+  EXPECT_EQ(parsed->removing_ms(), 1700000001000);
+  absl::StatusOr<CheckpointRemoval> removal =
+      ParseCheckpointRemoval(CheckpointRemovalValue("step", 42, meta::REMOVING));
+  ASSERT_TRUE(removal.ok()) << removal.status();
+  EXPECT_EQ(removal->expected_state, meta::REMOVING);
 }
 
 }  // namespace

@@ -23,7 +23,7 @@
 #include "tests/integration/posix_io.h"
 
 #ifndef CKPTFS_PYTHON_DIR
-#error "CKPTFS_PYTHON_DIR (tools/python) must be defined by the build"
+#error "CKPTFS_PYTHON_DIR (python/) must be defined by the build"
 #endif
 #ifndef CKPTFS_RANK_SCRIPT
 #error "CKPTFS_RANK_SCRIPT (checkpoint_rank.py) must be defined by the build"
@@ -226,6 +226,8 @@ void CheckpointTest::SetUp() {
   LocalClusterOptions options;
   options.storage_servers = kStorageServers;
   options.meta_flags = {"--reclaim_interval_s=1", "--default_chunk_size=1048576"};
+  options.meta_flags.insert(options.meta_flags.end(), extra_meta_flags_.begin(),
+                            extra_meta_flags_.end());
   auto cluster = LocalCluster::Start(options);
   ASSERT_TRUE(cluster.ok()) << cluster.status();
   cluster_ = *std::move(cluster);

@@ -134,6 +134,10 @@ class CheckpointTest : public ::testing::Test {
   // Everything a failing test should show.
   std::string Logs();
 
+  // More ckptfs-meta flags for SetUp's cluster (e.g. a short
+  // --orphan_grace_s); a derived fixture sets them in its constructor.
+  std::vector<std::string> extra_meta_flags_;
+
  private:
   std::unique_ptr<LocalCluster> cluster_;
   std::string mnt_;

@@ -53,6 +53,10 @@ class CheckpointStore {
     // registered writer are kept (its writes in flight would otherwise
     // recreate chunks after the trim, which nothing would ever reclaim).
     absl::Duration busy_file_grace = absl::Hours(1);
+    // How long retention leaves a REMOVING checkpoint to whoever is removing
+    // its names (shutil.rmtree fails when names vanish under it), counted
+    // from its first removal.
+    absl::Duration removing_grace = absl::Minutes(1);
   };
 
   CheckpointStore(KvStore* kv, InodeAllocator* inodes, Clock* clock, const Options& options)
@@ -162,9 +166,10 @@ class CheckpointStore {
                                   const RemoveOnly* only = nullptr);
 
   // Retention of the run directory holding checkpoint `ckpt` (its
-  // user.ckptfs.keep = K): removes every ABORTED checkpoint there and the
-  // COMMITTED ones older (by ended_ms) than the newest K. Returns the inodes
-  // removed; none without a valid keep.
+  // user.ckptfs.keep = K): removes every ABORTED checkpoint there, every
+  // REMOVING one whose first removal is options().removing_grace old, and
+  // the COMMITTED ones older (by ended_ms) than the newest K. Returns the
+  // inodes removed; none without a valid keep.
   absl::StatusOr<std::vector<uint64_t>> Retain(uint64_t ckpt);
 
   // The checkpoint governing file (or directory) `ino` if it is PENDING;

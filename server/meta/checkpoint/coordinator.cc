@@ -76,9 +76,16 @@ CheckpointMetrics& Metrics() {
   return *m;
 }
 
-// How a waiter learns that the checkpoint ended as `info`.
+// How a waiter learns that the checkpoint ended as `info`. A REMOVING one
+// committed, but names in it have been removed since: no longer valid, as
+// if it had been removed whole.
 absl::StatusOr<CheckpointInfo> Outcome(CheckpointInfo info) {
   if (info.state() == ABORTED) return AbortedStatus(info);
+  if (info.state() == REMOVING) {
+    return ErrnoStatus(ENOENT, absl::StrCat("checkpoint ", info.name(),
+                                            " committed, but it is being removed since "
+                                            "(a name in it was unlinked or rmdir'ed)"));
+  }
   if (info.state() == COMMITTED) info.set_arrived(info.ranks());
   return info;
 }

@@ -35,8 +35,8 @@
 // the next look still finds it pending (the server that stored the last
 // arrival died or is slow). Several servers may still run the commit; the
 // commit and abort transactions compare the checkpoint's PENDING state, so
-// one applies and the others find it COMMITTED (or ABORTED) and answer
-// their waiters with it. A barrier past its deadline loads the stored
+// one applies and the others find it COMMITTED (or ABORTED, or REMOVING
+// once a name in it was removed) and answer their waiters with it. A barrier past its deadline loads the stored
 // arrivals before it aborts (and commits instead if they are all there).
 // Only the server whose commit or abort transaction applied (the store
 // says so: CheckpointStore::Ended::applied) counts it in the metrics, logs
@@ -145,7 +145,8 @@ class CheckpointCoordinator {
     return store_->Declare(request);
   }
   // Rank `rank` commits checkpoint `ino`: the arrival is stored, then `done`
-  // runs once the checkpoint ends (COMMITTED; ABORTED as AbortedStatus), or
+  // runs once the checkpoint ends (COMMITTED; ABORTED as AbortedStatus;
+  // REMOVING, committed and partly deleted since, as ENOENT), or
   // with the PENDING checkpoint when `wait_ms` (0: default_poll) passes
   // first. `done` may run on this thread before Commit returns (an error, or
   // a checkpoint already ended).
@@ -156,8 +157,8 @@ class CheckpointCoordinator {
   // queues the commit), but `done` runs before this returns, with the
   // checkpoint PENDING (arrived as the barrier counts it, this rank
   // included; arrived == ranks once the barrier is complete and its commit
-  // queued or running), or its outcome if it already ended (COMMITTED;
-  // ABORTED as AbortedStatus), or an error.
+  // queued or running), or its outcome if it already ended (as for Commit),
+  // or an error.
   void CommitNoWait(uint64_t ino, uint32_t rank, Done done);
   absl::StatusOr<CheckpointInfo> Get(uint64_t ino) { return store_->Get(ino); }
   absl::StatusOr<ListCheckpointsReply> List(uint64_t run_dir) { return store_->List(run_dir); }
@@ -215,8 +216,9 @@ class CheckpointCoordinator {
     absl::Time finished;
     absl::Duration cpu;
   };
-  // `ino` ended as `info` (COMMITTED or ABORTED): answers its waiters, drops
-  // its arrival records, applies retention after a commit. Harmless twice.
+  // `ino` ended as `info` (COMMITTED, ABORTED, or already REMOVING when
+  // another server committed it): answers its waiters, drops its arrival
+  // records, applies retention after a commit. Harmless twice.
   // `seen_only`: this server's transaction did not end it (another metadata
   // server's did, or this one's earlier): only the waiters are answered and
   // the arrival records dropped here.

@@ -2,6 +2,7 @@
 #include "server/meta/checkpoint/guard.h"
 
 #include <cerrno>
+#include <string>
 
 #include "absl/strings/str_cat.h"
 #include "common/errno_status.h"
@@ -19,14 +20,27 @@ absl::StatusOr<CheckpointState> GoverningState(MetaTxn& txn, const InodeRecord& 
   return (*dir)->checkpoint().info().state();
 }
 
+absl::string_view EndedStateText(CheckpointState state) {
+  switch (state) {
+    case COMMITTED: return "committed";
+    case ABORTED: return "aborted";
+    case REMOVING: return "being removed";
+    default: return "pending";
+  }
+}
+
 absl::Status RequireMutable(MetaTxn& txn, const InodeRecord& inode, absl::string_view op) {
   absl::StatusOr<CheckpointState> state = GoverningState(txn, inode);
   if (!state.ok()) return state.status();
   if (!IsEnded(*state)) return absl::OkStatus();
+  const uint64_t ckpt = CheckpointOf(inode);
+  const std::string where =
+      *state == REMOVING
+          ? absl::StrCat("checkpoint ", ckpt, ", which is being removed and")
+          : absl::StrCat(EndedStateText(*state), " checkpoint ", ckpt, ", which");
   return ErrnoStatus(EROFS, absl::StrCat(op, ": inode ", inode.attr().ino(), " is inside ",
-                                         *state == COMMITTED ? "committed" : "aborted",
-                                         " checkpoint ", CheckpointOf(inode),
-                                         ", which can no longer change"));
+                                         where, " can no longer change (unlink and rmdir "
+                                         "are the only changes it takes)"));
 }
 
 }  // namespace ckptfs::meta

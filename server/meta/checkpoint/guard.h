@@ -4,10 +4,12 @@
 //
 // An inode is governed by the checkpoint directory whose subtree holds it
 // (InodeRecord.in_checkpoint), or, for a checkpoint directory itself, by
-// itself. Inside a COMMITTED or ABORTED checkpoint nothing changes any more:
-// the guard answers EROFS. The checkpoint directory is read through the
-// caller's MetaTxn, so an operation racing with the commit or abort
-// transaction conflicts and, on its retry, sees the new state.
+// itself. Inside an ended checkpoint (COMMITTED, ABORTED or REMOVING)
+// nothing changes any more: the guard answers EROFS. The one exception,
+// removing names (unlink, rmdir), is name_removal.h's. The checkpoint
+// directory is read through the caller's MetaTxn, so an operation racing
+// with the commit, abort or removal transaction conflicts and, on its
+// retry, sees the new state.
 //
 // Thread-safety: pure functions, or functions on a caller-owned MetaTxn.
 #ifndef CKPTFS_SERVER_META_CHECKPOINT_GUARD_H_
@@ -35,14 +37,21 @@ inline uint64_t CheckpointOf(const InodeRecord& inode) {
   return IsCheckpointDir(inode) ? inode.attr().ino() : inode.in_checkpoint();
 }
 
-inline bool IsEnded(CheckpointState state) { return state == COMMITTED || state == ABORTED; }
+// Whether a checkpoint in `state` has ended: it never becomes (or is again)
+// PENDING, and nothing in it changes but the removal of names.
+inline bool IsEnded(CheckpointState state) {
+  return state == COMMITTED || state == ABORTED || state == REMOVING;
+}
+
+// How `state` reads in messages: "committed", "aborted", "being removed".
+absl::string_view EndedStateText(CheckpointState state);
 
 // The state of the checkpoint governing `inode` (UNSPECIFIED if none, or if
 // its directory is gone), read through `txn`.
 absl::StatusOr<CheckpointState> GoverningState(MetaTxn& txn, const InodeRecord& inode);
 
 // EROFS ("<op>: inode N is inside committed checkpoint M") when `inode` is
-// governed by a COMMITTED or ABORTED checkpoint; OK otherwise.
+// governed by an ended checkpoint (IsEnded); OK otherwise.
 absl::Status RequireMutable(MetaTxn& txn, const InodeRecord& inode, absl::string_view op);
 
 }  // namespace ckptfs::meta

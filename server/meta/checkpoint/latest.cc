@@ -1,6 +1,7 @@
 // See latest.h.
 #include "server/meta/checkpoint/latest.h"
 
+#include "common/errno_status.h"
 #include "common/log.h"
 #include "server/meta/keys.h"
 #include "server/meta/ops/ops_util.h"
@@ -81,6 +82,51 @@ absl::StatusOr<std::optional<std::string>> LatestTarget(MetaTxn& txn, uint64_t r
     return std::optional<std::string>();
   }
   return std::optional<std::string>((*latest)->symlink_target());
+}
+
+absl::StatusOr<std::optional<std::string>> NewestCommitted(MetaTxn& txn, uint64_t run_dir,
+                                                           uint64_t except) {
+  const std::string prefix = DentryPrefix(run_dir);
+  std::optional<std::string> newest;
+  int64_t newest_ms = 0;
+  std::string start_after;
+  constexpr size_t kPage = 1024;
+  while (true) {
+    absl::StatusOr<std::vector<KeyValue>> page = txn.kv()->Scan(prefix, start_after, kPage);
+    if (!page.ok()) return page.status();
+    for (const KeyValue& entry : *page) {
+      DentryRecord dentry;
+      if (!dentry.ParseFromString(entry.value)) {
+        return ErrnoStatus(EIO, "corrupt directory entry record");
+      }
+      if (dentry.type() != DIRECTORY || dentry.ino() == except) continue;
+      absl::StatusOr<InodeRecord> child = txn.GetInode(dentry.ino());
+      if (!child.ok()) return child.status();
+      const CheckpointInfo& info = child->checkpoint().info();
+      if (info.state() != COMMITTED) continue;
+      if (!newest.has_value() || info.ended_ms() >= newest_ms) {
+        newest = entry.key.substr(prefix.size());
+        newest_ms = info.ended_ms();
+      }
+    }
+    if (page->size() < kPage) break;
+    start_after = page->back().key.substr(prefix.size());
+  }
+  return newest;
+}
+
+absl::Status MoveLatestOff(MetaTxn& txn, InodeAllocator& inodes,
+                           std::optional<uint64_t>& new_ino, InodeRecord& run_dir,
+                           absl::string_view name, uint64_t ckpt, int64_t now_ns,
+                           int64_t& inode_delta) {
+  const uint64_t dir_ino = run_dir.attr().ino();
+  absl::StatusOr<std::optional<std::string>> latest = LatestTarget(txn, dir_ino);
+  if (!latest.ok()) return latest.status();
+  if (!latest->has_value() || **latest != name) return absl::OkStatus();
+  absl::StatusOr<std::optional<std::string>> newest = NewestCommitted(txn, dir_ino, ckpt);
+  if (!newest.ok()) return newest.status();
+  if (!newest->has_value()) return RemoveLatest(txn, run_dir, now_ns, inode_delta);
+  return PointLatestAt(txn, inodes, new_ino, run_dir, **newest, now_ns, inode_delta);
 }
 
 }  // namespace ckptfs::meta

@@ -1,5 +1,6 @@
 // The `latest` symlink of a run directory: the name of its newest committed
-// checkpoint, kept by the commit transaction and by checkpoint removal.
+// checkpoint, kept by the commit transaction, by checkpoint removal and by
+// the first unlink or rmdir inside a committed checkpoint.
 //
 // Only a symlink is ever touched: a regular file or directory a user named
 // "latest" is left alone (and logged).
@@ -41,6 +42,22 @@ absl::Status RemoveLatest(MetaTxn& txn, InodeRecord& run_dir, int64_t now_ns,
 
 // The target of `run_dir`'s latest symlink; nullopt if it has none.
 absl::StatusOr<std::optional<std::string>> LatestTarget(MetaTxn& txn, uint64_t run_dir);
+
+// The name of the newest COMMITTED checkpoint (by ended_ms) among
+// `run_dir`'s children, `except` (an inode) left out; nullopt if there is
+// none. Reads through `txn`.
+absl::StatusOr<std::optional<std::string>> NewestCommitted(MetaTxn& txn, uint64_t run_dir,
+                                                           uint64_t except);
+
+// Stages what checkpoint `ckpt`, named `name` in `run_dir`, ceasing to be
+// valid (removed, or no longer committed) does to `latest`: if the symlink
+// names it, it moves to the newest other COMMITTED checkpoint, or goes when
+// there is none. `run_dir`, `new_ino` and `inode_delta` as for
+// PointLatestAt.
+absl::Status MoveLatestOff(MetaTxn& txn, InodeAllocator& inodes,
+                           std::optional<uint64_t>& new_ino, InodeRecord& run_dir,
+                           absl::string_view name, uint64_t ckpt, int64_t now_ns,
+                           int64_t& inode_delta);
 
 }  // namespace ckptfs::meta
 

@@ -16,42 +16,6 @@
 #include "server/meta/ops/ops_util.h"
 
 namespace ckptfs::meta {
-namespace {
-
-// The name of the newest COMMITTED checkpoint among `run_dir`'s children,
-// `except` left out; nullopt if there is none. Reads through `txn`.
-absl::StatusOr<std::optional<std::string>> NewestCommitted(MetaTxn& txn, uint64_t run_dir,
-                                                           uint64_t except) {
-  const std::string prefix = DentryPrefix(run_dir);
-  std::optional<std::string> newest;
-  int64_t newest_ms = 0;
-  std::string start_after;
-  constexpr size_t kPage = 1024;
-  while (true) {
-    absl::StatusOr<std::vector<KeyValue>> page = txn.kv()->Scan(prefix, start_after, kPage);
-    if (!page.ok()) return page.status();
-    for (const KeyValue& entry : *page) {
-      DentryRecord dentry;
-      if (!dentry.ParseFromString(entry.value)) {
-        return ErrnoStatus(EIO, "corrupt directory entry record");
-      }
-      if (dentry.type() != DIRECTORY || dentry.ino() == except) continue;
-      absl::StatusOr<InodeRecord> child = txn.GetInode(dentry.ino());
-      if (!child.ok()) return child.status();
-      const CheckpointInfo& info = child->checkpoint().info();
-      if (info.state() != COMMITTED) continue;
-      if (!newest.has_value() || info.ended_ms() >= newest_ms) {
-        newest = entry.key.substr(prefix.size());
-        newest_ms = info.ended_ms();
-      }
-    }
-    if (page->size() < kPage) break;
-    start_after = page->back().key.substr(prefix.size());
-  }
-  return newest;
-}
-
-}  // namespace
 
 absl::StatusOr<uint64_t> CheckpointStore::Remove(uint64_t run_dir, absl::string_view name,
                                                   const RemoveOnly* only) {
@@ -92,17 +56,10 @@ absl::StatusOr<uint64_t> CheckpointStore::Remove(uint64_t run_dir, absl::string_
         parent->mutable_attr()->set_nlink(parent->attr().nlink() - 1);
         TouchDir(*parent, now_ns);
         txn.PutInode(*parent);
-        absl::StatusOr<std::optional<std::string>> latest = LatestTarget(txn, run_dir);
-        if (!latest.ok()) return latest.status();
-        if (latest->has_value() && **latest == name) {
-          absl::StatusOr<std::optional<std::string>> newest = NewestCommitted(txn, run_dir, ino);
-          if (!newest.ok()) return newest.status();
-          absl::Status moved =
-              newest->has_value()
-                  ? PointLatestAt(txn, *inodes_, latest_ino, *parent, **newest, now_ns,
-                                  inode_delta)
-                  : RemoveLatest(txn, *parent, now_ns, inode_delta);
-          if (!moved.ok()) return moved;
+        if (absl::Status moved = MoveLatestOff(txn, *inodes_, latest_ino, *parent, name, ino,
+                                               now_ns, inode_delta);
+            !moved.ok()) {
+          return moved;
         }
         if (absl::Status count = txn.AddInodeCount(inode_delta); !count.ok()) return count;
         return ino;
@@ -127,9 +84,16 @@ absl::StatusOr<std::vector<uint64_t>> CheckpointStore::Retain(uint64_t ckpt) {
   absl::StatusOr<ListCheckpointsReply> list = List(run_dir);
   if (!list.ok()) return list.status();
   std::vector<const CheckpointInfo*> committed, victims;
+  // A checkpoint whose names are being removed right now (shutil.rmtree) is
+  // left to its remover for a while: names vanishing under it would fail it.
+  const int64_t removing_before_ms =
+      clock_->NowMs() - absl::ToInt64Milliseconds(options_.removing_grace);
   for (const CheckpointInfo& info : list->checkpoints()) {
     if (info.state() == COMMITTED) committed.push_back(&info);
     if (info.state() == ABORTED) victims.push_back(&info);
+    if (info.state() == REMOVING && info.removing_ms() <= removing_before_ms) {
+      victims.push_back(&info);
+    }
   }
   // Newest first; the checkpoint just committed always counts as the newest
   // (the wall clock may have stepped back, or two ended in one millisecond).
@@ -150,8 +114,7 @@ absl::StatusOr<std::vector<uint64_t>> CheckpointStore::Retain(uint64_t ckpt) {
       return ino.status();
     }
     CKPTFS_LOG(kInfo) << "retention of directory " << run_dir << " (keep " << *keep
-                      << ") removed " << (victim->state() == COMMITTED ? "committed" : "aborted")
-                      << " checkpoint "
+                      << ") removed " << EndedStateText(victim->state()) << " checkpoint "
                       << victim->name();
     removed.push_back(*ino);
   }

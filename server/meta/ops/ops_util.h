@@ -73,9 +73,9 @@ bool AddWriter(InodeRecord& inode, uint64_t writer);
 // Removes writer registration `writer`; false if there was none.
 bool RemoveWriter(InodeRecord& inode, uint64_t writer);
 
-// OK unless `inode` is a checkpoint directory, which only RemoveCheckpoint
-// removes or replaces: EROFS once it ended, EBUSY while it is pending.
-// (Defined in ops/remove.cc.)
+// OK unless `inode` is a checkpoint directory, which a rename does not
+// replace: EROFS once it ended, EBUSY while it is pending. (rmdir has its
+// own rule, checkpoint/name_removal.h; defined in ops/remove.cc.)
 absl::Status RequireNotCheckpointDir(MetaTxn& txn, const InodeRecord& inode,
                                      absl::string_view op);
 

@@ -1,8 +1,8 @@
 // Namespace::ReadDir: one page of a directory's entries, in bytewise name
-// order, from a prefix scan of its dentries. Subdirectories that are PENDING
-// or ABORTED checkpoints are left out (a resume script listing a run
-// directory sees committed checkpoints only); only directory entries cost
-// an inode read for that.
+// order, from a prefix scan of its dentries. Subdirectories that are
+// checkpoints but not COMMITTED ones (PENDING, ABORTED, REMOVING) are left
+// out (a resume script listing a run directory sees committed checkpoints
+// only); only directory entries cost an inode read for that.
 #include <algorithm>
 #include <cerrno>
 
@@ -27,7 +27,7 @@ absl::StatusOr<bool> Listed(KvStore* kv, const DentryRecord& dentry) {
   InodeRecord inode;
   if (!inode.ParseFromString((*stored)->value)) return ErrnoStatus(EIO, "corrupt inode record");
   const CheckpointState state = inode.checkpoint().info().state();
-  return state != PENDING && state != ABORTED;
+  return state == CHECKPOINT_STATE_UNSPECIFIED || state == COMMITTED;
 }
 
 }  // namespace
