@@ -31,6 +31,13 @@ inline constexpr char kReplicasXattr[] = "user.ckptfs.replicas";
 inline constexpr char kErasureCodeXattr[] = "user.ckptfs.ec";
 inline constexpr char kCommitTimeoutXattr[] = "user.ckptfs.commit_timeout_s";
 inline constexpr char kKeepXattr[] = "user.ckptfs.keep";
+// On a run directory: the name of the symlink by which it points at its
+// newest committed checkpoint — a file name in it, or "" for no symlink at
+// all (a framework that keeps its own file called `latest`, as DeepSpeed
+// does). Unset: "latest". Not copied to new subdirectories (a run directory
+// is where the checkpoints are, not what is below it).
+inline constexpr char kLatestNameXattr[] = "user.ckptfs.latest_name";
+inline constexpr char kDefaultLatestName[] = "latest";
 
 // The checkpoint protocol, served by the client library.
 inline constexpr char kRanksXattr[] = "user.ckptfs.ranks";

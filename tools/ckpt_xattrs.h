@@ -8,6 +8,8 @@
 //                                          rank per node at a time (below)
 //          user.ckptfs.commit_timeout_s    on DIR or its parent: the barrier
 //          user.ckptfs.keep "K"            on a run dir: retention
+//          user.ckptfs.latest_name "NAME"  on a run dir: its latest symlink's
+//                                          name ("" for none)
 //          user.ckptfs.remove "NAME"       on a run dir: remove a checkpoint
 //   read   user.ckptfs.commit.R           on DIR: commit rank R (blocks)
 //          user.ckptfs.state / .info       on a checkpoint dir

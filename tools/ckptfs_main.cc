@@ -4,6 +4,7 @@
 // Exit status: 0 success, 1 failure, 2 usage error.
 #include <signal.h>
 
+#include <algorithm>
 #include <cstring>
 #include <iostream>
 #include <string>
@@ -28,13 +29,21 @@ bool IsGroup(const std::string& word) {
   return false;
 }
 
-// The one-line summaries of the commands of `group` (all if "*").
+// The one-line summaries of the commands of `group` (all if "*"), in a
+// column wide enough for the longest name.
 std::string CommandList(const std::string& group) {
+  auto listed = [&group](const Command& command) {
+    return group == "*" || GroupOf(command.spec.name) == group;
+  };
+  size_t width = 16;
+  for (const Command& command : AllCommands()) {
+    if (listed(command)) width = std::max(width, command.spec.name.size() + 4);
+  }
   std::string text;
   for (const Command& command : AllCommands()) {
-    if (group != "*" && GroupOf(command.spec.name) != group) continue;
+    if (!listed(command)) continue;
     std::string name = "  " + command.spec.name;
-    name.resize(16, ' ');
+    name.resize(width, ' ');
     text += name + command.spec.summary + "\n";
   }
   return text;

@@ -646,6 +646,41 @@ TEST_F(CliTest, CkptLsAndStateFormatTheMountsAttributes) {
       << r.output;
 }
 
+TEST_F(CliTest, CkptLatestNameChecksItsArgumentsAndNeedsAMount) {
+  CommandResult r = Run({"ckpt"});
+  EXPECT_NE(r.output.find("  ckpt latest-name "), std::string::npos) << r.output;
+  r = Run({"ckpt", "latest-name", "--help"});
+  EXPECT_EQ(r.exit_status, 0) << r.output;
+  EXPECT_NE(r.output.find("usage: ckptfs ckpt latest-name RUN_DIR"), std::string::npos)
+      << r.output;
+  const std::string run = root_ + "/run";
+  std::filesystem::create_directories(run);
+  struct Case {
+    std::vector<std::string> args;
+    std::string message;
+  };
+  const std::vector<Case> cases = {
+      {{"ckpt", "latest-name", run, "--set", "a/b"}, "NAME must be a file name"},
+      {{"ckpt", "latest-name", run, "--set", ".."}, "NAME must be a file name"},
+      {{"ckpt", "latest-name", run, "--set", ""}, "--none keeps no symlink"},
+      {{"ckpt", "latest-name", run, "--none", "--default"}, "at most one of"},
+      {{"ckpt", "latest-name", run, "--set", "x", "--none"}, "at most one of"},
+      {{"ckpt", "latest-name"}, "missing RUN_DIR"},
+  };
+  for (const Case& c : cases) {
+    r = Run(c.args);
+    EXPECT_EQ(r.exit_status, 2) << absl::StrJoin(c.args, " ") << "\n" << r.output;
+    EXPECT_NE(r.output.find(c.message), std::string::npos)
+        << absl::StrJoin(c.args, " ") << "\n" << r.output;
+  }
+  // A plain directory would just store the attribute: refused, not set.
+  r = Run({"ckpt", "latest-name", run, "--set", "ptr"});
+  EXPECT_EQ(r.exit_status, 1) << r.output;
+  EXPECT_NE(r.output.find("is not on a ckptfs mount"), std::string::npos) << r.output;
+  char value[64];
+  EXPECT_LT(::getxattr(run.c_str(), "user.ckptfs.latest_name", value, sizeof(value)), 0);
+}
+
 TEST_F(CliTest, CkptLsAndStateShowACheckpointBeingRemoved) {
   const std::string run = root_ + "/run";
   std::filesystem::create_directories(run + "/step_1");

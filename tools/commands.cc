@@ -14,7 +14,7 @@ const std::vector<Command>& AllCommands() {
       {CkptStateSpec(), RunCkptState},     {CkptLsSpec(), RunCkptLs},
       {CkptShowSpec(), RunCkptShow},       {CkptVerifySpec(), RunCkptVerify},
       {CkptKeepSpec(), RunCkptKeep},       {CkptRmSpec(), RunCkptRm},
-      {CkptGcSpec(), RunCkptGc},
+      {CkptGcSpec(), RunCkptGc},           {CkptLatestNameSpec(), RunCkptLatestName},
   };
   return *commands;
 }

@@ -54,6 +54,9 @@ int RunCkptRm(const ParsedFlags& flags);
 // ckpt_gc_cmd.cc: retention now.
 CommandSpec CkptGcSpec();
 int RunCkptGc(const ParsedFlags& flags);
+// ckpt_latest_name_cmd.cc: the name of a run directory's latest symlink.
+CommandSpec CkptLatestNameSpec();
+int RunCkptLatestName(const ParsedFlags& flags);
 // ckpt_verify_cmd.cc: files, chunks and CRC32C read from the storage
 // servers (ckpt_check.h).
 CommandSpec CkptShowSpec();

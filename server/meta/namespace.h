@@ -214,8 +214,12 @@ class Namespace {
   // ENODATA if absent. user.ckptfs.chunk_size must be a decimal power of two
   // in [64 KiB, 64 MiB], user.ckptfs.replicas a decimal in [1, 8] (on a
   // directory only), user.ckptfs.commit_timeout_s and user.ckptfs.keep
-  // positive decimals (EINVAL); other user.ckptfs. names are reserved
-  // (EINVAL, also for RemoveXattr; see checkpoint/xattr_rules.h).
+  // positive decimals (EINVAL), user.ckptfs.latest_name a file name or ""
+  // (on a directory only; setting or removing it renames the directory's
+  // `latest` symlink in the same transaction, EEXIST if the new name is an
+  // entry that is not a symlink: checkpoint/latest.h); other user.ckptfs.
+  // names are reserved (EINVAL, also for RemoveXattr; see
+  // checkpoint/xattr_rules.h).
   absl::Status SetXattr(const SetXattrRequest& request);
   // ENODATA if `name` is not set.
   absl::StatusOr<std::string> GetXattr(uint64_t ino, absl::string_view name);

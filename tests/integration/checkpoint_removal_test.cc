@@ -53,32 +53,6 @@ std::string ReadLink(const std::string& path) {
   return n < 0 ? "" : std::string(target, static_cast<size_t>(n));
 }
 
-using Files = std::vector<std::pair<std::string, std::string>>;  // relative path, data
-
-// Creates `dir`, declares it a checkpoint of one rank, writes `files` into
-// it (subdirectories made as needed) and commits rank 0. The commit's
-// status.
-absl::Status CommitFiles(const std::string& dir, const Files& files) {
-  if (::mkdir(dir.c_str(), 0755) != 0) return ErrnoStatus(errno, "mkdir " + dir);
-  if (absl::Status declared = tools::WriteXattr(dir, kRanksXattr, "1"); !declared.ok()) {
-    return declared;
-  }
-  for (const auto& [name, data] : files) {
-    const size_t slash = name.rfind('/');
-    if (slash != std::string::npos) {
-      const std::string sub = absl::StrCat(dir, "/", name.substr(0, slash));
-      if (::mkdir(sub.c_str(), 0755) != 0 && errno != EEXIST) {
-        return ErrnoStatus(errno, "mkdir " + sub);
-      }
-    }
-    if (absl::Status written = WriteWholeFile(absl::StrCat(dir, "/", name), data);
-        !written.ok()) {
-      return written;
-    }
-  }
-  return tools::CommitRank(dir, 0);
-}
-
 // Runs shutil.rmtree(path) in Python 3 without ignore_errors, as the
 // frameworks do; its exit status, the traceback (if any) into `output`.
 int Rmtree(const std::string& path, std::string* output) {

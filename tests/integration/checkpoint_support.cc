@@ -219,6 +219,27 @@ uint64_t StorageDiskBytes(const LocalCluster& cluster) {
   return bytes;
 }
 
+absl::Status CommitFiles(const std::string& dir, const CheckpointFiles& files) {
+  if (::mkdir(dir.c_str(), 0755) != 0) return ErrnoStatus(errno, "mkdir " + dir);
+  if (absl::Status declared = tools::WriteXattr(dir, kRanksXattr, "1"); !declared.ok()) {
+    return declared;
+  }
+  for (const auto& [name, data] : files) {
+    const size_t slash = name.rfind('/');
+    if (slash != std::string::npos) {
+      const std::string sub = absl::StrCat(dir, "/", name.substr(0, slash));
+      if (::mkdir(sub.c_str(), 0755) != 0 && errno != EEXIST) {
+        return ErrnoStatus(errno, "mkdir " + sub);
+      }
+    }
+    if (absl::Status written = WriteWholeFile(absl::StrCat(dir, "/", name), data);
+        !written.ok()) {
+      return written;
+    }
+  }
+  return tools::CommitRank(dir, 0);
+}
+
 void CheckpointTest::SetUp() {
   if (::access(kPython, X_OK) != 0) GTEST_SKIP() << "no " << kPython;
   ::setenv("PYTHONPATH", CKPTFS_PYTHON_DIR, 1);

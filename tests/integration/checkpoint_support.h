@@ -13,9 +13,11 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <utility>
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "gtest/gtest.h"
 #include "tests/integration/child_process.h"
@@ -98,6 +100,13 @@ uint64_t InoOf(const std::string& path);
 int ChunkFilesOf(const LocalCluster& cluster, uint64_t ino);
 // Bytes the storage servers' chunk files take on disk (st_blocks), summed.
 uint64_t StorageDiskBytes(const LocalCluster& cluster);
+
+// Files of a checkpoint: path relative to the checkpoint directory, data.
+using CheckpointFiles = std::vector<std::pair<std::string, std::string>>;
+// Creates `dir`, declares it a checkpoint of one rank, writes `files` into
+// it (subdirectories made as needed) and commits rank 0, all through the
+// mount's attributes (no Python); the commit's status.
+absl::Status CommitFiles(const std::string& dir, const CheckpointFiles& files);
 
 class CheckpointTest : public ::testing::Test {
  protected:

@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/errno_status.h"
 #include "server/meta/namespace.h"
+#include "server/meta/ops/ops_util.h"
 
 namespace ckptfs::meta {
 
@@ -27,16 +28,31 @@ std::optional<uint32_t> ParsePositiveDecimal(absl::string_view text) {
 absl::Status ValidateXattrNameNotReserved(absl::string_view name) {
   if (!absl::StartsWith(name, kCkptfsXattrPrefix)) return absl::OkStatus();
   if (name == kChunkSizeXattr || name == kReplicasXattr || name == kErasureCodeXattr ||
-      name == kCommitTimeoutXattr || name == kKeepXattr) {
+      name == kCommitTimeoutXattr || name == kKeepXattr || name == kLatestNameXattr) {
     return absl::OkStatus();
   }
   return ErrnoStatus(EINVAL, absl::StrCat("xattr \"", name,
                                           "\" is reserved for checkpoints; the stored "
                                           "user.ckptfs. names are chunk_size, replicas, ec, "
-                                          "commit_timeout_s and keep"));
+                                          "commit_timeout_s, keep and latest_name"));
+}
+
+absl::StatusOr<std::optional<std::string>> ParseLatestName(absl::string_view value) {
+  absl::string_view name = value;
+  if (absl::EndsWith(name, "\n")) name.remove_suffix(1);
+  if (name.empty()) return std::optional<std::string>();
+  if (absl::Status valid = ValidateNewName(name); !valid.ok()) {
+    return ErrnoStatus(EINVAL, absl::StrCat(kLatestNameXattr, " \"", absl::CHexEscape(value),
+                                            "\": ", valid.message(),
+                                            "; it must be a file name in the run directory "
+                                            "(no '/', not \".\" or \"..\"), or empty for no "
+                                            "latest symlink"));
+  }
+  return std::optional<std::string>(std::string(name));
 }
 
 absl::Status ValidateCheckpointXattrValue(absl::string_view name, absl::string_view value) {
+  if (name == kLatestNameXattr) return ParseLatestName(value).status();
   if (name != kCommitTimeoutXattr && name != kKeepXattr) return absl::OkStatus();
   if (!ParsePositiveDecimal(value).has_value()) {
     return ErrnoStatus(EINVAL, absl::StrCat(name, " must be a positive decimal number, not \"",

@@ -1,7 +1,9 @@
 // Namespace::SetXattr, GetXattr, ListXattr and RemoveXattr. Xattrs live in
 // the inode record, so changing one is a transaction on that inode. Inside
 // an ended checkpoint they no longer change (EROFS); the user.ckptfs. names
-// follow checkpoint/xattr_rules.h.
+// follow checkpoint/xattr_rules.h. Setting or removing
+// user.ckptfs.latest_name of a run directory also renames its `latest`
+// symlink, in the same transaction (checkpoint/latest.h).
 #include <algorithm>
 #include <cerrno>
 
@@ -10,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/errno_status.h"
 #include "server/meta/checkpoint/guard.h"
+#include "server/meta/checkpoint/latest.h"
 #include "server/meta/checkpoint/xattr_rules.h"
 #include "server/meta/meta_txn.h"
 #include "server/meta/namespace.h"
@@ -31,6 +34,33 @@ absl::Status ValidateXattrName(absl::string_view name) {
 
 absl::Status NoData(uint64_t ino, absl::string_view name) {
   return ErrnoStatus(ENODATA, absl::StrCat("inode ", ino, " has no xattr \"", name, "\""));
+}
+
+// Stages what user.ckptfs.latest_name of `dir` changing to `value`
+// (nullopt: removed) does to its latest symlink, before the caller stores
+// the value in `dir`. EINVAL unless `dir` is a directory.
+absl::Status RenameLatestFor(MetaTxn& txn, InodeAllocator& inodes,
+                             std::optional<uint64_t>& new_ino, InodeRecord& dir,
+                             const std::optional<std::string>& value, int64_t now_ns) {
+  if (dir.attr().type() != DIRECTORY) {
+    return ErrnoStatus(EINVAL, absl::StrCat(kLatestNameXattr, " is set on a run directory (the "
+                                            "parent of checkpoints), not on inode ",
+                                            dir.attr().ino()));
+  }
+  std::optional<std::string> to = std::string(kDefaultLatestName);
+  if (value.has_value()) {
+    absl::StatusOr<std::optional<std::string>> parsed = ParseLatestName(*value);
+    if (!parsed.ok()) return parsed.status();
+    to = *std::move(parsed);
+  }
+  int64_t inode_delta = 0;
+  if (absl::Status renamed = RenameLatest(txn, inodes, new_ino, dir, LatestPointerName(dir), to,
+                                          now_ns, inode_delta);
+      !renamed.ok()) {
+    return renamed;
+  }
+  if (inode_delta == 0) return absl::OkStatus();
+  return txn.AddInodeCount(inode_delta);
 }
 
 }  // namespace
@@ -67,6 +97,8 @@ absl::Status Namespace::SetXattr(const SetXattrRequest& request) {
       return parsed.status();
     }
   }
+  const bool latest_name = request.name() == kLatestNameXattr;
+  std::optional<uint64_t> latest_ino;  // allocated once, kept across retries
   return RunTxn(kv_, "setxattr", [&](MetaTxn& txn) -> absl::Status {
     absl::StatusOr<InodeRecord> inode = txn.GetInode(request.ino());
     if (!inode.ok()) return inode.status();
@@ -94,8 +126,16 @@ absl::Status Namespace::SetXattr(const SetXattrRequest& request) {
       return ErrnoStatus(ENOSPC, absl::StrCat("inode ", request.ino(), ": xattrs would take ",
                                               total, " bytes, over ", kMaxXattrBytesPerInode));
     }
+    const int64_t now = clock_->NowNs();
+    if (latest_name) {
+      if (absl::Status renamed =
+              RenameLatestFor(txn, inodes_, latest_ino, *inode, request.value(), now);
+          !renamed.ok()) {
+        return renamed;
+      }
+    }
     xattrs[request.name()] = request.value();
-    inode->mutable_attr()->set_ctime_ns(clock_->NowNs());
+    inode->mutable_attr()->set_ctime_ns(now);
     txn.PutInode(*inode);
     return absl::OkStatus();
   });
@@ -125,14 +165,24 @@ absl::StatusOr<std::vector<std::string>> Namespace::ListXattr(uint64_t ino) {
 absl::Status Namespace::RemoveXattr(uint64_t ino, absl::string_view name) {
   if (absl::Status valid = ValidateXattrName(name); !valid.ok()) return valid;
   if (absl::Status valid = ValidateXattrNameNotReserved(name); !valid.ok()) return valid;
+  std::optional<uint64_t> latest_ino;  // allocated once, kept across retries
   return RunTxn(kv_, "removexattr", [&](MetaTxn& txn) -> absl::Status {
     absl::StatusOr<InodeRecord> inode = txn.GetInode(ino);
     if (!inode.ok()) return inode.status();
     if (absl::Status writable = RequireMutable(txn, *inode, "removexattr"); !writable.ok()) {
       return writable;
     }
-    if (inode->mutable_xattrs()->erase(std::string(name)) == 0) return NoData(ino, name);
-    inode->mutable_attr()->set_ctime_ns(clock_->NowNs());
+    if (inode->xattrs().count(std::string(name)) == 0) return NoData(ino, name);
+    const int64_t now = clock_->NowNs();
+    if (name == kLatestNameXattr) {
+      if (absl::Status renamed =
+              RenameLatestFor(txn, inodes_, latest_ino, *inode, std::nullopt, now);
+          !renamed.ok()) {
+        return renamed;
+      }
+    }
+    inode->mutable_xattrs()->erase(std::string(name));
+    inode->mutable_attr()->set_ctime_ns(now);
     txn.PutInode(*inode);
     return absl::OkStatus();
   });
