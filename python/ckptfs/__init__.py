@@ -55,7 +55,7 @@ DEFAULT_LATEST_NAME = "latest"
 
 _NUMERIC_KEYS = (
     "ranks", "arrived", "files", "bytes", "declared_ms", "first_commit_ms",
-    "ended_ms", "timeout_s", "errno", "ino",
+    "ended_ms", "timeout_s", "errno", "ino", "removing_ms",
 )
 
 
@@ -157,10 +157,11 @@ def _unescape_name(text):
 def parse_info(line):
     """Parses one user.ckptfs.info line into a dict.
 
-    Keys: name, state ("pending", "committed", "aborted"), ranks, arrived,
-    files, bytes, declared_ms, first_commit_ms, ended_ms (0 while pending),
-    timeout_s, errno (the abort errno, 0 if none), ino (the checkpoint
-    directory's inode) as ints, and reason (the
+    Keys: name, state ("pending", "committed", "aborted", "removing"),
+    ranks, arrived, files, bytes, declared_ms, first_commit_ms, ended_ms
+    (0 while pending), removing_ms (only while removing: when the first
+    removal inside it ended it), timeout_s, errno (the abort errno, 0 if
+    none), ino (the checkpoint directory's inode) as ints, and reason (the
     abort reason, free text). Unknown keys are kept as strings.
     """
     line = line.rstrip("\r\n")
@@ -261,7 +262,9 @@ def _wait_commit(dir, rank):
 
 
 def state(dir):
-    """"pending", "committed" or "aborted"; None if `dir` is no checkpoint."""
+    """"pending", "committed", "aborted" or "removing" (a committed one
+    whose files are being deleted, e.g. by shutil.rmtree); None if `dir` is
+    no checkpoint."""
     return _get(dir, STATE_XATTR)
 
 

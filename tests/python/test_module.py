@@ -39,6 +39,14 @@ class ParseInfoTest(unittest.TestCase):
                 ckptfs.parse_info(line)
 
 
+    def test_a_checkpoint_being_removed(self):
+        info = ckptfs.parse_info(
+            "name=step_3 state=removing ranks=2 arrived=2 files=3 bytes=10 declared_ms=1 "
+            "first_commit_ms=2 ended_ms=3 removing_ms=40 timeout_s=600 errno=0")
+        self.assertEqual(info["state"], "removing")
+        self.assertEqual(info["removing_ms"], 40)
+
+
 class OffMountTest(unittest.TestCase):
     def setUp(self):
         self.tmp = tempfile.TemporaryDirectory(prefix="ckptfs-py-test-")
