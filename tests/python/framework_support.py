@@ -8,6 +8,7 @@ framework.
 """
 
 import json
+import multiprocessing
 import os
 import sys
 import time
@@ -71,10 +72,19 @@ def rank_main(scenarios, init=None):
         result = scenarios[scenario](rank, world, args)
     except BaseException:
         traceback.print_exc()
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(1)
+        _exit(1)
     print("RESULT " + json.dumps(result), flush=True)
+    _exit(0)
+
+
+def _exit(code):
+    """Exits without the interpreter's teardown (frameworks leave threads
+    and process groups behind, and peers may be gone), after stopping the
+    helper processes this one started (a multiprocessing manager would
+    otherwise outlive it and hold ranks.py's output pipe open)."""
     sys.stdout.flush()
-    # Frameworks leave threads and process groups behind; the report is out.
-    os._exit(0)
+    sys.stderr.flush()
+    for child in multiprocessing.active_children():
+        child.terminate()
+        child.join(5)
+    os._exit(code)
