@@ -1,17 +1,20 @@
 """torchtitan on ckptfs: a CheckpointManager whose every save of step-N is a
 committed checkpoint, and whose keep_latest_k retention the commit applies.
 
-In a torchtitan trainer, build this manager where the trainer builds its
-CheckpointManager (the same arguments; the config's class name changes):
+torchtitan's Trainer builds its checkpointer with
+config.checkpoint.build(...), which constructs the class that declared the
+config's type; so a job selects this manager in its Python config by giving
+the checkpoint field this class's Config (same fields, plus
+commit_timeout_s), and nothing else changes:
 
     from ckptfs.torchtitan import CkptfsCheckpointManager
 
-    checkpointer = CkptfsCheckpointManager(
-        CkptfsCheckpointManager.Config(enable=True, folder="checkpoint", interval=500,
-                                       async_mode="async", keep_latest_k=3),
-        dataloader=dataloader, model_parts=model_parts, optimizers=optimizers,
-        lr_schedulers=lr_schedulers, states={"train_state": train_state},
-        sd_adapter=sd_adapter, base_folder="/checkpoints/run1")
+    config = Trainer.Config(
+        ...,
+        checkpoint=CkptfsCheckpointManager.Config(
+            enable=True, folder="checkpoint", interval=500, async_mode="async",
+            keep_latest_k=3),
+        dump_folder="/checkpoints/run1")
 
 torchtitan saves each step with dcp.save or dcp.async_save given only a
 checkpoint_id, so DCP's stock FileSystemWriter writes it. The one hook is

@@ -61,14 +61,15 @@ def scenario_train(rank, world, args):
     train_state = TrainState()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        manager = CkptfsCheckpointManager(
-            CkptfsCheckpointManager.Config(
-                enable=True, folder="checkpoint", interval=args["interval"],
-                async_mode=args["async_mode"], keep_latest_k=args["keep_latest_k"],
-                last_save_model_only=False),
+        # As torchtitan's Trainer builds its checkpointer: config.checkpoint.build(...).
+        manager = CkptfsCheckpointManager.Config(
+            enable=True, folder="checkpoint", interval=args["interval"],
+            async_mode=args["async_mode"], keep_latest_k=args["keep_latest_k"],
+            last_save_model_only=False).build(
             dataloader=None, model_parts=[model], optimizers=optimizers,
             lr_schedulers=schedulers, states={"train_state": train_state}, sd_adapter=None,
             base_folder=args["run"])
+    assert type(manager) is CkptfsCheckpointManager
     folder = manager.folder
     loaded = manager.load()
     start = {"loaded": loaded, "step": train_state.step, "digest": params_digest(model)}
