@@ -48,13 +48,17 @@ by each commit. The same commit_fn works with NVIDIA Resiliency Extension's
 AsyncRequest and AsyncCallsQueue (nvidia_resiliency_ext.checkpointing.
 async_ckpt.core), whose finalize functions run the same way.
 
-Functions are called from each rank's training thread; commit_fn's
-function runs where the queue finalizes.
+Off a ckptfs mount prepare() warns and only creates the directory, and
+commit_fn's function does nothing, so the same script runs anywhere
+(require_ckptfs=True makes that an error). Functions are called from each
+rank's training thread; commit_fn's function runs where the queue
+finalizes.
 """
 
 import errno
 import logging
 import os
+import warnings
 
 import ckptfs
 
@@ -70,19 +74,26 @@ def _rank_and_world():
     return 0, 1
 
 
-def prepare(ckpt_dir, commit_timeout_s=None, keep=None):
+def prepare(ckpt_dir, commit_timeout_s=None, keep=None, require_ckptfs=False):
     """Declares `ckpt_dir` a checkpoint of every rank of the default process
     group, creating it; call on every rank before writing into it. Raises
     on every rank if rank 0 could not (a plain directory of that name, a
-    refused declaration)."""
+    refused declaration). Off a ckptfs mount it only creates the directory,
+    after a warning (require_ckptfs=True: OSError(ENOTSUP))."""
     import torch.distributed as dist
     ckpt_dir = os.path.abspath(os.fspath(ckpt_dir))
     rank, world = _rank_and_world()
     if keep is not None and int(keep) < 1:
         raise ValueError("ckptfs.megatron: keep=%r; keep at least 1 checkpoint" % (keep,))
     if not ckptfs.on_ckptfs(ckpt_dir):
-        raise OSError(errno.ENOTSUP, "ckptfs.megatron: %s is not on a ckptfs mount" % ckpt_dir,
-                      ckpt_dir)
+        if require_ckptfs:
+            raise OSError(errno.ENOTSUP, "ckptfs.megatron: %s is not on a ckptfs mount "
+                          "(require_ckptfs=True)" % ckpt_dir, ckpt_dir)
+        warnings.warn("ckptfs.megatron: %s is not on a ckptfs mount; saving without a commit "
+                      "(pass require_ckptfs=True to make this an error)" % ckpt_dir,
+                      RuntimeWarning, stacklevel=2)
+        os.makedirs(ckpt_dir, exist_ok=True)
+        return
     error = None
     if rank == 0:
         try:
@@ -107,12 +118,15 @@ def commit_fn(ckpt_dir):
     """A finalize function (no arguments) that commits this rank's part of
     `ckpt_dir` and returns once every rank has; raises OSError if the
     checkpoint aborted, with the reason. The rank is this process's rank in
-    the default process group when commit_fn is called."""
+    the default process group when commit_fn is called. Off a ckptfs
+    mount the function does nothing (see prepare)."""
     ckpt_dir = os.path.abspath(os.fspath(ckpt_dir))
     rank, _ = _rank_and_world()
+    on_mount = ckptfs.on_ckptfs(ckpt_dir)
 
     def commit_checkpoint():
-        ckptfs.commit(ckpt_dir, rank)
+        if on_mount:
+            ckptfs.commit(ckpt_dir, rank)
 
     return commit_checkpoint
 
@@ -131,14 +145,16 @@ def abort(ckpt_dir):
     return True
 
 
-def save(sharded_state_dict, ckpt_dir, *args, commit_timeout_s=None, keep=None, **kwargs):
+def save(sharded_state_dict, ckpt_dir, *args, commit_timeout_s=None, keep=None,
+         require_ckptfs=False, **kwargs):
     """megatron.core.dist_checkpointing.save(sharded_state_dict, ckpt_dir,
     *args, **kwargs) into a declared checkpoint. With
     async_sharded_save=True returns its AsyncRequest with commit_fn(ckpt_dir)
     appended (schedule it, after adding what must follow the commit);
     otherwise commits and returns None."""
     from megatron.core import dist_checkpointing
-    prepare(ckpt_dir, commit_timeout_s=commit_timeout_s, keep=keep)
+    prepare(ckpt_dir, commit_timeout_s=commit_timeout_s, keep=keep,
+            require_ckptfs=require_ckptfs)
     request = dist_checkpointing.save(sharded_state_dict, ckpt_dir, *args, **kwargs)
     if request is None:
         commit_fn(ckpt_dir)()

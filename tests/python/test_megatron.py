@@ -8,6 +8,7 @@ function. Two-rank gloo jobs of megatron_main.py on a real ckptfs mount."""
 
 import errno
 import os
+import warnings
 
 import pytest
 
@@ -67,9 +68,16 @@ def test_nvidia_resiliency_ext_queue_runs_the_same_commit(run_dir):
     assert ckptfs.latest(run_dir) == os.path.join(run_dir, "step_5")
 
 
-def test_off_the_mount_and_bad_arguments_are_refused(tmp_path, run_dir):
+def test_off_the_mount_and_bad_arguments(tmp_path, run_dir):
+    off = tmp_path / "iter_0000001"
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        ckptfs.megatron.prepare(off)
+    assert any("not on a ckptfs mount" in str(w.message) for w in caught)
+    assert off.is_dir()
+    ckptfs.megatron.commit_fn(off)()  # nothing to commit
     with pytest.raises(OSError) as e:
-        ckptfs.megatron.prepare(tmp_path / "iter_0000001")
+        ckptfs.megatron.prepare(off, require_ckptfs=True)
     assert e.value.errno == errno.ENOTSUP
     with pytest.raises(ValueError, match="keep at least 1"):
         ckptfs.megatron.prepare(os.path.join(run_dir, "iter_0000001"), keep=0)
