@@ -57,10 +57,20 @@ def test_top_k_and_last_are_committed_and_resume_from_last(cluster, run_dir):
     assert io.load_checkpoint(run_dir)["global_step"] == 20
     assert io.load_checkpoint(os.path.join(run_dir, "epoch=3-step=16.ckpt"))["global_step"] == 16
 
-    # Retention gave back the space of the five checkpoints it removed
-    # (last.ckpt replaced four times, epochs 0-2 dropped from the top 2).
+    # Retention gave back the space of what it removed (last.ckpt replaced
+    # at every epoch, epochs 0-2 dropped from the top 2).
     stored, visible = wait_for_space_back(cluster)
     assert stored <= visible + (256 << 10), (stored, visible)
+
+    # Resuming from a named checkpoint that is not the newest: the run saves
+    # epoch 4 again, replacing the committed one of the abandoned timeline.
+    third = fit(run_dir, max_epochs=6, top_k=2,
+                ckpt_path=os.path.join(run_dir, "epoch=3-step=16.ckpt"))
+    assert third["start"]["global_step"] == 16, third["start"]
+    assert third["global_step"] == 24
+    assert io.load_checkpoint(os.path.join(run_dir, "epoch=5-step=24.ckpt"))["global_step"] == 24
+    assert ckptfs.latest(run_dir) == last
+    assert {c["state"] for c in ckptfs.checkpoints(run_dir, all=True)} == {"committed"}
 
 
 def test_async_checkpoint_io_removes_what_retention_dropped(cluster, run_dir):
