@@ -8,7 +8,7 @@
 #   demo: torch and numpy (what scripts/run-demo.sh runs);
 #   test: that plus pytest, safetensors and the training frameworks the
 #         tests drive (Lightning, Hugging Face transformers and accelerate,
-#         DeepSpeed).
+#         DeepSpeed, torchtitan, Megatron-Core, NVIDIA Resiliency Extension).
 #
 # Python: $PYTHON if set, else the first Python 3.11 among `python3.11` and
 # `python3` on PATH, else Debian's /usr/bin/python3 (3.11 on Debian 12; its
@@ -23,7 +23,8 @@ VENV="$BUILD_DIR/venv"
 SET=${1:-test}
 case "$SET" in
   demo) REQUIREMENTS=(python/requirements-demo.txt) ;;
-  test) REQUIREMENTS=(python/requirements-test.txt python/requirements-test-torch-build.txt) ;;
+  test) REQUIREMENTS=(python/requirements-test.txt python/requirements-test-torch-build.txt
+                     python/requirements-test-no-deps.txt) ;;
   *) echo "usage: $0 demo|test" >&2; exit 2 ;;
 esac
 
@@ -70,8 +71,12 @@ echo "install-python: installing the '$SET' set into $VENV"
 "${pip[@]}" setuptools
 "${pip[@]}" -r "${REQUIREMENTS[0]}"
 for extra in "${REQUIREMENTS[@]:1}"; do
-  # These builds import torch: build them against the venv's own.
-  DS_BUILD_OPS=0 "${pip[@]}" --no-build-isolation -r "$extra"
+  case "$extra" in
+    # These builds import torch: build them against the venv's own.
+    *-torch-build.txt) DS_BUILD_OPS=0 "${pip[@]}" --no-build-isolation -r "$extra" ;;
+    # Their declared dependencies are far more than the tests use.
+    *-no-deps.txt) "${pip[@]}" --no-deps -r "$extra" ;;
+  esac
 done
 "${pip[@]}" --no-build-isolation --no-deps -e python
 echo "$want" >"$stamp"

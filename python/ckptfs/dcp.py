@@ -89,7 +89,8 @@ class CkptfsWriter(FileSystemWriter):
     `latest` names the newest committed checkpoint. Saving again under the
     name of a committed checkpoint raises (committed checkpoints are
     immutable: remove it with ckptfs.remove first); a pending or aborted one
-    left by an earlier failed attempt is removed and declared anew.
+    left by an earlier failed attempt (with files in it, or ranks arrived)
+    is removed and declared anew.
 
     Keyword arguments beyond FileSystemWriter's:
       commit_timeout_s: abort unless every rank arrives within this many
@@ -203,7 +204,11 @@ class CkptfsWriter(FileSystemWriter):
                 "checkpoints are immutable; save under a new name, or remove it first "
                 "with ckptfs.remove()" % path, path)
         if state is not None:
-            stale = state != "pending" or info.get("arrived", 0) > 0
+            # A pending one that a rank reached or wrote into is what an
+            # attempt left; one declared and still empty (a launcher that
+            # declares ahead) is used as it is.
+            stale = (state != "pending" or info.get("arrived", 0) > 0
+                     or len(os.listdir(path)) > 0)
             if stale:
                 _log.warning("CkptfsWriter: removing %s checkpoint %s (%s of %s ranks "
                              "arrived) left by an earlier attempt before saving again",

@@ -113,7 +113,11 @@ def test_failing_rank_leaves_no_committed_checkpoint(run_dir, how):
     assert "partial_2" not in os.listdir(failed)
 
 
-def test_save_clears_a_stale_pending_attempt(run_dir):
+@pytest.mark.parametrize("left", ["arrival", "files"])
+def test_save_clears_a_stale_pending_attempt(run_dir, left):
+    """A pending checkpoint under the name, from an attempt that died: one
+    rank had arrived, or none had but files were written. The save removes
+    it and declares anew; nothing of it ends up in the commit."""
     step = os.path.join(run_dir, "step_300")
     ckptfs.declare(step, WORLD)
     with open(os.path.join(step, "stale"), "wb") as f:
@@ -128,15 +132,26 @@ def test_save_clears_a_stale_pending_attempt(run_dir):
             outcome["result"] = e.errno
 
     waiter = threading.Thread(target=stale_rank, daemon=True)
-    waiter.start()
-    deadline = time.monotonic() + 30
-    while ckptfs.info(step)["arrived"] < 1 and time.monotonic() < deadline:
-        time.sleep(0.05)
+    if left == "arrival":
+        waiter.start()
+        deadline = time.monotonic() + 30
+        while ckptfs.info(step)["arrived"] < 1 and time.monotonic() < deadline:
+            time.sleep(0.05)
     reports = save_step(run_dir, 300, load=False)
     assert all(r["after_save"]["state"] == "committed" for r in reports)
     assert "stale" not in os.listdir(step)
-    waiter.join(30)
-    assert outcome.get("result") not in (None, "committed"), outcome
+    if left == "arrival":
+        waiter.join(30)
+        assert outcome.get("result") not in (None, "committed"), outcome
+
+
+def test_save_uses_an_empty_checkpoint_declared_ahead(run_dir):
+    step = os.path.join(run_dir, "step_400")
+    ckptfs.declare(step, WORLD)  # a launcher declaring before the ranks start
+    ino = ckptfs.info(step)["ino"]
+    reports = save_step(run_dir, 400, load=False)
+    assert all(r["after_save"]["state"] == "committed" for r in reports)
+    assert ckptfs.info(step)["ino"] == ino
 
 
 def test_keep_applies_retention_at_each_commit(run_dir):
