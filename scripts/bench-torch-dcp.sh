@@ -22,12 +22,14 @@
 #
 #   scripts/bench-torch-dcp.sh [--ranks 8] [--size 256M] [--repeat 3]
 #       [--runs torch,stock,nosync,ckptfs] [--dcp-thread-count N]
+#       [--tensors N] [--dcp-file-per-tensor]
 #       [--work /var/tmp/ckptfs-torch-dcp.XXXXXX] [--out DIR] [--build build]
 #       [--python build/venv/bin/python] [--phase-timeout 600]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 ranks=8 size=256M repeat=3 runs=torch,stock,nosync,ckptfs threads="" build=build
+tensors="" per_tensor=""
 python="" work="" out="" phase_timeout=600
 while [[ $# -gt 0 ]]; do
   case "$1" in
@@ -36,6 +38,8 @@ while [[ $# -gt 0 ]]; do
     --repeat) repeat="$2"; shift 2 ;;
     --runs) runs="$2"; shift 2 ;;
     --dcp-thread-count) threads="$2"; shift 2 ;;
+    --tensors) tensors="$2"; shift 2 ;;
+    --dcp-file-per-tensor) per_tensor=1; shift ;;
     --work) work="$2"; shift 2 ;;
     --out) out="$2"; shift 2 ;;
     --build) build="$2"; shift 2 ;;
@@ -145,11 +149,13 @@ failed=0
 reports=()
 for run in "${run_list[@]}"; do
   args=(--ranks "$ranks" --size "$size" --repeat "$repeat" --phase-timeout "$phase_timeout")
+  [[ -n "$tensors" ]] && args+=(--tensors "$tensors")
   if [[ $run == torch ]]; then
     args+=(--phases save,load)
   else
     args+=(--phases dcp_save,dcp_load --dcp-writer "$run")
     [[ -n "$threads" ]] && args+=(--dcp-thread-count "$threads")
+    [[ -n "$per_tensor" ]] && args+=(--dcp-file-per-tensor)
   fi
   echo
   echo "== $run: torch_storm.py ${args[*]}"

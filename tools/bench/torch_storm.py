@@ -120,6 +120,8 @@ def dcp_storage(args, dcp):
     writer_args = {}
     if args.dcp_thread_count is not None:
         writer_args["thread_count"] = args.dcp_thread_count
+    if args.dcp_file_per_tensor:
+        writer_args["single_file_per_rank"] = False
     if args.dcp_writer == "ckptfs":
         from ckptfs.dcp import CkptfsReader, CkptfsWriter
         # Off a ckptfs mount both warn, every rank; the parent says it once.
@@ -455,6 +457,9 @@ def main(argv):
                         "(ckptfs.dcp.CkptfsWriter/CkptfsReader; default: %(default)s)")
     p.add_argument("--dcp-thread-count", type=int, default=None, metavar="N",
                    help="the DCP writer's thread_count (default: DCP's own)")
+    p.add_argument("--dcp-file-per-tensor", action="store_true",
+                   help="the DCP writer's single_file_per_rank=False: one file (and, with "
+                        "the stock writer, one fsync) per tensor")
     p.add_argument("--device", default="auto", choices=("auto", "cuda", "cpu"))
     p.add_argument("--phase-timeout", type=float, default=600,
                    help="fail when a phase runs this many seconds (0: no limit)")
@@ -550,6 +555,8 @@ def main(argv):
                        "dcp_writer": args.dcp_writer if dcp else None,
                        "dcp_thread_count": (args.dcp_thread_count or dcp_default_thread_count()
                                             if dcp else None),
+                       "dcp_file_per_tensor": args.dcp_file_per_tensor if dcp else None,
+                       "tensors": args.tensors,
                        "dcp_writers": writers, "checkpoints": checkpoints,
                        "summary": rows,
                        "records": [{"phase": ph, "target": t, "repeats": figs}
