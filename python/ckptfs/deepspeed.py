@@ -150,6 +150,18 @@ class CkptfsCheckpointEngine(TorchCheckpointEngine):
         if rank != 0:
             ckptfs.declare(path, world, timeout_s=self.commit_timeout_s)
 
+    def makedirs(self, path, exist_ok=False):
+        # DeepSpeed makes the tag's directory again before each file it
+        # saves. Once a failing rank removed the pending tag, making it
+        # again would leave a plain directory of this save's files behind:
+        # fail this rank's save instead, as its commit would.
+        if self._path is not None and os.path.abspath(path) == self._path \
+                and not os.path.isdir(path):
+            raise FileNotFoundError(
+                errno.ENOENT, "CkptfsCheckpointEngine: checkpoint %s was removed while "
+                "this rank was saving into it (another rank's save failed)" % path, path)
+        super().makedirs(path, exist_ok=exist_ok)
+
     def save(self, state_dict, path):
         try:
             super().save(state_dict, path)

@@ -10,6 +10,7 @@ init_distributed (about 90 s on two cores); these jobs replace it by gloo's
 
 import hashlib
 import os
+import time
 
 from framework_support import rank_main
 
@@ -111,6 +112,21 @@ def scenario_failing_rank(rank, world, args):
             return real_save(obj, path, *a, **k)
 
         torch.save = failing_save
+    else:
+        # The other ranks make the tag's directory again only once the
+        # failing rank removed it: the order that left a plain directory
+        # of their files behind.
+        real_makedirs = engine.checkpoint_engine.makedirs
+        bad = os.path.abspath(os.path.join(run, "bad"))
+
+        def late_makedirs(path, exist_ok=False):
+            if os.path.abspath(path) == bad:
+                deadline = time.monotonic() + 30
+                while os.path.isdir(bad) and time.monotonic() < deadline:
+                    time.sleep(0.05)
+            return real_makedirs(path, exist_ok=exist_ok)
+
+        engine.checkpoint_engine.makedirs = late_makedirs
     try:
         engine.save_checkpoint(run, tag="bad", save_latest=False)
     except Exception as e:
