@@ -64,9 +64,11 @@ class ChunkTransport {
   // `tmp_name` (the ADOPT request, proto/data.proto;
   // client/local_chunk_transport.h): `data_length` and `data_crc32c` must
   // be what the file's header says. ENOENT when the server has no such
-  // file, EINVAL when it is not that chunk's; either way the file stays
-  // for the caller to remove. The default fails with ENOTSUP (a transport
-  // that cannot send it; an old server answers EOPNOTSUPP, the same errno).
+  // file, EINVAL when it is not that chunk's, EEXIST when the chunk it
+  // holds is longer (it never shrinks one: send the bytes as a WRITE); in
+  // every case the file stays for the caller to remove. The default fails
+  // with ENOTSUP (a transport that cannot send it; an old server answers
+  // EOPNOTSUPP, the same errno).
   virtual absl::Status AdoptChunk(uint32_t server_id, uint64_t ino, uint64_t chunk_index,
                                   const std::string& tmp_name, uint32_t data_length,
                                   uint32_t data_crc32c) {

@@ -161,10 +161,11 @@ struct FragmentsInFlight {
 };
 
 // The fragments a write stores: encoded from the write itself when it
-// covers the chunk, else from the chunk read back with the write merged in.
+// covers the chunk as far as its writer knows (one writer per file: see
+// fragment_io.h), else from the chunk read back with the write merged in.
 absl::StatusOr<Fragments> FragmentsOfWrite(ChunkTransport& transport, const meta::Layout& layout,
                                            const Geometry& g, const ChunkWrite& write) {
-  if (write.replace) {
+  if (write.replace || write.covers_known_end) {
     return Encode(g, write.data, static_cast<uint32_t>(write.length), NewWriteId());
   }
   const size_t capacity = size_t{g.F} * static_cast<size_t>(g.k);

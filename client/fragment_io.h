@@ -18,12 +18,17 @@
 //
 // Writes. Every write stores all k+m fragments anew (replace), and is done
 // when all answered: OK only if every fragment was stored (an acknowledged
-// write survives any m lost servers). A write that covers the whole chunk
-// is encoded from its bytes; any other (an append to a partial chunk, a
-// random write) reads the chunk first (decoding if needed), merges, and
-// writes it whole: read-modify-write, serialized per chunk by the caller
-// (OpenFileState). Two clients writing one chunk of an erasure-coded file
-// at once can lose one's bytes (checkpoint files have one writer each).
+// write survives any m lost servers). A write that covers the whole chunk,
+// or all of it up to the end of the file as its writer knows it (the last
+// chunk of a file written front to back), is encoded from its bytes; any
+// other (an append to a partial chunk, a random write) reads the chunk
+// first (decoding if needed), merges, and writes it whole:
+// read-modify-write, serialized per chunk by the caller (OpenFileState).
+// Two clients writing one chunk of an erasure-coded file at once can lose
+// one's bytes (checkpoint files have one writer each): unlike a storage
+// server's merge of a copy, a read-modify-write is not atomic, and a writer
+// that has not seen another's bytes past its end of file encodes without
+// them.
 // Known limit: fragments are replaced in place, so a client that dies (or
 // a write that fails) after more than m and fewer than k of the n
 // replacements of a chunk that already held data leaves neither version

@@ -389,9 +389,11 @@ absl::Status LocalChunkTransport::WriteChunk(uint32_t server_id, uint64_t ino,
                                              uint64_t chunk_index, uint32_t offset,
                                              const void* data, size_t length, bool replace,
                                              std::optional<uint32_t> crc32c) {
-  // In place: whole chunks from aligned memory (every write-behind flush);
-  // merges, empty chunks and other memory go over the network.
-  if (use_.writes && replace && offset == 0 && length > 0 && length <= kMaxFramePayload &&
+  // In place: writes from a chunk's start from aligned memory (every
+  // write-behind flush; the server refuses a merge that would drop bytes
+  // past `length`); other merges, empty chunks and other memory go over
+  // the network.
+  if (use_.writes && offset == 0 && length > 0 && length <= kMaxFramePayload &&
       chunk_index <= UINT32_MAX && reinterpret_cast<uintptr_t>(data) % kChunkBlockSize == 0) {
     if (std::optional<LocalServer> local = RunningLocal(server_id);
         local.has_value() && local->writable) {
@@ -464,6 +466,9 @@ absl::StatusOr<bool> LocalChunkTransport::WriteInPlace(const LocalServer& local,
     }
     return false;
   }
+  // EEXIST: the chunk is longer than this write (another client wrote past
+  // it); the merge over the network keeps those bytes. Not a problem.
+  if (ErrnoFromStatus(adopted) == EEXIST) return false;
   static LogLimiter limiter(absl::Minutes(1), 3);
   if (std::string held_back; limiter.Allow(&held_back)) {
     CKPTFS_LOG(kWarning) << "storage server " << server_id << " did not adopt chunk "

@@ -16,15 +16,19 @@
 //     1.14-1.27x faster than over loopback TCP (issue 5, stop 18; on 4 KiB
 //     pages the O_DIRECT reads were split into ~1 MiB device requests and
 //     ran slower than TCP).
-//   - Writes in place: a replacing write of a whole chunk from 4096-aligned
-//     memory (a ChunkBuffer: what every write-behind flush sends) is
+//   - Writes in place: a write from the start of a chunk from 4096-aligned
+//     memory (a ChunkBuffer: what every write-behind flush sends; a whole
+//     chunk, or the last one of a file) is
 //     written by this process as a complete chunk file under the server's
 //     tmp/ ("local.<process tag>.<n>"): the header block through the page
 //     cache, the data with O_DIRECT straight from the buffer, a zero-padded
 //     last block; and the
 //     server is asked to ADOPT it (proto/data.proto): it checks the file's
 //     size and header and renames it into place under the chunk's lock,
-//     where its own write would have put the same bytes. The server never
+//     where its own write would have put the same bytes. It refuses
+//     (EEXIST) when the chunk it holds is longer than the file — another
+//     client wrote past this one's end, and a merge must keep those bytes —
+//     and the write then goes over the network as before. The server never
 //     touches the data; its durability (SYNC, a commit's syncfs) covers the
 //     file like any other. Any failure on the way (the file system refuses,
 //     the server says no, an older server does not know ADOPT) removes the

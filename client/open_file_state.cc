@@ -255,9 +255,14 @@ void OpenFileState::DispatchLocked() {
   write.offset = chunk.lo;
   write.data = chunk.buffer.get() + chunk.lo;
   write.length = chunk.hi - chunk.lo;
-  // Replace only when the dirty bytes cover everything the chunk can hold
-  // at the current size: then no old byte of it may survive.
-  write.replace = chunk.lo == 0 && chunk.hi >= ChunkLengthInFile(chunk.index, chunk_size_, size_);
+  // Replace only a whole chunk. A shorter write merges on the server even
+  // when it reaches this client's idea of the end of file: another client
+  // may have written the chunk past that end meanwhile, and a replace would
+  // drop its bytes. (The server takes a merge from offset 0 whole, without
+  // reading the old chunk, when that holds no more than the write.)
+  write.replace = chunk.lo == 0 && chunk.hi == chunk_size_;
+  write.covers_known_end =
+      chunk.lo == 0 && chunk.hi >= ChunkLengthInFile(chunk.index, chunk_size_, size_);
   write.crc32c = chunk.crc32c;
   changed_.SignalAll();  // the next ticket may leave
   // Every copy of the chunk; done once all answered. The buffer rides with

@@ -94,7 +94,13 @@ struct ChunkWrite {
   uint32_t offset = 0;
   const char* data = nullptr;  // borrowed: valid until `done` runs
   size_t length = 0;
+  // The chunk becomes exactly these bytes (a whole chunk); otherwise they
+  // are merged into what the chunk holds.
   bool replace = false;
+  // The write starts at the chunk's start and reaches the end of the file
+  // as its writer knows it. An erasure-coded chunk, re-encoded whole by
+  // every write, is then encoded from these bytes alone (fragment_io.h).
+  bool covers_known_end = false;
   std::optional<uint32_t> crc32c;
 };
 

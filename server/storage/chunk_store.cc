@@ -235,7 +235,26 @@ absl::Status ChunkStore::Adopt(ChunkKey key, absl::string_view tmp_name, uint32_
   const std::string tmp = absl::StrCat(tmp_dir_, "/", tmp_name);
   if (absl::Status s = CheckAdoptable(tmp, key, data_length, data_crc32c); !s.ok()) return s;
   absl::MutexLock lock(&LockFor(key));
+  if (absl::Status s = RequireNotLongerThan(key, data_length); !s.ok()) return s;
   return PlaceLocked(tmp, key);
+}
+
+absl::Status ChunkStore::RequireNotLongerThan(ChunkKey key, uint32_t length) const {
+  const std::string path = ChunkPath(key);
+  auto st = fs_.Stat(path);
+  if (!st.ok()) return ErrnoFromStatus(st.status()) == ENOENT ? absl::OkStatus() : st.status();
+  const size_t file_size = static_cast<size_t>(st->st_size);
+  // A file no longer than `length`'s holds at most that many bytes when the
+  // length fills its last block (the common case: a whole chunk); only a
+  // length within a block needs the stored header to tell.
+  bool longer = file_size > ChunkFileSize(length);
+  if (!longer && length % kBlockSize != 0 && file_size == ChunkFileSize(length)) {
+    longer = !HoldsAtMost(fs_, path, file_size, length);
+  }
+  if (!longer) return absl::OkStatus();
+  return ErrnoStatus(EEXIST, absl::StrCat(ChunkName(key), " holds more than the ", length,
+                                          " bytes offered for adoption (another client wrote "
+                                          "past them): refused; send them as a merging WRITE"));
 }
 
 void ChunkStore::SweepIfDue() {

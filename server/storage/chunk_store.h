@@ -146,8 +146,12 @@ class ChunkStore {
   // chunk's stripe lock. The data is not reread here (its writer computed
   // the CRC32C, and every read checks it). EINVAL for a bad name or a file
   // that is not that chunk's; ENOENT when tmp/ holds no such file (Open
-  // emptied tmp/ since, or the client gave up and removed it). The file is
-  // left in tmp/ on failure: the client removes it.
+  // emptied tmp/ since, or the client gave up and removed it). EEXIST when
+  // the chunk stored here holds more than `data_length` bytes (or is torn
+  // where that matters): adopting never shrinks a chunk, since the bytes
+  // past the file may be another client's; the client sends its bytes as
+  // a WRITE instead, which merges them (or replaces, if it meant to). The
+  // file is left in tmp/ on failure: the client removes it.
   // The header is read through the page cache: the client writes it there
   // (client/local_chunk_transport.h), so the check costs no disk read
   // behind the storm's writes. Unlike a WRITE, nothing here recomputes the
@@ -228,6 +232,9 @@ class ChunkStore {
   // the inode directory when it is missing. REQUIRES: the chunk's stripe
   // lock is held.
   absl::Status PlaceLocked(const std::string& tmp, ChunkKey key);
+  // OK when chunk `key` is not stored or holds at most `length` bytes,
+  // else EEXIST. REQUIRES: the chunk's stripe lock is held.
+  absl::Status RequireNotLongerThan(ChunkKey key, uint32_t length) const;
   // Checks the client's file at `path` as Adopt says. REQUIRES: nothing.
   absl::Status CheckAdoptable(const std::string& path, ChunkKey key, uint32_t data_length,
                               uint32_t data_crc32c) const;

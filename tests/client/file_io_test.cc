@@ -79,6 +79,28 @@ TEST_F(FileIoTest, SequentialWriteReplacesWholeChunksAndSpreadsThem) {
   EXPECT_NE(attr->layout().stripe(0), attr->layout().stripe(1));
 }
 
+// Only whole chunks replace: a file's partial last chunk merges, so bytes
+// another client stored in that chunk past this client's end of file (it
+// opened the file before they were written) survive this client's close.
+TEST_F(FileIoTest, OnlyWholeChunksReplaceAndAPartialLastChunkMergesWithOthersBytes) {
+  const std::string mine = RandomBytes(2 * kTestChunk + 1000, 11);
+  auto file = CreateFile("shared");
+  ASSERT_TRUE(file->Write(0, mine.data(), mine.size()).ok());
+  // Another writer stored chunk 2 with 5000 bytes while ours was buffered.
+  const std::string theirs = RandomBytes(5000, 12);
+  auto attr = client_->GetAttr(file->ino());
+  ASSERT_TRUE(attr.ok());
+  const uint32_t server = attr->layout().stripe(2 % attr->layout().stripe_size());
+  ASSERT_TRUE(
+      transport_->WriteChunk(server, file->ino(), 2, 0, theirs.data(), theirs.size(), true).ok());
+  ASSERT_TRUE(file->Close().ok());
+  EXPECT_EQ(transport_->counts().writes, 4);
+  EXPECT_EQ(transport_->counts().replace_writes, 3);  // chunks 0 and 1, and theirs
+  auto chunk = transport_->ChunkBytes(server, file->ino(), 2);
+  ASSERT_TRUE(chunk.has_value());
+  EXPECT_TRUE(SameBytes(*chunk, mine.substr(2 * kTestChunk) + theirs.substr(1000)));
+}
+
 TEST_F(FileIoTest, AppendedChunksCarryTheirCrcAndOverwrittenOnesDoNot) {
   // Sequential writes: every chunk's CRC32C is computed as it is filled and
   // handed to the transport (the fake checks it against the bytes).

@@ -619,15 +619,21 @@ TEST_F(LocalChunkTest, WholeChunksOfALocalServerAreWrittenInPlace) {
   EXPECT_EQ(ReadLocal(8, 0, 0, 4 << 20), data);
   EXPECT_TRUE(TmpNames(dir_.path()).empty());
 
-  // Not whole-chunk writes from aligned memory: over the network.
+  // A merge from the chunk's start (a file's last chunk) into a chunk no
+  // longer than it: in place too.
   ASSERT_TRUE(transport.WriteChunk(1, 8, 1, 0, memory.data(), 100, false).ok());
+  EXPECT_EQ(network->adopts(), 2);
+  EXPECT_EQ(ReadLocal(8, 1, 0, 4096), data.substr(0, 100));
+
+  // Not from the chunk's start, not from aligned memory, empty: over the
+  // network.
   ASSERT_TRUE(transport.WriteChunk(1, 8, 0, 4096, memory.data(), 100, false).ok());
   ASSERT_TRUE(transport.WriteChunk(1, 8, 2, 0, memory.data() + 8, 100, true).ok());
   ASSERT_TRUE(transport.WriteChunk(1, 8, 3, 0, memory.data(), 0, true).ok());
   // Another host's server.
   ASSERT_TRUE(transport.WriteChunk(2, 8, 0, 0, memory.data(), data.size(), true).ok());
-  EXPECT_EQ(network->counts().writes, 5);
-  EXPECT_EQ(network->adopts(), 1);
+  EXPECT_EQ(network->counts().writes, 4);
+  EXPECT_EQ(network->adopts(), 2);
 
   // Writes in place turned off.
   LocalChunkUse reads_only;
@@ -695,6 +701,51 @@ TEST_F(LocalChunkTest, WhatIsNotWrittenInPlaceGoesOverTheNetworkAndLeavesNothing
   // Every resend went out once the refused file was gone.
   EXPECT_EQ(network->writes_beside_a_client_file(), 0);
   EXPECT_EQ(network2->writes_beside_a_client_file(), 0);
+}
+
+// Another client wrote the chunk past this client's end of file: adopting
+// this client's shorter file would drop those bytes, so the store refuses
+// it, and the write goes over the network as the merge it is.
+TEST_F(LocalChunkTest, AFileShorterThanTheStoredChunkIsNeverAdopted) {
+  const std::string theirs = TestData(9000, 31);
+  Store(6, 2, theirs);
+  for (const size_t mine : {size_t{100}, size_t{8192}, size_t{8999}}) {
+    SCOPED_TRACE(absl::StrCat(mine, " bytes offered over ", theirs.size()));
+    const std::string data = TestData(mine, 32);
+    HugePageMemory memory = Aligned(data);
+    const uint32_t crc = Crc32c(data.data(), data.size());
+    auto name = LocalChunkTransport::WriteChunkFile(dir_.path(), 6, 2, memory.data(), mine, crc);
+    ASSERT_TRUE(name.ok()) << name.status();
+    EXPECT_EQ(ErrnoFromStatus(store_->Adopt({6, 2}, *name, static_cast<uint32_t>(mine), crc)),
+              EEXIST);
+    EXPECT_EQ(ReadLocal(6, 2, 0, 1 << 20), theirs);
+    EXPECT_EQ(TmpNames(dir_.path()), std::vector<std::string>{*name});
+    std::filesystem::remove(TmpDirectory(dir_.path()) + "/" + *name);
+  }
+  // As long as the stored chunk, or longer: adopted.
+  const std::string longer = TestData(9000, 33);
+  HugePageMemory memory = Aligned(longer);
+  const uint32_t crc = Crc32c(longer.data(), longer.size());
+  auto name = LocalChunkTransport::WriteChunkFile(dir_.path(), 6, 2, memory.data(), 9000, crc);
+  ASSERT_TRUE(name.ok()) << name.status();
+  ASSERT_TRUE(store_->Adopt({6, 2}, *name, 9000, crc).ok());
+  EXPECT_EQ(ReadLocal(6, 2, 0, 1 << 20), longer);
+
+  // Through the transport: the refused file goes, and the bytes go over the
+  // network as the merge the caller asked for.
+  Claim();
+  LocalServersMeta meta(Info());
+  auto owned = std::make_unique<AdoptingTransport>(store_.get());
+  AdoptingTransport* network = owned.get();
+  LocalChunkTransport transport(std::move(owned), &meta, absl::Hours(1));
+  const std::string front = TestData(4096, 34);
+  HugePageMemory front_memory = Aligned(front);
+  ASSERT_TRUE(transport.WriteChunk(1, 6, 2, 0, front_memory.data(), front.size(), false).ok());
+  EXPECT_EQ(network->adopts(), 1);
+  EXPECT_EQ(network->counts().writes, 1);
+  EXPECT_EQ(network->counts().replace_writes, 0);
+  EXPECT_EQ(ReadLocal(6, 2, 0, 1 << 20), longer);
+  EXPECT_TRUE(TmpNames(dir_.path()).empty());
 }
 
 TEST_F(LocalChunkTest, AServerThatCannotAdoptIsAskedAgainAfterAWhile) {

@@ -251,5 +251,70 @@ TEST_F(TwoMountsTest, AReaderKeepsCachedPagesOnlyWhileTheFileIsUnchanged) {
   EXPECT_TRUE(*seen == third);
 }
 
+// Two nodes write disjoint halves of one chunk through handles both opened
+// while the file was empty. The one that closes last still believes the
+// file ends where its own write does, so the chunk's stored bytes past that
+// look like nothing to it: its write must merge into them on the server,
+// never replace the chunk (over TCP or by a local chunk file the server
+// adopts) and drop the half the other node stored. Parameter: the mounts
+// write the chunks of their (local) servers in place.
+class TwoWritersOfOneChunkTest : public ::testing::TestWithParam<bool> {
+ protected:
+  void SetUp() override {
+    LocalClusterOptions options;
+    options.local_writes = GetParam();
+    auto cluster = LocalCluster::Start(options);
+    ASSERT_TRUE(cluster.ok()) << cluster.status();
+    cluster_ = *std::move(cluster);
+    auto a = cluster_->Mount("node_a");
+    ASSERT_TRUE(a.ok()) << a.status();
+    a_ = *a;
+    auto b = cluster_->Mount("node_b");
+    ASSERT_TRUE(b.ok()) << b.status();
+    b_ = *b;
+  }
+
+  std::unique_ptr<LocalCluster> cluster_;
+  std::string a_, b_;
+};
+
+TEST_P(TwoWritersOfOneChunkTest, BothHalvesOfTheChunkSurviveEitherCloseOrder) {
+  constexpr size_t kHalf = 1 << 20;  // the default chunk is 4 MiB: both halves in chunk 0
+  for (const bool a_closes_first : {false, true}) {
+    SCOPED_TRACE(a_closes_first ? "the front half's writer closes first"
+                                : "the back half's writer closes first");
+    const std::string name = a_closes_first ? "/front_first.pt" : "/back_first.pt";
+    ASSERT_TRUE(WriteWholeFile(a_ + name, "").ok());
+    const int front = ::open((a_ + name).c_str(), O_WRONLY);
+    ASSERT_GE(front, 0) << std::strerror(errno);
+    const int back = ::open((b_ + name).c_str(), O_WRONLY);
+    ASSERT_GE(back, 0) << std::strerror(errno);
+    const std::string front_data = TestData(kHalf, 1);
+    const std::string back_data = TestData(kHalf, 2);
+    ASSERT_EQ(::pwrite(front, front_data.data(), kHalf, 0), static_cast<ssize_t>(kHalf));
+    ASSERT_EQ(::pwrite(back, back_data.data(), kHalf, kHalf), static_cast<ssize_t>(kHalf));
+    const int first = a_closes_first ? front : back;
+    const int second = a_closes_first ? back : front;
+    ASSERT_EQ(::close(first), 0) << std::strerror(errno);
+    ASSERT_EQ(::close(second), 0) << std::strerror(errno);
+
+    for (const std::string& mount : {a_, b_}) {
+      auto seen = ReadWholeFile(mount + name);
+      ASSERT_TRUE(seen.ok()) << seen.status();
+      ASSERT_EQ(seen->size(), 2 * kHalf);
+      EXPECT_TRUE(seen->compare(0, kHalf, front_data) == 0) << "the front half was lost";
+      EXPECT_TRUE(seen->compare(kHalf, kHalf, back_data) == 0)
+          << "the back half was lost (read as "
+          << (seen->compare(kHalf, kHalf, std::string(kHalf, '\0')) == 0 ? "zeros" : "other bytes")
+          << ")";
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(LocalWrites, TwoWritersOfOneChunkTest, ::testing::Bool(),
+                         [](const ::testing::TestParamInfo<bool>& info) {
+                           return info.param ? std::string("InPlace") : std::string("OverTcp");
+                         });
+
 }  // namespace
 }  // namespace ckptfs::testing
