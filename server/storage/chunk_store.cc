@@ -139,6 +139,7 @@ absl::Status ChunkStore::Publish(Ring& ring, ChunkKey key, const char* header_bl
                                  const char* data, size_t padded_data_len) {
   const std::string tmp = absl::StrCat(tmp_dir_, "/", key.ino, ".", key.index, ".",
                                        next_tmp_.fetch_add(1));
+  const uint64_t token = writeback_.Writing();
   auto fd = OpenChunkFile(tmp, O_WRONLY | O_CREAT | O_EXCL);
   if (!fd.ok()) return fd.status();
   UniqueFd file = *std::move(fd);
@@ -163,7 +164,11 @@ absl::Status ChunkStore::Publish(Ring& ring, ChunkKey key, const char* header_bl
   }
   file.Reset();
   if (status.ok()) status = PlaceLocked(tmp, key);
-  if (!status.ok()) (void)fs_.Unlink(tmp);
+  if (!status.ok()) {
+    (void)fs_.Unlink(tmp);
+    return status;
+  }
+  writeback_.Published(key, token);
   return status;
 }
 
@@ -186,8 +191,9 @@ absl::Status ChunkStore::PlaceLocked(const std::string& tmp, ChunkKey key) {
   return status;
 }
 
-absl::Status ChunkStore::CheckAdoptable(const std::string& path, ChunkKey key,
-                                        uint32_t data_length, uint32_t data_crc32c) const {
+absl::StatusOr<absl::Time> ChunkStore::CheckAdoptable(const std::string& path, ChunkKey key,
+                                                      uint32_t data_length,
+                                                      uint32_t data_crc32c) const {
   auto not_it = [&](const std::string& why) {
     return ErrnoStatus(EINVAL, absl::StrCat("adopt ", path, " as ", ChunkName(key), ": ", why));
   };
@@ -222,7 +228,7 @@ absl::Status ChunkStore::CheckAdoptable(const std::string& path, ChunkKey key,
                                header->key.ino, ", ", header->data_length,
                                " bytes of CRC32C 0x", absl::Hex(header->data_crc32c)));
   }
-  return absl::OkStatus();
+  return absl::TimeFromTimespec(st.st_mtim);
 }
 
 absl::Status ChunkStore::Adopt(ChunkKey key, absl::string_view tmp_name, uint32_t data_length,
@@ -233,10 +239,16 @@ absl::Status ChunkStore::Adopt(ChunkKey key, absl::string_view tmp_name, uint32_
   }
   SweepIfDue();
   const std::string tmp = absl::StrCat(tmp_dir_, "/", tmp_name);
-  if (absl::Status s = CheckAdoptable(tmp, key, data_length, data_crc32c); !s.ok()) return s;
+  const uint64_t token = writeback_.Writing();
+  absl::StatusOr<absl::Time> written_at = CheckAdoptable(tmp, key, data_length, data_crc32c);
+  if (!written_at.ok()) return written_at.status();
   absl::MutexLock lock(&LockFor(key));
   if (absl::Status s = RequireNotLongerThan(key, data_length); !s.ok()) return s;
-  return PlaceLocked(tmp, key);
+  if (absl::Status s = PlaceLocked(tmp, key); !s.ok()) return s;
+  // Its writer wrote it before asking: a sync that failed since then may
+  // have lost its pages.
+  writeback_.Published(key, token, *written_at);
+  return absl::OkStatus();
 }
 
 absl::Status ChunkStore::RequireNotLongerThan(ChunkKey key, uint32_t length) const {
@@ -479,6 +491,7 @@ absl::StatusOr<ScrubResult> ChunkStore::Scrub(Ring& ring, AlignedBuffer& buffer,
       absl::StrCat(quarantine_dir_, "/", key.ino, ".", key.index, ".",
                    absl::ToUnixMillis(absl::Now()));
   if (absl::Status s = fs_.Rename(path, aside); !s.ok()) return s;
+  writeback_.Removed(key);
   CKPTFS_LOG(kError) << "scrub: " << ChunkName(key) << " failed its CRC checks ("
                      << header.status().message() << "); moved to " << aside
                      << ": it reads as missing here until a repair writes it again";
@@ -585,6 +598,7 @@ absl::Status ChunkStore::Trim(Ring& ring, uint64_t ino, uint64_t new_size,
     if (new_size == 0 || start >= new_size) {
       status = fs_.Unlink(path);
       if (ErrnoFromStatus(status) == ENOENT) status = absl::OkStatus();
+      if (status.ok()) writeback_.Removed(key);
     } else if (new_size - start < chunk_size) {
       const uint32_t keep = static_cast<uint32_t>(new_size - start);
       // A file whose padded data fits in `keep` bytes needs no cut.
@@ -601,6 +615,16 @@ absl::Status ChunkStore::Trim(Ring& ring, uint64_t ino, uint64_t new_size,
 }
 
 absl::Status ChunkStore::Sync(Ring& ring, uint64_t ino) {
+  const uint64_t begun = writeback_.BeginSync();
+  if (absl::Status s = SyncInode(ring, ino); !s.ok()) {
+    writeback_.Failed(s);
+    return s;
+  }
+  writeback_.Synced(ino, begun);
+  return writeback_.CheckNoneLost(ino);
+}
+
+absl::Status ChunkStore::SyncInode(Ring& ring, uint64_t ino) {
   const std::string dir = InodeDir(ino);
   auto names = fs_.ListDir(dir);
   if (!names.ok()) {
@@ -624,7 +648,15 @@ absl::Status ChunkStore::Sync(Ring& ring, uint64_t ino) {
   return absl::OkStatus();
 }
 
-absl::Status ChunkStore::SyncAll() { return fs_.SyncFileSystem(data_dir_); }
+absl::Status ChunkStore::SyncAll() {
+  const uint64_t begun = writeback_.BeginSync();
+  if (absl::Status s = fs_.SyncFileSystem(data_dir_); !s.ok()) {
+    writeback_.Failed(s);
+    return s;
+  }
+  writeback_.Synced(std::nullopt, begun);
+  return writeback_.CheckNoneLost(std::nullopt);
+}
 
 absl::StatusOr<SpaceUsage> ChunkStore::Space() const {
   auto vfs = fs_.StatFileSystem(data_dir_);

@@ -24,7 +24,10 @@
 // tear an unsynced chunk (rename durable, data not); that is why the header
 // carries a CRC32C of the data and a CRC32C of itself, and every read checks
 // both: a torn or bit-rotted chunk reads as EIO naming the chunk, never as
-// good data. Durability is what Sync() promises, nothing earlier.
+// good data. Durability is what Sync() promises, nothing earlier; and a sync
+// that fails makes every later sync of the chunks it may have lost fail
+// too, until they are written again (writeback_tracker.h): the kernel
+// reports a write-back error to one sync only.
 //
 // Because a chunk only ever changes by an atomic rename or unlink, a reader
 // that opens a chunk file sees one complete version of it: reads take no
@@ -65,6 +68,7 @@
 #include "server/storage/aligned_buffer.h"
 #include "common/chunk_format.h"
 #include "server/storage/file_system.h"
+#include "server/storage/writeback_tracker.h"
 
 namespace ckptfs::storage {
 
@@ -198,13 +202,16 @@ class ChunkStore {
 
   // Makes every chunk of `ino` stored here durable: fdatasync of each chunk
   // file, then of the directories naming them; and so the chunks removed
-  // since (by Trim), also when none is left. OK when none is stored.
+  // since (by Trim), also when none is left. OK when none is stored. EIO
+  // when a chunk of `ino` may have lost bytes to a sync that failed before
+  // (this one or an earlier one, of any inode) and was not written since.
   absl::Status Sync(Ring& ring, uint64_t ino);
 
   // Makes everything stored here durable with one syncfs(2) of the data
   // directory's file system: every chunk of every inode and the renames
   // that published them (a checkpoint commit: one sync per server instead
   // of one per file). Blocks for as long as the file system's writeback.
+  // EIO when any chunk may have lost bytes to a sync that failed, as Sync.
   absl::Status SyncAll();
 
   // Capacity and use of the file system holding the store (statvfs).
@@ -235,14 +242,17 @@ class ChunkStore {
   // OK when chunk `key` is not stored or holds at most `length` bytes,
   // else EEXIST. REQUIRES: the chunk's stripe lock is held.
   absl::Status RequireNotLongerThan(ChunkKey key, uint32_t length) const;
-  // Checks the client's file at `path` as Adopt says. REQUIRES: nothing.
-  absl::Status CheckAdoptable(const std::string& path, ChunkKey key, uint32_t data_length,
-                              uint32_t data_crc32c) const;
+  // Checks the client's file at `path` as Adopt says, and returns when it
+  // was last modified. REQUIRES: nothing.
+  absl::StatusOr<absl::Time> CheckAdoptable(const std::string& path, ChunkKey key,
+                                            uint32_t data_length, uint32_t data_crc32c) const;
   // Reads and verifies the whole chunk file into `buffer` (header at 0, data
   // at kChunkHeaderSize), with room for `min_capacity` bytes. Returns the
   // header.
   absl::StatusOr<ChunkHeader> Load(Ring& ring, ChunkKey key, AlignedBuffer& buffer,
                                    size_t min_capacity);
+  // Sync's file calls: the chunk files of `ino`, then their directories.
+  absl::Status SyncInode(Ring& ring, uint64_t ino);
   // Shortens a stored chunk to `new_length` bytes (nothing to do when it is
   // not longer, or missing). REQUIRES: the chunk's stripe lock is held.
   absl::Status Cut(Ring& ring, ChunkKey key, uint32_t new_length);
@@ -274,6 +284,8 @@ class ChunkStore {
   std::atomic<int64_t> last_sweep_s_{0};
   // Stripe locks: writers of one chunk hold LockFor(key). Never nested.
   std::array<absl::Mutex, kLockStripes> locks_;
+  // Chunks not yet known durable, and those a failed sync may have lost.
+  WritebackTracker writeback_;
 };
 
 }  // namespace ckptfs::storage

@@ -180,6 +180,33 @@ TEST_F(ChunkStorePowerLossTest, SyncAllMakesEveryChunkDurable) {
   EXPECT_EQ(ErrnoFromStatus(ReadAll({16, 0}).status()), ENOENT);
 }
 
+// A write-back error is reported by the kernel to one sync only (each sync
+// opens its file afresh); the store must keep it, so that every later sync
+// of the chunks it may have lost fails too, until they are written again.
+TEST_F(ChunkStorePowerLossTest, AWritebackErrorFailsEverySyncOfTheChunksItLost) {
+  ASSERT_TRUE(Write({7, 0}, 0, Pattern(5000, 70), true).ok());
+  ASSERT_TRUE(Write({8, 0}, 0, Pattern(5000, 80), true).ok());
+  fs_->InjectWritebackError(EIO);
+  absl::Status first = store_->SyncAll();
+  EXPECT_EQ(ErrnoFromStatus(first), EIO) << first;
+  absl::Status second = store_->SyncAll();
+  EXPECT_EQ(ErrnoFromStatus(second), EIO) << "a second commit's sync: " << second;
+  absl::Status one = store_->Sync(*ring_, 7);
+  EXPECT_EQ(ErrnoFromStatus(one), EIO) << "an fsync of inode 7: " << one;
+  // Written again, inode 7 syncs; the store as a whole not while inode 8
+  // still holds lost bytes.
+  const std::string again = Pattern(5000, 71);
+  ASSERT_TRUE(Write({7, 0}, 0, again, true).ok());
+  EXPECT_TRUE(store_->Sync(*ring_, 7).ok());
+  EXPECT_EQ(ErrnoFromStatus(store_->SyncAll()), EIO);
+  ASSERT_TRUE(store_->Trim(*ring_, 8, 0, kChunkSize).ok());
+  EXPECT_TRUE(store_->SyncAll().ok());
+  PowerLoss();
+  auto back = ReadAll({7, 0});
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_TRUE(*back == again);
+}
+
 // A trim that removes every chunk of an inode (and its directory), then a
 // sync: the chunks must stay gone, or a file cut to zero and grown again
 // would read its old bytes in the holes.

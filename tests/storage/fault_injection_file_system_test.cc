@@ -227,5 +227,29 @@ TEST_F(FaultInjectionFileSystemTest, ErrorsPassThroughAndChangeNothing) {
   EXPECT_FALSE(Exists("a"));
 }
 
+// The kernel's way with a write-back error: the sync that meets it fails,
+// the next one succeeds, and the pages it lost are never written.
+TEST_F(FaultInjectionFileSystemTest, AWritebackErrorLosesThePagesForEveryLaterSync) {
+  Put("a", "old");
+  SyncFile("a");
+  SyncDir("");
+  Put("a", "new");
+  Put("b", "never synced");
+  SyncDir("");
+  fs_->InjectWritebackError(EIO);
+  absl::Status failed = fs_->SyncFileSystem(root_);
+  EXPECT_EQ(ErrnoFromStatus(failed), EIO) << failed;
+  EXPECT_TRUE(fs_->SyncFileSystem(root_).ok());
+  SyncFile("a");
+  Crash();
+  EXPECT_EQ(Get("a"), "old");
+  EXPECT_EQ(Get("b"), "");
+  // Written again, a file is written back again.
+  Put("a", "rewritten");
+  SyncFile("a");
+  Crash();
+  EXPECT_EQ(Get("a"), "rewritten");
+}
+
 }  // namespace
 }  // namespace ckptfs::storage

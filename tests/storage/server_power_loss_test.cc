@@ -145,5 +145,20 @@ TEST_F(ServerPowerLossTest, WhatASyncConfirmedIsServedAfterPowerLoss) {
   EXPECT_EQ(ErrnoFromStatus(Read(5, 0, kSize).status()), ENOENT);
 }
 
+// Two checkpoint commits syncing the same server after a write-back error
+// lost chunks of the first: both fail, not only the one the kernel told.
+TEST_F(ServerPowerLossTest, EveryWholeStoreSyncAfterAWritebackErrorFails) {
+  constexpr size_t kSize = 100000;
+  ASSERT_TRUE(Write(1, 0, Pattern(kSize, 1)).ok());
+  fs_->InjectWritebackError(EIO);
+  absl::Status first = Sync(0, true);
+  EXPECT_EQ(ErrnoFromStatus(first), EIO) << first;
+  absl::Status second = Sync(0, true);
+  EXPECT_EQ(ErrnoFromStatus(second), EIO) << second;
+  EXPECT_EQ(ErrnoFromStatus(Sync(1, false)), EIO);
+  ASSERT_TRUE(Write(1, 0, Pattern(kSize, 2)).ok());
+  EXPECT_TRUE(Sync(0, true).ok());
+}
+
 }  // namespace
 }  // namespace ckptfs::storage

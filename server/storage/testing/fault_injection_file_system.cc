@@ -115,6 +115,7 @@ std::optional<FaultInjectionFileSystem::NodeId> FaultInjectionFileSystem::Find(
 }
 
 absl::Status FaultInjectionFileSystem::SnapshotFile(const std::string& path, NodeId id) {
+  if (nodes_[id].writeback_lost) return absl::OkStatus();  // its pages are gone
   auto data = ReadWhole(path);
   if (!data.ok()) return data.status();
   nodes_[id].durable_data = *std::move(data);
@@ -131,6 +132,38 @@ absl::Status FaultInjectionFileSystem::SnapshotTree(const std::string& path, Nod
     if (absl::Status s = SnapshotTree(absl::StrCat(path, "/", name), child); !s.ok()) return s;
   }
   return absl::OkStatus();
+}
+
+absl::Status FaultInjectionFileSystem::LoseUnsynced(const std::string& path, NodeId id) {
+  Node& node = nodes_[id];
+  if (node.is_dir) {
+    const std::map<std::string, NodeId> entries = node.entries;
+    for (const auto& [name, child] : entries) {
+      if (absl::Status s = LoseUnsynced(absl::StrCat(path, "/", name), child); !s.ok()) return s;
+    }
+    return absl::OkStatus();
+  }
+  auto data = ReadWhole(path);
+  if (!data.ok()) return data.status();
+  if (!node.durable_data.has_value() || *node.durable_data != *data) node.writeback_lost = true;
+  return absl::OkStatus();
+}
+
+absl::Status FaultInjectionFileSystem::FailWriteback(absl::Span<const std::string> paths,
+                                                     absl::string_view what) {
+  const int err = writeback_error_;
+  writeback_error_ = 0;
+  for (const std::string& path : paths) {
+    std::optional<NodeId> id = Find(path);
+    if (!id.has_value()) continue;
+    if (absl::Status s = LoseUnsynced(path, *id); !s.ok()) return s;
+  }
+  return ErrnoStatus(err, absl::StrCat(what, ": injected write-back error"));
+}
+
+void FaultInjectionFileSystem::InjectWritebackError(int err) {
+  absl::MutexLock lock(&mu_);
+  writeback_error_ = err;
 }
 
 absl::Status FaultInjectionFileSystem::Scan(const std::string& path, NodeId id) {
@@ -160,9 +193,11 @@ absl::StatusOr<UniqueFd> FaultInjectionFileSystem::Open(const std::string& path,
   if (!fd.ok() || (flags & O_DIRECTORY) != 0) return fd;
   if (std::optional<Place> place = Locate(path); place.has_value()) {
     auto& entries = nodes_[place->parent].entries;
-    if (entries.find(place->name) == entries.end()) {
+    if (auto it = entries.find(place->name); it == entries.end()) {
       const NodeId added = NewNode(/*is_dir=*/false);
       nodes_[place->parent].entries[place->name] = added;
+    } else if ((flags & O_ACCMODE) != O_RDONLY) {
+      nodes_[it->second].writeback_lost = false;  // written again: new dirty pages
     }
   }
   return fd;
@@ -235,6 +270,9 @@ absl::StatusOr<struct statvfs> FaultInjectionFileSystem::StatFileSystem(const st
 
 absl::Status FaultInjectionFileSystem::SyncFiles(Ring& ring, absl::Span<const std::string> paths) {
   absl::MutexLock lock(&mu_);
+  if (writeback_error_ != 0) {
+    return FailWriteback(paths, absl::StrCat("fdatasync ", paths.empty() ? root_ : paths.front()));
+  }
   if (absl::Status s = base_.SyncFiles(ring, paths); !s.ok()) return s;
   for (const std::string& path : paths) {
     std::optional<NodeId> id = Find(path);
@@ -247,6 +285,7 @@ absl::Status FaultInjectionFileSystem::SyncFiles(Ring& ring, absl::Span<const st
 
 absl::Status FaultInjectionFileSystem::SyncDir(Ring& ring, const std::string& path) {
   absl::MutexLock lock(&mu_);
+  if (writeback_error_ != 0) return FailWriteback({}, absl::StrCat("fsync ", path));
   if (absl::Status s = base_.SyncDir(ring, path); !s.ok()) return s;
   if (std::optional<NodeId> id = Find(path); id.has_value() && nodes_[*id].is_dir) {
     nodes_[*id].durable_entries = nodes_[*id].entries;
@@ -256,6 +295,7 @@ absl::Status FaultInjectionFileSystem::SyncDir(Ring& ring, const std::string& pa
 
 absl::Status FaultInjectionFileSystem::SyncFileSystem(const std::string& path) {
   absl::MutexLock lock(&mu_);
+  if (writeback_error_ != 0) return FailWriteback({root_}, absl::StrCat("syncfs ", path));
   if (absl::Status s = base_.SyncFileSystem(path); !s.ok()) return s;
   // syncfs covers the whole file system; the model holds only root_'s tree.
   return SnapshotTree(root_, kRoot);

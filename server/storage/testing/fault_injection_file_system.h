@@ -49,7 +49,9 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/types/span.h"
 #include "server/storage/file_system.h"
 
 namespace ckptfs::storage {
@@ -89,6 +91,12 @@ class FaultInjectionFileSystem final : public FileSystem {
   // durable. REQUIRES: nothing else uses files under `root` meanwhile.
   absl::StatusOr<DropReport> DropUnsyncedData();
 
+  // Makes the next SyncFiles, SyncDir or SyncFileSystem fail with `err`
+  // as a write-back error does (see above): the files it covered whose
+  // contents now are not durable keep their durable contents (none, if
+  // never synced) through every later sync until they are written again.
+  void InjectWritebackError(int err) ABSL_LOCKS_EXCLUDED(mu_);
+
  private:
   using NodeId = uint64_t;
   static constexpr NodeId kRoot = 0;
@@ -98,6 +106,9 @@ class FaultInjectionFileSystem final : public FileSystem {
     bool is_dir = false;
     // Files: contents as of the last sync; none if never synced.
     std::optional<std::string> durable_data;
+    // Files: a write-back error lost the pages not yet durable; syncs keep
+    // durable_data as it is until the file is opened for writing.
+    bool writeback_lost = false;
     // Directories: entries now, and as of the last sync.
     std::map<std::string, NodeId> entries;
     std::map<std::string, NodeId> durable_entries;
@@ -122,6 +133,15 @@ class FaultInjectionFileSystem final : public FileSystem {
   absl::Status SnapshotFile(const std::string& path, NodeId id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Makes the subtree at `path` (node `id`) durable as it is now.
   absl::Status SnapshotTree(const std::string& path, NodeId id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Fails the sync of `paths` (files or directories; `what` names the
+  // call) with the injected write-back error, consuming it: files among
+  // them (for a directory, every file below it) whose contents are not
+  // durable lose them.
+  absl::Status FailWriteback(absl::Span<const std::string> paths, absl::string_view what)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Marks the files at or under `path` (node `id`) whose contents are not
+  // durable as lost to a write-back error.
+  absl::Status LoseUnsynced(const std::string& path, NodeId id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Adds what the disk holds under `path` (a directory, node `id`) to the
   // model, as durable.
   absl::Status Scan(const std::string& path, NodeId id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -131,6 +151,7 @@ class FaultInjectionFileSystem final : public FileSystem {
   absl::Mutex mu_;
   std::unordered_map<NodeId, Node> nodes_ ABSL_GUARDED_BY(mu_);
   NodeId next_id_ ABSL_GUARDED_BY(mu_) = kRoot + 1;
+  int writeback_error_ ABSL_GUARDED_BY(mu_) = 0;  // 0: none injected
 };
 
 }  // namespace ckptfs::storage
