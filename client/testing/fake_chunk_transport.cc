@@ -139,7 +139,38 @@ absl::Status FakeChunkTransport::SyncChunks(uint32_t server_id, uint64_t ino) {
   ++syncs_of_[{server_id, ino}];
   if (sync_err_ != 0) return ErrnoStatus(sync_err_, "fake storage server: injected sync failure");
   if (absl::Status down = DownStatus(server_id); !down.ok()) return down;
+  const Key first(server_id, ino, 0);
+  auto of_inode = [&](const Key& key) {
+    return std::get<0>(key) == server_id && std::get<1>(key) == ino;
+  };
+  for (auto it = durable_.lower_bound(first); it != durable_.end() && of_inode(it->first);) {
+    it = durable_.erase(it);
+  }
+  for (auto it = chunks_.lower_bound(first); it != chunks_.end() && of_inode(it->first); ++it) {
+    durable_[it->first] = it->second;
+  }
   return absl::OkStatus();
+}
+
+void FakeChunkTransport::LosePower(uint32_t server_id) {
+  absl::MutexLock lock(&mu_);
+  auto on_server = [&](const Key& key) { return std::get<0>(key) == server_id; };
+  const Key first(server_id, 0, 0);
+  for (auto it = chunks_.lower_bound(first); it != chunks_.end() && on_server(it->first);) {
+    it = chunks_.erase(it);
+  }
+  for (auto it = durable_.lower_bound(first); it != durable_.end() && on_server(it->first); ++it) {
+    chunks_[it->first] = it->second;
+  }
+}
+
+std::optional<std::string> FakeChunkTransport::DurableChunkBytes(uint32_t server_id,
+                                                                 uint64_t ino,
+                                                                 uint64_t chunk_index) const {
+  absl::MutexLock lock(&mu_);
+  auto it = durable_.find(Key(server_id, ino, chunk_index));
+  if (it == durable_.end()) return std::nullopt;
+  return it->second;
 }
 
 void FakeChunkTransport::FailWrites(int err, int after) {

@@ -6,9 +6,11 @@
 // does not match the payload fails with EBADMSG), a fill (replace only if
 // absent, else EEXIST), READ of a missing chunk
 // fails with ENOENT, a short chunk reads short, TRIM deletes and cuts, SYNC
-// counts. Tests can make writes fail, slow every request down (to make
-// requests overlap), corrupt a stored chunk, take a server down, and count
-// requests, including the most chunk writes ever in flight at once.
+// makes the inode's chunks on the server durable (and counts). Tests can
+// make writes fail, slow every request down (to make requests overlap),
+// corrupt a stored chunk, take a server down, make a server lose power
+// (what no SYNC made durable is lost), and count requests, including the
+// most chunk writes ever in flight at once.
 //
 // Thread-safety: thread-safe.
 #ifndef CKPTFS_CLIENT_TESTING_FAKE_CHUNK_TRANSPORT_H_
@@ -60,6 +62,9 @@ class FakeChunkTransport : public ChunkTransport {
   // A server that is down: every request to it fails with ECONNREFUSED
   // (nothing changes) until it is up again.
   void SetServerDown(uint32_t server_id, bool down);
+  // A power loss on `server_id`: each of its chunks goes back to what the
+  // last SYNC of its inode there saw, or away when none saw it.
+  void LosePower(uint32_t server_id);
 
   // --- Inspection ---------------------------------------------------------
   struct Counts {
@@ -82,6 +87,10 @@ class FakeChunkTransport : public ChunkTransport {
   int ChunkCount(uint64_t ino) const;
   // SYNCs received by `server_id` for `ino`.
   int SyncsOf(uint32_t server_id, uint64_t ino) const;
+  // The bytes of a chunk as its last SYNC made them durable, or nullopt
+  // when none did (what LosePower would leave).
+  std::optional<std::string> DurableChunkBytes(uint32_t server_id, uint64_t ino,
+                                               uint64_t chunk_index) const;
 
  private:
   using Key = std::tuple<uint32_t, uint64_t, uint64_t>;  // server, ino, chunk
@@ -92,6 +101,8 @@ class FakeChunkTransport : public ChunkTransport {
 
   mutable absl::Mutex mu_;
   std::map<Key, std::string> chunks_ ABSL_GUARDED_BY(mu_);
+  // What SYNCs made durable (LosePower).
+  std::map<Key, std::string> durable_ ABSL_GUARDED_BY(mu_);
   std::set<Key> corrupt_ ABSL_GUARDED_BY(mu_);
   std::set<uint32_t> down_ ABSL_GUARDED_BY(mu_);
   std::map<std::pair<uint64_t, uint64_t>, int> reads_of_ ABSL_GUARDED_BY(mu_);

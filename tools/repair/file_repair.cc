@@ -204,6 +204,7 @@ FileRepairResult FileRepairer::Repair(const std::string& path, meta::Attr attr,
                                       const std::vector<meta::ServerInfo>& servers,
                                       int64_t now_ms) {
   servers_ = servers;
+  rebuilt_.clear();
   FileRepairResult result;
   auto info_of = [&](uint32_t id) -> const meta::ServerInfo* {
     for (const meta::ServerInfo& s : servers_) {
@@ -309,16 +310,44 @@ FileRepairResult FileRepairer::Repair(const std::string& path, meta::Attr attr,
   const uint64_t chunks = client::ChunkCount(attr.size(), attr.layout().chunk_size());
   if (IsErasureCoded(attr.layout())) {
     for (uint64_t i = 0; i < chunks; ++i) CheckFragments(path, attr, i, now_ms, result);
-    return result;
+  } else if (ReplicaCount(attr.layout()) >= 2) {
+    for (uint64_t i = 0; i < chunks; ++i) CheckChunk(path, attr, i, result);
   }
-  if (ReplicaCount(attr.layout()) < 2) return result;
-  for (uint64_t i = 0; i < chunks; ++i) CheckChunk(path, attr, i, result);
+  SyncRebuilt(path, attr.ino(), result);
   return result;
+}
+
+void FileRepairer::Rebuilt(uint32_t server_id, size_t bytes) {
+  Unsynced& unsynced = rebuilt_[server_id];
+  ++unsynced.copies;
+  unsynced.bytes += bytes;
+}
+
+void FileRepairer::SyncRebuilt(const std::string& path, uint64_t ino, FileRepairResult& result) {
+  for (const auto& [server_id, unsynced] : rebuilt_) {
+    if (absl::Status synced = transport_->SyncChunks(server_id, ino); !synced.ok()) {
+      result.unrepairable = true;
+      result.problems.push_back(absl::StrCat(
+          Name(path, ino), ": ", unsynced.copies, " copies written again on server ", server_id,
+          " could not be made durable there (", synced.message(),
+          "); the next pass checks them again"));
+      continue;
+    }
+    result.copies_rebuilt += unsynced.copies;
+    result.bytes_written += unsynced.bytes;
+  }
+  rebuilt_.clear();
 }
 
 template <typename Fail>
 FileRepairer::MoveOutcome FileRepairer::FinishMove(const std::string& path, meta::Attr& attr,
                                                    uint32_t dead, uint32_t spare, Fail& fail) {
+  // What the spare now holds of the file (and no longer holds: the clearing
+  // trim) must survive a power loss there before the stripe names it.
+  if (absl::Status synced = transport_->SyncChunks(spare, attr.ino()); !synced.ok()) {
+    return fail(absl::StrCat(Name(path, attr.ino()), ": syncing its copies on server ", spare,
+                             " before moving its stripe there: ", synced.message()));
+  }
   absl::StatusOr<meta::Attr> moved = meta_->MoveStripeServer(attr.ino(), dead, spare);
   if (moved.ok()) {
     attr = *std::move(moved);
@@ -345,6 +374,8 @@ FileRepairer::MoveOutcome FileRepairer::MoveOff(const std::string& path, meta::A
     return MoveOutcome::kFailed;
   };
   const uint64_t chunks = client::ChunkCount(attr.size(), layout.chunk_size());
+  uint64_t moved = 0;  // counted once the spare synced them
+  uint64_t bytes = 0;
   for (uint64_t i = 0; i < chunks; ++i) {
     const std::vector<uint32_t> holders = ReplicaServers(layout, i);
     if (std::find(holders.begin(), holders.end(), dead) == holders.end()) continue;
@@ -381,10 +412,15 @@ FileRepairer::MoveOutcome FileRepairer::MoveOff(const std::string& path, meta::A
       return fail(absl::StrCat(ChunkName(path, ino, i), ": writing its copy onto server ",
                                spare, ": ", written.message()));
     }
-    ++result.copies_moved;
-    result.bytes_written += source.bytes.size();
+    ++moved;
+    bytes += source.bytes.size();
   }
-  return FinishMove(path, attr, dead, spare, fail);
+  const MoveOutcome outcome = FinishMove(path, attr, dead, spare, fail);
+  if (outcome != MoveOutcome::kFailed) {
+    result.copies_moved += moved;
+    result.bytes_written += bytes;
+  }
+  return outcome;
 }
 
 void FileRepairer::CheckChunk(const std::string& path, const meta::Attr& attr,
@@ -454,8 +490,7 @@ void FileRepairer::CheckChunk(const std::string& path, const meta::Attr& attr,
                                              copy->server_id, ": ", filled.message()));
       continue;
     }
-    ++result.copies_rebuilt;
-    result.bytes_written += source->bytes.size();
+    Rebuilt(copy->server_id, source->bytes.size());
   }
   for (const Copy* copy : corrupt) {
     absl::Status written =
@@ -467,8 +502,7 @@ void FileRepairer::CheckChunk(const std::string& path, const meta::Attr& attr,
                                              copy->server_id, ": ", written.message()));
       continue;
     }
-    ++result.copies_rebuilt;
-    result.bytes_written += source->bytes.size();
+    Rebuilt(copy->server_id, source->bytes.size());
   }
 }
 
@@ -485,6 +519,8 @@ FileRepairer::MoveOutcome FileRepairer::MoveFragmentsOff(const std::string& path
     return MoveOutcome::kFailed;
   };
   const uint64_t chunks = client::ChunkCount(attr.size(), layout.chunk_size());
+  uint64_t moved = 0;  // counted once the spare synced them
+  uint64_t bytes = 0;
   for (uint64_t i = 0; i < chunks; ++i) {
     const std::vector<uint32_t> holders = ReplicaServers(layout, i);
     const auto at = std::find(holders.begin(), holders.end(), dead);
@@ -508,10 +544,15 @@ FileRepairer::MoveOutcome FileRepairer::MoveFragmentsOff(const std::string& path
       return fail(absl::StrCat(ChunkName(path, ino, i), ": writing its fragment ", r + 1,
                                " onto server ", spare, ": ", written.message()));
     }
-    ++result.copies_moved;
-    result.bytes_written += fragment.size();
+    ++moved;
+    bytes += fragment.size();
   }
-  return FinishMove(path, attr, dead, spare, fail);
+  const MoveOutcome outcome = FinishMove(path, attr, dead, spare, fail);
+  if (outcome != MoveOutcome::kFailed) {
+    result.copies_moved += moved;
+    result.bytes_written += bytes;
+  }
+  return outcome;
 }
 
 void FileRepairer::CheckFragments(const std::string& path, const meta::Attr& attr,
@@ -555,8 +596,7 @@ void FileRepairer::CheckFragments(const std::string& path, const meta::Attr& att
                                                filled.message()));
         continue;
       }
-      ++result.copies_rebuilt;
-      result.bytes_written += fragment.size();
+      Rebuilt(id, fragment.size());
       continue;
     }
     if (err != EIO) {  // the server answered with something else, or not at all
@@ -594,8 +634,7 @@ void FileRepairer::CheckFragments(const std::string& path, const meta::Attr& att
           "; rewriting it: ", written.message()));
       continue;
     }
-    ++result.copies_rebuilt;
-    result.bytes_written += fragment.size();
+    Rebuilt(id, fragment.size());
   }
 }
 

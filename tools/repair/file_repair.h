@@ -7,15 +7,20 @@
 //    a live server outside the stripe (the one with the most free bytes)
 //    gets, by a replace WRITE, every chunk that had a copy on the dead one,
 //    read from another copy; then the service moves the stripe entry
-//    (RepairMeta::MoveStripeServer). ESTALE (someone moved it first) re-reads
-//    the attributes. With one copy per chunk, or no spare server, the file
-//    is unrepairable.
+//    (RepairMeta::MoveStripeServer) once a SYNC made them durable there:
+//    until the move the dead server's copies are what the stripe names, and
+//    after it the spare's may be the only ones. ESTALE (someone moved it
+//    first) re-reads the attributes. With one copy per chunk, or no spare
+//    server, the file is unrepairable.
 //  - With two or more copies per chunk, every chunk of the file is READ
 //    whole from each copy on a live server (the server checks its CRC32C:
 //    EIO for a corrupt copy; a copy its scrubber set aside reads ENOENT). A
 //    missing copy is filled from a good one (ChunkTransport::FillChunk, only
 //    if still absent: a writer's bytes stored meanwhile win); a corrupt one
-//    is rewritten (replace WRITE). Good copies that differ are left alone (a
+//    is rewritten (replace WRITE). Each server written is synced once the
+//    file's chunks are checked, and its copies count as rebuilt only then (a
+//    failed sync is a problem, and the next pass looks again). Good copies
+//    that differ are left alone (a
 //    write that failed on one copy, and its writer was told) and reported; a
 //    chunk missing everywhere is a hole.
 // Erasure-coded files (client/fragment_io.h: k data + m parity fragments
@@ -45,6 +50,7 @@
 #define CKPTFS_TOOLS_REPAIR_FILE_REPAIR_H_
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -58,8 +64,8 @@ namespace ckptfs::repair {
 // What the repair of one file did; a pass adds these up.
 struct FileRepairResult {
   uint64_t chunks_checked = 0;  // chunks whose copies were compared
-  uint64_t copies_rebuilt = 0;  // missing or corrupt copies written again
-  uint64_t copies_moved = 0;    // copies written onto a replacement server
+  uint64_t copies_rebuilt = 0;  // missing or corrupt copies written again, and synced
+  uint64_t copies_moved = 0;    // copies written onto a replacement server, and synced
   uint64_t bytes_written = 0;
   bool unrepairable = false;    // something is still wrong (see problems)
   // For people, one line each, naming the file, chunk and servers.
@@ -107,11 +113,23 @@ class FileRepairer {
   // CheckChunk for an erasure-coded file; `now_ms` as for Repair.
   void CheckFragments(const std::string& path, const meta::Attr& attr, uint64_t chunk_index,
                       int64_t now_ms, FileRepairResult& result);
+  // Copy `bytes` bytes long was written again on `server_id`: counted in
+  // `result` once SyncRebuilt made it durable.
+  void Rebuilt(uint32_t server_id, size_t bytes);
+  // Syncs inode `ino` on every server Rebuilt names, and counts what each
+  // sync made durable; a failed sync is a problem.
+  void SyncRebuilt(const std::string& path, uint64_t ino, FileRepairResult& result);
 
   RepairMeta* const meta_;
   client::ChunkTransport* const transport_;
   const absl::Duration move_after_;
   std::vector<meta::ServerInfo> servers_;  // of the current Repair
+  // Copies the current Repair wrote again, by server, not yet synced.
+  struct Unsynced {
+    uint64_t copies = 0;
+    uint64_t bytes = 0;
+  };
+  std::map<uint32_t, Unsynced> rebuilt_;
 };
 
 }  // namespace ckptfs::repair

@@ -46,6 +46,7 @@ class TestMeta : public RepairMeta {
     uint32_t from;
     uint32_t to;
     int chunks_on_to;  // chunks of the file `to` held when the move came
+    int durable_on_to;  // of those, the ones a SYNC had made durable there
   };
 
   absl::StatusOr<std::vector<meta::ServerInfo>> ListServers() override { return servers; }
@@ -65,8 +66,13 @@ class TestMeta : public RepairMeta {
   }
   absl::StatusOr<meta::Attr> MoveStripeServer(uint64_t ino, uint32_t from, uint32_t to) override {
     int held = 0;
-    for (uint64_t i = 0; i < 64; ++i) held += transport_->ChunkBytes(to, ino, i).has_value();
-    moves.push_back({ino, from, to, held});
+    int durable = 0;
+    for (uint64_t i = 0; i < 64; ++i) {
+      const std::optional<std::string> bytes = transport_->ChunkBytes(to, ino, i);
+      held += bytes.has_value();
+      durable += bytes.has_value() && transport_->DurableChunkBytes(to, ino, i) == bytes;
+    }
+    moves.push_back({ino, from, to, held, durable});
     if (stale_moves > 0) {
       --stale_moves;
       return ErrnoStatus(ESTALE, "moved already");
@@ -463,6 +469,60 @@ TEST_F(RepairTest, DeadServerCopiesAreMovedThenTheStripe) {
   EXPECT_EQ(meta_.files.at(20).layout().stripe(1), 4u);
   // The new copies were then compared with the others: all agree.
   EXPECT_EQ(result.chunks_checked, 4u);
+}
+
+// The copies written onto the spare are its file's only copies there once
+// the stripe names it: they must be durable before the move, or a power
+// loss on the spare loses them.
+TEST_F(RepairTest, CopiesMovedOntoASpareAreDurableBeforeTheStripeMoves) {
+  const meta::Attr& attr = meta_.AddFile("f", 24, 64, {1, 2, 3}, 2);
+  WriteFile(transport_, attr);
+  meta_.Server(2).set_alive(false);
+  meta_.Server(2).set_last_heartbeat_ms(kNowMs - 60'000);
+  transport_.SetServerDown(2, true);
+
+  FileRepairResult result = Repair(24, absl::Seconds(10));
+  EXPECT_FALSE(result.unrepairable) << result.problems[0];
+  ASSERT_EQ(meta_.moves.size(), 1u);
+  EXPECT_EQ(meta_.moves[0].chunks_on_to, 3);
+  EXPECT_EQ(meta_.moves[0].durable_on_to, 3) << "the stripe moved onto unsynced copies";
+  transport_.LosePower(4);
+  for (uint64_t i : {0u, 1u, 3u}) {
+    EXPECT_EQ(transport_.ChunkBytes(4, 24, i), ChunkData(i)) << "chunk " << i;
+  }
+}
+
+TEST_F(RepairTest, ErasureCodedFragmentsMovedOntoASpareAreDurableBeforeTheStripeMoves) {
+  meta_.SetServers(8);
+  const meta::Attr& attr = AddEcFile(meta_, 25, 40, kNowMs - 3'600'000);
+  WriteEcFile(transport_, attr);
+  meta_.Server(2).set_alive(false);
+  meta_.Server(2).set_last_heartbeat_ms(kNowMs - 60'000);
+  transport_.SetServerDown(2, true);
+
+  FileRepairResult result = Repair(25, absl::Seconds(10));
+  EXPECT_FALSE(result.unrepairable) << result.problems[0];
+  ASSERT_EQ(meta_.moves.size(), 1u);
+  EXPECT_EQ(meta_.moves[0].chunks_on_to, 2);
+  EXPECT_EQ(meta_.moves[0].durable_on_to, 2) << "the stripe moved onto unsynced fragments";
+}
+
+// A filled or rewritten copy counts as rebuilt only once it is durable.
+TEST_F(RepairTest, FilledAndRewrittenCopiesAreDurableWhenReported) {
+  const meta::Attr& attr = meta_.AddFile("f", 26, 40, {1, 2, 3}, 2);
+  WriteFile(transport_, attr);
+  // Server 3 lost chunk 2 (also on server 1); chunk 1 (also on server 3)
+  // is corrupt on server 2.
+  ASSERT_TRUE(transport_.TrimChunks(3, 26, 32, kChunk).ok());
+  transport_.CorruptChunk(2, 26, 1);
+
+  FileRepairResult result = Repair(26);
+  EXPECT_FALSE(result.unrepairable) << result.problems[0];
+  EXPECT_EQ(result.copies_rebuilt, 2u);
+  transport_.LosePower(3);
+  transport_.LosePower(2);
+  EXPECT_EQ(transport_.ChunkBytes(3, 26, 2), ChunkData(2, 8)) << "the filled copy";
+  EXPECT_EQ(transport_.ChunkBytes(2, 26, 1), ChunkData(1)) << "the rewritten copy";
 }
 
 TEST_F(RepairTest, MovePicksTheSpareWithTheMostFreeBytes) {
