@@ -9,7 +9,13 @@
 // inject failures. Each call blocks until the server answers; callers run
 // several at once on the IoExecutor.
 //
-// Thread-safety: implementations must allow concurrent calls from any thread.
+// Unsynced writes: given an UnsyncedWrites (TrackWrites), a transport that
+// speaks to real servers records there the server incarnation of every
+// WRITE, fill and ADOPT it had acknowledged, and SyncChunks sends them with
+// the SYNC, which a server that restarted since refuses (EIO).
+//
+// Thread-safety: implementations must allow concurrent calls from any
+// thread; TrackWrites is called once, before any other call.
 #ifndef CKPTFS_CLIENT_CHUNK_TRANSPORT_H_
 #define CKPTFS_CLIENT_CHUNK_TRANSPORT_H_
 
@@ -21,6 +27,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "client/unsynced_writes.h"
 #include "common/errno_status.h"
 
 namespace ckptfs::client {
@@ -89,8 +96,35 @@ class ChunkTransport {
   virtual absl::Status TrimChunks(uint32_t server_id, uint64_t ino, uint64_t trim_size,
                                   uint32_t chunk_size) = 0;
 
-  // Makes every chunk of the inode on the server durable.
+  // Makes every chunk of the inode on the server durable. With TrackWrites,
+  // EIO when the server restarted since it acknowledged a write of the
+  // inode recorded there (those bytes may be lost), and this stays so: the
+  // record keeps them until a SYNC confirms them.
   virtual absl::Status SyncChunks(uint32_t server_id, uint64_t ino) = 0;
+
+  // Records acknowledged writes in `writes` (borrowed, outlives this) and
+  // holds SYNCs to them (above); null: none recorded, none checked. A
+  // transport that wraps another passes it on.
+  virtual void TrackWrites(UnsyncedWrites* writes) { unsynced_writes_ = writes; }
+
+ protected:
+  // For implementations: `server_id`, run `incarnation` (the reply's),
+  // acknowledged a WRITE, fill or ADOPT of `ino`.
+  void NoteStored(uint32_t server_id, uint64_t ino, uint64_t incarnation) {
+    if (unsynced_writes_ != nullptr) unsynced_writes_->Stored(ino, server_id, incarnation);
+  }
+  // What a SYNC of `ino` on `server_id` must confirm (its written_by), and,
+  // once it succeeded, that it did.
+  UnsyncedWrites::Pending PendingSync(uint32_t server_id, uint64_t ino) const {
+    if (unsynced_writes_ == nullptr) return {};
+    return unsynced_writes_->ForSync(ino, server_id);
+  }
+  void ConfirmSync(uint32_t server_id, uint64_t ino, const UnsyncedWrites::Pending& pending) {
+    if (unsynced_writes_ != nullptr) unsynced_writes_->Synced(ino, server_id, pending);
+  }
+
+ private:
+  UnsyncedWrites* unsynced_writes_ = nullptr;
 };
 
 }  // namespace ckptfs::client

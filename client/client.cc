@@ -147,8 +147,10 @@ ClientImpl::ClientImpl(const ClientOptions& options, std::unique_ptr<MetaClient>
                static_cast<size_t>(std::max<int64_t>(0, options.write_buffer_budget_bytes)),
                static_cast<size_t>(std::max<int64_t>(0, options.read_cache_budget_bytes))) {
   executor_ = std::make_unique<IoExecutor>(std::max(1, options.io_threads));
+  transport_->TrackWrites(&unsynced_writes_);
   services_.meta = meta_.get();
   services_.transport = transport_.get();
+  services_.unsynced_writes = &unsynced_writes_;
   services_.failed_servers = &failed_servers_;
   services_.executor = executor_.get();
   services_.buffers = &buffers_;

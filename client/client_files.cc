@@ -1,7 +1,8 @@
 // Client's file calls (client.h, "Files"): Create and Open, with O_TRUNC
 // done storage first (TRIM every server of the stripe set, then tell the
-// metadata service), writer registration of the handles that may write, and
-// the ClientImpl helpers behind them.
+// metadata service), writer registration of the handles that may write,
+// reader holds of the read-only ones (client/reader_hold.h), and the
+// ClientImpl helpers behind them.
 #include <fcntl.h>
 
 #include <algorithm>
@@ -69,7 +70,8 @@ ClientImpl::StateBefore ClientImpl::SnapshotState(uint64_t ino) {
 absl::StatusOr<std::unique_ptr<File>> ClientImpl::MakeFile(const meta::Attr& attr, int flags,
                                                            bool truncated,
                                                            const StateBefore& before,
-                                                           uint64_t writer_handle) {
+                                                           uint64_t writer_handle,
+                                                           ReaderHold hold) {
   absl::Status usable = RequireRegular(attr);
   if (usable.ok()) usable = ValidateLayout(attr.layout());
   if (!usable.ok()) {
@@ -88,7 +90,7 @@ absl::StatusOr<std::unique_ptr<File>> ClientImpl::MakeFile(const meta::Attr& att
     state->Refresh(attr, version_before);
   }
   return std::make_unique<File>(std::move(state), flags, writer_handle,
-                                FileVersion::Of(attr));
+                                FileVersion::Of(attr), std::move(hold));
 }
 
 absl::StatusOr<Client::Created> Client::Create(uint64_t parent, absl::string_view name,
@@ -159,9 +161,14 @@ absl::StatusOr<std::unique_ptr<File>> Client::Open(uint64_t ino, int flags) {
   request.set_ino(ino);
   if (!truncate) {
     request.set_writer_handle(writer);
+    // A reader asks the service to hold a checkpoint file for it.
+    const uint64_t reader = writer == 0 ? NewWriterHandle() : 0;
+    request.set_reader_handle(reader);
     auto reply = impl_->meta().Open(request);
     if (!reply.ok()) return reply.status();
-    return impl_->MakeFile(reply->attr(), flags, false, before, writer);
+    ReaderHold hold;
+    if (reply->reader_held()) hold = ReaderHold(&impl_->meta(), ino, reader);
+    return impl_->MakeFile(reply->attr(), flags, false, before, writer, std::move(hold));
   }
   // O_TRUNC: register first (a read-only O_TRUNC open under a temporary id),
   // so that the service refuses a file of a committed checkpoint (EROFS)

@@ -30,7 +30,9 @@
 #include "client/meta_client.h"
 #include "client/open_file_registry.h"
 #include "client/open_file_state.h"
+#include "client/reader_hold.h"
 #include "client/replica_io.h"
+#include "client/unsynced_writes.h"
 #include "proto/meta.pb.h"
 
 namespace ckptfs::client {
@@ -77,11 +79,13 @@ class ClientImpl {
 
   // A File for `attr` (a regular file, fresh from the service), sharing the
   // open state of its inode. `truncated`: the service just set its size.
-  // `writer_handle`: the id the open registered (0: none). On error the
-  // registration is released.
+  // `writer_handle`: the id the open registered (0: none); `hold`: a
+  // read-only open's hold (client/reader_hold.h). On error both are
+  // released.
   absl::StatusOr<std::unique_ptr<File>> MakeFile(const meta::Attr& attr, int flags,
                                                  bool truncated, const StateBefore& before,
-                                                 uint64_t writer_handle);
+                                                 uint64_t writer_handle,
+                                                 ReaderHold hold = ReaderHold());
 
   // Ends writer registration `writer` of `ino` (a CommitWrite with only
   // release_writer). Errors are logged: the caller is already failing.
@@ -90,6 +94,9 @@ class ClientImpl {
  private:
   std::unique_ptr<MetaClient> meta_;
   CommitCoalescer commits_;
+  // The server incarnations holding this client's unsynced writes; the
+  // transport records them (declared first: it outlives the transport).
+  UnsyncedWrites unsynced_writes_;
   std::unique_ptr<ChunkTransport> transport_;
   // Servers that failed this client's reads lately (replica_io.h).
   FailedServers failed_servers_;
@@ -104,7 +111,7 @@ class ClientImpl {
 // EISDIR for a directory, EINVAL for anything else but a regular file.
 absl::Status RequireRegular(const meta::Attr& attr);
 
-// A random nonzero writer id (OpenRequest.writer_handle).
+// A random nonzero handle id (OpenRequest.writer_handle, reader_handle).
 uint64_t NewWriterHandle();
 
 // Whether open(2) `flags` let the handle write.

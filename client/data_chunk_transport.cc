@@ -142,7 +142,9 @@ absl::Status DataChunkTransport::WriteChunk(uint32_t server_id, uint64_t ino,
   request.set_payload_crc32c(crc32c.has_value() ? *crc32c : Crc32c(data, length));
   request.set_replace(replace);
   ChunkRequestScope scope(ChunkOp::kWrite);
-  return scope.Finish(Call(server_id, request, data, length, nullptr, 0).status(), length);
+  auto response = Call(server_id, request, data, length, nullptr, 0);
+  if (response.ok()) NoteStored(server_id, ino, response->header.incarnation());
+  return scope.Finish(response.status(), length);
 }
 
 absl::Status DataChunkTransport::FillChunk(uint32_t server_id, uint64_t ino, uint64_t chunk_index,
@@ -156,7 +158,9 @@ absl::Status DataChunkTransport::FillChunk(uint32_t server_id, uint64_t ino, uin
   request.set_replace(true);
   request.set_only_if_absent(true);
   ChunkRequestScope scope(ChunkOp::kWrite);
-  return scope.Finish(Call(server_id, request, data, length, nullptr, 0).status(), length);
+  auto response = Call(server_id, request, data, length, nullptr, 0);
+  if (response.ok()) NoteStored(server_id, ino, response->header.incarnation());
+  return scope.Finish(response.status(), length);
 }
 
 absl::Status DataChunkTransport::AdoptChunk(uint32_t server_id, uint64_t ino,
@@ -170,7 +174,9 @@ absl::Status DataChunkTransport::AdoptChunk(uint32_t server_id, uint64_t ino,
   request.set_length(data_length);
   request.set_payload_crc32c(data_crc32c);
   // Not in the chunk request metrics, as in UringChunkTransport.
-  return Call(server_id, request, nullptr, 0, nullptr, 0).status();
+  auto response = Call(server_id, request, nullptr, 0, nullptr, 0);
+  if (response.ok()) NoteStored(server_id, ino, response->header.incarnation());
+  return response.status();
 }
 
 absl::StatusOr<size_t> DataChunkTransport::ReadChunk(uint32_t server_id, uint64_t ino,
@@ -204,8 +210,12 @@ absl::Status DataChunkTransport::SyncChunks(uint32_t server_id, uint64_t ino) {
   data::RequestHeader request;
   request.set_op(data::SYNC);
   request.set_ino(ino);
+  const UnsyncedWrites::Pending pending = PendingSync(server_id, ino);
+  for (uint64_t incarnation : pending.incarnations) request.add_written_by(incarnation);
   ChunkRequestScope scope(ChunkOp::kSync);
-  return scope.Finish(Call(server_id, request, nullptr, 0, nullptr, 0).status(), 0);
+  absl::Status status = Call(server_id, request, nullptr, 0, nullptr, 0).status();
+  if (status.ok()) ConfirmSync(server_id, ino, pending);
+  return scope.Finish(std::move(status), 0);
 }
 
 }  // namespace ckptfs::client

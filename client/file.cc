@@ -77,12 +77,13 @@ void ReadView::CopyTo(void* out) const {
 }
 
 File::File(std::shared_ptr<OpenFileState> state, int flags, uint64_t writer_handle,
-           FileVersion opened)
+           FileVersion opened, ReaderHold hold)
     : state_(std::move(state)),
       flags_(flags),
       writer_handle_(writer_handle),
       opened_(opened),
-      registered_(writer_handle != 0) {
+      registered_(writer_handle != 0),
+      hold_(std::move(hold)) {
   state_->AddHandle();
 }
 
@@ -176,6 +177,8 @@ absl::Status File::Close() {
   closed_.store(true);
   close_done_ = true;
   state_->ReleaseHandle();
+  // Last: the chunks may go once the hold does.
+  hold_.Release();
   return close_status_;
 }
 

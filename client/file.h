@@ -19,6 +19,11 @@
 // that registers the handle again first; Close releases a handle still
 // registered.
 //
+// Reader holds (checkpoints): a read-only handle of a file inside a
+// checkpoint holds it at the service (client/reader_hold.h), so that the
+// checkpoint's removal while the handle is open keeps the chunks it reads;
+// Close releases the hold.
+//
 // Reads: View returns the bytes where they lie (a ReadView), so that the
 // FUSE daemon hands the read cache's buffers to the kernel without copying
 // them; Read copies a view into the caller's buffer.
@@ -40,6 +45,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/types/span.h"
 #include "client/read_cache.h"
+#include "client/reader_hold.h"
 #include "client/write_source.h"
 #include "proto/meta.pb.h"
 
@@ -109,9 +115,10 @@ class File {
  public:
   // `writer_handle`: the id this handle was registered under as a writer
   // (0 for a read-only handle, which never registers). `opened`: the
-  // service's attributes at this open.
+  // service's attributes at this open. `hold`: what a read-only open of a
+  // checkpoint file holds (released by Close).
   File(std::shared_ptr<OpenFileState> state, int flags, uint64_t writer_handle,
-       FileVersion opened);
+       FileVersion opened, ReaderHold hold = ReaderHold());
   File(const File&) = delete;
   File& operator=(const File&) = delete;
   // Closes if not yet closed; an error then is logged (call Close to see it).
@@ -154,8 +161,8 @@ class File {
   absl::Status Fsync();
 
   // Flush (unless opened read-only; releasing the writer registration if
-  // still held) and release this handle. Idempotent; later calls return the
-  // first result.
+  // still held), release the reader hold if any, and release this handle.
+  // Idempotent; later calls return the first result.
   absl::Status Close();
 
  private:
@@ -180,6 +187,7 @@ class File {
   std::atomic<uint64_t> next_read_offset_{0};
   absl::Mutex close_mu_;
   bool close_done_ ABSL_GUARDED_BY(close_mu_) = false;
+  ReaderHold hold_ ABSL_GUARDED_BY(close_mu_);
   absl::Status close_status_ ABSL_GUARDED_BY(close_mu_);
 };
 

@@ -7,8 +7,9 @@
 //     StatFs, ListServers, ClusterStatus); ClientHeartbeat is never retried
 //     (the next heartbeat is the retry);
 //   - Open (truncate to 0 twice is truncate once; the caller trimmed storage
-//     first; registering a writer twice is harmless), CommitWrite (size =
-//     max(current, size) is idempotent; releasing a writer twice is
+//     first; registering a writer or a reader twice is harmless),
+//     CommitWrite (size = max(current, size) is idempotent; releasing a
+//     writer twice is harmless), ReleaseReader (releasing twice is
 //     harmless), SetAttr (sets absolute values), Heartbeat, and
 //     ReportRepair (the service keeps the last report: twice is once);
 //   - DeclareCheckpoint (re-declaring with the same N changes nothing),
@@ -186,6 +187,12 @@ absl::StatusOr<meta::AttrReply> GrpcMetaClient::CommitWrite(
     const meta::CommitWriteRequest& request) {
   return Call("CommitWrite", Retry::kOnUnavailable, &Stub::CommitWrite, request);
 }
+
+absl::StatusOr<meta::Empty> GrpcMetaClient::ReleaseReader(
+    const meta::ReleaseReaderRequest& request) {
+  return Call("ReleaseReader", Retry::kOnUnavailable, &Stub::ReleaseReader, request);
+}
+
 absl::StatusOr<meta::Empty> GrpcMetaClient::SetXattr(const meta::SetXattrRequest& request) {
   return Call("SetXattr", Retry::kNo, &Stub::SetXattr, request);
 }

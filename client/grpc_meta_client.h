@@ -47,6 +47,7 @@ class GrpcMetaClient : public MetaClient {
   absl::StatusOr<meta::ReadDirReply> ReadDir(const meta::ReadDirRequest& request) override;
   absl::StatusOr<meta::AttrReply> Open(const meta::OpenRequest& request) override;
   absl::StatusOr<meta::AttrReply> CommitWrite(const meta::CommitWriteRequest& request) override;
+  absl::StatusOr<meta::Empty> ReleaseReader(const meta::ReleaseReaderRequest& request) override;
   absl::StatusOr<meta::Empty> SetXattr(const meta::SetXattrRequest& request) override;
   absl::StatusOr<meta::XattrValue> GetXattr(const meta::XattrRequest& request) override;
   absl::StatusOr<meta::XattrNames> ListXattr(const meta::InodeRequest& request) override;

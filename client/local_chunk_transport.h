@@ -213,6 +213,9 @@ class LocalChunkTransport : public ChunkTransport {
   absl::Status SyncChunks(uint32_t server_id, uint64_t ino) override {
     return inner_->SyncChunks(server_id, ino);
   }
+  // The wrapped transport records the writes in place too: each ends in
+  // its ADOPT, whose reply names the server's incarnation.
+  void TrackWrites(UnsyncedWrites* writes) override { inner_->TrackWrites(writes); }
 
  private:
   // `server_id` when it is local and runs now.

@@ -48,6 +48,8 @@ class MetaClient {
   virtual absl::StatusOr<meta::AttrReply> Open(const meta::OpenRequest& request) = 0;
   virtual absl::StatusOr<meta::AttrReply> CommitWrite(
       const meta::CommitWriteRequest& request) = 0;
+  virtual absl::StatusOr<meta::Empty> ReleaseReader(
+      const meta::ReleaseReaderRequest& request) = 0;
   virtual absl::StatusOr<meta::Empty> SetXattr(const meta::SetXattrRequest& request) = 0;
   virtual absl::StatusOr<meta::XattrValue> GetXattr(const meta::XattrRequest& request) = 0;
   virtual absl::StatusOr<meta::XattrNames> ListXattr(const meta::InodeRequest& request) = 0;

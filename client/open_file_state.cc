@@ -53,7 +53,9 @@ OpenFileState::OpenFileState(const ClientServices& services, const meta::Attr& a
       seen_ctime_ns_(attr.ctime_ns()),
       cache_(CacheCapacity(services.options, attr.layout().chunk_size(), 1),
              attr.layout().chunk_size(), services.buffers,
-             static_cast<uint32_t>(std::max(0, services.options.readahead_chunks))) {}
+             static_cast<uint32_t>(std::max(0, services.options.readahead_chunks))) {
+  if (services_.unsynced_writes != nullptr) services_.unsynced_writes->Hold(ino_);
+}
 
 OpenFileState::~OpenFileState() {
   {
@@ -66,6 +68,7 @@ OpenFileState::~OpenFileState() {
     }
     ReturnFreeBuffersLocked();
   }
+  if (services_.unsynced_writes != nullptr) services_.unsynced_writes->Release(ino_);
   services_.registry->RemoveExpired(ino_);
 }
 
@@ -554,6 +557,7 @@ OpenFileState::FlushRelease OpenFileState::FlushCommit(uint64_t release_writer) 
   request.set_mtime_ns(mtime_ns);
   request.set_release_writer(release_writer);
   request.set_failed(!write_error.ok());
+  AddUnsyncedWrites(request);
   absl::StatusOr<meta::AttrReply> reply = services_.meta->CommitWrite(request);
   result.released = reply.ok() && release_writer != 0;
   result.status = !write_error.ok() ? write_error : reply.status();
@@ -570,6 +574,13 @@ OpenFileState::FlushRelease OpenFileState::FlushCommit(uint64_t release_writer) 
   seen_ctime_ns_ = reply->attr().ctime_ns();
   ++size_version_;
   return result;
+}
+
+void OpenFileState::AddUnsyncedWrites(meta::CommitWriteRequest& request) const {
+  if (services_.unsynced_writes == nullptr) return;
+  for (meta::StorageIncarnation& one : services_.unsynced_writes->Of(ino_)) {
+    *request.add_unsynced() = std::move(one);
+  }
 }
 
 absl::Status OpenFileState::Fsync() {
@@ -603,6 +614,7 @@ absl::Status OpenFileState::Fsync() {
   // The bytes are on stable storage; now make the size that names them as
   // durable (Flush's commit only reached the service's log in memory).
   request.set_durable(true);
+  AddUnsyncedWrites(request);
   absl::StatusOr<meta::AttrReply> reply = services_.meta->CommitWrite(request);
   if (!reply.ok()) {
     absl::MutexLock lock(&mu_);

@@ -30,6 +30,11 @@
 // pinned and read in place, outside mu_, so concurrent readers of one file
 // share mu_ only to look up and pin; Read copies the view out.
 //
+// Durability: the transport records which run (incarnation) of each server
+// acknowledged the file's writes (client/unsynced_writes.h; held while this
+// state lives); Fsync's SYNCs name them, so a server that restarted since
+// fails the fsync, and every size commit reports those not yet synced.
+//
 // Thread-safety: every public method may be called from any thread. mu_
 // guards all mutable state and is never held across network I/O. Lock
 // order: append_mu_, then mu_, then the BufferPool's or IoExecutor's.
@@ -138,7 +143,9 @@ class OpenFileState : public std::enable_shared_from_this<OpenFileState> {
   FlushRelease FlushAndReleaseWriter(uint64_t writer) ABSL_LOCKS_EXCLUDED(mu_);
 
   // Flush, then SYNC on every server that received chunks (any copy) since
-  // the last sync.
+  // the last sync. EIO when one of them restarted after it acknowledged a
+  // write of the file that no sync confirmed (the bytes may be lost); every
+  // later Fsync fails the same way, as the record of them stays.
   absl::Status Fsync() ABSL_LOCKS_EXCLUDED(mu_);
 
   // The storage half of a truncate: drops buffered bytes at or past
@@ -188,6 +195,10 @@ class OpenFileState : public std::enable_shared_from_this<OpenFileState> {
 
   // Flush and FlushAndReleaseWriter (release_writer 0: a plain flush).
   FlushRelease FlushCommit(uint64_t release_writer) ABSL_LOCKS_EXCLUDED(mu_);
+  // Adds to a size commit the server incarnations that hold writes of the
+  // file not yet synced (client/unsynced_writes.h), so that a checkpoint
+  // commit syncing them fails if one of those servers restarted since.
+  void AddUnsyncedWrites(meta::CommitWriteRequest& request) const;
 
   friend class ReadView;
   // View, with bytes fetched straight from a server put at `direct_out`

@@ -85,6 +85,12 @@ std::set<uint64_t> FakeMetaClient::WriterHandles(uint64_t ino) const {
   return it == inodes_.end() ? std::set<uint64_t>() : it->second.writers;
 }
 
+std::set<uint64_t> FakeMetaClient::ReaderHandles(uint64_t ino) const {
+  absl::MutexLock lock(&mu_);
+  auto it = inodes_.find(ino);
+  return it == inodes_.end() ? std::set<uint64_t>() : it->second.readers;
+}
+
 bool FakeMetaClient::Damaged(uint64_t ino) const {
   absl::MutexLock lock(&mu_);
   auto it = inodes_.find(ino);
@@ -440,6 +446,9 @@ absl::StatusOr<meta::AttrReply> FakeMetaClient::Open(const meta::OpenRequest& re
     registrations_.push_back(request.writer_handle());
     (*inode)->writers.insert(request.writer_handle());
   }
+  const bool held = request.reader_handle() != 0 && request.writer_handle() == 0 &&
+                    !request.truncate() && attr.type() == meta::REGULAR;
+  if (held) (*inode)->readers.insert(request.reader_handle());
   if (request.truncate()) (*inode)->damaged = false;
   if (request.truncate()) {
     attr.set_size(0);
@@ -448,7 +457,17 @@ absl::StatusOr<meta::AttrReply> FakeMetaClient::Open(const meta::OpenRequest& re
   }
   meta::AttrReply reply;
   *reply.mutable_attr() = attr;
+  reply.set_reader_held(held);
   return reply;
+}
+
+absl::StatusOr<meta::Empty> FakeMetaClient::ReleaseReader(
+    const meta::ReleaseReaderRequest& request) {
+  absl::MutexLock lock(&mu_);
+  if (absl::Status s = Enter("ReleaseReader"); !s.ok()) return s;
+  auto it = inodes_.find(request.ino());
+  if (it != inodes_.end()) it->second.readers.erase(request.reader_handle());
+  return meta::Empty();
 }
 
 absl::StatusOr<meta::AttrReply> FakeMetaClient::CommitWrite(

@@ -62,6 +62,7 @@ class FakeMetaClient : public MetaClient {
   absl::StatusOr<meta::ReadDirReply> ReadDir(const meta::ReadDirRequest& request) override;
   absl::StatusOr<meta::AttrReply> Open(const meta::OpenRequest& request) override;
   absl::StatusOr<meta::AttrReply> CommitWrite(const meta::CommitWriteRequest& request) override;
+  absl::StatusOr<meta::Empty> ReleaseReader(const meta::ReleaseReaderRequest& request) override;
   absl::StatusOr<meta::Empty> SetXattr(const meta::SetXattrRequest& request) override;
   absl::StatusOr<meta::XattrValue> GetXattr(const meta::XattrRequest& request) override;
   absl::StatusOr<meta::XattrNames> ListXattr(const meta::InodeRequest& request) override;
@@ -98,6 +99,10 @@ class FakeMetaClient : public MetaClient {
 
   // Writer registration, as the service sees it.
   std::set<uint64_t> WriterHandles(uint64_t ino) const;
+  // Reader holds (OpenRequest.reader_handle) not yet released. The fake
+  // holds every regular file a read-only open names a reader of, inside a
+  // checkpoint or not.
+  std::set<uint64_t> ReaderHandles(uint64_t ino) const;
   bool Damaged(uint64_t ino) const;
   // Every nonzero writer_handle of Create and Open requests, in order.
   std::vector<uint64_t> Registrations() const;
@@ -142,6 +147,7 @@ class FakeMetaClient : public MetaClient {
     uint64_t in_checkpoint = 0;  // the checkpoint directory above, if any
     std::optional<Checkpoint> checkpoint;  // a declared directory
     std::set<uint64_t> writers;            // regular files
+    std::set<uint64_t> readers;            // regular files
     bool damaged = false;
   };
 

@@ -60,6 +60,7 @@ class AuthenticatedMetaService final : public MetaService::CallbackService {
   CKPTFS_AUTHENTICATED_RPC(ReadDir, ReadDirRequest, ReadDirReply)
   CKPTFS_AUTHENTICATED_RPC(Open, OpenRequest, AttrReply)
   CKPTFS_AUTHENTICATED_RPC(CommitWrite, CommitWriteRequest, AttrReply)
+  CKPTFS_AUTHENTICATED_RPC(ReleaseReader, ReleaseReaderRequest, Empty)
   CKPTFS_AUTHENTICATED_RPC(SetXattr, SetXattrRequest, Empty)
   CKPTFS_AUTHENTICATED_RPC(GetXattr, XattrRequest, XattrValue)
   CKPTFS_AUTHENTICATED_RPC(ListXattr, InodeRequest, XattrNames)

@@ -78,7 +78,16 @@ std::string PendingCheckpointKey(uint64_t ckpt) {
   return absl::StrCat(kPendingCheckpointPrefix, EncodeU64(ckpt));
 }
 
+std::string ReaderHoldPrefix(uint64_t ino) {
+  return absl::StrCat(kReaderHoldPrefix, EncodeU64(ino));
+}
+
+std::string ReaderHoldKey(uint64_t ino, uint64_t handle) {
+  return absl::StrCat(ReaderHoldPrefix(ino), EncodeU64(handle));
+}
+
 std::optional<uint64_t> InoFromKey(absl::string_view key) {
+  if (absl::StartsWith(key, kReaderHoldPrefix)) return DecodeU64(key.substr(2, 8));
   if (!absl::StartsWith(key, kInodePrefix) && !absl::StartsWith(key, kOrphanPrefix) &&
       !absl::StartsWith(key, kPendingCheckpointPrefix)) {
     return std::nullopt;

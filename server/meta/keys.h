@@ -15,6 +15,9 @@
 //                          (value: the service's wall clock in ms, 8 bytes)
 //   k/<ckpt:8>             a PENDING checkpoint (empty value): the index the
 //                          service resumes barriers from at start-up
+//   h/<ino:8><handle:8>    a reader's hold on a file inside a checkpoint
+//                          (OpenRequest.reader_handle; value: the service's
+//                          wall clock in ms at the open, 8 bytes)
 //
 // Thread-safety: pure functions.
 #ifndef CKPTFS_SERVER_META_KEYS_H_
@@ -41,6 +44,7 @@ inline constexpr absl::string_view kInodeCountPrefix = "c/inodes/";
 inline constexpr int kInodeCountShards = 16;
 inline constexpr absl::string_view kArrivalPrefix = "a/";
 inline constexpr absl::string_view kPendingCheckpointPrefix = "k/";
+inline constexpr absl::string_view kReaderHoldPrefix = "h/";
 
 std::string InodeKey(uint64_t ino);
 // The prefix of every entry of directory `parent`.
@@ -58,8 +62,11 @@ std::string ArrivalKey(uint64_t ckpt, uint32_t rank);
 // The rank of an a/ key; nullopt if `key` is not one.
 std::optional<uint32_t> RankFromArrivalKey(absl::string_view key);
 std::string PendingCheckpointKey(uint64_t ckpt);
+// The prefix of every reader hold on inode `ino`, and one hold.
+std::string ReaderHoldPrefix(uint64_t ino);
+std::string ReaderHoldKey(uint64_t ino, uint64_t handle);
 
-// The inode number of an i/, o/ or k/ key; nullopt if `key` is not one.
+// The inode number of an i/, o/, k/ or h/ key; nullopt if `key` is not one.
 std::optional<uint64_t> InoFromKey(absl::string_view key);
 
 // Fixed-width big-endian integers, for counters and the uuid index.

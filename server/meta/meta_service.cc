@@ -87,8 +87,20 @@ Reactor* MetaServiceImpl::ReadDir(Context* ctx, const ReadDirRequest* request,
 }
 
 Reactor* MetaServiceImpl::Open(Context* ctx, const OpenRequest* request, AttrReply* reply) {
+  if (request->reader_handle() != 0 && request->writer_handle() == 0 && !request->truncate()) {
+    return FinishWith(ctx, "Open", ns_->OpenToRead(request->ino(), request->reader_handle()),
+                      [&](Namespace::ReadOpen opened) {
+                        *reply->mutable_attr() = std::move(opened.attr);
+                        reply->set_reader_held(opened.held);
+                      });
+  }
   return FinishWith(ctx, "Open", ns_->Open(*request),
                     [&](Attr attr) { *reply->mutable_attr() = std::move(attr); });
+}
+
+Reactor* MetaServiceImpl::ReleaseReader(Context* ctx, const ReleaseReaderRequest* request,
+                                        Empty*) {
+  return Finish(ctx, "ReleaseReader", ns_->ReleaseReader(request->ino(), request->reader_handle()));
 }
 
 Reactor* MetaServiceImpl::CommitWrite(Context* ctx, const CommitWriteRequest* request,

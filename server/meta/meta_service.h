@@ -70,6 +70,8 @@ class MetaServiceImpl final : public MetaService::CallbackService {
   Reactor* Open(Context* ctx, const OpenRequest* request, AttrReply* reply) override;
   Reactor* CommitWrite(Context* ctx, const CommitWriteRequest* request,
                        AttrReply* reply) override;
+  Reactor* ReleaseReader(Context* ctx, const ReleaseReaderRequest* request,
+                         Empty* reply) override;
   Reactor* SetXattr(Context* ctx, const SetXattrRequest* request, Empty* reply) override;
   Reactor* GetXattr(Context* ctx, const XattrRequest* request, XattrValue* reply) override;
   Reactor* ListXattr(Context* ctx, const InodeRequest* request, XattrNames* reply) override;

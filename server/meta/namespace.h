@@ -29,7 +29,9 @@
 // (EXDEV: `mv` copies instead), while a file or symlink renamed across one
 // takes the in_checkpoint of its new parent. Handles that may write are
 // registered on the file (writer_handles) until released, and a failed write
-// marks the file damaged until it is truncated to 0.
+// marks the file damaged until it is truncated to 0. Read-only handles of
+// files inside checkpoints are registered as readers (h/ keys) until
+// released, so that a removed checkpoint's file keeps its chunks while read.
 //
 // Thread-safety: thread-safe; all methods may be called concurrently. The
 // KvStore, Membership and Clock are borrowed and must outlive the Namespace.
@@ -189,13 +191,30 @@ class Namespace {
   // Close-to-open publication of a writer's data: size becomes
   // max(stored size, size); mtime becomes mtime_ns (0: the service's clock).
   // release_writer's registration is removed; failed marks the file damaged
-  // (the caller then aborts a PENDING checkpoint holding it). EISDIR /
+  // (the caller then aborts a PENDING checkpoint holding it); the unsynced
+  // storage-server incarnations are kept with the file (until a truncation
+  // to 0) for the checkpoint commit's syncs to check. EISDIR /
   // EINVAL for a directory / symlink. Inside an ended checkpoint a growth or
   // failed is EROFS, and anything else only releases the writer.
   // durable: the commit reaches stable storage before this returns (fsync).
   absl::StatusOr<Attr> CommitWrite(const CommitWriteRequest& request);
   absl::StatusOr<Attr> CommitWrite(uint64_t ino, uint64_t size, int64_t mtime_ns,
                                    bool durable = false);
+
+  // --- Readers of checkpoint files (ops/reader_hold.cc) ---
+  // A read-only open of `ino` by handle `reader_handle` (nonzero): the
+  // attributes, as GetAttr's; for a regular file inside a checkpoint the
+  // handle is also registered as a reader (h/ key), which keeps the file's
+  // chunks if the checkpoint is removed while it is open (OrphanRecord.
+  // reclaim_when_unread; the orphan grace at most), and `held` is true. An
+  // orphan whose reclamation is due (or begun): ENOENT.
+  struct ReadOpen {
+    Attr attr;
+    bool held = false;
+  };
+  absl::StatusOr<ReadOpen> OpenToRead(uint64_t ino, uint64_t reader_handle);
+  // Ends the hold of `reader_handle` on `ino`; OK if there is none.
+  absl::Status ReleaseReader(uint64_t ino, uint64_t reader_handle);
 
   // --- Repair (ops/move_stripe.cc) ---
   // Moves regular file `ino`'s copies off storage server `from`: every
@@ -232,14 +251,20 @@ class Namespace {
   absl::StatusOr<StatFsReply> StatFs();
 
   // --- Orphans (ops/orphan.cc), for the reclaimer ---
-  // Orphans due for reclamation (reclaim_after_ms <= now), up to `limit`,
-  // with inode numbers after `start_after_ino`.
+  // Orphans due for reclamation, up to `limit`, with inode numbers after
+  // `start_after_ino`, in inode order: those whose reclaim_after_ms has
+  // come, and those reclaimed when unread (reclaim_when_unread) that no
+  // reader holds any more. The latter are claimed first: made due now in a
+  // transaction that a reader's open of the orphan conflicts with, so no
+  // open registers a hold on what the caller is about to trim (such an
+  // open then fails with ENOENT).
   struct DueOrphan {
     uint64_t ino = 0;
     OrphanRecord record;
   };
   absl::StatusOr<std::vector<DueOrphan>> DueOrphans(uint64_t start_after_ino, size_t limit);
-  // Forgets orphan `ino` and its inode once its chunks are trimmed.
+  // Forgets orphan `ino`, its inode and any reader holds left on it (their
+  // handles outlived the grace) once its chunks are trimmed.
   absl::Status DropOrphan(uint64_t ino);
 
   const Options& options() const { return options_; }
@@ -250,6 +275,10 @@ class Namespace {
  private:
   // The layout for a new regular file `ino` created in directory `parent`.
   absl::StatusOr<Layout> NewLayout(const InodeRecord& parent, uint64_t ino);
+  // DueOrphans' claim of `candidates` (orphans reclaimed when unread, not
+  // yet due, in inode order) at `now_ms`: those no reader holds, made due.
+  absl::StatusOr<std::vector<DueOrphan>> ClaimUnread(const std::vector<uint64_t>& candidates,
+                                                     int64_t now_ms);
 
   KvStore* const kv_;
   Membership* const membership_;

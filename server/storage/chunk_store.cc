@@ -2,6 +2,7 @@
 #include "server/storage/chunk_store.h"
 
 #include <fcntl.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -45,6 +46,17 @@ bool HoldsAtMost(FileSystem& fs, const std::string& path, size_t file_size, size
   auto header = DecodeChunkHeader(absl::string_view(block, sizeof(block)), path);
   return header.ok() && header->data_length <= len &&
          file_size == ChunkFileSize(header->data_length);
+}
+
+// A random nonzero 64-bit number: the kernel's, or (where getrandom fails)
+// the clock's and the process id mixed.
+uint64_t NewIncarnation() {
+  uint64_t value = 0;
+  if (::getrandom(&value, sizeof(value), 0) != static_cast<ssize_t>(sizeof(value))) {
+    value = static_cast<uint64_t>(absl::ToUnixNanos(absl::Now())) * 0x9E3779B97F4A7C15ull ^
+            static_cast<uint64_t>(::getpid());
+  }
+  return value != 0 ? value : 1;
 }
 
 // mkdir that is content with an existing directory. Returns whether it
@@ -101,16 +113,21 @@ absl::StatusOr<std::unique_ptr<ChunkStore>> ChunkStore::Open(const std::string& 
   if (!direct_io) {
     CKPTFS_LOG(kWarning) << data_dir << ": file system refuses O_DIRECT; using buffered I/O";
   }
-  return std::unique_ptr<ChunkStore>(new ChunkStore(data_dir, direct_io, files));
+  const uint64_t incarnation = NewIncarnation();
+  CKPTFS_LOG(kInfo) << data_dir << ": incarnation "
+                    << absl::StrCat("0x", absl::Hex(incarnation));
+  return std::unique_ptr<ChunkStore>(new ChunkStore(data_dir, direct_io, incarnation, files));
 }
 
-ChunkStore::ChunkStore(std::string data_dir, bool direct_io, FileSystem& fs)
+ChunkStore::ChunkStore(std::string data_dir, bool direct_io, uint64_t incarnation,
+                       FileSystem& fs)
     : fs_(fs),
       data_dir_(std::move(data_dir)),
       chunks_dir_(ChunksDirectory(data_dir_)),
       tmp_dir_(absl::StrCat(data_dir_, "/tmp")),
       quarantine_dir_(absl::StrCat(data_dir_, "/quarantine")),
-      direct_io_(direct_io) {}
+      direct_io_(direct_io),
+      incarnation_(incarnation) {}
 
 std::string ChunkStore::InodeDir(uint64_t ino) const {
   return absl::StrCat(chunks_dir_, "/", ino);

@@ -217,6 +217,12 @@ class ChunkStore {
   // Capacity and use of the file system holding the store (statvfs).
   absl::StatusOr<SpaceUsage> Space() const;
 
+  // Which run of the server this is: a random nonzero number chosen at
+  // Open, another at every start. Replies carry it, and a SYNC that names
+  // writes another incarnation acknowledged is refused (request_handler.h):
+  // what that run had not synced may have gone with its page cache.
+  uint64_t incarnation() const { return incarnation_; }
+
   bool direct_io() const { return direct_io_; }
   const std::string& data_dir() const { return data_dir_; }
 
@@ -225,7 +231,7 @@ class ChunkStore {
   std::string InodeDir(uint64_t ino) const;
 
  private:
-  ChunkStore(std::string data_dir, bool direct_io, FileSystem& fs);
+  ChunkStore(std::string data_dir, bool direct_io, uint64_t incarnation, FileSystem& fs);
 
   absl::Mutex& LockFor(ChunkKey key);
   // Writes a new chunk file under tmp/ in one io_uring batch and renames it
@@ -279,6 +285,7 @@ class ChunkStore {
   const std::string tmp_dir_;
   const std::string quarantine_dir_;
   const bool direct_io_;
+  const uint64_t incarnation_;
   std::atomic<uint64_t> next_tmp_{0};
   // When Adopt last swept tmp/ for abandoned client files (unix seconds).
   std::atomic<int64_t> last_sweep_s_{0};

@@ -141,6 +141,7 @@ Reply RequestHandler::Handle(Ring& ring, const data::RequestHeader& request,
     reply = std::move(error);
   }
   reply->header.set_request_id(request.request_id());
+  reply->header.set_incarnation(store_.incarnation());
   m.read().Increment(reply->payload.size());
   const OpMetrics& op = m.ForOp(request.op());
   op.requests->Increment();
@@ -162,6 +163,8 @@ absl::StatusOr<Reply> RequestHandler::Execute(Ring& ring, const data::RequestHea
       status = store_.Trim(ring, request.ino(), request.trim_size(), request.chunk_size());
       break;
     case data::SYNC:
+      status = CheckWrittenHere(request);
+      if (!status.ok()) break;
       // whole_store: a checkpoint commit's one sync per server; ino ignored.
       status = request.whole_store() ? store_.SyncAll() : store_.Sync(ring, request.ino());
       break;
@@ -178,6 +181,21 @@ absl::StatusOr<Reply> RequestHandler::Execute(Ring& ring, const data::RequestHea
   }
   if (!status.ok()) return status;
   return Reply();
+}
+
+absl::Status RequestHandler::CheckWrittenHere(const data::RequestHeader& request) const {
+  for (uint64_t writer : request.written_by()) {
+    if (writer == store_.incarnation()) continue;
+    return ErrnoStatus(
+        EIO, absl::StrCat("this server restarted since it acknowledged writes this sync must "
+                          "make durable (",
+                          request.whole_store() ? "the whole store"
+                                                : absl::StrCat("inode ", request.ino()),
+                          "; written by incarnation 0x", absl::Hex(writer),
+                          ", now incarnation 0x", absl::Hex(store_.incarnation()),
+                          "): what that run had not synced may be lost; write it again"));
+  }
+  return absl::OkStatus();
 }
 
 absl::Status RequestHandler::DoWrite(Ring& ring, const data::RequestHeader& request,

@@ -1,5 +1,7 @@
 // RequestHandler: executes one data-path request (WRITE, READ, TRIM, SYNC,
-// PING) against the ChunkStore and builds its response.
+// PING) against the ChunkStore and builds its response. Every response
+// carries the store's incarnation; a SYNC naming writes another incarnation
+// acknowledged (written_by) fails with EIO.
 //
 // It knows nothing of sockets: the network loops (event_loop.h) hand it, on
 // a disk worker thread (disk_workers.h), a parsed header and a payload
@@ -60,6 +62,8 @@ class RequestHandler {
   absl::StatusOr<Reply> Execute(Ring& ring, const data::RequestHeader& request,
                                 AlignedBuffer& payload, AlignedBuffer& read_buffer);
   absl::Status DoWrite(Ring& ring, const data::RequestHeader& request, AlignedBuffer& payload);
+  // SYNC: EIO unless every incarnation in written_by is this server's own.
+  absl::Status CheckWrittenHere(const data::RequestHeader& request) const;
   absl::StatusOr<Reply> DoRead(Ring& ring, const data::RequestHeader& request,
                                AlignedBuffer& read_buffer);
 

@@ -323,6 +323,47 @@ TEST_F(CheckpointBarrierTest, AFailedSyncAbortsWithEio) {
   EXPECT_EQ(LatestOf(run), "<none>");
 }
 
+// The storage-server incarnations that the writers' size commits reported
+// holding unsynced writes go with each server's SYNC, which a server that
+// restarted since refuses; reported twice, an incarnation is sent once.
+TEST_F(CheckpointBarrierTest, TheSyncNamesTheIncarnationsHoldingUnsyncedWrites) {
+  const uint64_t ckpt = Dir(kRootIno, "ckpt");
+  ASSERT_OK(Declare(ckpt, 1));
+  const uint64_t file = File(ckpt, "model.pt", 0);
+  for (uint64_t incarnation : {7u, 9u, 7u}) {
+    CommitWriteRequest request;
+    request.set_ino(file);
+    request.set_size(1000);
+    StorageIncarnation* unsynced = request.add_unsynced();
+    unsynced->set_server_id(server_id_);
+    unsynced->set_incarnation(incarnation);
+    ASSERT_OK(ns_->CommitWrite(request));
+  }
+  EXPECT_EQ(Inode(file).unsynced_size(), 2);
+  auto info = CommitAll(ckpt, 1);
+  ASSERT_TRUE(info.ok()) << info.status();
+  ASSERT_EQ(storage_.Count(data::SYNC, true), 1u);
+  for (const data::RequestHeader& request : storage_.requests()) {
+    if (request.op() != data::SYNC) continue;
+    EXPECT_EQ(std::vector<uint64_t>(request.written_by().begin(), request.written_by().end()),
+              (std::vector<uint64_t>{7, 9}));
+  }
+}
+
+TEST_F(CheckpointBarrierTest, ATruncationToZeroForgetsTheUnsyncedIncarnations) {
+  const uint64_t file = File(kRootIno, "f", 0);
+  CommitWriteRequest request;
+  request.set_ino(file);
+  request.set_size(1000);
+  StorageIncarnation* unsynced = request.add_unsynced();
+  unsynced->set_server_id(server_id_);
+  unsynced->set_incarnation(5);
+  ASSERT_OK(ns_->CommitWrite(request));
+  EXPECT_EQ(Inode(file).unsynced_size(), 1);
+  ASSERT_OK(ns_->Open(file, /*truncate=*/true));
+  EXPECT_EQ(Inode(file).unsynced_size(), 0);
+}
+
 TEST_F(CheckpointBarrierTest, AChangeDuringTheSyncIsVerifiedAgain) {
   const uint64_t ckpt = Dir(kRootIno, "ckpt");
   ASSERT_OK(Declare(ckpt, 1));

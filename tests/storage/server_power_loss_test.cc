@@ -145,6 +145,44 @@ TEST_F(ServerPowerLossTest, WhatASyncConfirmedIsServedAfterPowerLoss) {
   EXPECT_EQ(ErrnoFromStatus(Read(5, 0, kSize).status()), ENOENT);
 }
 
+// A restarted server (power lost, so its unsynced writes with it) refuses a
+// SYNC that names writes its earlier run acknowledged: whole store (a
+// checkpoint commit) or one inode (fsync).
+TEST_F(ServerPowerLossTest, ARestartedServerRefusesToSyncWritesOfItsEarlierRun) {
+  constexpr size_t kSize = 100000;
+  const std::string data = Pattern(kSize, 5);
+  data::RequestHeader write;
+  write.set_op(data::WRITE);
+  write.set_ino(1);
+  write.set_replace(true);
+  write.set_payload_crc32c(Crc32c(data.data(), data.size()));
+  auto written = connection_->Call(write, data.data(), data.size(), nullptr, 0);
+  ASSERT_TRUE(written.ok()) << written.status();
+  const uint64_t before = written->header.incarnation();
+  EXPECT_NE(before, 0u);
+  PowerLoss();
+  EXPECT_EQ(ErrnoFromStatus(Read(1, 0, kSize).status()), ENOENT);  // what it lost
+  for (bool whole_store : {true, false}) {
+    data::RequestHeader sync;
+    sync.set_op(data::SYNC);
+    sync.set_ino(1);
+    sync.set_whole_store(whole_store);
+    sync.add_written_by(before);
+    absl::Status refused = connection_->Call(sync, nullptr, 0, nullptr, 0).status();
+    EXPECT_EQ(ErrnoFromStatus(refused), EIO) << "whole_store " << whole_store << ": " << refused;
+    EXPECT_NE(refused.message().find("restarted"), absl::string_view::npos) << refused;
+  }
+  // Its own writes it confirms.
+  auto again = connection_->Call(write, data.data(), data.size(), nullptr, 0);
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_NE(again->header.incarnation(), before);
+  data::RequestHeader sync;
+  sync.set_op(data::SYNC);
+  sync.set_ino(1);
+  sync.add_written_by(again->header.incarnation());
+  EXPECT_TRUE(connection_->Call(sync, nullptr, 0, nullptr, 0).ok());
+}
+
 // Two checkpoint commits syncing the same server after a write-back error
 // lost chunks of the first: both fail, not only the one the kernel told.
 TEST_F(ServerPowerLossTest, EveryWholeStoreSyncAfterAWritebackErrorFails) {

@@ -49,8 +49,9 @@ class CheckpointStore {
     // The barrier timeout when neither the request nor the directory or its
     // parent (user.ckptfs.commit_timeout_s) says.
     uint32_t default_timeout_s = 600;
-    // How long the chunks of a removed checkpoint's file that still has a
-    // registered writer are kept (its writes in flight would otherwise
+    // How long the chunks of a removed checkpoint's file are kept at most:
+    // while a reader holds it open (ops/reader_hold.cc), or the whole time if
+    // it still has a registered writer (its writes in flight would otherwise
     // recreate chunks after the trim, which nothing would ever reclaim).
     absl::Duration busy_file_grace = absl::Hours(1);
     // How long retention leaves a REMOVING checkpoint to whoever is removing
@@ -106,7 +107,10 @@ class CheckpointStore {
     // Nonzero: the checkpoint must abort with this errno and reason.
     int abort_errno = 0;
     std::string abort_reason;
-    std::set<uint32_t> servers;  // storage servers holding chunks of its files
+    // Storage servers holding chunks of its files, each with its
+    // incarnations that acknowledged writes of them not known to be synced
+    // (InodeRecord.unsynced): the sync must find those still running.
+    std::map<uint32_t, std::set<uint64_t>> servers;
     uint64_t files = 0;
     uint64_t bytes = 0;
     // The transaction that read the checkpoint (nothing staged): every key

@@ -17,13 +17,23 @@
 namespace ckptfs::meta {
 namespace {
 
-// The storage servers holding chunks of a file of `size` bytes, any copy
-// (common/placement.h).
-void AddChunkServers(const Attr& attr, std::set<uint32_t>& servers) {
+// The storage servers holding chunks of file `inode`, any copy
+// (common/placement.h), with the incarnations of each that acknowledged
+// writes of it not known to be synced. An incarnation of a server the file
+// no longer uses (its stripe moved off it) is not asked for.
+void AddChunkServers(const InodeRecord& inode,
+                     std::map<uint32_t, std::set<uint64_t>>& servers) {
+  const Attr& attr = inode.attr();
   const Layout& layout = attr.layout();
   if (attr.size() == 0 || layout.chunk_size() == 0 || layout.stripe_size() == 0) return;
   const uint64_t chunks = (attr.size() + layout.chunk_size() - 1) / layout.chunk_size();
-  for (uint32_t id : ServersHoldingChunks(layout, chunks)) servers.insert(id);
+  const std::vector<uint32_t> holding = ServersHoldingChunks(layout, chunks);
+  for (uint32_t id : holding) servers[id];
+  for (const StorageIncarnation& unsynced : inode.unsynced()) {
+    if (std::find(holding.begin(), holding.end(), unsynced.server_id()) != holding.end()) {
+      servers[unsynced.server_id()].insert(unsynced.incarnation());
+    }
+  }
 }
 
 
@@ -57,7 +67,7 @@ absl::StatusOr<CheckpointStore::Prepared> CheckpointStore::PrepareCommit(uint64_
         }
         ++prepared.files;
         prepared.bytes += attr.size();
-        AddChunkServers(attr, prepared.servers);
+        AddChunkServers(entry.inode, prepared.servers);
         return absl::OkStatus();
       });
   if (!walked.ok()) return walked;

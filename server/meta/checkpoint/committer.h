@@ -4,8 +4,10 @@
 //   1. CheckpointStore::PrepareCommit: a file still open for writing aborts
 //      with EBUSY, a damaged one with EIO; else the storage servers holding
 //      chunks of the subtree are known.
-//   2. SyncStorageServers: one SYNC(whole_store) per server, in parallel; a
-//      failure aborts with EIO.
+//   2. SyncStorageServers: one SYNC(whole_store) per server, in parallel,
+//      naming the server's incarnations that acknowledged unsynced writes
+//      of the files; a failure (a server down, or restarted since: those
+//      writes may be lost) aborts with EIO, the reason naming the server.
 //   3. CheckpointStore::FinishCommit: one durable transaction (COMMITTED,
 //      files, bytes, the run directory's `latest`), provided nothing read in
 //      step 1 changed; otherwise back to step 1 (a file written after the

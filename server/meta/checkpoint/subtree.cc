@@ -138,7 +138,7 @@ absl::StatusOr<std::string> NameInParent(MetaTxn& txn, uint64_t parent, uint64_t
 }
 
 int64_t StageSubtreeRemoval(MetaTxn& txn, const std::vector<SubtreeEntry>& entries,
-                            int64_t now_ms, int64_t busy_grace_ms) {
+                            int64_t now_ms, int64_t grace_ms) {
   int64_t deleted = 0;
   for (const SubtreeEntry& entry : entries) {
     txn.Delete(DentryKey(entry.parent, entry.name));
@@ -148,8 +148,9 @@ int64_t StageSubtreeRemoval(MetaTxn& txn, const std::vector<SubtreeEntry>& entri
       ++deleted;
       continue;
     }
-    // As ReleaseInode, with no grace unless a writer may still be writing:
-    // nothing of the checkpoint is kept.
+    // As ReleaseInode, but kept through the grace only while a reader holds
+    // the file, or whole if a writer may still be writing (its writes in
+    // flight would recreate chunks after an earlier trim).
     InodeRecord file = entry.inode;
     file.mutable_attr()->set_nlink(0);
     file.mutable_attr()->set_ctime_ns(now_ms * 1'000'000);
@@ -157,7 +158,8 @@ int64_t StageSubtreeRemoval(MetaTxn& txn, const std::vector<SubtreeEntry>& entri
     OrphanRecord orphan;
     *orphan.mutable_layout() = file.attr().layout();
     orphan.set_size(file.attr().size());
-    orphan.set_reclaim_after_ms(file.writer_handles_size() > 0 ? now_ms + busy_grace_ms : now_ms);
+    orphan.set_reclaim_after_ms(now_ms + grace_ms);
+    orphan.set_reclaim_when_unread(file.writer_handles_size() == 0);
     txn.Put(OrphanKey(ino), orphan);
   }
   return deleted;

@@ -106,6 +106,7 @@ absl::StatusOr<CreateReply> Namespace::Create(const CreateRequest& request) {
         existing->mutable_attr()->set_mtime_ns(now);
         existing->mutable_attr()->set_ctime_ns(NextCtime(existing->attr(), now));
         existing->set_damaged(false);
+        existing->clear_unsynced();
         changed = true;
       }
       if (changed) txn.PutInode(*existing);

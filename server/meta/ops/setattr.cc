@@ -33,7 +33,10 @@ absl::StatusOr<Attr> Namespace::SetAttr(const SetAttrRequest& request) {
       }
       attr->set_size(request.size());
       attr->set_mtime_ns(now);
-      if (request.size() == 0) inode->set_damaged(false);
+      if (request.size() == 0) {
+        inode->set_damaged(false);
+        inode->clear_unsynced();
+      }
     }
     if (valid & SET_MODE) {
       attr->set_mode((attr->mode() & ~kPermissionBits) | (request.mode() & kPermissionBits));

@@ -1,6 +1,7 @@
 // Namespace::Open and CommitWrite: the metadata side of a file's data —
-// O_TRUNC at open, writer registration, and the close-to-open publication of
-// a writer's size.
+// O_TRUNC at open, writer registration, the close-to-open publication of a
+// writer's size, and the storage-server incarnations holding its unsynced
+// writes (which a checkpoint commit's syncs must find still running).
 #include <algorithm>
 #include <cerrno>
 
@@ -24,6 +25,23 @@ absl::Status RequireRegular(const InodeRecord& inode, absl::string_view op) {
       return ErrnoStatus(EINVAL, absl::StrCat(op, ": inode ", inode.attr().ino(),
                                               " is not a regular file"));
   }
+}
+
+// Adds the storage-server incarnations `request` reports holding unsynced
+// writes to those the file keeps, each pair once. Returns whether any was new.
+bool KeepUnsynced(InodeRecord& inode, const CommitWriteRequest& request) {
+  bool added = false;
+  for (const StorageIncarnation& reported : request.unsynced()) {
+    const bool known = std::any_of(
+        inode.unsynced().begin(), inode.unsynced().end(), [&](const StorageIncarnation& kept) {
+          return kept.server_id() == reported.server_id() &&
+                 kept.incarnation() == reported.incarnation();
+        });
+    if (known) continue;
+    *inode.add_unsynced() = reported;
+    added = true;
+  }
+  return added;
 }
 
 }  // namespace
@@ -57,6 +75,7 @@ absl::StatusOr<Attr> Namespace::Open(const OpenRequest& request) {
       inode->mutable_attr()->set_mtime_ns(now);
       inode->mutable_attr()->set_ctime_ns(NextCtime(inode->attr(), now));
       inode->set_damaged(false);
+      inode->clear_unsynced();
       changed = true;
     }
     if (changed) txn.PutInode(*inode);
@@ -109,11 +128,12 @@ absl::StatusOr<Attr> Namespace::CommitWrite(const CommitWriteRequest& request) {
       }
     }
     const bool removed = RemoveWriter(*inode, request.release_writer());
+    const bool kept = KeepUnsynced(*inode, request);
     // A handle that wrote nothing releases with size 0 and mtime 0: only its
     // registration goes; the file's times stay (close without writes is not
     // a modification).
     if (request.size() == 0 && request.mtime_ns() == 0 && !request.failed()) {
-      if (removed) txn.PutInode(*inode);
+      if (removed || kept) txn.PutInode(*inode);
       return *attr;
     }
     if (request.failed()) inode->set_damaged(true);
