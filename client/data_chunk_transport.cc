@@ -97,12 +97,14 @@ absl::StatusOr<DataConnection::Response> DataChunkTransport::Call(
     uint32_t server_id, const data::RequestHeader& request, const void* payload,
     size_t payload_len, void* out, size_t out_capacity) {
   absl::Status last;
+  data::RequestHeader attempt_request = request;
   for (int attempt = 0; attempt < 2; ++attempt) {
     auto conn = Take(server_id);
     if (!conn.ok()) {
       last = conn.status();
     } else {
-      auto response = (*conn)->Call(request, payload, payload_len, out, out_capacity);
+      stamp_.Stamp(attempt_request);
+      auto response = (*conn)->Call(attempt_request, payload, payload_len, out, out_capacity);
       if (response.ok() || !(*conn)->broken()) {
         Return(server_id, *std::move(conn));
         return response;

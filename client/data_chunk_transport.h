@@ -10,8 +10,11 @@
 // server fails (it may have restarted elsewhere). A request that fails on
 // the transport (reset, timeout, garbage) drops its connection and is sent
 // once more on a fresh one; every request is safe to repeat (WRITE at a
-// fixed offset, READ, TRIM to a size, SYNC). An error the server reports
-// (ENOSPC, ENOENT, ...) is returned as is and keeps the connection.
+// fixed offset, READ, TRIM to a size, SYNC), and each attempt of a WRITE or
+// TRIM is stamped (client/resend_stamp.h) so that the server drops the
+// earlier attempt if it is applied only after the resend. A WRITE that
+// timed out is not resent. An error the server reports (ENOSPC, ENOENT,
+// ...) is returned as is and keeps the connection.
 //
 // Thread-safety: thread-safe. Connections are used by one thread at a time
 // (taken from the pool for one request); the lock is never held across
@@ -31,6 +34,7 @@
 #include "absl/time/time.h"
 #include "client/chunk_transport.h"
 #include "client/meta_client.h"
+#include "client/resend_stamp.h"
 #include "common/data_connection.h"
 #include "common/net.h"
 
@@ -86,6 +90,7 @@ class DataChunkTransport : public ChunkTransport {
   MetaClient* const meta_;
   const absl::Duration timeout_;
   const std::string credential_;
+  ResendStamp stamp_;  // WRITE and TRIM attempts, for the server's ordering
   absl::Mutex mu_;
   absl::flat_hash_map<uint32_t, Server> servers_ ABSL_GUARDED_BY(mu_);
 };

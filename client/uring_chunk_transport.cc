@@ -166,6 +166,7 @@ absl::StatusOr<UringChunkTransport::Response> UringChunkTransport::Call(
       DataCall call;
       call.request_id = next_request_id_.fetch_add(1, std::memory_order_relaxed);
       request.set_request_id(call.request_id);
+      stamp_.Stamp(request);
       const size_t header_len = request.ByteSizeLong();
       call.head.resize(kFramePrefixSize);
       EncodeFramePrefix({static_cast<uint32_t>(header_len), static_cast<uint32_t>(payload_len)},

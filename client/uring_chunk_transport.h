@@ -18,8 +18,11 @@
 // failure are retired), as DataChunkTransport does: every request is safe
 // to repeat, except that a WRITE sent in full on a connection that timed
 // out is not (the slow server may still apply it, after a newer write of
-// the chunk). A request that never left the client is resent freely. An
-// error the server reports (ENOSPC, ENOENT, ...) is returned as is.
+// the chunk). A request that never left the client is resent freely. Every
+// attempt of a WRITE or TRIM is stamped (client/resend_stamp.h) so that the
+// server drops an earlier attempt still in its queue once a resend is
+// applied: the late original never lands after a newer write of the chunk.
+// An error the server reports (ENOSPC, ENOENT, ...) is returned as is.
 //
 // Thread-safety: thread-safe; calls block their caller until answered. Lock
 // order: mu_ before the loop's queue lock. The destructor REQUIRES that no
@@ -40,6 +43,7 @@
 #include "absl/time/time.h"
 #include "client/chunk_transport.h"
 #include "client/meta_client.h"
+#include "client/resend_stamp.h"
 #include "client/uring_data_loop.h"
 #include "common/net.h"
 #include "proto/data.pb.h"
@@ -123,6 +127,7 @@ class UringChunkTransport : public ChunkTransport {
   const Options options_;
   const std::unique_ptr<UringDataLoop> loop_;
   std::atomic<uint64_t> next_request_id_{1};
+  ResendStamp stamp_;  // WRITE and TRIM attempts, for the server's ordering
   absl::Mutex mu_;
   absl::CondVar dial_done_;  // signalled when a dial ends
   absl::flat_hash_map<uint32_t, Server> servers_ ABSL_GUARDED_BY(mu_);

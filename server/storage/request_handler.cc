@@ -154,14 +154,20 @@ absl::StatusOr<Reply> RequestHandler::Execute(Ring& ring, const data::RequestHea
                                               AlignedBuffer& read_buffer) {
   absl::Status status;
   switch (request.op()) {
-    case data::WRITE:
-      status = DoWrite(ring, request, payload);
+    case data::WRITE: {
+      absl::StatusOr<ResendFence::Scope> admitted = fence_.Admit(request);
+      status = admitted.ok() ? DoWrite(ring, request, payload) : admitted.status();
       break;
+    }
     case data::READ:
       return DoRead(ring, request, read_buffer);
-    case data::TRIM:
-      status = store_.Trim(ring, request.ino(), request.trim_size(), request.chunk_size());
+    case data::TRIM: {
+      absl::StatusOr<ResendFence::Scope> admitted = fence_.Admit(request);
+      status = admitted.ok() ? store_.Trim(ring, request.ino(), request.trim_size(),
+                                           request.chunk_size())
+                             : admitted.status();
       break;
+    }
     case data::SYNC:
       status = CheckWrittenHere(request);
       if (!status.ok()) break;

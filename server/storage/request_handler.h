@@ -1,7 +1,9 @@
 // RequestHandler: executes one data-path request (WRITE, READ, TRIM, SYNC,
 // PING) against the ChunkStore and builds its response. Every response
 // carries the store's incarnation; a SYNC naming writes another incarnation
-// acknowledged (written_by) fails with EIO.
+// acknowledged (written_by) fails with EIO. A WRITE or TRIM that a client
+// resent after its connection failed is never applied after the resend
+// (resend_fence.h).
 //
 // It knows nothing of sockets: the network loops (event_loop.h) hand it, on
 // a disk worker thread (disk_workers.h), a parsed header and a payload
@@ -22,6 +24,7 @@
 #include "proto/data.pb.h"
 #include "server/storage/aligned_buffer.h"
 #include "server/storage/chunk_store.h"
+#include "server/storage/resend_fence.h"
 
 namespace ckptfs::storage {
 
@@ -68,6 +71,8 @@ class RequestHandler {
                                AlignedBuffer& read_buffer);
 
   ChunkStore& store_;
+  // Orders a WRITE or TRIM against its resends (resend_fence.h).
+  ResendFence fence_;
 };
 
 }  // namespace ckptfs::storage

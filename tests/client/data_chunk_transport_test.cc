@@ -57,6 +57,11 @@ class StandInStorage {
   // Requests to answer only after 1.5 s (still applying them).
   std::atomic<int> stall_next{0};
   std::atomic<int> connections{0};
+  // The header of every WRITE read, answered or not.
+  std::vector<data::RequestHeader> Writes() {
+    absl::MutexLock lock(&mu_);
+    return writes_;
+  }
 
  private:
   void Accept() {
@@ -80,6 +85,10 @@ class StandInStorage {
       payload.resize(prefix->payload_len);
       if (prefix->payload_len > 0 && !RecvAll(fd.get(), payload.data(), payload.size()).ok()) {
         return;
+      }
+      if (request.op() == data::WRITE) {
+        absl::MutexLock lock(&mu_);
+        writes_.push_back(request);
       }
       if (drop_next.fetch_sub(1) > 0) {
         absl::MutexLock lock(&mu_);
@@ -124,6 +133,7 @@ class StandInStorage {
   std::vector<int> open_fds_ ABSL_GUARDED_BY(mu_);
   std::vector<std::thread> workers_;
   std::map<std::pair<uint64_t, uint32_t>, std::string> chunks_ ABSL_GUARDED_BY(mu_);
+  std::vector<data::RequestHeader> writes_ ABSL_GUARDED_BY(mu_);
 };
 
 // The fake service, but storage servers at addresses the test chooses.
@@ -187,6 +197,15 @@ TEST(DataChunkTransportTest, DroppedConnectionIsRedialedOnce) {
   auto n = transport.ReadChunk(1, 9, 0, 0, buf, 2);
   ASSERT_TRUE(n.ok());
   EXPECT_EQ(std::string(buf, *n), "ab");
+  // The resend named the attempt that was dropped, for the server to
+  // refuse should it still apply it (server/storage/resend_fence.h).
+  const std::vector<data::RequestHeader> writes = storage.Writes();
+  ASSERT_EQ(writes.size(), 3u);
+  EXPECT_EQ(writes[1].supersedes_size(), 0);
+  ASSERT_EQ(writes[2].supersedes_size(), 1);
+  EXPECT_EQ(writes[2].supersedes(0), writes[1].write_id());
+  EXPECT_EQ(writes[2].client_id(), writes[1].client_id());
+  EXPECT_NE(writes[2].client_id(), 0u);
   // Dropped twice in a row: the error comes back.
   storage.drop_next = 2;
   auto failed = transport.WriteChunk(1, 9, 0, 0, "c", 1, false);

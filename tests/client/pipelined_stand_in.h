@@ -83,6 +83,11 @@ class PipelinedStandIn {
     auto it = chunks_.find({ino, index});
     return it == chunks_.end() ? "<none>" : it->second;
   }
+  // The header of every WRITE and TRIM read so far, answered or not.
+  std::vector<data::RequestHeader> Mutations() {
+    absl::MutexLock lock(&mu_);
+    return mutations_;
+  }
 
   // --- Knobs ---------------------------------------------------------------
   // Replies wait until this many requests are pending on the connection (or
@@ -196,6 +201,10 @@ class PipelinedStandIn {
         return;
       }
       ++requests;
+      if (request.op() == data::WRITE || request.op() == data::TRIM) {
+        absl::MutexLock lock(&mu_);
+        mutations_.push_back(request);
+      }
       if (std::exchange(first, false)) {
         if (const int err = refuse_with.load(); err != 0) {
           data::ResponseHeader refusal;
@@ -271,6 +280,7 @@ class PipelinedStandIn {
   std::vector<int> open_fds_ ABSL_GUARDED_BY(mu_);
   std::vector<std::thread> workers_ ABSL_GUARDED_BY(mu_);
   std::map<std::pair<uint64_t, uint32_t>, std::string> chunks_ ABSL_GUARDED_BY(mu_);
+  std::vector<data::RequestHeader> mutations_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace ckptfs::client::testing

@@ -304,6 +304,31 @@ TEST_F(UringChunkTransportTest, ServerClosingMidFrameFailsOverToAFreshConnection
   EXPECT_EQ(storage_.connections.load(), 3);
 }
 
+// A WRITE sent again after its connection died names the attempt before it,
+// so that the server drops that attempt if it still holds it: a late
+// original never lands after the resend (server/storage/resend_fence.h).
+TEST_F(UringChunkTransportTest, AResentWriteSupersedesTheAttemptBeforeIt) {
+  auto transport = MakeTransport(meta_, OneConnection());
+  ASSERT_TRUE(transport->WriteChunk(1, 4, 0, 0, "x", 1, true).ok());
+  storage_.drop_next = 1;  // read, then the connection is cut unanswered
+  ASSERT_TRUE(transport->WriteChunk(1, 4, 0, 0, "y", 1, true).ok());
+  ASSERT_TRUE(transport->TrimChunks(1, 4, 0, 1 << 20).ok());
+  const std::vector<data::RequestHeader> sent = storage_.Mutations();
+  ASSERT_EQ(sent.size(), 4u);
+  for (const data::RequestHeader& request : sent) {
+    EXPECT_NE(request.client_id(), 0u);
+    EXPECT_EQ(request.client_id(), sent[0].client_id());
+    EXPECT_NE(request.write_id(), 0u);
+  }
+  EXPECT_EQ(sent[0].supersedes_size(), 0);
+  EXPECT_EQ(sent[1].supersedes_size(), 0);  // the attempt that was cut
+  ASSERT_EQ(sent[2].supersedes_size(), 1);  // its resend
+  EXPECT_EQ(sent[2].supersedes(0), sent[1].write_id());
+  EXPECT_NE(sent[2].write_id(), sent[1].write_id());
+  EXPECT_EQ(sent[3].op(), data::TRIM);
+  EXPECT_EQ(sent[3].supersedes_size(), 0);
+}
+
 TEST_F(UringChunkTransportTest, ServerGoneIsACleanTransportError) {
   auto transport = MakeTransport(meta_);
   ASSERT_TRUE(transport->WriteChunk(1, 1, 0, 0, "x", 1, true).ok());
