@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "client/io_errors.h"
 #include "client/layout.h"
@@ -15,6 +16,7 @@
 #include "common/crc32c.h"
 #include "common/errno_status.h"
 #include "common/log.h"
+#include "common/placement.h"
 
 namespace ckptfs::client {
 namespace {
@@ -117,6 +119,8 @@ void OpenFileState::ReleaseHandle() {
   if (!error_.ok()) {
     error_ = absl::OkStatus();
     written_since_commit_ = false;
+    written_to_send_.Clear();
+    written_unconfirmed_.Clear();
     size_ = seen_size_;
     ++size_version_;
   }
@@ -286,11 +290,32 @@ void OpenFileState::WriteDone(uint64_t index, ChunkBuffer buffer,
   // A fetch of this chunk made while the write was queued or in flight (a
   // read-ahead, or a reader of another handle) may hold the old bytes.
   cache_.Invalidate(index);
+  if (status.ok()) NoteWrittenLocked(index);
   if (!status.ok() && error_.ok()) {
     error_ = FileIoError(status, absl::StrCat("write of chunk ", index, " of inode ", ino_));
     CKPTFS_LOG(kWarning) << error_.message();
   }
   changed_.SignalAll();
+}
+
+void OpenFileState::NoteWrittenLocked(uint64_t index) {
+  if (written_untracked_) return;
+  written_to_send_.Add(index, index + 1);
+  written_unconfirmed_.Add(index, index + 1);
+  if (written_to_send_.range_count() > kMaxWrittenRanges ||
+      written_unconfirmed_.range_count() > kMaxWrittenRanges) {
+    // Scattered writes: stop tracking the file rather than keep (and send)
+    // an unbounded record; its missing chunks read as holes again.
+    written_untracked_ = true;
+    written_to_send_.Clear();
+    written_unconfirmed_.Clear();
+  }
+}
+
+void OpenFileState::CutWrittenLocked(uint64_t size) {
+  const uint64_t chunks = ChunksCovering(size, chunk_size_);
+  written_to_send_.CutAt(chunks);
+  written_unconfirmed_.CutAt(chunks);
 }
 
 void OpenFileState::DrainLocked() {
@@ -456,27 +481,48 @@ absl::StatusOr<uint32_t> OpenFileState::FetchChunk(uint64_t index, uint32_t offs
     stored = static_cast<uint32_t>(std::min<size_t>(*got, length));
   } else if (ErrnoFromStatus(got.status()) != ENOENT) {
     return FileIoError(got.status(), absl::StrCat("read of chunk ", index, " of inode ", ino_));
-  } else if (absl::Status linked = CheckStillLinked(index); !linked.ok()) {
-    return linked;  // a reclaimed chunk, not a hole: never hand out zeros for it
+  } else if (absl::Status hole = CheckHole(index); !hole.ok()) {
+    return hole;  // a lost or reclaimed chunk, not a hole: never hand out zeros for it
   }
   if (stored < length) std::memset(out + stored, 0, length - stored);
   return stored;
 }
 
-absl::Status OpenFileState::CheckStillLinked(uint64_t index) {
-  // A missing chunk inside the file is a hole (never written) while the
-  // file has a name. Once its last name is gone, the metadata service
-  // reclaims its chunks after the orphan grace period, and a handle still
-  // open would read zeros in place of the data: refuse instead.
+absl::Status OpenFileState::CheckHole(uint64_t index) {
+  {
+    absl::MutexLock lock(&mu_);
+    if (written_unconfirmed_.Contains(index)) return LostChunkError(index);
+  }
+  // A missing chunk inside the file is a hole while the file has a name
+  // and the service does not record it written. Once its last name is
+  // gone, the metadata service reclaims its chunks after the orphan grace
+  // period, and a handle still open would read zeros in place of the data:
+  // refuse instead.
   meta::InodeRequest request;
   request.set_ino(ino_);
+  request.set_with_written(true);
   absl::StatusOr<meta::AttrReply> reply = services_.meta->GetAttr(request);
-  if (reply.ok() && reply->attr().nlink() > 0) return absl::OkStatus();
+  if (reply.ok() && reply->attr().nlink() > 0) {
+    if (IsWritten(reply->written(), index)) return LostChunkError(index);
+    return absl::OkStatus();
+  }
   if (!reply.ok() && ErrnoFromStatus(reply.status()) != ENOENT) return reply.status();
   return ErrnoStatus(EIO, absl::StrCat("chunk ", index, " of inode ", ino_,
                                        " is gone: the file was deleted while open and its data "
                                        "reclaimed (ckptfs-meta --orphan_grace_s); reopen it by "
                                        "name"));
+}
+
+absl::Status OpenFileState::LostChunkError(uint64_t index) const {
+  const std::vector<uint32_t> servers = ReplicaServers(layout_, index);
+  return ErrnoStatus(
+      EIO, absl::StrCat("chunk ", index, " of inode ", ino_, " is lost: it was written, but ",
+                        servers.size() == 1 ? "storage server " : "none of storage servers ",
+                        absl::StrJoin(servers, ", "),
+                        servers.size() == 1 ? " no longer holds it" : " holds it any more",
+                        " (a replaced disk, a corrupt copy the scrubber set aside, a power loss "
+                        "before a sync); `ckptfs repair` cannot rebuild it with no copy left: "
+                        "restore the file from another checkpoint or write it again"));
 }
 
 void OpenFileState::ReadAheadLocked(uint64_t after_index) {
@@ -520,6 +566,8 @@ OpenFileState::FlushRelease OpenFileState::FlushCommit(uint64_t release_writer) 
   absl::Status write_error;
   uint64_t size = 0;
   int64_t mtime_ns = 0;
+  ChunkRanges written;  // the chunks this commit records as written
+  bool written_untracked = false;
   {
     absl::MutexLock lock(&mu_);
     while (true) {
@@ -547,6 +595,9 @@ OpenFileState::FlushRelease OpenFileState::FlushCommit(uint64_t release_writer) 
       ++commits_running_;
       size = size_;
       mtime_ns = last_write_ns_;
+      written = std::move(written_to_send_);
+      written_to_send_.Clear();
+      written_untracked = written_untracked_;
     }
   }
   // A release alone (nothing written, or the file failed) carries neither
@@ -557,6 +608,8 @@ OpenFileState::FlushRelease OpenFileState::FlushCommit(uint64_t release_writer) 
   request.set_mtime_ns(mtime_ns);
   request.set_release_writer(release_writer);
   request.set_failed(!write_error.ok());
+  written.AppendTo(request.mutable_written());
+  request.set_written_untracked(written_untracked);
   AddUnsyncedWrites(request);
   absl::StatusOr<meta::AttrReply> reply = services_.meta->CommitWrite(request);
   result.released = reply.ok() && release_writer != 0;
@@ -567,8 +620,12 @@ OpenFileState::FlushRelease OpenFileState::FlushCommit(uint64_t release_writer) 
   changed_.SignalAll();
   if (!reply.ok()) {
     written_since_commit_ = true;  // the next Flush tries again
+    written_to_send_.Add(written);
     return result;
   }
+  // With no commit in flight, the service has every chunk recorded but
+  // those written since.
+  if (commits_running_ == 0) written_unconfirmed_ = written_to_send_;
   seen_size_ = reply->attr().size();
   seen_mtime_ns_ = reply->attr().mtime_ns();
   seen_ctime_ns_ = reply->attr().ctime_ns();
@@ -640,6 +697,7 @@ absl::Status OpenFileState::TruncateStorage(uint64_t new_size, uint64_t service_
       }
     }
     DrainLocked();
+    CutWrittenLocked(new_size);
     trim_at = std::min(std::max(size_, service_size), new_size);
     cache_.InvalidateFrom(ChunkIndexOf(trim_at, chunk_size_));
   }
@@ -652,6 +710,8 @@ void OpenFileState::SetSize(uint64_t size) {
   ++size_version_;
   seen_size_ = size;
   cache_.InvalidateFrom(ChunkIndexOf(size, chunk_size_));
+  CutWrittenLocked(size);
+  if (size == 0) written_untracked_ = false;  // the service tracks the file afresh
 }
 
 }  // namespace ckptfs::client

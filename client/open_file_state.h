@@ -25,10 +25,18 @@
 // go straight from the server into a buffer of the reader's. A chunk is
 // read from one of its copies, the next tried when a server fails, lacks
 // it or answers short (the longest answer wins; replica_io.h). Never-written
-// chunks and bytes past a chunk's stored length read as zeros, and nothing
-// past the file size is returned. A read is a ReadView: cached chunks are
+// chunks (holes) and bytes past a chunk's stored length read as zeros, and
+// nothing past the file size is returned. A chunk that no copy holds is a
+// hole only if it was never written: one that this state's writes reached
+// (acknowledged by every copy, its size commit perhaps not yet made) or
+// that the service's record of written chunks names (GetAttr with_written,
+// common/written_chunks.h) is lost, and reads as EIO. A read is a ReadView: cached chunks are
 // pinned and read in place, outside mu_, so concurrent readers of one file
 // share mu_ only to look up and pin; Read copies the view out.
+//
+// Written chunks: every chunk write acknowledged is recorded, and sent
+// with the next size commit (CommitWriteRequest.written) for the service's
+// record; a truncate drops the indexes past the new size.
 //
 // Durability: the transport records which run (incarnation) of each server
 // acknowledged the file's writes (client/unsynced_writes.h; held while this
@@ -58,6 +66,7 @@
 #include "client/file.h"
 #include "client/read_cache.h"
 #include "client/write_source.h"
+#include "common/written_chunks.h"
 #include "proto/meta.pb.h"
 
 namespace ckptfs::client {
@@ -219,9 +228,18 @@ class OpenFileState : public std::enable_shared_from_this<OpenFileState> {
   // held.
   absl::StatusOr<uint32_t> FetchChunk(uint64_t index, uint32_t offset, uint32_t length,
                                       char* out) ABSL_LOCKS_EXCLUDED(mu_);
-  // OK if the inode still has a name (a missing chunk is then a hole); EIO
-  // if it was deleted, since its chunks may have been reclaimed. One RPC.
-  absl::Status CheckStillLinked(uint64_t index) ABSL_LOCKS_EXCLUDED(mu_);
+  // Chunk `index` is on none of its servers: OK if it is a hole (never
+  // written, and the inode still has a name); EIO if a write of it was
+  // acknowledged here or the service records it written (the data is lost),
+  // or if the inode was deleted (its chunks may have been reclaimed). At
+  // most one RPC.
+  absl::Status CheckHole(uint64_t index) ABSL_LOCKS_EXCLUDED(mu_);
+  // The EIO for chunk `index`, written and now on no server.
+  absl::Status LostChunkError(uint64_t index) const;
+  // Records chunk `index` as written (a write of it was acknowledged).
+  void NoteWrittenLocked(uint64_t index) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Forgets the written chunks wholly past `size` (a truncate).
+  void CutWrittenLocked(uint64_t size) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ReadAheadLocked(uint64_t after_index) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const ClientServices& services_;
@@ -251,6 +269,15 @@ class OpenFileState : public std::enable_shared_from_this<OpenFileState> {
   int commits_running_ ABSL_GUARDED_BY(mu_) = 0;
   int syncs_running_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Status error_ ABSL_GUARDED_BY(mu_);  // first chunk write error, sticky
+  // Chunks whose writes were acknowledged since the last size commit took
+  // them (sent with the next), and those plus the ones a commit in flight
+  // carries (what a read of a missing chunk checks).
+  ChunkRanges written_to_send_ ABSL_GUARDED_BY(mu_);
+  ChunkRanges written_unconfirmed_ ABSL_GUARDED_BY(mu_);
+  // More ranges were written than kMaxWrittenRanges: the next commit tells
+  // the service to stop tracking the file, and nothing more is recorded
+  // until a truncate to 0.
+  bool written_untracked_ ABSL_GUARDED_BY(mu_) = false;
 
   std::optional<DirtyChunk> dirty_ ABSL_GUARDED_BY(mu_);
   std::vector<ChunkBuffer> free_buffers_ ABSL_GUARDED_BY(mu_);

@@ -21,6 +21,7 @@
 #include "common/errno_status.h"
 #include "common/net.h"
 #include "common/placement.h"
+#include "common/written_chunks.h"
 
 namespace ckptfs::tools {
 namespace {
@@ -70,7 +71,7 @@ class ReadOnlyTransport : public client::ChunkTransport {
 
 ChunkCheck CheckErasureCodedChunk(client::ChunkTransport& transport,
                                   const meta::Layout& layout, uint64_t ino, uint32_t index,
-                                  uint64_t length, std::string& bytes) {
+                                  uint64_t length, std::string& bytes, bool written) {
   ChunkCheck chunk;
   chunk.index = index;
   chunk.length = length;
@@ -78,7 +79,10 @@ ChunkCheck CheckErasureCodedChunk(client::ChunkTransport& transport,
   bytes.assign(length, '\0');
   absl::StatusOr<client::DecodedChunk> decoded = client::ReadWholeChunkFragments(
       transport, nullptr, layout, ino, index, /*check_all=*/true);
-  if (!decoded.ok() && ErrnoFromStatus(decoded.status()) == ENOENT) {
+  if (!decoded.ok() && ErrnoFromStatus(decoded.status()) == ENOENT && written) {
+    chunk.status = absl::DataLossError(absl::StrCat(
+        "chunk ", index, ": lost: it was written, but ", decoded.status().message()));
+  } else if (!decoded.ok() && ErrnoFromStatus(decoded.status()) == ENOENT) {
     chunk.hole = true;  // no fragment anywhere: reads as zeros, as through the mount
   } else if (!decoded.ok()) {
     chunk.status = absl::DataLossError(
@@ -204,13 +208,15 @@ FileCheck CheckpointReader::CheckFile(const std::string& dir, const std::string&
     return file;
   }
   file.ino = st.st_ino;
-  absl::StatusOr<meta::Attr> attr = probe_->GetAttr(file.ino, timeout_);
-  if (!attr.ok()) {
-    file.status = absl::Status(attr.status().code(),
+  absl::StatusOr<meta::AttrReply> reply = probe_->GetAttr(file.ino, timeout_);
+  if (!reply.ok()) {
+    file.status = absl::Status(reply.status().code(),
                                absl::StrCat("layout of ", path, " (inode ", file.ino,
-                                            "): ", attr.status().message()));
+                                            "): ", reply.status().message()));
     return file;
   }
+  const meta::Attr* attr = &reply->attr();
+  const meta::WrittenChunks& written = reply->written();
   file.size = attr->size();
   file.chunk_size = attr->layout().chunk_size();
   const auto& stripe = attr->layout().stripe();
@@ -238,7 +244,8 @@ FileCheck CheckpointReader::CheckFile(const std::string& dir, const std::string&
     for (uint64_t i = 0; i < chunks; ++i) {
       ChunkCheck chunk = CheckErasureCodedChunk(
           transport, attr->layout(), file.ino, static_cast<uint32_t>(i),
-          std::min<uint64_t>(file.chunk_size, file.size - i * file.chunk_size), buffer);
+          std::min<uint64_t>(file.chunk_size, file.size - i * file.chunk_size), buffer,
+          IsWritten(written, i));
       if (auto it = servers_.find(chunk.server_id); it != servers_.end()) {
         chunk.server = it->second.address();
       }
@@ -299,7 +306,12 @@ FileCheck CheckpointReader::CheckFile(const std::string& dir, const std::string&
             server_id, read.crc32c));
       }
     }
-    if (missing == copies) {
+    if (missing == copies && IsWritten(written, i)) {
+      // Written, and now on no server: lost (reads as EIO through the mount).
+      problems.push_back(absl::StrCat("chunk ", chunk.index,
+                                      ": lost: it was written, but none of its ", copies,
+                                      copies == 1 ? " copy has" : " copies has", " a chunk file"));
+    } else if (missing == copies) {
       // No chunk file anywhere: a hole (e.g. a file extended by truncate),
       // which reads as zeros, as it does through the mount.
       chunk.hole = true;

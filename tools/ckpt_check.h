@@ -48,7 +48,10 @@ struct ChunkCheck {
   std::string server;  // host:port, or "" if the id is not registered
   uint64_t length = 0;  // bytes of the file in this chunk
   uint32_t crc32c = 0;  // of those bytes, as read
-  bool hole = false;    // never written: no chunk file on any copy, reads as zeros
+  // Never written: no chunk file on any copy, and the service does not
+  // record it written (meta.proto WrittenChunks); reads as zeros. A chunk
+  // it records written with no chunk file anywhere is lost: status says so.
+  bool hole = false;
   absl::Status status;  // what failed, naming the copies and servers
 };
 
@@ -67,12 +70,14 @@ struct FileCheck {
 // the file: `length`) through `transport`, as CheckFile does. `bytes` gets
 // the chunk's bytes [0, length) as decoded (zeros for a hole, and past the
 // end of a short chunk); the result's crc32c is over them. server_id is
-// fragment 1's server; `server` is left empty.
+// fragment 1's server; `server` is left empty. `written`: the service
+// records the chunk as written, so no fragment anywhere is a lost chunk
+// (a DATA_LOSS status), not a hole.
 // REQUIRES: IsErasureCoded(layout), client::ValidateLayout(layout).ok(),
 // length <= layout.chunk_size().
 ChunkCheck CheckErasureCodedChunk(client::ChunkTransport& transport,
                                   const meta::Layout& layout, uint64_t ino, uint32_t index,
-                                  uint64_t length, std::string& bytes);
+                                  uint64_t length, std::string& bytes, bool written = false);
 
 class CheckpointReader {
  public:

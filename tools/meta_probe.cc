@@ -48,16 +48,17 @@ absl::StatusOr<meta::ClusterStatusReply> MetaProbe::ClusterStatus(absl::Duration
   return reply;
 }
 
-absl::StatusOr<meta::Attr> MetaProbe::GetAttr(uint64_t ino, absl::Duration deadline) {
+absl::StatusOr<meta::AttrReply> MetaProbe::GetAttr(uint64_t ino, absl::Duration deadline) {
   grpc::ClientContext context;
   context.set_deadline(absl::ToChronoTime(absl::Now() + deadline));
   AttachCredential(context, credential_);
   meta::InodeRequest request;
   request.set_ino(ino);
+  request.set_with_written(true);
   meta::AttrReply reply;
   grpc::Status status = stub_->GetAttr(&context, request, &reply);
   if (!status.ok()) return FromGrpcStatus(status, "GetAttr to " + address_);
-  return reply.attr();
+  return reply;
 }
 
 }  // namespace ckptfs::tools

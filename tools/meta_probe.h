@@ -35,8 +35,9 @@ class MetaProbe {
   // answers UNIMPLEMENTED.
   absl::StatusOr<meta::ClusterStatusReply> ClusterStatus(absl::Duration deadline);
 
-  // GetAttr of inode `ino` (its size and layout).
-  absl::StatusOr<meta::Attr> GetAttr(uint64_t ino, absl::Duration deadline);
+  // GetAttr of inode `ino` (its size and layout), with the chunks writes
+  // reached (AttrReply.written; unknown from a service that keeps none).
+  absl::StatusOr<meta::AttrReply> GetAttr(uint64_t ino, absl::Duration deadline);
 
   const std::string& address() const { return address_; }
   // The credential the calls carry (also for the data connections of

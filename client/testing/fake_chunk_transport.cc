@@ -164,6 +164,14 @@ void FakeChunkTransport::LosePower(uint32_t server_id) {
   }
 }
 
+bool FakeChunkTransport::DeleteChunk(uint32_t server_id, uint64_t ino, uint64_t chunk_index) {
+  absl::MutexLock lock(&mu_);
+  const Key key(server_id, ino, chunk_index);
+  durable_.erase(key);
+  corrupt_.erase(key);
+  return chunks_.erase(key) > 0;
+}
+
 std::optional<std::string> FakeChunkTransport::DurableChunkBytes(uint32_t server_id,
                                                                  uint64_t ino,
                                                                  uint64_t chunk_index) const {

@@ -9,7 +9,7 @@
 // makes the inode's chunks on the server durable (and counts). Tests can
 // make writes fail, slow every request down (to make requests overlap),
 // corrupt a stored chunk, take a server down, make a server lose power
-// (what no SYNC made durable is lost), and count requests, including the
+// (what no SYNC made durable is lost), delete one chunk, and count requests, including the
 // most chunk writes ever in flight at once.
 //
 // Thread-safety: thread-safe.
@@ -65,6 +65,9 @@ class FakeChunkTransport : public ChunkTransport {
   // A power loss on `server_id`: each of its chunks goes back to what the
   // last SYNC of its inode there saw, or away when none saw it.
   void LosePower(uint32_t server_id);
+  // The chunk is gone from `server_id` (a lost chunk file): READs of it
+  // fail with ENOENT. Returns whether it was there.
+  bool DeleteChunk(uint32_t server_id, uint64_t ino, uint64_t chunk_index);
 
   // --- Inspection ---------------------------------------------------------
   struct Counts {

@@ -12,6 +12,7 @@
 #include "absl/time/clock.h"
 #include "common/errno_status.h"
 #include "common/names.h"
+#include "common/written_chunks.h"
 
 namespace ckptfs::client::testing {
 namespace {
@@ -182,6 +183,9 @@ absl::StatusOr<meta::AttrReply> FakeMetaClient::GetAttr(const meta::InodeRequest
   if (!inode.ok()) return inode.status();
   meta::AttrReply reply;
   *reply.mutable_attr() = (*inode)->attr;
+  if (request.with_written() && (*inode)->attr.type() == meta::REGULAR) {
+    *reply.mutable_written() = (*inode)->written;
+  }
   return reply;
 }
 
@@ -198,6 +202,7 @@ absl::StatusOr<meta::AttrReply> FakeMetaClient::SetAttr(const meta::SetAttrReque
     if (attr.type() == meta::DIRECTORY) return ErrnoStatus(EISDIR, "truncate of a directory");
     attr.set_size(request.size());
     if (request.size() == 0) (*inode)->damaged = false;
+    TruncateWritten((*inode)->written, request.size(), attr.layout().chunk_size());
     attr.set_mtime_ns(now);
   }
   if (valid & meta::SET_MODE) attr.set_mode((attr.mode() & ~07777u) | (request.mode() & 07777));
@@ -234,6 +239,7 @@ absl::StatusOr<meta::CreateReply> FakeMetaClient::Create(const meta::CreateReque
       inode.attr.set_mtime_ns(absl::GetCurrentTimeNanos());
       Changed(inode.attr);
       inode.damaged = false;
+      ResetWritten(inode.written);
     }
     if (request.writer_handle() != 0) inode.writers.insert(request.writer_handle());
     *reply.mutable_attr() = inode.attr;
@@ -251,6 +257,7 @@ absl::StatusOr<meta::CreateReply> FakeMetaClient::Create(const meta::CreateReque
   Inode& inode = NewInode(meta::REGULAR, request.mode(), request.uid(), request.gid());
   inode.in_checkpoint = in_checkpoint;
   if (request.writer_handle() != 0) inode.writers.insert(request.writer_handle());
+  ResetWritten(inode.written);
   meta::Layout* layout = inode.attr.mutable_layout();
   layout->set_chunk_size(chunk_size);
   const size_t n = server_ids_.size();
@@ -454,6 +461,7 @@ absl::StatusOr<meta::AttrReply> FakeMetaClient::Open(const meta::OpenRequest& re
     attr.set_size(0);
     attr.set_mtime_ns(absl::GetCurrentTimeNanos());
     Changed(attr);
+    ResetWritten((*inode)->written);
   }
   meta::AttrReply reply;
   *reply.mutable_attr() = attr;
@@ -487,6 +495,8 @@ absl::StatusOr<meta::AttrReply> FakeMetaClient::CommitWrite(
     FileFailedLocked(request.ino());
   }
   attr.set_size(std::max(attr.size(), request.size()));
+  MergeWritten((*inode)->written, request.written(), request.written_untracked(),
+               ChunksCovering(attr.size(), attr.layout().chunk_size()));
   if (request.mtime_ns() != 0) attr.set_mtime_ns(request.mtime_ns());
   // Like the service, a release that wrote nothing is no change (the fake
   // keeps no ended-checkpoint rule here).

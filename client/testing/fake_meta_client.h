@@ -8,7 +8,10 @@
 // counter. Unlinked files stay reachable by inode (as orphans do). Tests can
 // count calls per RPC and make the next calls of an RPC fail. The repairer's
 // calls: MoveStripeServer edits the stripe as the service does, and
-// ReportRepair keeps every report for the test to read.
+// ReportRepair keeps every report for the test to read. Regular files keep
+// the chunks written (common/written_chunks.h) as the service does: empty
+// at create and O_TRUNC, added by CommitWrite, cut by a truncate, returned
+// by GetAttr with_written.
 //
 // Checkpoint transactions follow the issue-4 contract: declare marks the
 // subtree, writers register with Create/Open and leave with CommitWrite,
@@ -149,6 +152,7 @@ class FakeMetaClient : public MetaClient {
     std::set<uint64_t> writers;            // regular files
     std::set<uint64_t> readers;            // regular files
     bool damaged = false;
+    meta::WrittenChunks written;  // regular files (common/written_chunks.h)
   };
 
   // Counts the call and returns the injected failure, if any.

@@ -37,8 +37,8 @@ Reactor* MetaServiceImpl::Lookup(Context* ctx, const LookupRequest* request, Att
 }
 
 Reactor* MetaServiceImpl::GetAttr(Context* ctx, const InodeRequest* request, AttrReply* reply) {
-  return FinishWith(ctx, "GetAttr", ns_->GetAttr(request->ino()),
-                    [&](Attr attr) { *reply->mutable_attr() = std::move(attr); });
+  return FinishWith(ctx, "GetAttr", ns_->GetAttr(*request),
+                    [&](AttrReply got) { *reply = std::move(got); });
 }
 
 Reactor* MetaServiceImpl::SetAttr(Context* ctx, const SetAttrRequest* request, AttrReply* reply) {

@@ -122,6 +122,9 @@ class Namespace {
   // is not a directory.
   absl::StatusOr<Attr> Lookup(uint64_t parent, absl::string_view name);
   absl::StatusOr<Attr> GetAttr(uint64_t ino);
+  // GetAttr, with the file's WrittenChunks when request.with_written (a
+  // regular file's; unknown for one from before they were kept).
+  absl::StatusOr<AttrReply> GetAttr(const InodeRequest& request);
   // A symlink's target; EINVAL for anything else.
   absl::StatusOr<std::string> ReadLink(uint64_t ino);
 

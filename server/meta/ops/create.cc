@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/errno_status.h"
 #include "common/names.h"
+#include "common/written_chunks.h"
 #include "server/meta/checkpoint/guard.h"
 #include "server/meta/keys.h"
 #include "server/meta/meta_txn.h"
@@ -107,6 +108,7 @@ absl::StatusOr<CreateReply> Namespace::Create(const CreateRequest& request) {
         existing->mutable_attr()->set_ctime_ns(NextCtime(existing->attr(), now));
         existing->set_damaged(false);
         existing->clear_unsynced();
+        ResetWritten(*existing->mutable_written());
         changed = true;
       }
       if (changed) txn.PutInode(*existing);
@@ -124,6 +126,7 @@ absl::StatusOr<CreateReply> Namespace::Create(const CreateRequest& request) {
     if (!layout.ok()) return layout.status();
     InodeRecord inode = NewInode(*ino, REGULAR, request.mode(), request.uid(), request.gid(), now);
     *inode.mutable_attr()->mutable_layout() = *std::move(layout);
+    ResetWritten(*inode.mutable_written());
     AddWriter(inode, request.writer_handle());
     if (absl::Status linked = LinkNewInode(txn, request.parent(), *parent, request.name(), inode,
                                            now);

@@ -33,6 +33,18 @@ absl::StatusOr<Attr> Namespace::GetAttr(uint64_t ino) {
   return inode->attr();
 }
 
+absl::StatusOr<AttrReply> Namespace::GetAttr(const InodeRequest& request) {
+  MetaTxn txn(kv_);
+  absl::StatusOr<InodeRecord> inode = txn.GetInode(request.ino());
+  if (!inode.ok()) return inode.status();
+  AttrReply reply;
+  *reply.mutable_attr() = std::move(*inode->mutable_attr());
+  if (request.with_written() && reply.attr().type() == REGULAR) {
+    *reply.mutable_written() = std::move(*inode->mutable_written());
+  }
+  return reply;
+}
+
 absl::StatusOr<std::string> Namespace::ReadLink(uint64_t ino) {
   MetaTxn txn(kv_);
   absl::StatusOr<InodeRecord> inode = txn.GetInode(ino);

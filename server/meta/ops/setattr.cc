@@ -1,10 +1,13 @@
 // Namespace::SetAttr: chmod, chown, truncate and utimens in one transaction.
 // Nothing changes inside an ended checkpoint (EROFS); truncation to 0 clears
-// a file's damaged mark.
+// a file's damaged mark. A truncation drops the written chunks wholly past
+// the new size (common/written_chunks.h); one that extends adds none, so
+// the extension reads as a hole.
 #include <cerrno>
 
 #include "absl/strings/str_cat.h"
 #include "common/errno_status.h"
+#include "common/written_chunks.h"
 #include "server/meta/checkpoint/guard.h"
 #include "server/meta/meta_txn.h"
 #include "server/meta/namespace.h"
@@ -33,6 +36,7 @@ absl::StatusOr<Attr> Namespace::SetAttr(const SetAttrRequest& request) {
       }
       attr->set_size(request.size());
       attr->set_mtime_ns(now);
+      TruncateWritten(*inode->mutable_written(), request.size(), attr->layout().chunk_size());
       if (request.size() == 0) {
         inode->set_damaged(false);
         inode->clear_unsynced();

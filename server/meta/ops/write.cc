@@ -1,12 +1,15 @@
 // Namespace::Open and CommitWrite: the metadata side of a file's data —
 // O_TRUNC at open, writer registration, the close-to-open publication of a
-// writer's size, and the storage-server incarnations holding its unsynced
-// writes (which a checkpoint commit's syncs must find still running).
+// writer's size, the storage-server incarnations holding its unsynced
+// writes (which a checkpoint commit's syncs must find still running), and
+// the chunks its writes reached (InodeRecord.written: O_TRUNC empties it, a
+// commit adds to it, common/written_chunks.h).
 #include <algorithm>
 #include <cerrno>
 
 #include "absl/strings/str_cat.h"
 #include "common/errno_status.h"
+#include "common/written_chunks.h"
 #include "server/meta/checkpoint/guard.h"
 #include "server/meta/meta_txn.h"
 #include "server/meta/namespace.h"
@@ -76,6 +79,7 @@ absl::StatusOr<Attr> Namespace::Open(const OpenRequest& request) {
       inode->mutable_attr()->set_ctime_ns(NextCtime(inode->attr(), now));
       inode->set_damaged(false);
       inode->clear_unsynced();
+      ResetWritten(*inode->mutable_written());
       changed = true;
     }
     if (changed) txn.PutInode(*inode);
@@ -139,6 +143,8 @@ absl::StatusOr<Attr> Namespace::CommitWrite(const CommitWriteRequest& request) {
     if (request.failed()) inode->set_damaged(true);
     const int64_t now = clock_->NowNs();
     attr->set_size(std::max(attr->size(), request.size()));
+    MergeWritten(*inode->mutable_written(), request.written(), request.written_untracked(),
+                 ChunksCovering(attr->size(), attr->layout().chunk_size()));
     attr->set_mtime_ns(request.mtime_ns() != 0 ? request.mtime_ns() : now);
     attr->set_ctime_ns(NextCtime(*attr, now));
     txn.PutInode(*inode);
