@@ -189,7 +189,7 @@ class FuseMainTest : public ::testing::Test {
     ASSERT_EQ(mkdir(mnt_.c_str(), 0755), 0);
     ASSERT_EQ(mkdir((root_ + "/meta").c_str(), 0755), 0);
     meta_pid_ = Spawn({kBinDir + "/ckptfs-meta", "--listen=127.0.0.1:0",
-                       "--data_dir=" + root_ + "/meta"},
+                       "--data_dir=" + root_ + "/meta", "--replicas=1"},
                       root_ + "/meta.log");
     std::smatch m;
     const std::regex serving("serving on (127\\.0\\.0\\.1:[0-9]+)");

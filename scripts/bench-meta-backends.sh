@@ -80,7 +80,7 @@ start_meta() {  # NAME FLAGS...: starts ckptfs-meta and one storage server
   local port sport
   port=$(free_port) sport=$(free_port)
   mkdir -p "$dir/$name-storage"
-  "$bin/ckptfs-meta" --listen="127.0.0.1:$port" --orphan_grace_s=0 "$@" >"$dir/$name-meta.log" 2>&1 &
+  "$bin/ckptfs-meta" --listen="127.0.0.1:$port" --orphan_grace_s=0 --replicas=1 "$@" >"$dir/$name-meta.log" 2>&1 &
   pids+=($!)
   eval "${name}_meta=127.0.0.1:$port ${name}_pid=$!"
   wait_log "$dir/$name-meta.log" "serving on"

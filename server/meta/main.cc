@@ -1,7 +1,7 @@
 // ckptfs-meta: the metadata service daemon.
 //
 //   ckptfs-meta --listen=127.0.0.1:7000 --data_dir=DIR [--orphan_grace_s=3600]
-//               [--server_timeout_s=10] [--default_chunk_size=4194304] [--replicas=1]
+//               [--server_timeout_s=10] [--default_chunk_size=4194304] [--replicas=2]
 //               [--reclaim_interval_s=5] [--commit_timeout_s=600]
 //               [--sync_commits] [--log_level=info] [--metrics_listen=HOST:PORT]
 //   ckptfs-meta --kv_backend=etcd --etcd_endpoints=HOST:PORT,... [--etcd_prefix=/ckptfs/]
@@ -75,9 +75,10 @@ ABSL_FLAG(std::string, ec, "",
           "erasure-code the chunks of files in directories without user.ckptfs.ec: K+M (K data "
           "and M parity fragments, each on its own storage server, e.g. 4+2); empty or none: "
           "copies (--replicas)");
-ABSL_FLAG(uint32_t, replicas, 1,
+ABSL_FLAG(uint32_t, replicas, 2,
           "copies of every chunk of files in directories without user.ckptfs.replicas, "
-          "each on a different storage server (1 .. 8; 2 survives the loss of one server)");
+          "each on a different storage server (1 .. 8; 2 survives the loss of one server, 1 "
+          "loses the files with chunks on a server whose disk is lost)");
 ABSL_FLAG(int64_t, reclaim_interval_s, 5, "seconds between orphan reclaimer passes");
 ABSL_FLAG(bool, sync_commits, false,
           "fsync the metadata WAL on every commit (survives power loss, not only kill -9)");

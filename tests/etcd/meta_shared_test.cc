@@ -233,7 +233,8 @@ class MetaSharedTest : public ::testing::Test {
     auto child = ChildProcess::Start(
         {BinDir() + "/ckptfs-meta", "--listen=" + address, "--kv_backend=etcd",
          "--etcd_endpoints=" + etcd_->endpoints(), std::string("--etcd_prefix=") + kPrefix,
-         "--etcd_shared", "--etcd_lock_ttl_s=10", "--reclaim_interval_s=1", "--orphan_grace_s=0"},
+         "--etcd_shared", "--etcd_lock_ttl_s=10", "--reclaim_interval_s=1", "--orphan_grace_s=0",
+         "--replicas=1"},
         absl::StrCat(root_, "/", name, ".log"));
     ASSERT_TRUE(child.ok()) << child.status();
     *out = *std::move(child);

@@ -129,7 +129,7 @@ class MetaTakeoverTest : public ::testing::Test {
     auto child = ChildProcess::Start(
         {BinDir() + "/ckptfs-meta", "--listen=" + address, "--kv_backend=etcd",
          "--etcd_endpoints=" + etcd_->endpoints(), std::string("--etcd_prefix=") + kPrefix,
-         "--etcd_lock_ttl_s=6"},
+         "--etcd_lock_ttl_s=6", "--replicas=1"},
         absl::StrCat(root_, "/", name, ".log"));
     ASSERT_TRUE(child.ok()) << child.status();
     *out = *std::move(child);

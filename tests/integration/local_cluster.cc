@@ -235,6 +235,12 @@ absl::Status LocalCluster::StartMeta() {
   std::vector<std::string> argv = {BinDir() + "/ckptfs-meta", "--listen=" + meta_address(),
                                    "--data_dir=" + dir};
   if (!credential_file_.empty()) argv.push_back("--credential_file=" + credential_file_);
+  // One copy unless the test says: what each test inspects on the servers
+  // (chunk files, a server killed) assumes it.
+  const bool replicas_given =
+      std::any_of(options_.meta_flags.begin(), options_.meta_flags.end(),
+                  [](const std::string& f) { return absl::StartsWith(f, "--replicas="); });
+  if (!replicas_given) argv.push_back("--replicas=1");
   for (const auto& f : options_.meta_flags) argv.push_back(f);
   auto child = ChildProcess::Start(argv, absl::StrCat(root_, "/meta.log"));
   if (!child.ok()) return child.status();

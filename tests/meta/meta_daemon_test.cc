@@ -145,6 +145,18 @@ TEST_F(MetaDaemonTest, ServesAndExitsCleanlyAndPromptlyOnSigterm) {
   EXPECT_LT(absl::Now() - start, absl::Seconds(10));  // not a 30 s deadline
 }
 
+// Started by hand with no --replicas (or from the shipped meta.conf, which
+// lists every default commented out), new files get two copies: a cluster
+// survives the loss of one storage server without anyone asking for it.
+TEST_F(MetaDaemonTest, NewFilesGetTwoCopiesByDefault) {
+  const uint16_t port = FreePort();
+  MetaProcess meta(Flags(port, dir_.path() + "/data"), LogPath("meta"));
+  ASSERT_TRUE(meta.WaitServing(absl::Seconds(20))) << meta.Log();
+  EXPECT_TRUE(absl::StrContains(meta.Log(), "2 replicas of each chunk")) << meta.Log();
+  meta.Signal(SIGTERM);
+  EXPECT_EQ(meta.Wait(absl::Seconds(15)), 0) << meta.Log();
+}
+
 TEST_F(MetaDaemonTest, BusyPortAndBusyDataDirExitWithStatusTwo) {
   auto busy = ListenTcp(HostPort{"127.0.0.1", 0});
   ASSERT_TRUE(busy.ok());
@@ -239,8 +251,11 @@ TEST_F(MetaDaemonTest, KillNineLosesNothingCommitted) {
   const std::string data = dir_.path() + "/data";
   uint64_t dir_ino = 0;
   uint64_t file_ino = 0;
+  // One copy: the one storage server registered below can hold the file.
+  std::vector<std::string> flags = Flags(port, data);
+  flags.push_back("--replicas=1");
   {
-    MetaProcess meta(Flags(port, data), LogPath("before"));
+    MetaProcess meta(flags, LogPath("before"));
     ASSERT_TRUE(meta.WaitServing(absl::Seconds(20))) << meta.Log();
     auto stub = MetaService::NewStub(grpc::CreateChannel(absl::StrCat("127.0.0.1:", port),
                                                          grpc::InsecureChannelCredentials()));
@@ -274,7 +289,7 @@ TEST_F(MetaDaemonTest, KillNineLosesNothingCommitted) {
     meta.Signal(SIGKILL);
     EXPECT_EQ(meta.Wait(absl::Seconds(10)), -SIGKILL);
   }
-  MetaProcess meta(Flags(port, data), LogPath("after"));
+  MetaProcess meta(flags, LogPath("after"));
   ASSERT_TRUE(meta.WaitServing(absl::Seconds(20))) << meta.Log();
   auto stub = MetaService::NewStub(grpc::CreateChannel(absl::StrCat("127.0.0.1:", port),
                                                        grpc::InsecureChannelCredentials()));

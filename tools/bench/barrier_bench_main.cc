@@ -196,7 +196,7 @@ class OwnCluster {
     cluster->address_ = absl::StrCat("127.0.0.1:", *port);
     absl::Status started = cluster->Spawn(
         {*meta_binary, absl::StrCat("--listen=", cluster->address_),
-         absl::StrCat("--data_dir=", cluster->dir_, "/meta")},
+         absl::StrCat("--data_dir=", cluster->dir_, "/meta"), "--replicas=1"},
         "meta", *port);
     if (!started.ok()) return started;
     started = cluster->Spawn(
