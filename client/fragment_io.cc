@@ -6,6 +6,7 @@
 #include <cerrno>
 #include <cstring>
 #include <map>
+#include <optional>
 #include <utility>
 
 #include "absl/base/internal/endian.h"
@@ -380,10 +381,36 @@ absl::StatusOr<size_t> ReadChunkFragments(ChunkTransport& transport, FailedServe
   if (length == 0) return 0;
   const Geometry g = GeometryOf(layout);
   const uint64_t end = uint64_t{offset} + length;
-  // The data fragments holding the bytes, read straight.
-  uint64_t valid_end = offset;
+  auto note = [&](uint32_t server, const absl::Status& status) {
+    if (failed == nullptr) return;
+    if (status.ok() || ErrnoFromStatus(status) == ENOENT) {
+      failed->NoteAnswered(server);
+    } else {
+      failed->NoteFailed(server);
+    }
+  };
+  // The data fragments holding the bytes, read straight, provided every
+  // data fragment's header names one write (id and length) and each
+  // fragment read holds what that length gives it; otherwise the whole
+  // chunk is read and the version most fragments hold decoded.
   bool whole_needed = false;
-  for (uint64_t j = offset / g.F; j < static_cast<uint64_t>(g.k) && j * g.F < end; ++j) {
+  std::optional<FragmentHeader> version;
+  for (int j = 0; j < g.k && !whole_needed; ++j) {
+    const uint32_t server = ReplicaServer(layout, chunk_index, j);
+    char head[kFragmentHeaderSize];
+    absl::StatusOr<size_t> read = transport.ReadChunk(server, ino, chunk_index, 0, head, sizeof(head));
+    note(server, read.status());
+    FragmentHeader header;
+    if (!read.ok() || !GetHeader(head, *read, &header) ||
+        (version.has_value() &&
+         (header.write_id != version->write_id || header.length != version->length))) {
+      whole_needed = true;
+    }
+    version = header;
+  }
+  uint64_t valid_end = offset;
+  for (uint64_t j = offset / g.F;
+       !whole_needed && j < static_cast<uint64_t>(g.k) && j * g.F < end; ++j) {
     const uint64_t lo = std::max<uint64_t>(offset, j * g.F);
     const uint64_t hi = std::min<uint64_t>(end, (j + 1) * g.F);
     const uint32_t server = ReplicaServer(layout, chunk_index, static_cast<int>(j));
@@ -391,20 +418,17 @@ absl::StatusOr<size_t> ReadChunkFragments(ChunkTransport& transport, FailedServe
     absl::StatusOr<size_t> read = transport.ReadChunk(
         server, ino, chunk_index, static_cast<uint32_t>(kFragmentHeaderSize + lo - j * g.F), into,
         hi - lo);
-    if (failed != nullptr) {
-      if (read.ok() || ErrnoFromStatus(read.status()) == ENOENT) {
-        failed->NoteAnswered(server);
-      } else {
-        failed->NoteFailed(server);
-      }
-    }
-    if (!read.ok()) {
+    note(server, read.status());
+    // The chunk's bytes this fragment holds end at `stored_end`.
+    const uint64_t stored_end =
+        std::min<uint64_t>((j + 1) * g.F, std::max<uint64_t>(j * g.F, version->length));
+    const uint64_t expected = stored_end > lo ? std::min(hi, stored_end) - lo : 0;
+    if (!read.ok() || std::min<size_t>(*read, hi - lo) != expected) {
       whole_needed = true;
       break;
     }
-    const size_t n = std::min<size_t>(*read, hi - lo);
-    std::memset(into + n, 0, (hi - lo) - n);
-    if (n > 0) valid_end = lo + n;
+    std::memset(into + expected, 0, (hi - lo) - expected);
+    if (expected > 0) valid_end = lo + expected;
   }
   if (!whole_needed) return static_cast<size_t>(valid_end - offset);  // zeros past it
   absl::StatusOr<DecodedChunk> chunk =

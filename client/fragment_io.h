@@ -38,10 +38,12 @@
 // bites. Keeping the old version until all n are stored (a per-write-id
 // fragment name) is the fix.
 //
-// Reads. The data fragments holding the bytes asked for are read directly
-// (no decode, no header check: bytes of the version each server holds, as a
-// replica would give). If one of them fails or is missing, every fragment
-// is read whole, the largest group of fragments with one write id (and the
+// Reads. The headers of the k data fragments are read first; when they all
+// name one write (id and length), the data fragments holding the bytes
+// asked for are read directly (no decode), each checked to hold what that
+// length gives it. If a header disagrees (a rewrite or a truncate's
+// re-encode that reached only some fragments), or a fragment fails, is
+// missing or holds another length, every fragment is read whole, the largest group of fragments with one write id (and the
 // stored length that id's chunk length gives each fragment) is taken (at
 // least k, else EIO), and the missing data fragments are decoded. No
 // fragment readable and at least k of them absent (ENOENT) is a hole: a
