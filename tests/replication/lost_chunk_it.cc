@@ -91,6 +91,15 @@ TEST_P(LostCopiesTest, AWrittenChunkDeletedFromEveryServerReadsEio) {
   ASSERT_TRUE(reader.ok()) << reader.status();
   ASSERT_NO_FATAL_FAILURE(ExpectPosixReadEio(*reader + "/d/lib.pt"));
   ASSERT_NO_FATAL_FAILURE(ExpectPosixReadEio(*reader + "/d/fuse.pt"));
+  // `ckptfs ckpt verify` reports the chunk lost (not a hole) and fails.
+  std::string output;
+  EXPECT_NE(ckptfs::testing::RunShell(
+                absl::StrCat(ckptfs::testing::BinDir(), "/ckptfs ckpt verify ", *reader,
+                             "/d --meta ", cluster_->meta_address(), " 2>&1"),
+                &output),
+            0)
+      << output;
+  EXPECT_TRUE(absl::StrContains(output, "chunk 2: lost: it was written")) << output;
 }
 
 TEST_P(LostCopiesTest, HolesOfASparseFileReadZerosAndALostChunkOfItEio) {
