@@ -2,7 +2,6 @@
 #include "server/storage/chunk_store.h"
 
 #include <fcntl.h>
-#include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -17,6 +16,7 @@
 #include "common/crc32c.h"
 #include "common/errno_status.h"
 #include "common/log.h"
+#include "common/random_id.h"
 #include "common/unique_fd.h"
 
 namespace ckptfs::storage {
@@ -46,17 +46,6 @@ bool HoldsAtMost(FileSystem& fs, const std::string& path, size_t file_size, size
   auto header = DecodeChunkHeader(absl::string_view(block, sizeof(block)), path);
   return header.ok() && header->data_length <= len &&
          file_size == ChunkFileSize(header->data_length);
-}
-
-// A random nonzero 64-bit number: the kernel's, or (where getrandom fails)
-// the clock's and the process id mixed.
-uint64_t NewIncarnation() {
-  uint64_t value = 0;
-  if (::getrandom(&value, sizeof(value), 0) != static_cast<ssize_t>(sizeof(value))) {
-    value = static_cast<uint64_t>(absl::ToUnixNanos(absl::Now())) * 0x9E3779B97F4A7C15ull ^
-            static_cast<uint64_t>(::getpid());
-  }
-  return value != 0 ? value : 1;
 }
 
 // mkdir that is content with an existing directory. Returns whether it
@@ -113,7 +102,7 @@ absl::StatusOr<std::unique_ptr<ChunkStore>> ChunkStore::Open(const std::string& 
   if (!direct_io) {
     CKPTFS_LOG(kWarning) << data_dir << ": file system refuses O_DIRECT; using buffered I/O";
   }
-  const uint64_t incarnation = NewIncarnation();
+  const uint64_t incarnation = RandomNonzeroId();
   CKPTFS_LOG(kInfo) << data_dir << ": incarnation "
                     << absl::StrCat("0x", absl::Hex(incarnation));
   return std::unique_ptr<ChunkStore>(new ChunkStore(data_dir, direct_io, incarnation, files));
