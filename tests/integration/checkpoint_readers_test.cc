@@ -77,8 +77,14 @@ class CheckpointReadersTest : public CheckpointTest {
     return "";
   }
 
-  // "" if `path` is gone (ENOENT), else what stat(2) says.
+  // "" once `path` is gone (ENOENT), else what stat(2) says. Retention
+  // runs right after the commit that triggers it is answered, so the
+  // removal may land a moment after the commit returns: wait a little.
   static std::string Gone(const std::string& path) {
+    WaitFor([&] { return StatGone(path).empty(); }, absl::Seconds(10));
+    return StatGone(path);
+  }
+  static std::string StatGone(const std::string& path) {
     struct stat st {};
     if (::stat(path.c_str(), &st) == 0) return path + " still exists";
     return errno == ENOENT ? "" : absl::StrCat("stat ", path, ": ", strerror(errno));
