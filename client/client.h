@@ -13,7 +13,7 @@
 // so GetAttr reports the exact size of a file that is being written here and
 // reads see this client's own writes.
 //
-// Checkpoints (design.md, "Checkpoint transactions"): every handle that may
+// Checkpoints (README.md, "Checkpoint transactions"): every handle that may
 // write is registered with the metadata service as a writer of its file
 // until its Flush or Close, so a checkpoint never commits a file still being
 // written. The checkpoint calls are methods here and also extended
@@ -69,11 +69,11 @@ struct ClientOptions {
   int data_connections_per_server = 2;
   // Chunk writes one open file may have in flight at once. With local
   // writes on the reference VM, one 4 GiB torch.save ran 1.14x faster with
-  // 16 than with 8; 8 ranks at once ran 0.95-1.05x (issue 5, stop 19).
+  // 16 than with 8; 8 ranks at once ran 0.95-1.05x.
   int max_inflight_chunks_per_file = 16;
   // Chunks read ahead of a sequential reader. On the reference VM 12 loaded
-  // 1.10-1.16x faster than 4, and 8 and 24 as fast as 12 (0.93-1.01x; issue
-  // 5, stop 18); 8 is the least memory among those.
+  // 1.10-1.16x faster than 4, and 8 and 24 as fast as 12 (0.93-1.01x);
+  // 8 is the least memory among those.
   int readahead_chunks = 8;
   // Each further open handle of a file adds a read-ahead window to the
   // file's read cache (still within read_cache_budget_bytes, and at most a
@@ -99,7 +99,7 @@ struct ClientOptions {
   // memory is much faster to fill than fresh memory); beyond this, freed.
   // The pool only keeps what was in use at once, so this never raises the
   // peak; it keeps a storm's buffers for the next storm. 512 MiB measured
-  // half the load speed of 4 GiB with 32 ranks x 32 MiB (issue 5, stop 16).
+  // half the load speed of 4 GiB with 32 ranks x 32 MiB.
   int64_t idle_buffer_bytes = int64_t{4} << 30;
   // Write-behind memory of all files together: each open file being written
   // always gets one chunk buffer; the further ones it uses to keep chunk

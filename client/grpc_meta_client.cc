@@ -43,7 +43,7 @@
 // and pauses between them, the attempts to reach the server that took over
 // were cut off by their connect timeout for want of polling (only gRPC's
 // 5 s backup poller looked at them), and a mount's calls failed for up to
-// its whole 30 s deadline after a standby took over (issue 7).
+// its whole 30 s deadline after a standby took over.
 #include "client/grpc_meta_client.h"
 
 #include <grpcpp/grpcpp.h>

@@ -13,7 +13,7 @@
 //     on huge pages) takes the data straight from the disk with no copy,
 //     any other read goes into a scratch buffer on huge pages and is copied
 //     out. On the reference VM a third less CPU per GiB loaded and loads
-//     1.14-1.27x faster than over loopback TCP (issue 5, stop 18; on 4 KiB
+//     1.14-1.27x faster than over loopback TCP (on 4 KiB
 //     pages the O_DIRECT reads were split into ~1 MiB device requests and
 //     ran slower than TCP).
 //   - Writes in place: a write from the start of a chunk from 4096-aligned

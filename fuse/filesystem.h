@@ -59,7 +59,7 @@ struct FilesystemOptions {
   // 0 by default: stat() of a directory is exact, as with the other two.
   absl::Duration dir_timeout = absl::ZeroDuration();
 
-  // Data-path modes (issue 5 measured each; the defaults are the fastest):
+  // Data-path modes (each measured; the defaults are the fastest):
   // Write-only opens bypass the page cache (direct_io): a writer's payload
   // goes from its buffer to the client's chunk buffer without filling the
   // page cache, which on fresh memory is the slowest step of a save.
@@ -78,7 +78,7 @@ struct FilesystemOptions {
   // unbuffered 8 KiB reads ran 5x slower than through the page cache's
   // read-ahead, and 8 ranks reading one shard 0.74-0.93x as fast, while
   // own-shard loads took 30-60% less CPU per GiB at 0.95-1.54x the speed
-  // (the disk was the limit) on the 2-core VM (issue 5, stop 22).
+  // (the disk was the limit) on the 2-core VM.
   bool direct_io_reads = false;
   // The kernel's writeback cache: writes land in the page cache and are
   // sent in the background (then no open uses direct_io).

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# bench-fuse-modes.sh: the FUSE data-path table of issue 5 (point 4). For
+# bench-fuse-modes.sh: the FUSE data-path modes side by side. For
 # each mode, mounts a running ckptfs cluster with ckptfs-fuse and those
 # flags, runs the same ckptfs-bench storm against it and a plain directory
 # (--baseline, alternating A B over --repeat), and prints one line per mode:

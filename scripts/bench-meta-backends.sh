@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# bench-meta-backends.sh: the RocksDB vs etcd metadata benchmark of issue 7
-# (point 6), in one run on this machine. Starts, in a temporary directory on
+# bench-meta-backends.sh: the RocksDB vs etcd metadata benchmark, in one
+# run on this machine. Starts, in a temporary directory on
 # 127.0.0.1:
 #   - ckptfs-meta on RocksDB, with one storage server;
 #   - a 3-member etcd cluster and ckptfs-meta on it, with one storage server;

@@ -1,5 +1,5 @@
 // Checkpoint transactions as the `ckptfs ckpt` commands see them: through
-// the extended attributes of a ckptfs mount (design.md, "Checkpoint
+// the extended attributes of a ckptfs mount (README.md, "Checkpoint
 // transactions"), so they need no metadata-service address and work on any
 // node where the file system is mounted.
 //

@@ -1,4 +1,4 @@
-// The fuzz entry functions of ckptfs's bad-input defences (issue 6, point 7),
+// The fuzz entry functions of ckptfs's bad-input defences,
 // in plain C++ so that two builds use them: the libFuzzer binaries of
 // tests/fuzz/libfuzzer/ (clang, ASan, coverage-guided) and fuzz_replay_test
 // (the normal build), which replays every input under tests/fuzz/corpus/ on

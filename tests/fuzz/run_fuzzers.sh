@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Bounded libFuzzer run of ckptfs's fuzz targets (issue 6, point 7).
+# Bounded libFuzzer run of ckptfs's fuzz targets.
 #
 # Builds tests/fuzz/libfuzzer/ with clang-14 (ASan + UBSan + libFuzzer) in
 # its own build directory, then runs each target for SECONDS seconds on a

@@ -1,9 +1,9 @@
-// The synchronized-commit barrier end to end (issue 4, acceptance points 1,
-// 2, 3 and 7): real rank processes write a checkpoint through the mount
-// and commit it with the ckptfs Python module; the barrier releases them
-// together, or aborts the checkpoint for all of them — after a timeout, a
-// file still open for writing or a failed write — and a metadata service
-// killed while ranks wait never leaves a checkpoint half-committed.
+// The synchronized-commit barrier end to end: real rank processes write a
+// checkpoint through the mount and commit it with the ckptfs Python module; the
+// barrier releases them together, or aborts the checkpoint for all of them —
+// after a timeout, a file still open for writing or a failed write — and a
+// metadata service killed while ranks wait never leaves a checkpoint
+// half-committed.
 #include <signal.h>
 #include <unistd.h>
 

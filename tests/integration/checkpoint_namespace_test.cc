@@ -1,7 +1,6 @@
-// Checkpoint transactions seen from the namespace (issue 4, acceptance
-// points 4, 5, 6 and 8): bad requests change nothing and say why, a
-// committed checkpoint is immutable but for removal, listings show
-// committed checkpoints only, DCP's save sequence commits, and retention
+// Checkpoint transactions seen from the namespace: bad requests change nothing
+// and say why, a committed checkpoint is immutable but for removal, listings
+// show committed checkpoints only, DCP's save sequence commits, and retention
 // returns the space of older checkpoints to the storage servers.
 #include <fcntl.h>
 #include <sys/stat.h>

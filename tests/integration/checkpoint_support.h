@@ -1,4 +1,4 @@
-// What the checkpoint-transaction integration tests share (issue 4; design.md
+// What the checkpoint-transaction integration tests share (README.md,
 // "Checkpoint transactions"): a fixture with a fresh cluster and mount per
 // test, rank processes (tests/integration/checkpoint_rank.py through the
 // ckptfs Python module, real processes as ranks), the checkpoint

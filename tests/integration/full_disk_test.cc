@@ -1,4 +1,4 @@
-// A storage server whose disk fills up (issue 6, point 5): the writer gets
+// A storage server whose disk fills up: the writer gets
 // ENOSPC (from write or close, never a silent short file), what was stored
 // before stays intact, and once space is freed (the file that did not fit
 // removed) the same server takes writes again.

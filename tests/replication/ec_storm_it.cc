@@ -1,4 +1,4 @@
-// Erasure coding 4+2 on real processes (issue 6, points 1 and 2): a storage
+// Erasure coding 4+2 on real processes: a storage
 // server killed (-9) in the middle of a save storm; each writer's file
 // either is saved whole (close returned 0, and every byte reads back while
 // the server is down, decoded from the other fragments) or its writer got

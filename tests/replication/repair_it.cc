@@ -1,4 +1,4 @@
-// `ckptfs repair` against real daemons (issue 6, points 2 and 6): R=2 on a
+// `ckptfs repair` against real daemons: R=2 on a
 // LocalCluster.
 //  - One chunk file deleted on one server's disk and another overwritten
 //    with garbage: one `ckptfs repair` pass restores both (the chunk files

@@ -282,8 +282,8 @@ TEST_F(ReplicaIoTest, AHoleIsWhereEveryCopyLacksTheChunk) {
   EXPECT_NE(got.status().message().find("storage server 3"), std::string::npos) << got.status();
 }
 
-// Issue 6 review, bug 5: the servers that failed reads were process-wide,
-// so one Client's down server reordered another's reads.
+// The servers that failed reads are kept per Client: one Client's down
+// server never reorders another's reads.
 TEST_F(ReplicaIoTest, EachFailedServersListIsItsOwn) {
   ASSERT_TRUE(Write(0, "zero").ok());  // copies on servers 1 (read first) and 2
   FailedServers other;
@@ -302,9 +302,9 @@ TEST_F(ReplicaIoTest, EachFailedServersListIsItsOwn) {
   EXPECT_EQ(transport_.ReadsFrom(2), 2);
 }
 
-// Issue 6 review, bug 2: a copy cut short (a truncate that failed on the
-// other copy, a lost tail) answered first, and its short answer was taken
-// as the chunk's; the bytes the other copy holds read as zeros.
+// A copy cut short (a truncate that failed on the other copy, a lost tail)
+// that answers first is not taken as the chunk: the bytes the other copy
+// holds are read, not zeros.
 TEST_F(ReplicaIoTest, AShortCopyDoesNotHideTheBytesOfALongerOne) {
   for (uint32_t cut : {1u, 2u}) {  // the copy read first, then the other
     SCOPED_TRACE(absl::StrCat("copy on server ", cut, " cut"));
@@ -360,8 +360,8 @@ TEST_F(ReplicaIoTest, ATruncateThatFailsOnOneCopyFailsTheCall) {
   EXPECT_EQ(*got, "0123456789");
 }
 
-// Issue 6 review, bug 1: a partial write (offset > 0) to a copy whose chunk
-// was lost made zeros there where the other copy has data.
+// A partial write (offset > 0) to a copy whose chunk was lost rebuilds
+// that copy from the other one, never zeros where the other copy has data.
 TEST_F(ReplicaIoTest, APartialWriteRebuildsACopyThatLostItsChunk) {
   ASSERT_TRUE(Write(0, "0123456789").ok());              // servers 1 and 2
   ASSERT_TRUE(servers_.TrimChunks(1, kIno, 0, 1024).ok());  // server 1 lost it

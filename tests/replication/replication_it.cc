@@ -217,8 +217,8 @@ TEST_F(ReplicationTest, CkptVerifyReportsADeletedCopy) {
   EXPECT_TRUE(SameBytes(*back, TestData(kFileSize, 3)));
 }
 
-// Issue 6 review, bug 1: a server that lost a chunk file took a partial
-// write of it as a new chunk with zeros before the written bytes, where
+// A server that lost a chunk file gets the whole chunk rebuilt on a partial
+// write of it, never a new chunk with zeros before the written bytes where
 // the other copy holds data.
 TEST_F(ReplicationTest, APartialWriteRebuildsACopyThatLostItsChunk) {
   ASSERT_NO_FATAL_FAILURE(StartCluster(3, 2));

@@ -1,4 +1,4 @@
-// Issue 6, point 6, end to end on real processes: a bit flipped in a stored
+// The scrubber end to end on real processes: a bit flipped in a stored
 // copy of a replicated chunk is found by the storage server's scrubber (by
 // its CRC32C), set aside and reported (`ckptfs status`); reads return the
 // good bytes all along (from the other copy); `ckptfs repair` writes the

@@ -1,4 +1,4 @@
-// Soak (issue 6, point 9): 32 writers save files for minutes while a
+// Soak: 32 writers save files for minutes while a
 // storage server is killed (-9) and restarted every minute, then every byte
 // is verified.
 //

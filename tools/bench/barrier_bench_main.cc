@@ -1,13 +1,13 @@
-// ckptfs-barrier-bench: how the synchronized-commit barrier scales (issue 4,
-// point 9). For each rank count it starts a fresh ckptfs-meta (in a temp
-// directory, on a free port; or uses --meta), has every rank create and
-// close a file in one checkpoint, declares it, sends all N commits at once
-// from this one process (asynchronous gRPC calls, no thread per rank) and
-// prints the latency from the last arrival to each rank's release
-// (p50/p99/max), and the metadata server's CPU time during the declare and
-// commit storm and its peak resident memory. Ranks are grouped K to a
-// simulated client (--ranks-per-client): one long poll per client, the
-// other ranks' commits no_wait arrivals, as libckptfs coalesces them.
+// ckptfs-barrier-bench: how the synchronized-commit barrier scales. For each
+// rank count it starts a fresh ckptfs-meta (in a temp directory, on a free
+// port; or uses --meta), has every rank create and close a file in one
+// checkpoint, declares it, sends all N commits at once from this one process
+// (asynchronous gRPC calls, no thread per rank) and prints the latency from the
+// last arrival to each rank's release (p50/p99/max), and the metadata server's
+// CPU time during the declare and commit storm and its peak resident memory.
+// Ranks are grouped K to a simulated client (--ranks-per-client): one long poll
+// per client, the other ranks' commits no_wait arrivals, as libckptfs coalesces
+// them.
 //
 //   ckptfs-barrier-bench                      # 1024 and 4096 ranks, 8 per client
 //   ckptfs-barrier-bench --ranks-per-client 1 # one long poll per rank

@@ -1,12 +1,12 @@
-// BarrierStorm: the scale benchmark of the synchronized-commit barrier
-// (issue 4, point 9). N ranks declare one checkpoint and commit it, every
-// commit sent at once as an asynchronous gRPC call, so that one process
-// stands in for thousands of ranks without a thread each; it measures what
-// the barrier costs once the last rank has arrived: the time from the last
-// arrival (the last commit sent) to each rank's release (the reply of its
-// client's long poll). Ranks are grouped K to a simulated client, as ranks
-// on one node share a mount: one long poll per client, the others' commits
-// no_wait arrivals (the protocol of client/commit_coalescer.h).
+// BarrierStorm: the scale benchmark of the synchronized-commit barrier. N ranks
+// declare one checkpoint and commit it, every commit sent at once as an
+// asynchronous gRPC call, so that one process stands in for thousands of ranks
+// without a thread each; it measures what the barrier costs once the last rank
+// has arrived: the time from the last arrival (the last commit sent) to each
+// rank's release (the reply of its client's long poll). Ranks are grouped K to
+// a simulated client, as ranks on one node share a mount: one long poll per
+// client, the others' commits no_wait arrivals (the protocol of
+// client/commit_coalescer.h).
 //
 // Thread-safety: RunBarrierStorm is called from one thread; it uses gRPC's
 // callback threads internally and returns when every call has finished.

@@ -1,6 +1,6 @@
 // ckptfs-fuse-floor: a FUSE filesystem that keeps a namespace in memory and
-// throws every written byte away — the "FUSE discard floor" of issue 5,
-// point 6: what a save storm costs when the FUSE hop is all there is.
+// throws every written byte away — the "FUSE discard floor":
+// what a save storm costs when the FUSE hop is all there is.
 //
 // It mounts with the settings ckptfs-fuse uses by default (max_write 1 MiB,
 // direct_io for write-only opens, async direct I/O, parallel dirops,

@@ -1,5 +1,5 @@
 // ckptfs-meta-bench: metadata operations per second of one or more
-// metadata services, side by side in one run (issue 7: RocksDB vs etcd).
+// metadata services, side by side in one run (RocksDB vs etcd).
 // Through libckptfs, as a mount would issue them:
 //   create   create + close of empty files, all in one directory (a DCP
 //            checkpoint writes every rank's file into one directory), from

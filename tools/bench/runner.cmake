@@ -55,8 +55,8 @@ if(BUILD_TESTING)
     PROPERTIES TIMEOUT 300)
 endif()
 
-# ckptfs-barrier-bench: the commit barrier at 1,024 / 4,096 ranks (issue 4,
-# point 9), asynchronous gRPC commits from one process.
+# ckptfs-barrier-bench: the commit barrier at 1,024 / 4,096 ranks,
+# asynchronous gRPC commits from one process.
 add_executable(ckptfs-barrier-bench
   ${CMAKE_CURRENT_LIST_DIR}/barrier_bench_main.cc
   ${CMAKE_CURRENT_LIST_DIR}/barrier_storm.cc)

@@ -1,8 +1,8 @@
-// CheckpointStore: the checkpoint transactions of design.md as operations on
-// the KvStore — declare, record an arrival, describe, commit, abort, remove
-// and retention. No threads and no waiting: the barrier, its timers and the
-// commit worker live in coordinator.h; SYNC of the storage servers in
-// committer.h.
+// CheckpointStore: the checkpoint transactions (README.md, "Checkpoint
+// transactions") as operations on the KvStore — declare, record an arrival,
+// describe, commit, abort, remove and retention. No threads and no waiting: the
+// barrier, its timers and the commit worker live in coordinator.h; SYNC of the
+// storage servers in committer.h.
 //
 // State lives in the checkpoint directory's InodeRecord.checkpoint; each
 // rank's arrival in a/<ckpt><rank>; a PENDING checkpoint also has k/<ckpt>
