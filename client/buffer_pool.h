@@ -1,7 +1,7 @@
 // BufferPool: chunk-sized buffers recycled across all files of a Client.
 //
-// Writing into fresh memory costs page faults (on the reference VMs it runs
-// at a fraction of the speed of rewriting touched memory), so the write
+// Writing into fresh memory costs page faults (it runs at a fraction of the
+// speed of rewriting touched memory: docs/tuning.md), so the write
 // buffers and read-cache buffers of a file that closes go back here and
 // serve the next file instead of returning to the allocator. Idle buffers
 // beyond `max_idle_bytes` are freed, and so are idle buffers of other sizes

@@ -67,13 +67,11 @@ struct ClientOptions {
   DataTransport data_transport = DataTransport::kUring;
   // kUring: TCP connections to each storage server.
   int data_connections_per_server = 2;
-  // Chunk writes one open file may have in flight at once. With local
-  // writes on the reference VM, one 4 GiB torch.save ran 1.14x faster with
-  // 16 than with 8; 8 ranks at once ran 0.95-1.05x.
+  // Chunk writes one open file may have in flight at once (the measured
+  // choice: docs/tuning.md).
   int max_inflight_chunks_per_file = 16;
-  // Chunks read ahead of a sequential reader. On the reference VM 12 loaded
-  // 1.10-1.16x faster than 4, and 8 and 24 as fast as 12 (0.93-1.01x);
-  // 8 is the least memory among those.
+  // Chunks read ahead of a sequential reader: the least memory among the
+  // counts that loaded fastest (docs/tuning.md).
   int readahead_chunks = 8;
   // Each further open handle of a file adds a read-ahead window to the
   // file's read cache (still within read_cache_budget_bytes, and at most a
@@ -83,8 +81,8 @@ struct ClientOptions {
   // already serves every rank of a node reading one shard.
   bool read_window_per_handle = false;
   // Read the chunks of storage servers on this host from their files
-  // instead of over TCP (client/local_chunk_transport.h): a third less CPU
-  // per GiB loaded and faster loads on the reference VM. Off by default for
+  // instead of over TCP (client/local_chunk_transport.h): less CPU per GiB
+  // loaded and faster loads (docs/tuning.md). Off by default for
   // a library Client, which often stands in for a remote node (tests, the
   // bench's --native ranks); the mount (ckptfs-fuse) turns it on.
   bool local_reads = false;
@@ -98,8 +96,8 @@ struct ClientOptions {
   // Chunk buffers of closed files kept for reuse by later ones (touched
   // memory is much faster to fill than fresh memory); beyond this, freed.
   // The pool only keeps what was in use at once, so this never raises the
-  // peak; it keeps a storm's buffers for the next storm. 512 MiB measured
-  // half the load speed of 4 GiB with 32 ranks x 32 MiB.
+  // peak; it keeps a storm's buffers for the next storm (a smaller pool
+  // slowed loads: docs/tuning.md).
   int64_t idle_buffer_bytes = int64_t{4} << 30;
   // Write-behind memory of all files together: each open file being written
   // always gets one chunk buffer; the further ones it uses to keep chunk

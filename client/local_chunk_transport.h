@@ -12,10 +12,9 @@
 //     the server reads it): a whole-chunk read into a ChunkBuffer (aligned,
 //     on huge pages) takes the data straight from the disk with no copy,
 //     any other read goes into a scratch buffer on huge pages and is copied
-//     out. On the reference VM a third less CPU per GiB loaded and loads
-//     1.14-1.27x faster than over loopback TCP (on 4 KiB
-//     pages the O_DIRECT reads were split into ~1 MiB device requests and
-//     ran slower than TCP).
+//     out. Less CPU per GiB loaded and faster loads than over loopback TCP,
+//     provided the buffers are on huge pages: on 4 KiB pages the O_DIRECT
+//     reads are split into small device requests (docs/tuning.md).
 //   - Writes in place: a write from the start of a chunk from 4096-aligned
 //     memory (a ChunkBuffer: what every write-behind flush sends; a whole
 //     chunk, or the last one of a file) is

@@ -180,10 +180,8 @@ class UringDataLoop {
     // A READ payload at least this long is received by the ring's kernel
     // workers (IOSQE_ASYNC), which copy several connections' payloads at
     // once on other cores; shorter ones, and all sends, run on the loop
-    // thread. Measured (chunk_transport_bench, 16 callers, 4 MiB chunks,
-    // loopback, 2 busy cores): received inline, reads reached ~1.2 GB/s
-    // against ~1.35-1.4 offloaded, for +0.02-0.04 CPU s/GiB; offloading
-    // sends gained nothing and cost as much CPU.
+    // thread: offloading long payloads made reads faster for little CPU,
+    // offloading sends gained nothing (docs/tuning.md).
     size_t offload_bytes = size_t{256} << 10;
     // Each recv of a READ payload takes at most this many bytes (0: the
     // whole rest of the payload in one recv), and the loop checksums each

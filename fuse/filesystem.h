@@ -59,7 +59,8 @@ struct FilesystemOptions {
   // 0 by default: stat() of a directory is exact, as with the other two.
   absl::Duration dir_timeout = absl::ZeroDuration();
 
-  // Data-path modes (each measured; the defaults are the fastest):
+  // Data-path modes (each measured, docs/tuning.md; the defaults are the
+  // fastest):
   // Write-only opens bypass the page cache (direct_io): a writer's payload
   // goes from its buffer to the client's chunk buffer without filling the
   // page cache, which on fresh memory is the slowest step of a save.
@@ -74,11 +75,10 @@ struct FilesystemOptions {
   // share the client's read cache instead of the page cache.
   // Pages that mmap readers faulted in are dropped at every open and mmap
   // of the file (the kernel's coherence rule for direct_io files).
-  // Off by default: every read(2) then becomes a FUSE request, so
-  // unbuffered 8 KiB reads ran 5x slower than through the page cache's
-  // read-ahead, and 8 ranks reading one shard 0.74-0.93x as fast, while
-  // own-shard loads took 30-60% less CPU per GiB at 0.95-1.54x the speed
-  // (the disk was the limit) on the 2-core VM.
+  // Off by default: every read(2) then becomes a FUSE request, so small
+  // unbuffered reads and ranks sharing one shard run slower than through
+  // the page cache's read-ahead, while own-shard loads take less CPU per
+  // GiB (figures: docs/tuning.md).
   bool direct_io_reads = false;
   // The kernel's writeback cache: writes land in the page cache and are
   // sent in the background (then no open uses direct_io).
