@@ -47,10 +47,11 @@ class CheckpointFixture : public NamespaceFixture {
   }
   void TearDown() override { DropCheckpointParts(); }
 
-  void MakeCheckpointParts() {
+  // `options`: the CheckpointStore's (the barrier timeout 600 s, and the
+  // defaults, unless a test says).
+  void MakeCheckpointParts(CheckpointStore::Options options = CheckpointStore::Options{600}) {
     ckpts_ = std::make_unique<CheckpointStore>(ckpt_kv_ != nullptr ? ckpt_kv_ : store_.get(),
-                                               &ns_->inodes(), &clock_,
-                                               CheckpointStore::Options{600});
+                                               &ns_->inodes(), &clock_, options);
     Committer::Options commit_options;
     commit_options.sync_timeout = absl::Seconds(10);
     committer_ = std::make_unique<Committer>(ckpts_.get(), membership_.get(), commit_options);

@@ -27,14 +27,7 @@ class ReaderHoldTest : public CheckpointFixture {
 
   // The checkpoint parts with removed files kept `grace` at most.
   void MakeCheckpointParts(absl::Duration grace) {
-    ckpts_ = std::make_unique<CheckpointStore>(store_.get(), &ns_->inodes(), &clock_,
-                                               CheckpointStore::Options{600, grace});
-    Committer::Options commit_options;
-    commit_options.sync_timeout = absl::Seconds(10);
-    committer_ = std::make_unique<Committer>(ckpts_.get(), membership_.get(), commit_options);
-    coordinator_ = std::make_unique<CheckpointCoordinator>(ckpts_.get(), committer_.get(),
-                                                           &clock_, coordinator_options_);
-    ASSERT_OK(coordinator_->Start());
+    CheckpointFixture::MakeCheckpointParts(CheckpointStore::Options{600, grace});
   }
 
   std::set<uint64_t> Due() {
