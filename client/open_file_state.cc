@@ -652,6 +652,16 @@ absl::Status OpenFileState::Fsync() {
     if (servers.empty()) return absl::OkStatus();
     ++syncs_running_;
   }
+  // The incarnations these SYNCs name (each confirms its server's) — all
+  // durable once they succeed, which the durable commit tells the service.
+  std::vector<meta::StorageIncarnation> confirmed;
+  if (services_.unsynced_writes != nullptr) {
+    for (meta::StorageIncarnation& one : services_.unsynced_writes->Of(ino_)) {
+      if (std::find(servers.begin(), servers.end(), one.server_id()) != servers.end()) {
+        confirmed.push_back(std::move(one));
+      }
+    }
+  }
   absl::Status status = ForEachServer(*services_.executor, servers, [this](uint32_t id) {
     return services_.transport->SyncChunks(id, ino_);
   });
@@ -671,6 +681,7 @@ absl::Status OpenFileState::Fsync() {
   // The bytes are on stable storage; now make the size that names them as
   // durable (Flush's commit only reached the service's log in memory).
   request.set_durable(true);
+  for (meta::StorageIncarnation& one : confirmed) *request.add_synced() = std::move(one);
   AddUnsyncedWrites(request);
   absl::StatusOr<meta::AttrReply> reply = services_.meta->CommitWrite(request);
   if (!reply.ok()) {

@@ -154,7 +154,9 @@ class OpenFileState : public std::enable_shared_from_this<OpenFileState> {
   // Flush, then SYNC on every server that received chunks (any copy) since
   // the last sync. EIO when one of them restarted after it acknowledged a
   // write of the file that no sync confirmed (the bytes may be lost); every
-  // later Fsync fails the same way, as the record of them stays.
+  // later Fsync fails the same way, as the record of them stays. A success
+  // tells the service which incarnations are now durable (its checkpoint
+  // commit then no longer asks those servers to have kept running).
   absl::Status Fsync() ABSL_LOCKS_EXCLUDED(mu_);
 
   // The storage half of a truncate: drops buffered bytes at or past

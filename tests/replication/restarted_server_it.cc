@@ -9,7 +9,9 @@
 // the same address and data directory.
 //   - a checkpoint whose files a restarted server took aborts with EIO,
 //     naming the server, and `latest` keeps naming the previous one;
-//   - an fsync of a file whose chunks a restarted server took fails with EIO.
+//   - an fsync of a file whose chunks a restarted server took fails with EIO;
+//   - a checkpoint whose files were fsynced before a server restarted (its
+//     data durable) commits.
 #include <signal.h>
 
 #include <cerrno>
@@ -124,6 +126,32 @@ TEST_P(RestartedServerTest, AnFsyncAfterAServerRestartFailsWithEio) {
   // Nor does a second try confirm what the first could not.
   EXPECT_EQ(ErrnoFromStatus(created->file->Fsync()), EIO);
   (void)created->file->Close();
+}
+
+// What an fsync made durable survives a restart, so the checkpoint's
+// commit must not hold the restart against it.
+TEST_P(RestartedServerTest, ACheckpointFsyncedBeforeARestartCommits) {
+  auto run = client_->MkdirAll("/d/run", 0755);
+  ASSERT_TRUE(run.ok()) << run.status();
+  auto step = client_->MkdirAll("/d/run/step_1", 0755);
+  ASSERT_TRUE(step.ok()) << step.status();
+  ASSERT_TRUE(client_->DeclareCheckpoint(step->ino(), 1).ok());
+  auto created = client_->Create(step->ino(), "rank_0.pt", 0644, 0, 0,
+                                 O_WRONLY | O_CREAT | O_TRUNC);
+  ASSERT_TRUE(created.ok()) << created.status();
+  const std::string data = Bytes(4 * kChunk, 4);
+  ASSERT_TRUE(created->file->Write(0, data.data(), data.size()).ok());
+  ASSERT_TRUE(created->file->Fsync().ok());
+  ASSERT_TRUE(created->file->Close().ok());
+  const int holder = HolderOf(created->attr.ino());
+  ASSERT_TRUE(cluster_->StopStorage(holder, SIGKILL).ok());
+  ASSERT_TRUE(cluster_->StartStorage(holder).ok());
+  ASSERT_TRUE(cluster_->WaitServersAlive(cluster_->storage_servers()).ok());
+
+  auto committed = client_->CommitCheckpoint(step->ino(), 0);
+  EXPECT_TRUE(committed.ok()) << "a checkpoint fsynced before the restart of storage server "
+                              << cluster_->storage_address(holder)
+                              << " did not commit: " << committed.status();
 }
 
 INSTANTIATE_TEST_SUITE_P(Writes, RestartedServerTest, ::testing::Bool(),

@@ -47,6 +47,25 @@ bool KeepUnsynced(InodeRecord& inode, const CommitWriteRequest& request) {
   return added;
 }
 
+// Drops from the file's unsynced incarnations those an fsync confirmed
+// (request.synced). Returns whether any went.
+bool ForgetSynced(InodeRecord& inode, const CommitWriteRequest& request) {
+  if (request.synced().empty()) return false;
+  auto* kept = inode.mutable_unsynced();
+  const int before = kept->size();
+  kept->erase(std::remove_if(kept->begin(), kept->end(),
+                             [&](const StorageIncarnation& one) {
+                               return std::any_of(
+                                   request.synced().begin(), request.synced().end(),
+                                   [&](const StorageIncarnation& synced) {
+                                     return synced.server_id() == one.server_id() &&
+                                            synced.incarnation() == one.incarnation();
+                                   });
+                             }),
+              kept->end());
+  return kept->size() != before;
+}
+
 }  // namespace
 
 absl::StatusOr<Attr> Namespace::Open(uint64_t ino, bool truncate) {
@@ -132,7 +151,8 @@ absl::StatusOr<Attr> Namespace::CommitWrite(const CommitWriteRequest& request) {
       }
     }
     const bool removed = RemoveWriter(*inode, request.release_writer());
-    const bool kept = KeepUnsynced(*inode, request);
+    const bool forgot = ForgetSynced(*inode, request);
+    const bool kept = KeepUnsynced(*inode, request) || forgot;
     // A handle that wrote nothing releases with size 0 and mtime 0: only its
     // registration goes; the file's times stay (close without writes is not
     // a modification).
