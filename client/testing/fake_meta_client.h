@@ -13,7 +13,7 @@
 // at create and O_TRUNC, added by CommitWrite, cut by a truncate, returned
 // by GetAttr with_written.
 //
-// Checkpoint transactions follow the issue-4 contract: declare marks the
+// Checkpoint transactions follow the service's contract: declare marks the
 // subtree, writers register with Create/Open and leave with CommitWrite,
 // the last rank's commit checks for open and damaged files and commits
 // (files, bytes, the run directory's `latest` symlink, retention by
@@ -58,6 +58,8 @@ class FakeMetaClient : public MetaClient {
   absl::StatusOr<meta::CreateReply> Create(const meta::CreateRequest& request) override;
   absl::StatusOr<meta::AttrReply> Mkdir(const meta::MkdirRequest& request) override;
   absl::StatusOr<meta::AttrReply> Symlink(const meta::SymlinkRequest& request) override;
+  absl::StatusOr<meta::AttrReply> Mknod(const meta::MknodRequest& request) override;
+  absl::StatusOr<meta::AttrReply> Link(const meta::LinkRequest& request) override;
   absl::StatusOr<meta::ReadLinkReply> ReadLink(const meta::InodeRequest& request) override;
   absl::StatusOr<meta::Empty> Unlink(const meta::LookupRequest& request) override;
   absl::StatusOr<meta::Empty> Rmdir(const meta::LookupRequest& request) override;

@@ -16,7 +16,7 @@ THIS = os.path.relpath(os.path.abspath(__file__), ROOT)
 
 # (rule, pattern); each pattern is case-insensitive.
 RULES = [
-    ("a numbered issue", r"\bissues?\s*#?\d+"),
+    ("a numbered issue", r"\bissues?[\s-]*#?\d+"),
     ("a work stop", r"\bstops?\s+\d+\b|\bstop \d+'s\b"),
     ("a review and its bug numbers", r"\breview(ed)?,?\s+bugs?\b|\bbug\s+\d+\b|\bcode review\b"),
     ("an acceptance point", r"\bacceptance\s+points?\b|[(,]\s*points?\s+\d+"),
@@ -62,7 +62,8 @@ def violations(lines):
 def test_the_rules_catch_history_and_let_descriptions_pass():
     bad = ["// issue 5 measured each", "(issue 6, point 7)", "Issue 6 review, bug 1:",
            "on stop 23's machine", "# Tests of issue 6 point 8", "(design.md, \"Checkpoint",
-           "see ../shared/style.md", "(issue 4, acceptance points 1,", "at stop 20"]
+           "see ../shared/style.md", "(issue 4, acceptance points 1,", "at stop 20",
+           "follow the issue-4 contract"]
     good = ["// The servers that failed reads are kept per Client.",
             "SIGTERM stops the ranks", "// a stop of the service", "floating point",
             "the checkpoint's 4 ranks", "README.md, \"Checkpoint transactions\"",
