@@ -302,6 +302,33 @@ absl::StatusOr<meta::Attr> Client::Symlink(uint64_t parent, absl::string_view na
   return reply->attr();
 }
 
+absl::StatusOr<meta::Attr> Client::Mknod(uint64_t parent, absl::string_view name, uint32_t mode,
+                                         uint64_t rdev, uint32_t uid, uint32_t gid) {
+  if (absl::Status status = ValidateName(name); !status.ok()) return status;
+  meta::MknodRequest request;
+  request.set_parent(parent);
+  request.set_name(std::string(name));
+  request.set_mode(mode);
+  request.set_rdev(rdev);
+  request.set_uid(uid);
+  request.set_gid(gid);
+  auto reply = impl_->meta().Mknod(request);
+  if (!reply.ok()) return reply.status();
+  return reply->attr();
+}
+
+absl::StatusOr<meta::Attr> Client::Link(uint64_t ino, uint64_t new_parent,
+                                        absl::string_view new_name) {
+  if (absl::Status status = ValidateName(new_name); !status.ok()) return status;
+  meta::LinkRequest request;
+  request.set_ino(ino);
+  request.set_new_parent(new_parent);
+  request.set_new_name(std::string(new_name));
+  auto reply = impl_->meta().Link(request);
+  if (!reply.ok()) return reply.status();
+  return impl_->WithLocalSize(reply->attr());
+}
+
 absl::StatusOr<std::string> Client::ReadLink(uint64_t ino) {
   meta::InodeRequest request;
   request.set_ino(ino);

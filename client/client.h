@@ -156,6 +156,14 @@ class Client {
                                    uint32_t uid, uint32_t gid);
   absl::StatusOr<meta::Attr> Symlink(uint64_t parent, absl::string_view name,
                                      absl::string_view target, uint32_t uid, uint32_t gid);
+  // A FIFO, socket or device node: `mode` holds its type bits (S_IFIFO,
+  // S_IFSOCK, S_IFCHR, S_IFBLK; EINVAL for others) and permission bits;
+  // `rdev` is kept for device nodes.
+  absl::StatusOr<meta::Attr> Mknod(uint64_t parent, absl::string_view name, uint32_t mode,
+                                   uint64_t rdev, uint32_t uid, uint32_t gid);
+  // A new name new_parent/new_name for inode `ino` (a hard link); its
+  // attributes with nlink counted. The service's rules: meta.proto LinkRequest.
+  absl::StatusOr<meta::Attr> Link(uint64_t ino, uint64_t new_parent, absl::string_view new_name);
   absl::StatusOr<std::string> ReadLink(uint64_t ino);
   absl::Status Unlink(uint64_t parent, absl::string_view name);
   absl::Status Rmdir(uint64_t parent, absl::string_view name);

@@ -89,8 +89,7 @@ absl::StatusOr<std::unique_ptr<File>> ClientImpl::MakeFile(const meta::Attr& att
     if (state == before.state && !truncated) version_before = before.size_version;
     state->Refresh(attr, version_before);
   }
-  return std::make_unique<File>(std::move(state), flags, writer_handle,
-                                FileVersion::Of(attr), std::move(hold));
+  return std::make_unique<File>(std::move(state), flags, writer_handle, attr, std::move(hold));
 }
 
 absl::StatusOr<Client::Created> Client::Create(uint64_t parent, absl::string_view name,

@@ -77,11 +77,12 @@ void ReadView::CopyTo(void* out) const {
 }
 
 File::File(std::shared_ptr<OpenFileState> state, int flags, uint64_t writer_handle,
-           FileVersion opened, ReaderHold hold)
+           const meta::Attr& opened, ReaderHold hold)
     : state_(std::move(state)),
       flags_(flags),
       writer_handle_(writer_handle),
-      opened_(opened),
+      opened_(FileVersion::Of(opened)),
+      opened_mode_(opened.mode()),
       registered_(writer_handle != 0),
       hold_(std::move(hold)) {
   state_->AddHandle();

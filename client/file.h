@@ -118,7 +118,7 @@ class File {
   // service's attributes at this open. `hold`: what a read-only open of a
   // checkpoint file holds (released by Close).
   File(std::shared_ptr<OpenFileState> state, int flags, uint64_t writer_handle,
-       FileVersion opened, ReaderHold hold = ReaderHold());
+       const meta::Attr& opened, ReaderHold hold = ReaderHold());
   File(const File&) = delete;
   File& operator=(const File&) = delete;
   // Closes if not yet closed; an error then is logged (call Close to see it).
@@ -132,6 +132,8 @@ class File {
   // The file's version as the service told it at this open (fresh: the
   // open asked the service).
   const FileVersion& opened_version() const { return opened_; }
+  // The file's st_mode (type and permission bits) at this open.
+  uint32_t opened_mode() const { return opened_mode_; }
 
   // Writes all of data[0, len) at `offset` (for an O_APPEND handle: at the
   // current end of file, whatever `offset` says). Returns len, or the first
@@ -177,6 +179,7 @@ class File {
   const int flags_;
   const uint64_t writer_handle_;
   const FileVersion opened_;
+  const uint32_t opened_mode_;
   std::atomic<bool> closed_{false};
   // Writes hold it shared; a flush (which releases the registration) holds
   // it exclusively, so no write slips in between its drain and its release.

@@ -28,7 +28,7 @@
 //     `to` and no `from` (GetAttr), and returned as is otherwise.
 // Not retried, because a repeat after a lost reply reports a wrong error or
 // does something twice: Create without a writer id (EEXIST for the file we
-// created, with O_EXCL), Mkdir and Symlink (EEXIST), Unlink and Rmdir
+// created, with O_EXCL), Mkdir, Symlink, Mknod and Link (EEXIST), Unlink and Rmdir
 // (ENOENT after success), Rename (ENOENT, or a second rename), SetXattr and
 // RemoveXattr (EEXIST / ENODATA with the create/replace flags),
 // RemoveCheckpoint (ENOENT after success), RegisterServer (could hand out a
@@ -164,6 +164,12 @@ absl::StatusOr<meta::AttrReply> GrpcMetaClient::Mkdir(const meta::MkdirRequest& 
 }
 absl::StatusOr<meta::AttrReply> GrpcMetaClient::Symlink(const meta::SymlinkRequest& request) {
   return Call("Symlink", Retry::kNo, &Stub::Symlink, request);
+}
+absl::StatusOr<meta::AttrReply> GrpcMetaClient::Mknod(const meta::MknodRequest& request) {
+  return Call("Mknod", Retry::kNo, &Stub::Mknod, request);
+}
+absl::StatusOr<meta::AttrReply> GrpcMetaClient::Link(const meta::LinkRequest& request) {
+  return Call("Link", Retry::kNo, &Stub::Link, request);
 }
 absl::StatusOr<meta::ReadLinkReply> GrpcMetaClient::ReadLink(const meta::InodeRequest& request) {
   return Call("ReadLink", Retry::kOnUnavailable, &Stub::ReadLink, request);

@@ -40,6 +40,8 @@ class GrpcMetaClient : public MetaClient {
   absl::StatusOr<meta::CreateReply> Create(const meta::CreateRequest& request) override;
   absl::StatusOr<meta::AttrReply> Mkdir(const meta::MkdirRequest& request) override;
   absl::StatusOr<meta::AttrReply> Symlink(const meta::SymlinkRequest& request) override;
+  absl::StatusOr<meta::AttrReply> Mknod(const meta::MknodRequest& request) override;
+  absl::StatusOr<meta::AttrReply> Link(const meta::LinkRequest& request) override;
   absl::StatusOr<meta::ReadLinkReply> ReadLink(const meta::InodeRequest& request) override;
   absl::StatusOr<meta::Empty> Unlink(const meta::LookupRequest& request) override;
   absl::StatusOr<meta::Empty> Rmdir(const meta::LookupRequest& request) override;

@@ -40,6 +40,8 @@ class MetaClient {
   virtual absl::StatusOr<meta::CreateReply> Create(const meta::CreateRequest& request) = 0;
   virtual absl::StatusOr<meta::AttrReply> Mkdir(const meta::MkdirRequest& request) = 0;
   virtual absl::StatusOr<meta::AttrReply> Symlink(const meta::SymlinkRequest& request) = 0;
+  virtual absl::StatusOr<meta::AttrReply> Mknod(const meta::MknodRequest& request) = 0;
+  virtual absl::StatusOr<meta::AttrReply> Link(const meta::LinkRequest& request) = 0;
   virtual absl::StatusOr<meta::ReadLinkReply> ReadLink(const meta::InodeRequest& request) = 0;
   virtual absl::StatusOr<meta::Empty> Unlink(const meta::LookupRequest& request) = 0;
   virtual absl::StatusOr<meta::Empty> Rmdir(const meta::LookupRequest& request) = 0;

@@ -6,6 +6,8 @@
 #include <cstring>
 #include <limits>
 
+#include "common/file_type.h"
+
 namespace ckptfs::fuse {
 namespace {
 
@@ -15,15 +17,6 @@ constexpr int64_t kNsPerSecond = 1000000000;
 // and never reused); report a large constant headroom so tools that check
 // f_ffree never think the filesystem is full.
 constexpr uint64_t kFreeInodes = uint64_t{1} << 32;
-
-mode_t TypeBits(const meta::Attr& attr) {
-  switch (attr.type()) {
-    case meta::DIRECTORY: return S_IFDIR;
-    case meta::SYMLINK: return S_IFLNK;
-    case meta::REGULAR: return S_IFREG;
-    default: return attr.mode() & S_IFMT;
-  }
-}
 
 }  // namespace
 
@@ -46,8 +39,9 @@ struct stat AttrToStat(const meta::Attr& attr) {
   struct stat st;
   std::memset(&st, 0, sizeof(st));
   st.st_ino = attr.ino();
-  st.st_mode = TypeBits(attr) | (attr.mode() & 07777);
-  st.st_nlink = attr.nlink() > 0 ? attr.nlink() : 1;
+  st.st_mode = ModeTypeBits(attr.type()) | (attr.mode() & 07777);
+  st.st_nlink = attr.nlink();
+  st.st_rdev = static_cast<dev_t>(attr.rdev());
   st.st_uid = attr.uid();
   st.st_gid = attr.gid();
   st.st_size = static_cast<off_t>(attr.size());

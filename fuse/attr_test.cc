@@ -2,6 +2,8 @@
 #include "fuse/attr.h"
 
 #include <fuse_lowlevel.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
 
 #include "gtest/gtest.h"
 
@@ -45,7 +47,34 @@ TEST(AttrToStatTest, TypeComesFromTheRecordType) {
   attr.set_type(meta::SYMLINK);
   attr.set_mode(0777);
   EXPECT_TRUE(S_ISLNK(AttrToStat(attr).st_mode));
-  EXPECT_EQ(AttrToStat(attr).st_nlink, 1u);  // never 0 for a live inode
+  struct Special {
+    meta::FileType type;
+    bool (*is)(mode_t);
+  };
+  for (const Special& special :
+       {Special{meta::FIFO, [](mode_t m) { return S_ISFIFO(m); }},
+        Special{meta::SOCKET, [](mode_t m) { return S_ISSOCK(m); }},
+        Special{meta::CHAR_DEVICE, [](mode_t m) { return S_ISCHR(m); }},
+        Special{meta::BLOCK_DEVICE, [](mode_t m) { return S_ISBLK(m); }}}) {
+    attr.set_type(special.type);
+    attr.set_mode(0640);
+    attr.set_rdev(makedev(8, 17));
+    const struct stat st = AttrToStat(attr);
+    EXPECT_TRUE(special.is(st.st_mode)) << special.type;
+    EXPECT_EQ(st.st_mode & 07777, 0640u);
+    EXPECT_EQ(st.st_rdev, makedev(8, 17));
+  }
+}
+
+// nlink is the service's: 0 for a file whose last name went while a
+// descriptor is open on it (fstat after unlink), as on ext4.
+TEST(AttrToStatTest, NlinkIsTheNumberOfNames) {
+  meta::Attr attr;
+  attr.set_type(meta::REGULAR);
+  for (uint32_t nlink : {0u, 1u, 3u}) {
+    attr.set_nlink(nlink);
+    EXPECT_EQ(AttrToStat(attr).st_nlink, nlink);
+  }
 }
 
 TEST(TimeConversionTest, RoundTripsIncludingNegative) {

@@ -5,16 +5,9 @@
 
 #include <utility>
 
-namespace ckptfs::fuse {
+#include "common/file_type.h"
 
-mode_t TypeBitsOf(meta::FileType type) {
-  switch (type) {
-    case meta::DIRECTORY: return S_IFDIR;
-    case meta::REGULAR: return S_IFREG;
-    case meta::SYMLINK: return S_IFLNK;
-    default: return 0;
-  }
-}
+namespace ckptfs::fuse {
 
 DirHandle::DirHandle(uint64_t ino, uint64_t parent_ino, Fetcher fetcher)
     : ino_(ino), fetcher_(std::move(fetcher)) {
@@ -40,7 +33,7 @@ absl::StatusOr<const DirHandle::Entry*> DirHandle::At(uint64_t offset) {
     absl::MutexLock lock(&mu_);
     if (entries_.size() != known) continue;  // another reader got there first
     for (const meta::DirEntry& e : page->entries()) {
-      entries_.push_back(Entry{e.name(), e.ino(), TypeBitsOf(e.type())});
+      entries_.push_back(Entry{e.name(), e.ino(), ModeTypeBits(e.type())});
     }
     if (page->entries_size() > 0) last_name_ = page->entries().rbegin()->name();
     // An empty page that claims "more" would loop forever; treat it as the end.

@@ -67,9 +67,6 @@ class DirHandle {
   bool complete_ ABSL_GUARDED_BY(mu_) = false;  // every entry fetched
 };
 
-// The S_IF* type bits for a FileType (0 when unknown).
-mode_t TypeBitsOf(meta::FileType type);
-
 }  // namespace ckptfs::fuse
 
 #endif  // CKPTFS_FUSE_DIR_HANDLE_H_

@@ -126,10 +126,15 @@ void Filesystem::Init(struct fuse_conn_info* conn) {
   // the kernel no longer moves pages into a FUSE file's cache. No
   // readdirplus: ReadDir carries no attributes. Locks stay local to the
   // kernel.
+  // No HANDLE_KILLPRIV: the kernel itself clears the set-user-ID and
+  // set-group-ID bits on a truncate or chown, and on a write through the
+  // page cache, with a SETATTR of the mode (libfuse 3.14 cannot show the
+  // filesystem the kill flag of a write); direct_io writes are the mount's
+  // (ops_file.cc).
   conn->want &= ~(FUSE_CAP_WRITEBACK_CACHE | FUSE_CAP_SPLICE_READ | FUSE_CAP_SPLICE_WRITE |
                   FUSE_CAP_SPLICE_MOVE | FUSE_CAP_READDIRPLUS | FUSE_CAP_READDIRPLUS_AUTO |
                   FUSE_CAP_POSIX_LOCKS | FUSE_CAP_FLOCK_LOCKS |
-                  FUSE_CAP_AUTO_INVAL_DATA);
+                  FUSE_CAP_AUTO_INVAL_DATA | FUSE_CAP_HANDLE_KILLPRIV);
   // libfuse asks for AUTO_INVAL_DATA by default: only when the options say
   // (a GETATTR before every read otherwise; FilesystemOptions says why).
   if (options_.auto_inval_data) want_if_offered(FUSE_CAP_AUTO_INVAL_DATA);

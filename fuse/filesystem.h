@@ -30,6 +30,7 @@
 #include "fuse/dir_handle.h"
 #include "fuse/init_extensions.h"
 #include "fuse/page_cache_versions.h"
+#include "fuse/setid_clearing.h"
 
 namespace ckptfs::fuse {
 
@@ -124,6 +125,8 @@ class Filesystem {
   const FilesystemOptions& options() const { return options_; }
   // Which version of each file the kernel's page cache may hold (open).
   PageCacheVersions& page_cache_versions() { return page_cache_versions_; }
+  // Handles whose first unprivileged direct_io write clears set-id bits.
+  SetIdClearing& setid_clearing() { return setid_clearing_; }
   // The INIT flags added past libfuse (the mount's I/O hooks feed it).
   InitExtensions& init_extensions() { return init_extensions_; }
   // Whether read-only opens get direct_io: the INIT reply asked the kernel
@@ -158,6 +161,7 @@ class Filesystem {
   const double dir_timeout_s_;
   std::atomic<uint32_t> max_write_{0};
   PageCacheVersions page_cache_versions_;
+  SetIdClearing setid_clearing_;
   InitExtensions init_extensions_;
 
   // Lock order: leaf (never held across a client call or a fuse_reply_*).

@@ -262,12 +262,16 @@ TEST_F(MountTest, NamespaceOpsAndErrnos) {
   ASSERT_EQ(n, 11);
   EXPECT_EQ(std::string(buf, n), "some/target");
 
-  EXPECT_EQ(link(P("d/f").c_str(), P("hard").c_str()), -1);
-  EXPECT_EQ(errno, EPERM);
-  EXPECT_EQ(mkfifo(P("fifo").c_str(), 0644), -1);
-  EXPECT_EQ(errno, EPERM);
-  ASSERT_EQ(mknod(P("plain").c_str(), S_IFREG | 0640, 0), 0);
+  ASSERT_EQ(link(P("d/f").c_str(), P("hard").c_str()), 0) << strerror(errno);
   struct stat st;
+  ASSERT_EQ(stat(P("hard").c_str(), &st), 0);
+  EXPECT_EQ(st.st_nlink, 2u);
+  EXPECT_EQ(link(P("d").c_str(), P("dirlink").c_str()), -1);
+  EXPECT_EQ(errno, EPERM);
+  ASSERT_EQ(mkfifo(P("fifo").c_str(), 0644), 0) << strerror(errno);
+  ASSERT_EQ(lstat(P("fifo").c_str(), &st), 0);
+  EXPECT_TRUE(S_ISFIFO(st.st_mode));
+  ASSERT_EQ(mknod(P("plain").c_str(), S_IFREG | 0640, 0), 0);
   ASSERT_EQ(stat(P("plain").c_str(), &st), 0);
   EXPECT_TRUE(S_ISREG(st.st_mode));
 

@@ -1,5 +1,11 @@
 // File operations: create, open, read, write, flush, release, fsync.
 //
+// Set-id bits: a truncating open and a direct_io write by a process other
+// than root clear the file's set-user-ID bit (and set-group-ID where
+// group-execute is set), which the kernel leaves to the filesystem there;
+// truncate, chown and cached writes the kernel clears itself (Filesystem::
+// Init, fuse/setid_clearing.h).
+//
 // An open file is a libckptfs File (client/file.h) owned by the Filesystem
 // and named to the kernel by fi->fh. Write-only opens get direct_io, so
 // checkpoint payload goes from the writer's buffer to the client's chunk
@@ -30,6 +36,7 @@
 #include "absl/types/span.h"
 #include "client/file.h"
 #include "common/errno_status.h"
+#include "common/file_type.h"
 #include "common/log.h"
 #include "fuse/filesystem.h"
 #include "fuse/op_metrics.h"
@@ -58,6 +65,11 @@ void SetCacheMode(Filesystem& fs, bool create, struct fuse_file_info* fi) {
   // A reader's close(2) has nothing to publish: the kernel may skip
   // FUSE_FLUSH for it entirely (one round trip less per load).
   fi->noflush = IsReadOnly(fi->flags);
+  // The kernel leaves set-id clearing on a direct_io write to the mount.
+  if (fi->direct_io && !IsReadOnly(fi->flags)) {
+    const uint32_t mode = Filesystem::FileOf(fi->fh).opened_mode();
+    if (ModeAfterUnprivilegedWrite(mode) != mode) fs.setid_clearing().Arm(fi->fh);
+  }
 }
 
 // Hands `file` to the kernel with `send`; when the reply cannot be
@@ -70,9 +82,42 @@ void HandOver(Filesystem& fs, std::unique_ptr<client::File> file, bool create,
   SetCacheMode(fs, create, fi);
   if (send() != 0) {
     fs.page_cache_versions().Abandon(fi->fh);
+    fs.setid_clearing().Disarm(fi->fh);
     std::unique_ptr<client::File> orphan = fs.TakeFile(fi->fh);
     if (orphan != nullptr) orphan->Close().IgnoreError();
   }
+}
+
+// Clears the file's set-user-ID bit, and its set-group-ID bit where
+// group-execute is set (SetAttr KILL_SETID, from the mode it has then), as a
+// write or truncate by a process without CAP_FSETID does on Linux. Root is
+// taken to hold CAP_FSETID.
+absl::Status ClearSetId(Filesystem& fs, fuse_req_t req, fuse_ino_t ino) {
+  if (fuse_req_ctx(req)->uid == 0) return absl::OkStatus();
+  meta::SetAttrRequest request;
+  request.set_ino(ino);
+  request.set_valid(meta::KILL_SETID);
+  return fs.client().SetAttr(request).status();
+}
+
+// An open with O_TRUNC truncates in the service (atomic_o_trunc), where the
+// kernel's own clearing does not reach.
+absl::Status ClearSetIdOnTruncatingOpen(Filesystem& fs, fuse_req_t req, fuse_ino_t ino,
+                                        const client::File& file) {
+  const uint32_t mode = file.opened_mode();
+  if ((file.flags() & O_TRUNC) == 0 || ModeAfterUnprivilegedWrite(mode) == mode) {
+    return absl::OkStatus();
+  }
+  return ClearSetId(fs, req, ino);
+}
+
+// Before a write, as Linux does it; once per armed handle (SetIdClearing).
+absl::Status ClearSetIdBeforeWrite(Filesystem& fs, fuse_req_t req, fuse_ino_t ino,
+                                   uint64_t fh) {
+  if (fuse_req_ctx(req)->uid == 0 || !fs.setid_clearing().Disarm(fh)) return absl::OkStatus();
+  absl::Status cleared = ClearSetId(fs, req, ino);
+  if (!cleared.ok()) fs.setid_clearing().Arm(fh);  // the next write tries again
+  return cleared;
 }
 
 // --- create / open -----------------------------------------------------------
@@ -84,6 +129,11 @@ void Create(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode,
   absl::StatusOr<client::Client::Created> created =
       fs.client().Create(parent, name, mode & 07777, ctx->uid, ctx->gid, fi->flags);
   if (!created.ok()) return ReplyError(req, created.status(), "create", parent);
+  if (absl::Status cleared =
+          ClearSetIdOnTruncatingOpen(fs, req, created->attr.ino(), *created->file);
+      !cleared.ok()) {
+    return ReplyError(req, cleared, "create (clearing set-id bits)", parent);
+  }
   fuse_entry_param entry = MakeEntry(fs, created->attr);
   HandOver(fs, std::move(created->file), /*create=*/true, fi,
            [&] { return fuse_reply_create(req, &entry, fi); });
@@ -93,6 +143,9 @@ void Open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info* fi) {
   Filesystem& fs = FsOf(req);
   absl::StatusOr<std::unique_ptr<client::File>> file = fs.client().Open(ino, fi->flags);
   if (!file.ok()) return ReplyError(req, StaleIfInodeGone(fs, ino, file.status()), "open", ino);
+  if (absl::Status cleared = ClearSetIdOnTruncatingOpen(fs, req, ino, **file); !cleared.ok()) {
+    return ReplyError(req, cleared, "open (clearing set-id bits)", ino);
+  }
   HandOver(fs, std::move(*file), /*create=*/false, fi,
            [&] { return fuse_reply_open(req, fi); });
 }
@@ -167,6 +220,10 @@ class BufvecSource final : public client::WriteSource {
 
 void WriteBuf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec* bufv, off_t offset,
               struct fuse_file_info* fi) {
+  Filesystem& fs = FsOf(req);
+  if (absl::Status cleared = ClearSetIdBeforeWrite(fs, req, ino, fi->fh); !cleared.ok()) {
+    return ReplyError(req, cleared, "write (clearing set-id bits)", ino);
+  }
   const size_t size = fuse_buf_size(bufv);
   BufvecSource source(bufv);
   absl::StatusOr<size_t> n =
@@ -195,6 +252,7 @@ void Flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info* fi) {
 void Release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info* fi) {
   Filesystem& fs = FsOf(req);
   fs.page_cache_versions().OnHandleUsed(fi->fh);
+  fs.setid_clearing().Disarm(fi->fh);
   std::unique_ptr<client::File> file = fs.TakeFile(fi->fh);
   if (file != nullptr) {
     // close(2) has returned already (its error came from flush); the kernel

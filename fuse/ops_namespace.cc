@@ -133,19 +133,19 @@ void ReadLink(fuse_req_t req, fuse_ino_t ino) {
   fuse_reply_readlink(req, target->c_str());
 }
 
-// Hard links would need link counts across directories in the layout and
-// orphan logic; link(2) documents EPERM for filesystems without them.
-void Link(fuse_req_t req, fuse_ino_t /*ino*/, fuse_ino_t /*new_parent*/,
-          const char* /*new_name*/) {
-  fuse_reply_err(req, EPERM);
+void Link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t new_parent, const char* new_name) {
+  ReplyEntry(req, FsOf(req).client().Link(ino, new_parent, new_name), "link", ino);
 }
 
-// mknod of a regular file is a create that closes at once; device nodes,
-// FIFOs and sockets have no place in a checkpoint store (EPERM, as mknod(2)
-// documents for an unsupported node type).
+// mknod of a regular file is a create that closes at once; FIFOs, sockets
+// and device nodes are special files the service keeps (mode, owner, rdev)
+// and the kernel serves. The kernel has already refused device nodes to
+// callers without CAP_MKNOD.
 absl::StatusOr<meta::Attr> DoMknod(Filesystem& fs, const fuse_ctx& ctx, fuse_ino_t parent,
-                                   const char* name, mode_t mode) {
-  if (!S_ISREG(mode)) return ErrnoStatus(EPERM, "mknod supports regular files only");
+                                   const char* name, mode_t mode, dev_t rdev) {
+  if (!S_ISREG(mode)) {
+    return fs.client().Mknod(parent, name, mode & (S_IFMT | 07777), rdev, ctx.uid, ctx.gid);
+  }
   absl::StatusOr<client::Client::Created> created = fs.client().Create(
       parent, name, mode & 07777, ctx.uid, ctx.gid, O_CREAT | O_EXCL | O_WRONLY);
   if (!created.ok()) return created.status();
@@ -154,8 +154,9 @@ absl::StatusOr<meta::Attr> DoMknod(Filesystem& fs, const fuse_ctx& ctx, fuse_ino
   return created->attr;
 }
 
-void Mknod(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode, dev_t /*rdev*/) {
-  ReplyEntry(req, DoMknod(FsOf(req), *fuse_req_ctx(req), parent, name, mode), "mknod", parent);
+void Mknod(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode, dev_t rdev) {
+  ReplyEntry(req, DoMknod(FsOf(req), *fuse_req_ctx(req), parent, name, mode, rdev), "mknod",
+             parent);
 }
 
 // --- statfs ------------------------------------------------------------------

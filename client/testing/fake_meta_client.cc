@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/errno_status.h"
+#include "common/file_type.h"
 #include "common/names.h"
 #include "common/written_chunks.h"
 
@@ -18,14 +19,6 @@ namespace ckptfs::client::testing {
 namespace {
 
 constexpr uint32_t kDefaultReadDirLimit = 1000;
-
-uint32_t TypeBits(meta::FileType type) {
-  switch (type) {
-    case meta::DIRECTORY: return S_IFDIR;
-    case meta::SYMLINK: return S_IFLNK;
-    default: return S_IFREG;
-  }
-}
 
 }  // namespace
 
@@ -143,7 +136,7 @@ FakeMetaClient::Inode& FakeMetaClient::NewInode(meta::FileType type, uint32_t mo
   const int64_t now = absl::GetCurrentTimeNanos();
   inode.attr.set_ino(ino);
   inode.attr.set_type(type);
-  inode.attr.set_mode(TypeBits(type) | (mode & 07777));
+  inode.attr.set_mode(ModeTypeBits(type) | (mode & 07777));
   inode.attr.set_uid(uid);
   inode.attr.set_gid(gid);
   inode.attr.set_nlink(type == meta::DIRECTORY ? 2 : 1);
@@ -206,6 +199,7 @@ absl::StatusOr<meta::AttrReply> FakeMetaClient::SetAttr(const meta::SetAttrReque
     attr.set_mtime_ns(now);
   }
   if (valid & meta::SET_MODE) attr.set_mode((attr.mode() & ~07777u) | (request.mode() & 07777));
+  if (valid & meta::KILL_SETID) attr.set_mode(ModeAfterUnprivilegedWrite(attr.mode()));
   if (valid & meta::SET_UID) attr.set_uid(request.uid());
   if (valid & meta::SET_GID) attr.set_gid(request.gid());
   if (valid & meta::SET_ATIME) attr.set_atime_ns(request.atime_ns());
@@ -315,6 +309,56 @@ absl::StatusOr<meta::AttrReply> FakeMetaClient::Symlink(const meta::SymlinkReque
   inodes_.at(parent).entries[request.name()] = inode.attr.ino();
   meta::AttrReply reply;
   *reply.mutable_attr() = inode.attr;
+  return reply;
+}
+
+absl::StatusOr<meta::AttrReply> FakeMetaClient::Mknod(const meta::MknodRequest& request) {
+  absl::MutexLock lock(&mu_);
+  if (absl::Status s = Enter("Mknod"); !s.ok()) return s;
+  if (absl::Status s = ValidateName(request.name()); !s.ok()) return s;
+  const std::optional<meta::FileType> type = FileTypeOfMode(request.mode());
+  if (!type.has_value() || !IsSpecialFile(*type)) return ErrnoStatus(EINVAL, "not a special file");
+  auto dir = FindParentDir(request.parent());
+  if (!dir.ok()) return dir.status();
+  if (absl::Status s = RequireMutable(request.parent(), "mknod"); !s.ok()) return s;
+  if ((*dir)->entries.count(request.name()) > 0) {
+    return ErrnoStatus(EEXIST, absl::StrCat(request.name(), " exists"));
+  }
+  const uint64_t parent = request.parent();
+  const uint64_t in_checkpoint = InheritedCheckpoint(parent);
+  Inode& inode = NewInode(*type, request.mode(), request.uid(), request.gid());
+  inode.in_checkpoint = in_checkpoint;
+  inode.attr.set_rdev(request.rdev());
+  inodes_.at(parent).entries[request.name()] = inode.attr.ino();
+  meta::AttrReply reply;
+  *reply.mutable_attr() = inode.attr;
+  return reply;
+}
+
+// Links within one checkpoint domain only (the service also lets a
+// committed checkpoint's files be linked outside every checkpoint).
+absl::StatusOr<meta::AttrReply> FakeMetaClient::Link(const meta::LinkRequest& request) {
+  absl::MutexLock lock(&mu_);
+  if (absl::Status s = Enter("Link"); !s.ok()) return s;
+  if (absl::Status s = ValidateName(request.new_name()); !s.ok()) return s;
+  auto dir = FindParentDir(request.new_parent());
+  if (!dir.ok()) return dir.status();
+  if (absl::Status s = RequireMutable(request.new_parent(), "link"); !s.ok()) return s;
+  auto inode = Find(request.ino());
+  if (!inode.ok()) return inode.status();
+  if ((*inode)->attr.type() == meta::DIRECTORY) return ErrnoStatus(EPERM, "a directory");
+  if ((*inode)->attr.nlink() == 0) return ErrnoStatus(ENOENT, "no name left");
+  if ((*inode)->in_checkpoint != InheritedCheckpoint(request.new_parent())) {
+    return ErrnoStatus(EXDEV, "across a checkpoint boundary");
+  }
+  if ((*dir)->entries.count(request.new_name()) > 0) {
+    return ErrnoStatus(EEXIST, absl::StrCat(request.new_name(), " exists"));
+  }
+  (*dir)->entries[request.new_name()] = request.ino();
+  (*inode)->attr.set_nlink((*inode)->attr.nlink() + 1);
+  (*inode)->attr.set_ctime_ns(absl::GetCurrentTimeNanos());
+  meta::AttrReply reply;
+  *reply.mutable_attr() = (*inode)->attr;
   return reply;
 }
 

@@ -53,6 +53,8 @@ class AuthenticatedMetaService final : public MetaService::CallbackService {
   CKPTFS_AUTHENTICATED_RPC(Create, CreateRequest, CreateReply)
   CKPTFS_AUTHENTICATED_RPC(Mkdir, MkdirRequest, AttrReply)
   CKPTFS_AUTHENTICATED_RPC(Symlink, SymlinkRequest, AttrReply)
+  CKPTFS_AUTHENTICATED_RPC(Mknod, MknodRequest, AttrReply)
+  CKPTFS_AUTHENTICATED_RPC(Link, LinkRequest, AttrReply)
   CKPTFS_AUTHENTICATED_RPC(ReadLink, InodeRequest, ReadLinkReply)
   CKPTFS_AUTHENTICATED_RPC(Unlink, LookupRequest, Empty)
   CKPTFS_AUTHENTICATED_RPC(Rmdir, LookupRequest, Empty)

@@ -61,6 +61,16 @@ Reactor* MetaServiceImpl::Symlink(Context* ctx, const SymlinkRequest* request, A
                     [&](Attr attr) { *reply->mutable_attr() = std::move(attr); });
 }
 
+Reactor* MetaServiceImpl::Mknod(Context* ctx, const MknodRequest* request, AttrReply* reply) {
+  return FinishWith(ctx, "Mknod", ns_->Mknod(*request),
+                    [&](Attr attr) { *reply->mutable_attr() = std::move(attr); });
+}
+
+Reactor* MetaServiceImpl::Link(Context* ctx, const LinkRequest* request, AttrReply* reply) {
+  return FinishWith(ctx, "Link", ns_->Link(*request),
+                    [&](Attr attr) { *reply->mutable_attr() = std::move(attr); });
+}
+
 Reactor* MetaServiceImpl::ReadLink(Context* ctx, const InodeRequest* request,
                                    ReadLinkReply* reply) {
   return FinishWith(ctx, "ReadLink", ns_->ReadLink(request->ino()),

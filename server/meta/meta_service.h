@@ -62,6 +62,8 @@ class MetaServiceImpl final : public MetaService::CallbackService {
   Reactor* Create(Context* ctx, const CreateRequest* request, CreateReply* reply) override;
   Reactor* Mkdir(Context* ctx, const MkdirRequest* request, AttrReply* reply) override;
   Reactor* Symlink(Context* ctx, const SymlinkRequest* request, AttrReply* reply) override;
+  Reactor* Mknod(Context* ctx, const MknodRequest* request, AttrReply* reply) override;
+  Reactor* Link(Context* ctx, const LinkRequest* request, AttrReply* reply) override;
   Reactor* ReadLink(Context* ctx, const InodeRequest* request, ReadLinkReply* reply) override;
   Reactor* Unlink(Context* ctx, const LookupRequest* request, Empty* reply) override;
   Reactor* Rmdir(Context* ctx, const LookupRequest* request, Empty* reply) override;

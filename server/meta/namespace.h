@@ -10,11 +10,12 @@
 // says for the system call the operation serves.
 //
 // Invariants kept by every operation: a directory's nlink is 2 + its
-// subdirectories; a regular file's or symlink's nlink is its number of names
-// (at most 1: there are no hard links); adding or removing an entry sets the
-// directory's mtime and ctime; a regular file whose last name goes becomes an
-// orphan (o/<ino>, its inode kept with nlink 0 so open handles still stat it)
-// until the orphan reclaimer trims its chunks and deletes it.
+// subdirectories; any other inode's nlink is its number of names (hard
+// links, ops/link.cc); adding or removing an entry sets the directory's
+// mtime and ctime, and adding or removing a name sets the inode's ctime; a
+// regular file whose last name goes becomes an orphan (o/<ino>, its inode
+// kept with nlink 0 so open handles still stat it) until the orphan
+// reclaimer trims its chunks and deletes it.
 //
 // Checkpoints (README.md, "Checkpoint transactions"; the transactions
 // themselves are in server/meta/checkpoint/): a new inode inherits
@@ -26,8 +27,9 @@
 // RemoveCheckpoint or, once ended and empty, by Rmdir (EBUSY while pending;
 // Rename over it: EROFS once ended, EBUSY while pending); a directory is
 // never renamed across a checkpoint boundary
-// (EXDEV: `mv` copies instead), while a file or symlink renamed across one
-// takes the in_checkpoint of its new parent. Handles that may write are
+// (EXDEV: `mv` copies instead), while a file or symlink with one name
+// renamed across one takes the in_checkpoint of its new parent (one with
+// more names does not cross: EXDEV; the hard-link rule is in ops/link.cc). Handles that may write are
 // registered on the file (writer_handles) until released, and a failed write
 // marks the file damaged until it is truncated to 0. Read-only handles of
 // files inside checkpoints are registered as readers (h/ keys) until
@@ -152,6 +154,16 @@ class Namespace {
   absl::StatusOr<Attr> Mkdir(const MkdirRequest& request);
   // A symlink (mode S_IFLNK|0777) to request.target (1..4095 bytes, no NUL).
   absl::StatusOr<Attr> Symlink(const SymlinkRequest& request);
+  // A FIFO, socket or device node (request.mode's type bits; EINVAL for any
+  // other type); rdev is kept for device nodes. EEXIST if the name exists.
+  absl::StatusOr<Attr> Mknod(const MknodRequest& request);
+
+  // --- Hard links (ops/link.cc) ---
+  // A new name for inode request.ino; returns its attributes (nlink
+  // counted). EPERM for a directory, ENOENT for an inode with no name left,
+  // EEXIST if the name exists, EMLINK past 65000 names, EXDEV across a
+  // checkpoint boundary (ops/link.cc says which links a checkpoint takes).
+  absl::StatusOr<Attr> Link(const LinkRequest& request);
 
   // --- Removal (ops/remove.cc) ---
   // Removes a non-directory name; EISDIR for a directory. A regular file's

@@ -9,6 +9,8 @@
 // service (ClientHeartbeat, listed by ClusterStatus).
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -141,6 +143,52 @@ TEST_F(ClientClusterTest, SizesAtChunkEdgesCloseToOpen) {
     EXPECT_EQ(attr->size(), size);
     EXPECT_TRUE(SameBytes(ReadAll(*reader_, ino), data));
     EXPECT_TRUE(SameBytes(ReadAll(*tcp_reader_, ino), data));
+  }
+}
+
+// Hard links and special files through libckptfs, on 1 copy, 2 copies and
+// an erasure code 2+1: a file written under one name is read whole under
+// another by a second Client, and keeps its data when the first name goes.
+TEST_F(ClientClusterTest, HardLinksAndSpecialFilesOnEveryRedundancy) {
+  const std::pair<const char*, const char*> redundancies[] = {
+      {"", ""}, {"user.ckptfs.replicas", "2"}, {"user.ckptfs.ec", "2+1"}};
+  int i = 0;
+  for (const auto& [xattr, value] : redundancies) {
+    SCOPED_TRACE(xattr);
+    auto dir = writer_->Mkdir(dir_, "r" + std::to_string(i), 0755, 0, 0);
+    ASSERT_TRUE(dir.ok()) << dir.status();
+    if (*xattr != '\0') ASSERT_TRUE(writer_->SetXattr(dir->ino(), xattr, value, 0).ok());
+    const std::string data = RandomBytes(3 * kChunk + 5, 100 + i++);
+    auto created = writer_->Create(dir->ino(), "a", 0644, 0, 0, O_WRONLY | O_CREAT | O_TRUNC);
+    ASSERT_TRUE(created.ok()) << created.status();
+    ASSERT_TRUE(created->file->Write(0, data.data(), data.size()).ok());
+    const uint64_t ino = created->file->ino();
+    ASSERT_TRUE(created->file->Close().ok());
+
+    auto linked = writer_->Link(ino, dir->ino(), "b");
+    ASSERT_TRUE(linked.ok()) << linked.status();
+    EXPECT_EQ(linked->nlink(), 2u);
+    EXPECT_EQ(ErrnoFromStatus(writer_->Link(ino, dir->ino(), "b").status()), EEXIST);
+    EXPECT_EQ(ErrnoFromStatus(writer_->Link(dir->ino(), dir_, "dirlink").status()), EPERM);
+    ASSERT_TRUE(writer_->Unlink(dir->ino(), "a").ok());
+    auto by_b = reader_->Lookup(dir->ino(), "b");
+    ASSERT_TRUE(by_b.ok()) << by_b.status();
+    EXPECT_EQ(by_b->ino(), ino);
+    EXPECT_EQ(by_b->nlink(), 1u);
+    EXPECT_TRUE(SameBytes(ReadAll(*reader_, ino), data));
+    EXPECT_TRUE(SameBytes(ReadAll(*tcp_reader_, ino), data));
+
+    auto fifo = writer_->Mknod(dir->ino(), "fifo", S_IFIFO | 0640, 0, 1000, 1000);
+    ASSERT_TRUE(fifo.ok()) << fifo.status();
+    EXPECT_EQ(fifo->type(), meta::FIFO);
+    auto device = writer_->Mknod(dir->ino(), "null", S_IFCHR | 0666, makedev(1, 3), 0, 0);
+    ASSERT_TRUE(device.ok()) << device.status();
+    EXPECT_EQ(reader_->Lookup(dir->ino(), "null")->rdev(), makedev(1, 3));
+    EXPECT_EQ(ErrnoFromStatus(writer_->Mknod(dir->ino(), "reg", S_IFREG | 0644, 0, 0, 0)
+                                  .status()),
+              EINVAL);
+    // A special file has no data to open.
+    EXPECT_FALSE(reader_->Open(fifo->ino(), O_RDONLY).ok());
   }
 }
 

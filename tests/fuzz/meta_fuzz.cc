@@ -12,6 +12,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -116,7 +117,7 @@ class Runner {
 
   void Step(FuzzInput& in) {
     const uint8_t kind = in.U8();
-    switch (kind % 28) {
+    switch (kind % 30) {
       case 0: {
         auto attr = ns_.Lookup(Ino(in), Name(in));
         CheckError(attr, "Lookup");
@@ -374,6 +375,35 @@ class Runner {
       case 26:
         clock_.Advance(absl::Seconds(in.U8()));
         break;
+      case 28: {
+        LinkRequest request;
+        request.set_ino(Ino(in));
+        request.set_new_parent(Ino(in));
+        request.set_new_name(Name(in));
+        auto attr = ns_.Link(request);
+        CheckError(attr, "Link");
+        if (attr.ok()) {
+          FUZZ_CHECK(attr->type() != DIRECTORY, "Link gave a directory a second name");
+          FUZZ_CHECK(ValidateName(request.new_name()).ok(), "Link accepted an invalid name");
+        }
+        break;
+      }
+      case 29: {
+        MknodRequest request;
+        request.set_parent(Ino(in));
+        request.set_name(Name(in));
+        request.set_mode(in.U32());
+        request.set_rdev(in.U64());
+        auto attr = ns_.Mknod(request);
+        CheckError(attr, "Mknod");
+        if (attr.ok()) {
+          FUZZ_CHECK(attr->type() != REGULAR && attr->type() != DIRECTORY &&
+                         attr->type() != SYMLINK,
+                     "Mknod made a regular file, directory or symlink");
+          Learn(*attr);
+        }
+        break;
+      }
       default:
         CheckError(ckpts_.PendingCheckpointOf(Ino(in)), "PendingCheckpointOf");
         break;
@@ -395,6 +425,7 @@ class Runner {
                  absl::StrCat("xattrs of inode ", ino, ": ", names.status().ToString()));
     }
     std::vector<uint64_t> dirs = {kRoot};
+    std::map<uint64_t, uint32_t> names;  // names found of each non-directory
     size_t seen = 0;
     while (!dirs.empty()) {
       const uint64_t dir = dirs.back();
@@ -412,6 +443,8 @@ class Runner {
           if (attr->type() == DIRECTORY) {
             ++subdirs;
             dirs.push_back(attr->ino());
+          } else {
+            ++names[attr->ino()];
           }
           after = entry.name();
         }
@@ -423,6 +456,14 @@ class Runner {
                    absl::StrCat("directory ", dir, " has nlink ", attr->nlink(), " and ",
                                 subdirs, " subdirectories"));
       }
+    }
+    // Without checkpoints every name is listed: a file's nlink counts them.
+    for (const auto& [ino, count] : names) {
+      if (declared_) break;
+      auto attr = ns_.GetAttr(ino);
+      FUZZ_CHECK(attr.ok() && attr->nlink() == count,
+                 absl::StrCat("inode ", ino, " has nlink ", attr.ok() ? attr->nlink() : 0,
+                              " and ", count, " names"));
     }
   }
 

@@ -9,6 +9,7 @@
 #include <cstdio>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
 #include "common/errno_status.h"
 
 namespace ckptfs::testing {
@@ -113,7 +114,8 @@ void MountedClusterTest::TearDownTestSuite() {
 void MountedClusterTest::SetUp() {
   ASSERT_NE(cluster_, nullptr) << "cluster failed to start";
   const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-  test_dir_ = absl::StrCat(mountpoint_, "/", info->name());
+  // A parameterized test's name holds a '/' ("Name/Param").
+  test_dir_ = absl::StrCat(mountpoint_, "/", absl::StrReplaceAll(info->name(), {{"/", "_"}}));
   ASSERT_EQ(::mkdir(test_dir_.c_str(), 0755), 0)
       << "mkdir " << test_dir_ << ": " << strerror(errno) << "\n" << cluster_->DescribeLogs();
 }

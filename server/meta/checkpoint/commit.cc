@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cerrno>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "common/errno_status.h"
 #include "common/log.h"
@@ -54,11 +55,13 @@ absl::StatusOr<CheckpointStore::Prepared> CheckpointStore::PrepareCommit(uint64_
   if (prepared.info.state() != PENDING) return prepared;
   const std::string& name = prepared.info.name();
   std::string open_for_writing, damaged;
+  absl::flat_hash_set<uint64_t> linked_seen;  // files of several names, counted once
   // Visited, not kept: only the totals and the first offenders matter.
   absl::Status walked =
       VisitSubtree(txn, ino, /*read_ahead=*/true, [&](SubtreeEntry& entry) -> absl::Status {
         const Attr& attr = entry.inode.attr();
         if (attr.type() != REGULAR) return absl::OkStatus();
+        if (attr.nlink() > 1 && !linked_seen.insert(attr.ino()).second) return absl::OkStatus();
         if (entry.inode.writer_handles_size() > 0 && open_for_writing.empty()) {
           open_for_writing = absl::StrCat(name, "/", entry.path);
         }
@@ -200,8 +203,12 @@ absl::StatusOr<CheckpointStore::Ended> CheckpointStore::AbortIfPending(
         absl::StatusOr<std::vector<SubtreeEntry>> subtree = ReadSubtree(txn, ino);
         if (!subtree.ok()) return subtree.status();
         uint64_t files = 0, bytes = 0;
+        absl::flat_hash_set<uint64_t> linked_seen;  // files of several names, counted once
         for (const SubtreeEntry& entry : *subtree) {
           if (entry.inode.attr().type() != REGULAR) continue;
+          if (entry.inode.attr().nlink() > 1 && !linked_seen.insert(entry.inode.attr().ino()).second) {
+            continue;
+          }
           ++files;
           bytes += entry.inode.attr().size();
         }

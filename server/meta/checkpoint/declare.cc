@@ -67,6 +67,18 @@ absl::StatusOr<CheckpointInfo> CheckpointStore::Declare(const DeclareCheckpointR
             return ErrnoStatus(EINVAL, absl::StrCat("directory ", ino, " holds checkpoint \"",
                                                     entry.path, "\"; checkpoints do not nest"));
           }
+          // A hard link to a file of another checkpoint (ops/link.cc): that
+          // one governs it, and an inode belongs to one checkpoint at most.
+          if (entry.inode.in_checkpoint() != 0 && entry.inode.in_checkpoint() != ino) {
+            absl::StatusOr<CheckpointState> other = GoverningState(txn, entry.inode);
+            if (!other.ok()) return other.status();
+            if (*other != CHECKPOINT_STATE_UNSPECIFIED) {
+              return ErrnoStatus(EINVAL, absl::StrCat(
+                  "directory ", ino, " holds \"", entry.path, "\", a hard link to a file of "
+                  "checkpoint ", entry.inode.in_checkpoint(), "; a file belongs to one "
+                  "checkpoint at most (copy it, or remove the link, before declaring)"));
+            }
+          }
           entry.inode.set_in_checkpoint(ino);
           txn.PutInode(entry.inode);
         }

@@ -5,6 +5,7 @@
 #include <cerrno>
 #include <utility>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "common/errno_status.h"
 #include "server/meta/keys.h"
@@ -139,10 +140,33 @@ absl::StatusOr<std::string> NameInParent(MetaTxn& txn, uint64_t parent, uint64_t
 
 int64_t StageSubtreeRemoval(MetaTxn& txn, const std::vector<SubtreeEntry>& entries,
                             int64_t now_ms, int64_t grace_ms) {
-  int64_t deleted = 0;
+  // The names each inode loses here: a file linked several times inside the
+  // subtree is seen once per name, and one linked from outside keeps those.
+  absl::flat_hash_map<uint64_t, uint32_t> names_removed;
   for (const SubtreeEntry& entry : entries) {
     txn.Delete(DentryKey(entry.parent, entry.name));
+    if (entry.inode.attr().type() != DIRECTORY) ++names_removed[entry.inode.attr().ino()];
+  }
+  int64_t deleted = 0;
+  for (const SubtreeEntry& entry : entries) {
     const uint64_t ino = entry.inode.attr().ino();
+    if (entry.inode.attr().type() == DIRECTORY) {
+      txn.Delete(InodeKey(ino));
+      ++deleted;
+      continue;
+    }
+    auto removed = names_removed.find(ino);
+    if (removed == names_removed.end()) continue;  // staged at its first name
+    const uint32_t nlink = entry.inode.attr().nlink();
+    const uint32_t names_left = nlink > removed->second ? nlink - removed->second : 0;
+    names_removed.erase(removed);
+    if (names_left > 0) {  // hard links outside the subtree keep the inode
+      InodeRecord kept = entry.inode;
+      kept.mutable_attr()->set_nlink(names_left);
+      kept.mutable_attr()->set_ctime_ns(now_ms * 1'000'000);
+      txn.PutInode(kept);
+      continue;
+    }
     if (entry.inode.attr().type() != REGULAR) {
       txn.Delete(InodeKey(ino));
       ++deleted;

@@ -60,8 +60,9 @@ absl::Status VisitSubtree(MetaTxn& txn, uint64_t root, bool read_ahead,
 absl::StatusOr<std::string> NameInParent(MetaTxn& txn, uint64_t parent, uint64_t ino);
 
 // Stages the removal of every entry of `entries` (a ReadSubtree result):
-// dentries deleted, directories and symlinks deleted, regular files made
-// orphans due for reclamation at `now_ms` + `grace_ms`, and before that as
+// dentries deleted; an inode with hard links outside the subtree loses the
+// names it had inside and is kept; other directories, symlinks and special
+// files deleted, regular files made orphans due for reclamation at `now_ms` + `grace_ms`, and before that as
 // soon as no reader holds them (OrphanRecord.reclaim_when_unread: at once
 // for a file nobody has open) — unless the file has a registered writer,
 // whose writes still in flight would recreate chunks after an early trim.

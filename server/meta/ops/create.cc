@@ -1,9 +1,11 @@
-// Namespace::Create, Mkdir and Symlink: the operations that add a name and a
-// new inode. Each is one transaction: the new inode, its dentry, the parent's
+// Namespace::Create, Mkdir, Symlink and Mknod: the operations that add a
+// name and a new inode. Each is one transaction: the new inode, its dentry, the parent's
 // times (and nlink for a directory) and the inode count. The new inode
 // inherits its parent's checkpoint; inside an ended checkpoint nothing is
 // created (EROFS). A retried exclusive create whose first reply was lost is
 // recognised by its writer id and answered as the first attempt was.
+#include <sys/stat.h>
+
 #include <cerrno>
 #include <optional>
 
@@ -11,6 +13,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/errno_status.h"
+#include "common/file_type.h"
 #include "common/names.h"
 #include "common/written_chunks.h"
 #include "server/meta/checkpoint/guard.h"
@@ -21,18 +24,6 @@
 
 namespace ckptfs::meta {
 namespace {
-
-absl::Status ExistsError(absl::string_view name, uint64_t parent) {
-  return ErrnoStatus(EEXIST, absl::StrCat("\"", name, "\" already exists in directory ", parent));
-}
-
-// EEXIST if `name` is taken in `parent` (compared: a racing create conflicts).
-absl::Status RequireFreeName(MetaTxn& txn, uint64_t parent, absl::string_view name) {
-  absl::StatusOr<std::optional<DentryRecord>> dentry = txn.GetDentry(parent, name);
-  if (!dentry.ok()) return dentry.status();
-  if (dentry->has_value()) return ExistsError(name, parent);
-  return absl::OkStatus();
-}
 
 // The inode number of the new entry: allocated on the first attempt of the
 // transaction and kept across retries, so a conflict never burns numbers.
@@ -47,8 +38,15 @@ absl::StatusOr<uint64_t> NewIno(InodeAllocator& inodes, std::optional<uint64_t>&
 
 // Stages `child` under `name` in `parent`: the inode (in the parent's
 // checkpoint, if any), its dentry, the parent's times and the inode count.
+// In a set-group-ID directory the child takes the directory's group, and a
+// child directory the set-group-ID bit too, as on ext4 (the kernel leaves
+// both to the filesystem).
 absl::Status LinkNewInode(MetaTxn& txn, uint64_t parent_ino, InodeRecord& parent,
                           absl::string_view name, InodeRecord& child, int64_t now) {
+  if (parent.attr().mode() & S_ISGID) {
+    child.mutable_attr()->set_gid(parent.attr().gid());
+    if (IsDir(child)) child.mutable_attr()->set_mode(child.attr().mode() | S_ISGID);
+  }
   child.set_in_checkpoint(CheckpointOf(parent));
   txn.PutInode(child);
   txn.Put(DentryKey(parent_ino, name), MakeDentry(child));
@@ -84,14 +82,14 @@ absl::StatusOr<CreateReply> Namespace::Create(const CreateRequest& request) {
                            absl::c_linear_search(existing->writer_handles(),
                                                  request.writer_handle());
       if (request.exclusive() && !retried) {
-        return ExistsError(request.name(), request.parent());
+        return NameExistsError(request.name(), request.parent());
       }
       if (existing->attr().type() == DIRECTORY) {
         return ErrnoStatus(EISDIR, absl::StrCat("create: \"", request.name(),
                                                 "\" is a directory"));
       }
       if (existing->attr().type() != REGULAR) {
-        return ExistsError(request.name(), request.parent());
+        return NameExistsError(request.name(), request.parent());
       }
       // Opening an existing file changes it only when truncating or
       // registering a writer; a plain open is allowed anywhere.
@@ -209,6 +207,39 @@ absl::StatusOr<Attr> Namespace::Symlink(const SymlinkRequest& request) {
       return linked;
     }
     return link.attr();
+  });
+}
+
+absl::StatusOr<Attr> Namespace::Mknod(const MknodRequest& request) {
+  if (absl::Status valid = ValidateNewName(request.name()); !valid.ok()) return valid;
+  const std::optional<FileType> type = FileTypeOfMode(request.mode());
+  if (!type.has_value() || !IsSpecialFile(*type)) {
+    return ErrnoStatus(EINVAL, absl::StrCat("mknod: mode 0", absl::Hex(request.mode()),
+                                            " is not a FIFO, socket or device node (regular "
+                                            "files are made with Create, directories with "
+                                            "Mkdir)"));
+  }
+  std::optional<uint64_t> new_ino;
+  return RunTxn<Attr>(kv_, "mknod", [&](MetaTxn& txn) -> absl::StatusOr<Attr> {
+    absl::StatusOr<InodeRecord> parent = GetParentDir(txn, request.parent());
+    if (!parent.ok()) return parent.status();
+    if (absl::Status writable = RequireMutable(txn, *parent, "mknod"); !writable.ok()) {
+      return writable;
+    }
+    if (absl::Status free = RequireFreeName(txn, request.parent(), request.name()); !free.ok()) {
+      return free;
+    }
+    absl::StatusOr<uint64_t> ino = NewIno(inodes_, new_ino);
+    if (!ino.ok()) return ino.status();
+    const int64_t now = clock_->NowNs();
+    InodeRecord node = NewInode(*ino, *type, request.mode(), request.uid(), request.gid(), now);
+    if (*type == CHAR_DEVICE || *type == BLOCK_DEVICE) node.mutable_attr()->set_rdev(request.rdev());
+    if (absl::Status linked = LinkNewInode(txn, request.parent(), *parent, request.name(), node,
+                                           now);
+        !linked.ok()) {
+      return linked;
+    }
+    return node.attr();
   });
 }
 

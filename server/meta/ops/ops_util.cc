@@ -7,6 +7,7 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "common/errno_status.h"
+#include "common/file_type.h"
 #include "common/names.h"
 #include "google/protobuf/stubs/common.h"
 #include "server/meta/keys.h"
@@ -33,10 +34,7 @@ InodeRecord NewInode(uint64_t ino, FileType type, uint32_t perm, uint32_t uid, u
   Attr* attr = inode.mutable_attr();
   attr->set_ino(ino);
   attr->set_type(type);
-  uint32_t type_bits = S_IFREG;
-  if (type == DIRECTORY) type_bits = S_IFDIR;
-  if (type == SYMLINK) type_bits = S_IFLNK;
-  attr->set_mode(type_bits | (perm & kPermissionBits));
+  attr->set_mode(ModeTypeBits(type) | (perm & kPermissionBits));
   attr->set_uid(uid);
   attr->set_gid(gid);
   attr->set_nlink(type == DIRECTORY ? 2 : 1);
@@ -51,6 +49,17 @@ absl::StatusOr<InodeRecord> GetDir(MetaTxn& txn, uint64_t ino) {
   if (!dir.ok()) return dir.status();
   if (!IsDir(*dir)) return ErrnoStatus(ENOTDIR, absl::StrCat("inode ", ino, " is not a directory"));
   return dir;
+}
+
+absl::Status NameExistsError(absl::string_view name, uint64_t parent) {
+  return ErrnoStatus(EEXIST, absl::StrCat("\"", name, "\" already exists in directory ", parent));
+}
+
+absl::Status RequireFreeName(MetaTxn& txn, uint64_t parent, absl::string_view name) {
+  absl::StatusOr<std::optional<DentryRecord>> dentry = txn.GetDentry(parent, name);
+  if (!dentry.ok()) return dentry.status();
+  if (dentry->has_value()) return NameExistsError(name, parent);
+  return absl::OkStatus();
 }
 
 absl::StatusOr<InodeRecord> GetParentDir(MetaTxn& txn, uint64_t ino) {
@@ -93,6 +102,12 @@ bool RemoveWriter(InodeRecord& inode, uint64_t writer) {
 
 absl::Status ReleaseInode(MetaTxn& txn, InodeRecord inode, int64_t now_ns, absl::Duration grace) {
   const uint64_t ino = inode.attr().ino();
+  if (!IsDir(inode) && inode.attr().nlink() > 1) {  // another hard link keeps it
+    inode.mutable_attr()->set_nlink(inode.attr().nlink() - 1);
+    inode.mutable_attr()->set_ctime_ns(now_ns);
+    txn.PutInode(inode);
+    return absl::OkStatus();
+  }
   if (inode.attr().type() != REGULAR) {
     txn.Delete(InodeKey(ino));
     return txn.AddInodeCount(-1);

@@ -45,6 +45,13 @@ inline bool IsDir(const InodeRecord& inode) { return inode.attr().type() == DIRE
 // is not a directory.
 absl::StatusOr<InodeRecord> GetDir(MetaTxn& txn, uint64_t ino);
 
+// EEXIST: `name` already exists in directory `parent`.
+absl::Status NameExistsError(absl::string_view name, uint64_t parent);
+
+// EEXIST if `name` is taken in `parent` (read through `txn`, so compared: a
+// racing operation that takes the name conflicts).
+absl::Status RequireFreeName(MetaTxn& txn, uint64_t parent, absl::string_view name);
+
 // GetDir for the parent directory an operation names an entry in (lookup,
 // create, mkdir, symlink, unlink, rmdir, rename): a parent that no longer
 // exists is ESTALE, not ENOENT. A mount that cached the directory (its
@@ -79,9 +86,11 @@ bool RemoveWriter(InodeRecord& inode, uint64_t writer);
 absl::Status RequireNotCheckpointDir(MetaTxn& txn, const InodeRecord& inode,
                                      absl::string_view op);
 
-// Stages the removal of `inode`'s last name (the dentry itself is the
-// caller's): a regular file becomes an orphan reclaimed after `grace`; a
-// symlink or directory inode is deleted and the inode count decremented.
+// Stages the removal of one name of `inode` (the dentry itself is the
+// caller's): an inode that keeps other hard links loses one from nlink and
+// gets a new ctime; at its last name, a regular file becomes an orphan
+// reclaimed after `grace`, and any other inode is deleted and the inode
+// count decremented.
 absl::Status ReleaseInode(MetaTxn& txn, InodeRecord inode, int64_t now_ns, absl::Duration grace);
 
 }  // namespace ckptfs::meta

@@ -5,8 +5,10 @@
 // (EROFS), and an ended checkpoint directory does not move; a pending one
 // may (its recorded name follows). A directory never crosses a checkpoint
 // boundary (EXDEV: its whole subtree would change checkpoint; `mv` falls
-// back to copying); a file or symlink does, taking the new parent's
-// checkpoint. A checkpoint directory is never replaced (see Rmdir).
+// back to copying); an inode of one name does, taking the new parent's
+// checkpoint; one with more names (hard links) does not (EXDEV: its other
+// names would be left on the other side; ops/link.cc). A checkpoint
+// directory is never replaced (see Rmdir).
 #include <cerrno>
 
 #include "absl/strings/str_cat.h"
@@ -80,9 +82,16 @@ absl::Status Namespace::Rename(const RenameRequest& request) {
       return writable;
     }
     const uint64_t new_checkpoint = CheckpointOf(*new_parent);
-    if (src_is_dir && CheckpointOf(*old_parent) != new_checkpoint) {
+    const bool crossing = CheckpointOf(*old_parent) != new_checkpoint;
+    if (src_is_dir && crossing) {
       return ErrnoStatus(EXDEV, absl::StrCat("rename: directory \"", request.name(),
                                              "\" cannot move across a checkpoint boundary"));
+    }
+    const bool hard_linked = !src_is_dir && src->attr().nlink() > 1;
+    if (hard_linked && crossing) {
+      return ErrnoStatus(EXDEV, absl::StrCat("rename: \"", request.name(), "\" has ",
+                                             src->attr().nlink(), " hard links and cannot move "
+                                             "across a checkpoint boundary without them"));
     }
 
     absl::StatusOr<std::optional<DentryRecord>> dst_dentry =
@@ -130,7 +139,7 @@ absl::Status Namespace::Rename(const RenameRequest& request) {
     txn.Delete(DentryKey(old_parent_ino, request.name()));
     txn.Put(DentryKey(new_parent_ino, request.new_name()), MakeDentry(*src));
     src->mutable_attr()->set_ctime_ns(now);
-    if (!src_is_dir) src->set_in_checkpoint(new_checkpoint);
+    if (!src_is_dir && !hard_linked) src->set_in_checkpoint(new_checkpoint);
     if (IsCheckpointDir(*src)) {
       src->mutable_checkpoint()->mutable_info()->set_name(request.new_name());
     }

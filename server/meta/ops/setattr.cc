@@ -1,4 +1,6 @@
-// Namespace::SetAttr: chmod, chown, truncate and utimens in one transaction.
+// Namespace::SetAttr: chmod, chown, truncate and utimens in one transaction,
+// and the clearing of set-id bits that a write by an unprivileged process
+// makes (KILL_SETID).
 // Nothing changes inside an ended checkpoint (EROFS); truncation to 0 clears
 // a file's damaged mark. A truncation drops the written chunks wholly past
 // the new size (common/written_chunks.h); one that extends adds none, so
@@ -7,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/errno_status.h"
+#include "common/file_type.h"
 #include "common/written_chunks.h"
 #include "server/meta/checkpoint/guard.h"
 #include "server/meta/meta_txn.h"
@@ -45,6 +48,7 @@ absl::StatusOr<Attr> Namespace::SetAttr(const SetAttrRequest& request) {
     if (valid & SET_MODE) {
       attr->set_mode((attr->mode() & ~kPermissionBits) | (request.mode() & kPermissionBits));
     }
+    if (valid & KILL_SETID) attr->set_mode(ModeAfterUnprivilegedWrite(attr->mode()));
     if (valid & SET_UID) attr->set_uid(request.uid());
     if (valid & SET_GID) attr->set_gid(request.gid());
     if (valid & SET_ATIME) attr->set_atime_ns(request.atime_ns());
