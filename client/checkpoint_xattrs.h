@@ -1,5 +1,5 @@
-// The checkpoint extended attributes of ckptfs (README.md, "Checkpoint
-// transactions"): their names, the parsing of the values written to them and
+// The checkpoint extended attributes of ckptfs (docs/checkpoints.md):
+// their names, the parsing of the values written to them and
 // the formatting of the values read from them. The Client routes these names
 // (client_checkpoints.cc), so the FUSE mount and programs using libckptfs
 // behave the same.

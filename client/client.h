@@ -13,7 +13,7 @@
 // so GetAttr reports the exact size of a file that is being written here and
 // reads see this client's own writes.
 //
-// Checkpoints (README.md, "Checkpoint transactions"): every handle that may
+// Checkpoints (docs/checkpoints.md): every handle that may
 // write is registered with the metadata service as a writer of its file
 // until its Flush or Close, so a checkpoint never commits a file still being
 // written. The checkpoint calls are methods here and also extended

@@ -58,7 +58,7 @@ class MetaClient {
   virtual absl::StatusOr<meta::Empty> RemoveXattr(const meta::XattrRequest& request) = 0;
   virtual absl::StatusOr<meta::StatFsReply> StatFs(const meta::Empty& request) = 0;
 
-  // Checkpoint transactions (README.md, "Checkpoint transactions").
+  // Checkpoint transactions (docs/checkpoints.md).
   virtual absl::StatusOr<meta::CheckpointInfo> DeclareCheckpoint(
       const meta::DeclareCheckpointRequest& request) = 0;
   // One long poll: returns the checkpoint COMMITTED, or PENDING after about

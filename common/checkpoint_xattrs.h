@@ -1,5 +1,5 @@
 // The names of ckptfs's extended attributes and the rank limit of a
-// checkpoint (README.md, "Checkpoint transactions"; the chunk-size layout
+// checkpoint (docs/checkpoints.md; the chunk-size layout
 // attribute), in one place for the metadata service, the client library,
 // the mount, the tools and the bench. What each does is documented where it
 // is served: client/checkpoint_xattrs.h (the checkpoint protocol at the

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Save and load storms from GPU memory on a lent GPU machine (the `device`
-# tool; see README "Benchmarks"), in one prepared call:
+# tool; see docs/benchmarks.md), in one prepared call:
 #
 #   scripts/device-storm.sh bundle      # here, after scripts/build.sh
 #   device run: carry [".device"], command "bash scripts/device-storm.sh run"

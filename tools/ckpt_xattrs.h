@@ -1,6 +1,6 @@
 // Checkpoint transactions as the `ckptfs ckpt` commands see them: through
-// the extended attributes of a ckptfs mount (README.md, "Checkpoint
-// transactions"), so they need no metadata-service address and work on any
+// the extended attributes of a ckptfs mount (docs/checkpoints.md),
+// so they need no metadata-service address and work on any
 // node where the file system is mounted.
 //
 //   write  user.ckptfs.ranks "N"           on DIR: declare DIR a checkpoint

@@ -1,7 +1,7 @@
 """Checkpoint transactions on a ckptfs mount, for training scripts.
 
 A checkpoint is a directory whose files, written by N ranks, become valid
-together or not at all (README, "Checkpoint transactions"). Everything
+together or not at all (docs/checkpoints.md). Everything
 here goes through the mount's extended attributes, so it needs nothing but
 the standard library and works on every node where ckptfs is mounted::
 

@@ -17,7 +17,7 @@
 // kept with nlink 0 so open handles still stat it) until the orphan
 // reclaimer trims its chunks and deletes it.
 //
-// Checkpoints (README.md, "Checkpoint transactions"; the transactions
+// Checkpoints (docs/checkpoints.md; the transactions
 // themselves are in server/meta/checkpoint/): a new inode inherits
 // in_checkpoint from its parent; every mutating operation but Unlink and
 // Rmdir refuses, with EROFS, to change anything inside an ended (COMMITTED,

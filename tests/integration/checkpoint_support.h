@@ -1,5 +1,5 @@
-// What the checkpoint-transaction integration tests share (README.md,
-// "Checkpoint transactions"): a fixture with a fresh cluster and mount per
+// What the checkpoint-transaction integration tests share
+// (docs/checkpoints.md): a fixture with a fresh cluster and mount per
 // test, rank processes (tests/integration/checkpoint_rank.py through the
 // ckptfs Python module, real processes as ranks), the checkpoint
 // attributes read through the mount, and a look at the storage servers'

@@ -1,5 +1,5 @@
-// CheckpointStore: the checkpoint transactions (README.md, "Checkpoint
-// transactions") as operations on the KvStore — declare, record an arrival,
+// CheckpointStore: the checkpoint transactions (docs/checkpoints.md)
+// as operations on the KvStore — declare, record an arrival,
 // describe, commit, abort, remove and retention. No threads and no waiting: the
 // barrier, its timers and the commit worker live in coordinator.h; SYNC of the
 // storage servers in committer.h.
