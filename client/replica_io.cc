@@ -191,6 +191,7 @@ void FailedServers::MoveSuspectsLast(const meta::Layout& layout, uint64_t chunk_
   absl::MutexLock lock(&mu_);
   if (failed_at_.empty()) return;
   std::stable_partition(order.begin(), order.end(), [&](int r) {
+    mu_.AssertHeld();  // called within this function's lock
     auto it = failed_at_.find(ReplicaServer(layout, chunk_index, r));
     return it == failed_at_.end() || now - it->second >= kSuspectFor;
   });

@@ -92,6 +92,9 @@ class ResendFence {
   };
 
   absl::Mutex& StripeFor(const data::RequestHeader& request);
+  // ESTALE if a resend superseded `request`; else records the attempts it
+  // supersedes. Called with the request's stripe held.
+  absl::Status Record(const data::RequestHeader& request) ABSL_LOCKS_EXCLUDED(mu_);
   void ExpireLocked(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const Options options_;

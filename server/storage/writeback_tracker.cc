@@ -64,6 +64,7 @@ void WritebackTracker::Synced(std::optional<uint64_t> ino, uint64_t begun) {
   absl::MutexLock lock(&mu_);
   // Erasing from an absl::flat_hash_map leaves the other iterators valid.
   auto sweep = [&](InodeChunks& chunks) {
+    mu_.AssertHeld();  // called within this function's lock
     for (auto it = chunks.begin(); it != chunks.end();) {
       if (!it->second.lost && it->second.published <= begun) {
         --tracked_;

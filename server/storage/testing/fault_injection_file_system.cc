@@ -323,6 +323,7 @@ absl::StatusOr<FaultInjectionFileSystem::DropReport> FaultInjectionFileSystem::D
   fresh[kRoot].is_dir = true;
   std::function<absl::Status(NodeId, NodeId, const std::string&, int)> restore =
       [&](NodeId old_dir, NodeId new_dir, const std::string& path, int depth) -> absl::Status {
+    mu_.AssertHeld();  // called within this function's lock
     if (depth > kMaxDepth) {
       return ErrnoStatus(ELOOP, absl::StrCat("durable tree deeper than ", kMaxDepth, " at ", path));
     }
