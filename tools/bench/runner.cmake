@@ -51,8 +51,7 @@ if(BUILD_TESTING)
     CKPTFS_BENCH_PATH="$<TARGET_FILE:ckptfs-bench>")
   add_dependencies(ckptfs_bench_test ckptfs-bench)
   target_link_libraries(ckptfs_bench_test PRIVATE ckptfs_bench_runner GTest::gtest_main)
-  gtest_discover_tests(ckptfs_bench_test TEST_PREFIX "bench." DISCOVERY_TIMEOUT 60
-    PROPERTIES TIMEOUT 300)
+  ckptfs_gtest(ckptfs_bench_test unit TEST_PREFIX "bench." TIMEOUT 300)
 endif()
 
 # ckptfs-barrier-bench: the commit barrier at 1,024 / 4,096 ranks,

@@ -47,7 +47,7 @@ if(BUILD_TESTING)
   add_dependencies(ckptfs_bench_workloads_test ckptfs_bench_workload_trace)
   target_link_libraries(ckptfs_bench_workloads_test PRIVATE
     ckptfs_bench_workloads ckptfs_client_testing GTest::gtest_main)
-  gtest_discover_tests(ckptfs_bench_workloads_test TEST_PREFIX "bench." DISCOVERY_TIMEOUT 60)
+  ckptfs_gtest(ckptfs_bench_workloads_test unit TEST_PREFIX "bench.")
 endif()
 
 # NativeRankIo against real daemons (LocalCluster): an integration test.
@@ -63,6 +63,8 @@ if(BUILD_TESTING)
       add_dependencies(ckptfs_bench_workloads_it ${daemon})
     endif()
   endforeach()
-  gtest_discover_tests(ckptfs_bench_workloads_it TEST_PREFIX "bench."
-    DISCOVERY_TIMEOUT 60 PROPERTIES LABELS integration TIMEOUT 600)
+  # One CTest test for the whole executable: its cases share the cluster
+  # SetUpTestSuite starts.
+  ckptfs_gtest(ckptfs_bench_workloads_it integration ONE_PROCESS TEST_PREFIX "bench."
+    TIMEOUT 600)
 endif()
