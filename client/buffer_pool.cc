@@ -20,8 +20,7 @@ ChunkBuffer AllocateChunkBuffer(size_t size) {
   return ChunkBuffer(static_cast<char*>(memory));
 }
 
-BufferPool::BufferPool(size_t max_idle_bytes, size_t write_budget_bytes,
-                       size_t read_budget_bytes)
+BufferPool::BufferPool(size_t max_idle_bytes, size_t write_budget_bytes, size_t read_budget_bytes)
     : max_idle_bytes_(max_idle_bytes),
       write_budget_bytes_(write_budget_bytes),
       read_budget_bytes_(read_budget_bytes) {
@@ -51,10 +50,10 @@ BufferPool::BufferPool(size_t max_idle_bytes, size_t write_budget_bytes,
       [this] {
         return read_budget_bytes_ == SIZE_MAX ? 0.0 : static_cast<double>(read_budget_bytes_);
       }));
-  metric_callbacks_.push_back(r.AddGaugeCallback(
-      gauge("ckptfs_client_buffer_pool_idle_bytes",
-            "Chunk buffers kept for reuse by files opened next."),
-      [this] { return static_cast<double>(idle_bytes()); }));
+  metric_callbacks_.push_back(
+      r.AddGaugeCallback(gauge("ckptfs_client_buffer_pool_idle_bytes",
+                               "Chunk buffers kept for reuse by files opened next."),
+                         [this] { return static_cast<double>(idle_bytes()); }));
 }
 
 ChunkBuffer BufferPool::Acquire(uint32_t size) {

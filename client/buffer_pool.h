@@ -25,8 +25,8 @@
 #ifndef CKPTFS_CLIENT_BUFFER_POOL_H_
 #define CKPTFS_CLIENT_BUFFER_POOL_H_
 
-#include <cstddef>
 #include <atomic>
+#include <cstddef>
 #include <cstdint>
 #include <cstdlib>
 #include <memory>

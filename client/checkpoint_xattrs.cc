@@ -7,10 +7,10 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
-#include "absl/strings/strip.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "common/errno_status.h"
 #include "common/names.h"
 
@@ -54,8 +54,8 @@ absl::StatusOr<uint32_t> ParseCheckpointRanks(absl::string_view value) {
   absl::StatusOr<uint64_t> ranks = ParseDecimal(value, "the number of ranks");
   if (!ranks.ok()) return ranks.status();
   if (*ranks < 1 || *ranks > kMaxCheckpointRanks) {
-    return ErrnoStatus(EINVAL, absl::StrCat("the number of ranks must be 1..",
-                                            kMaxCheckpointRanks, ", not ", *ranks));
+    return ErrnoStatus(EINVAL, absl::StrCat("the number of ranks must be 1..", kMaxCheckpointRanks,
+                                            ", not ", *ranks));
   }
   return static_cast<uint32_t>(*ranks);
 }
@@ -71,8 +71,7 @@ absl::StatusOr<uint32_t> ParseCheckpointRank(absl::string_view value) {
 
 absl::StatusOr<uint32_t> ParseCommitRankXattr(absl::string_view name) {
   absl::string_view rank = name;
-  if (!absl::ConsumePrefix(&rank, kCommitRankXattrPrefix) || rank.empty() ||
-      rank.back() == '\n') {
+  if (!absl::ConsumePrefix(&rank, kCommitRankXattrPrefix) || rank.empty() || rank.back() == '\n') {
     return ErrnoStatus(EINVAL, absl::StrCat("\"", absl::CEscape(name), "\" is not ",
                                             kCommitRankXattrPrefix, "<rank>"));
   }
@@ -82,9 +81,9 @@ absl::StatusOr<uint32_t> ParseCommitRankXattr(absl::string_view name) {
 absl::StatusOr<std::string> ParseCheckpointName(absl::string_view value) {
   const absl::string_view name = StripNewline(value);
   if (absl::Status status = ValidateName(name); !status.ok()) {
-    return ErrnoStatus(ErrnoFromStatus(status),
-                       absl::StrCat("checkpoint name \"", absl::CEscape(value),
-                                    "\": ", status.message()));
+    return ErrnoStatus(
+        ErrnoFromStatus(status),
+        absl::StrCat("checkpoint name \"", absl::CEscape(value), "\": ", status.message()));
   }
   return std::string(name);
 }

@@ -24,18 +24,17 @@ const ClientChunkMetrics& Metrics() {
     auto* out = new ClientChunkMetrics();
     auto& requests = r.Counter("ckptfs_client_chunk_requests_total",
                                "Chunk requests to storage servers finished, by op.", {"op"});
-    auto& latency = r.Histogram(
-        "ckptfs_client_chunk_request_duration_seconds",
-        "Chunk request latency from the call to its answer (retries included), by op.",
-        {"op"}, metrics::LatencyBuckets());
+    auto& latency =
+        r.Histogram("ckptfs_client_chunk_request_duration_seconds",
+                    "Chunk request latency from the call to its answer (retries included), by op.",
+                    {"op"}, metrics::LatencyBuckets());
     const char* const names[] = {"WRITE", "READ", "TRIM", "SYNC"};
     for (int i = 0; i < 4; ++i) {
       out->requests[i] = &requests.WithLabels({names[i]});
       out->latency[i] = &latency.WithLabels({names[i]});
     }
     out->in_flight = &r.Gauge("ckptfs_client_chunk_requests_in_flight",
-                              "Chunk requests sent to storage servers and not answered yet.",
-                              {})
+                              "Chunk requests sent to storage servers and not answered yet.", {})
                           .WithLabels({});
     out->written = &r.Counter("ckptfs_client_chunk_write_bytes_total",
                               "Payload bytes written to storage servers.", {})

@@ -46,12 +46,12 @@ class ChunkTransport {
   // `crc32c` is the CRC32C of data[0, length) when the caller already has
   // it; nullopt: the transport computes it.
   virtual absl::Status WriteChunk(uint32_t server_id, uint64_t ino, uint64_t chunk_index,
-                                  uint32_t offset, const void* data, size_t length,
-                                  bool replace, std::optional<uint32_t> crc32c) = 0;
+                                  uint32_t offset, const void* data, size_t length, bool replace,
+                                  std::optional<uint32_t> crc32c) = 0;
   // The same without a CRC32C (the transport computes it). Implementations
   // add `using ChunkTransport::WriteChunk;` so that it stays callable on them.
-  absl::Status WriteChunk(uint32_t server_id, uint64_t ino, uint64_t chunk_index,
-                          uint32_t offset, const void* data, size_t length, bool replace) {
+  absl::Status WriteChunk(uint32_t server_id, uint64_t ino, uint64_t chunk_index, uint32_t offset,
+                          const void* data, size_t length, bool replace) {
     return WriteChunk(server_id, ino, chunk_index, offset, data, length, replace, std::nullopt);
   }
 
@@ -87,9 +87,8 @@ class ChunkTransport {
   // length ends earlier. A chunk never written fails with ENOENT. Bytes of
   // buf past the returned count (and all of buf, on failure) may have been
   // written: a transport may fill buf from a whole padded chunk file.
-  virtual absl::StatusOr<size_t> ReadChunk(uint32_t server_id, uint64_t ino,
-                                           uint64_t chunk_index, uint32_t offset, void* buf,
-                                           size_t length) = 0;
+  virtual absl::StatusOr<size_t> ReadChunk(uint32_t server_id, uint64_t ino, uint64_t chunk_index,
+                                           uint32_t offset, void* buf, size_t length) = 0;
 
   // Cuts the inode's chunks on the server to a file of `trim_size` bytes:
   // chunks wholly at or past it are deleted, the one straddling it is cut.

@@ -22,14 +22,14 @@
 #include "absl/time/clock.h"
 #include "client/checkpoint_xattrs.h"
 #include "client/client_impl.h"
-#include "common/meta_channel.h"
 #include "client/data_chunk_transport.h"
-#include "client/local_chunk_transport.h"
 #include "client/grpc_meta_client.h"
+#include "client/local_chunk_transport.h"
 #include "client/uring_chunk_transport.h"
 #include "common/credential.h"
 #include "common/errno_status.h"
 #include "common/log.h"
+#include "common/meta_channel.h"
 #include "common/names.h"
 
 namespace ckptfs::client {
@@ -68,8 +68,8 @@ absl::StatusOr<std::unique_ptr<ChunkTransport>> MakeChunkTransport(const ClientO
   LocalChunkTransport::Use use;
   use.reads = options.local_reads;
   use.writes = options.local_writes;
-  return std::unique_ptr<ChunkTransport>(std::make_unique<LocalChunkTransport>(
-      *std::move(network), meta, absl::Seconds(10), use));
+  return std::unique_ptr<ChunkTransport>(
+      std::make_unique<LocalChunkTransport>(*std::move(network), meta, absl::Seconds(10), use));
 }
 
 // The version a Client reports in its heartbeats.
@@ -191,8 +191,7 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Connect(const ClientOptions& opt
   };
   // A malformed address list fails here with what is wrong with it, not as
   // "unreachable" after gRPC tried to dial it as written.
-  if (absl::StatusOr<std::string> target = MetaChannelTarget(options.meta_address);
-      !target.ok()) {
+  if (absl::StatusOr<std::string> target = MetaChannelTarget(options.meta_address); !target.ok()) {
     return ErrnoStatus(EINVAL, target.status().message());
   }
   absl::StatusOr<std::string> credential = LoadCredentialFlag(options.credential_file);
@@ -222,8 +221,8 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Connect(const ClientOptions& opt
 std::unique_ptr<Client> Client::CreateWithServices(const ClientOptions& options,
                                                    std::unique_ptr<MetaClient> meta,
                                                    std::unique_ptr<ChunkTransport> transport) {
-  return std::unique_ptr<Client>(new Client(
-      std::make_unique<ClientImpl>(options, std::move(meta), std::move(transport))));
+  return std::unique_ptr<Client>(
+      new Client(std::make_unique<ClientImpl>(options, std::move(meta), std::move(transport))));
 }
 
 absl::StatusOr<meta::Attr> Client::Lookup(uint64_t parent, absl::string_view name) {
@@ -288,8 +287,7 @@ absl::StatusOr<meta::Attr> Client::Mkdir(uint64_t parent, absl::string_view name
 }
 
 absl::StatusOr<meta::Attr> Client::Symlink(uint64_t parent, absl::string_view name,
-                                           absl::string_view target, uint32_t uid,
-                                           uint32_t gid) {
+                                           absl::string_view target, uint32_t uid, uint32_t gid) {
   if (absl::Status status = ValidateName(name); !status.ok()) return status;
   meta::SymlinkRequest request;
   request.set_parent(parent);
@@ -377,8 +375,7 @@ absl::StatusOr<meta::ReadDirReply> Client::ReadDir(uint64_t ino, absl::string_vi
 
 absl::Status Client::SetXattr(uint64_t ino, absl::string_view name, absl::string_view value,
                               int flags, Cancellation* cancel) {
-  if ((flags & ~(XATTR_CREATE | XATTR_REPLACE)) != 0 ||
-      flags == (XATTR_CREATE | XATTR_REPLACE)) {
+  if ((flags & ~(XATTR_CREATE | XATTR_REPLACE)) != 0 || flags == (XATTR_CREATE | XATTR_REPLACE)) {
     return ErrnoStatus(EINVAL, absl::StrCat("setxattr flags ", flags));
   }
   if (ClassifyCheckpointXattr(name) != CheckpointXattr::kNone) {

@@ -251,8 +251,7 @@ class Client {
   // mkdir -p; returns the last directory.
   absl::StatusOr<meta::Attr> MkdirAll(absl::string_view path, uint32_t mode);
   // Opens (creating with `mode` when O_CREAT is in flags) the file at `path`.
-  absl::StatusOr<std::unique_ptr<File>> OpenPath(absl::string_view path, int flags,
-                                                 uint32_t mode);
+  absl::StatusOr<std::unique_ptr<File>> OpenPath(absl::string_view path, int flags, uint32_t mode);
 
  private:
   explicit Client(std::unique_ptr<ClientImpl> impl);
@@ -262,8 +261,8 @@ class Client {
   absl::StatusOr<std::unique_ptr<File>> OpenPathOnce(absl::string_view path, int flags,
                                                      uint32_t mode);
   // SetXattr / GetXattr of a checkpoint name (client_checkpoints.cc).
-  absl::Status SetCheckpointXattr(uint64_t ino, absl::string_view name,
-                                  absl::string_view value, Cancellation* cancel);
+  absl::Status SetCheckpointXattr(uint64_t ino, absl::string_view name, absl::string_view value,
+                                  Cancellation* cancel);
   absl::StatusOr<std::string> GetCheckpointXattr(uint64_t ino, absl::string_view name,
                                                  Cancellation* cancel);
 

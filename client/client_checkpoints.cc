@@ -39,9 +39,8 @@ absl::Status Interrupted(uint64_t dir, uint32_t rank) {
 
 // A service restarting or out of reach: worth waiting for.
 bool Unreachable(const absl::Status& status) {
-  return IsMetaTransportError(status) &&
-         (status.code() == absl::StatusCode::kUnavailable ||
-          status.code() == absl::StatusCode::kDeadlineExceeded);
+  return IsMetaTransportError(status) && (status.code() == absl::StatusCode::kUnavailable ||
+                                          status.code() == absl::StatusCode::kDeadlineExceeded);
 }
 
 // The read side of a name the service does not know for this inode: a
@@ -59,8 +58,8 @@ absl::Status NoData(const absl::Status& status, absl::string_view name) {
 absl::StatusOr<meta::CheckpointInfo> Client::DeclareCheckpoint(uint64_t dir, uint32_t ranks,
                                                                uint32_t timeout_s) {
   if (ranks < 1 || ranks > kMaxCheckpointRanks) {
-    return ErrnoStatus(EINVAL, absl::StrCat("a checkpoint has 1..", kMaxCheckpointRanks,
-                                            " ranks, not ", ranks));
+    return ErrnoStatus(
+        EINVAL, absl::StrCat("a checkpoint has 1..", kMaxCheckpointRanks, " ranks, not ", ranks));
   }
   meta::DeclareCheckpointRequest request;
   request.set_ino(dir);
@@ -75,8 +74,8 @@ absl::StatusOr<meta::CheckpointInfo> Client::CommitCheckpoint(uint64_t dir, uint
   const absl::Time start = absl::Now();
   std::optional<uint32_t> timeout_s;  // learned from the first answer
   absl::Duration backoff = kMinBackoff;
-  const uint32_t wait_ms = static_cast<uint32_t>(
-      std::max<int64_t>(1, absl::ToInt64Milliseconds(options.commit_poll)));
+  const uint32_t wait_ms =
+      static_cast<uint32_t>(std::max<int64_t>(1, absl::ToInt64Milliseconds(options.commit_poll)));
   bool arrived = false;  // the service acknowledged this rank's arrival
   auto give_up_at = [&] {
     return start + absl::Seconds(timeout_s.value_or(kDefaultCommitTimeoutS)) +
@@ -105,22 +104,20 @@ absl::StatusOr<meta::CheckpointInfo> Client::CommitCheckpoint(uint64_t dir, uint
           // Once every rank arrived, the service is committing (syncing
           // the storage servers may take long): wait for it.
           if (reply->arrived() >= reply->ranks() || absl::Now() < give_up_at()) continue;
-          return ErrnoStatus(ETIMEDOUT,
-                             absl::StrCat("checkpoint ", dir, " still pending after ",
-                                          absl::FormatDuration(absl::Now() - start)));
+          return ErrnoStatus(ETIMEDOUT, absl::StrCat("checkpoint ", dir, " still pending after ",
+                                                     absl::FormatDuration(absl::Now() - start)));
         default:
-          return ErrnoStatus(EIO, absl::StrCat("CommitCheckpoint of inode ", dir,
-                                               " answered without a state"));
+          return ErrnoStatus(
+              EIO, absl::StrCat("CommitCheckpoint of inode ", dir, " answered without a state"));
       }
     }
     if (!Unreachable(reply.status())) return reply.status();
     const absl::Duration left = give_up_at() - absl::Now();
     if (left <= absl::ZeroDuration()) {
-      return ErrnoStatus(ETIMEDOUT,
-                         absl::StrCat("commit of rank ", rank, " of checkpoint ", dir,
-                                      ": the metadata service was unreachable until the "
-                                      "checkpoint's timeout passed (",
-                                      reply.status().message(), ")"));
+      return ErrnoStatus(ETIMEDOUT, absl::StrCat("commit of rank ", rank, " of checkpoint ", dir,
+                                                 ": the metadata service was unreachable until the "
+                                                 "checkpoint's timeout passed (",
+                                                 reply.status().message(), ")"));
     }
     const absl::Duration pause = std::min(backoff, left);
     if (cancel != nullptr) {

@@ -82,9 +82,8 @@ class ClientImpl {
   // `writer_handle`: the id the open registered (0: none); `hold`: a
   // read-only open's hold (client/reader_hold.h). On error both are
   // released.
-  absl::StatusOr<std::unique_ptr<File>> MakeFile(const meta::Attr& attr, int flags,
-                                                 bool truncated, const StateBefore& before,
-                                                 uint64_t writer_handle,
+  absl::StatusOr<std::unique_ptr<File>> MakeFile(const meta::Attr& attr, int flags, bool truncated,
+                                                 const StateBefore& before, uint64_t writer_handle,
                                                  ReaderHold hold = ReaderHold());
 
   // Ends writer registration `writer` of `ino` (a CommitWrite with only

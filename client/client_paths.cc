@@ -45,8 +45,10 @@ auto WalkFromRoot(absl::string_view path, Walk walk) -> decltype(walk()) {
   if (result.ok() || ErrnoFromStatus(result.status()) != ESTALE) return result;
   result = walk();
   if (result.ok() || ErrnoFromStatus(result.status()) != ESTALE) return result;
-  return ErrnoStatus(ENOENT, absl::StrCat("a directory of ", path, " was removed while it was "
-                                          "being walked: ", result.status().message()));
+  return ErrnoStatus(ENOENT, absl::StrCat("a directory of ", path,
+                                          " was removed while it was "
+                                          "being walked: ",
+                                          result.status().message()));
 }
 
 }  // namespace

@@ -58,8 +58,8 @@ absl::StatusOr<HostPort> DataChunkTransport::AddressOf(uint32_t server_id) {
       if (absl::Status s = RefreshServers(); !s.ok()) return s;
     }
   }
-  return ErrnoStatus(EIO, absl::StrCat("storage server ", server_id,
-                                       " is unknown to the metadata service"));
+  return ErrnoStatus(
+      EIO, absl::StrCat("storage server ", server_id, " is unknown to the metadata service"));
 }
 
 absl::StatusOr<std::unique_ptr<DataConnection>> DataChunkTransport::Take(uint32_t server_id) {
@@ -94,8 +94,8 @@ void DataChunkTransport::Return(uint32_t server_id, std::unique_ptr<DataConnecti
 }
 
 absl::StatusOr<DataConnection::Response> DataChunkTransport::Call(
-    uint32_t server_id, const data::RequestHeader& request, const void* payload,
-    size_t payload_len, void* out, size_t out_capacity) {
+    uint32_t server_id, const data::RequestHeader& request, const void* payload, size_t payload_len,
+    void* out, size_t out_capacity) {
   absl::Status last;
   data::RequestHeader attempt_request = request;
   for (int attempt = 0; attempt < 2; ++attempt) {
@@ -132,10 +132,9 @@ absl::StatusOr<DataConnection::Response> DataChunkTransport::Call(
   return last;
 }
 
-absl::Status DataChunkTransport::WriteChunk(uint32_t server_id, uint64_t ino,
-                                            uint64_t chunk_index, uint32_t offset,
-                                            const void* data, size_t length, bool replace,
-                                            std::optional<uint32_t> crc32c) {
+absl::Status DataChunkTransport::WriteChunk(uint32_t server_id, uint64_t ino, uint64_t chunk_index,
+                                            uint32_t offset, const void* data, size_t length,
+                                            bool replace, std::optional<uint32_t> crc32c) {
   data::RequestHeader request;
   request.set_op(data::WRITE);
   request.set_ino(ino);
@@ -165,9 +164,9 @@ absl::Status DataChunkTransport::FillChunk(uint32_t server_id, uint64_t ino, uin
   return scope.Finish(response.status(), length);
 }
 
-absl::Status DataChunkTransport::AdoptChunk(uint32_t server_id, uint64_t ino,
-                                            uint64_t chunk_index, const std::string& tmp_name,
-                                            uint32_t data_length, uint32_t data_crc32c) {
+absl::Status DataChunkTransport::AdoptChunk(uint32_t server_id, uint64_t ino, uint64_t chunk_index,
+                                            const std::string& tmp_name, uint32_t data_length,
+                                            uint32_t data_crc32c) {
   data::RequestHeader request;
   request.set_op(data::ADOPT);
   request.set_ino(ino);

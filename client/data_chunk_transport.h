@@ -53,11 +53,11 @@ class DataChunkTransport : public ChunkTransport {
   absl::Status RefreshServers();
 
   using ChunkTransport::WriteChunk;
-  absl::Status WriteChunk(uint32_t server_id, uint64_t ino, uint64_t chunk_index,
-                          uint32_t offset, const void* data, size_t length, bool replace,
+  absl::Status WriteChunk(uint32_t server_id, uint64_t ino, uint64_t chunk_index, uint32_t offset,
+                          const void* data, size_t length, bool replace,
                           std::optional<uint32_t> crc32c) override;
-  absl::Status FillChunk(uint32_t server_id, uint64_t ino, uint64_t chunk_index,
-                         const void* data, size_t length) override;
+  absl::Status FillChunk(uint32_t server_id, uint64_t ino, uint64_t chunk_index, const void* data,
+                         size_t length) override;
   absl::Status AdoptChunk(uint32_t server_id, uint64_t ino, uint64_t chunk_index,
                           const std::string& tmp_name, uint32_t data_length,
                           uint32_t data_crc32c) override;
@@ -80,8 +80,8 @@ class DataChunkTransport : public ChunkTransport {
   // class comment for the retry rule.
   absl::StatusOr<DataConnection::Response> Call(uint32_t server_id,
                                                 const data::RequestHeader& request,
-                                                const void* payload, size_t payload_len,
-                                                void* out, size_t out_capacity);
+                                                const void* payload, size_t payload_len, void* out,
+                                                size_t out_capacity);
   // An idle connection to the server, or a new one.
   absl::StatusOr<std::unique_ptr<DataConnection>> Take(uint32_t server_id);
   void Return(uint32_t server_id, std::unique_ptr<DataConnection> conn);

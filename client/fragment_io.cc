@@ -171,9 +171,9 @@ absl::StatusOr<Fragments> FragmentsOfWrite(ChunkTransport& transport, const meta
   }
   const size_t capacity = size_t{g.F} * static_cast<size_t>(g.k);
   if (write.offset + write.length > capacity) {
-    return ErrnoStatus(EINVAL, absl::StrCat("write of ", write.length, " bytes at offset ",
-                                            write.offset, " of chunk ", write.chunk_index,
-                                            " exceeds its ", capacity, " bytes"));
+    return ErrnoStatus(
+        EINVAL, absl::StrCat("write of ", write.length, " bytes at offset ", write.offset,
+                             " of chunk ", write.chunk_index, " exceeds its ", capacity, " bytes"));
   }
   absl::StatusOr<DecodedChunk> old = ReadWholeChunkFragments(
       transport, nullptr, layout, write.ino, write.chunk_index, /*check_all=*/false);
@@ -186,7 +186,7 @@ absl::StatusOr<Fragments> FragmentsOfWrite(ChunkTransport& transport, const meta
     image.assign(capacity, 0);  // a hole: zeros
   } else {
     return AnnotateError(old.status(), absl::StrCat("read of chunk ", write.chunk_index,
-                                               " to merge a write at offset ", write.offset));
+                                                    " to merge a write at offset ", write.offset));
   }
   if (write.length > 0) std::memcpy(image.data() + write.offset, write.data, write.length);
   length = std::max<uint32_t>(length, static_cast<uint32_t>(write.offset + write.length));
@@ -212,9 +212,9 @@ void WriteChunkFragments(ChunkTransport& transport, IoExecutor& executor,
       std::move(done)(fragments.status());
       return;
     }
-    auto shared = std::make_shared<FragmentsInFlight>(
-        transport, g, write.ino, write.chunk_index, ReplicaServers(layout, write.chunk_index),
-        *std::move(fragments), std::move(done));
+    auto shared = std::make_shared<FragmentsInFlight>(transport, g, write.ino, write.chunk_index,
+                                                      ReplicaServers(layout, write.chunk_index),
+                                                      *std::move(fragments), std::move(done));
     for (int r = 0; r < g.n; ++r) executor.Submit([shared, r] { shared->Send(r); });
   });
 }
@@ -272,9 +272,8 @@ absl::StatusOr<DecodedChunk> ReadWholeChunkFragments(ChunkTransport& transport,
         r < g.k ? (L > start ? std::min<uint64_t>(g.F, L - start) : 0) : std::min(g.F, L);
     if (got[i] != kFragmentHeaderSize + expected) {
       chunk.fragment_status[i] = ErrnoStatus(
-          EIO, absl::StrCat(PieceName(r, g, servers[i]), " holds ",
-                            got[i] - kFragmentHeaderSize, " bytes; a chunk of ", L,
-                            " bytes gives it ", expected));
+          EIO, absl::StrCat(PieceName(r, g, servers[i]), " holds ", got[i] - kFragmentHeaderSize,
+                            " bytes; a chunk of ", L, " bytes gives it ", expected));
       if (failure.ok()) failure = chunk.fragment_status[i];
       continue;
     }
@@ -286,8 +285,8 @@ absl::StatusOr<DecodedChunk> ReadWholeChunkFragments(ChunkTransport& transport,
     // lost more than m of them at once, beyond what the code survives, so
     // it is a hole (never written), read as zeros with up to m servers down.
     if (missing >= g.k) {
-      return ErrnoStatus(ENOENT, absl::StrCat(chunk_name, " is on none of its ", g.n,
-                                              " fragment servers"));
+      return ErrnoStatus(ENOENT,
+                         absl::StrCat(chunk_name, " is on none of its ", g.n, " fragment servers"));
     }
     return AnnotateError(failure, absl::StrCat("no fragment of ", chunk_name, " could be read"));
   }
@@ -297,10 +296,10 @@ absl::StatusOr<DecodedChunk> ReadWholeChunkFragments(ChunkTransport& transport,
   }
   if (static_cast<int>(group->size()) < g.k) {
     return ErrnoStatus(
-        EIO, absl::StrCat(chunk_name, ": only ", group->size(), " of its ", g.n,
-                          " fragments agree (", g.k, " needed; ", missing, " missing",
-                          failure.ok() ? std::string() : absl::StrCat(", ", failure.message()),
-                          ")"));
+        EIO,
+        absl::StrCat(chunk_name, ": only ", group->size(), " of its ", g.n, " fragments agree (",
+                     g.k, " needed; ", missing, " missing",
+                     failure.ok() ? std::string() : absl::StrCat(", ", failure.message()), ")"));
   }
   const FragmentHeader& version = headers[static_cast<size_t>(group->front())];
   chunk.length = version.length;
@@ -322,9 +321,8 @@ absl::StatusOr<DecodedChunk> ReadWholeChunkFragments(ChunkTransport& transport,
   for (int r = 0; r < g.n && static_cast<int>(have.size()) < g.k; ++r) {
     if (!in_group[static_cast<size_t>(r)]) continue;
     have.push_back(r);
-    have_bytes.push_back(
-        reinterpret_cast<const unsigned char*>(buffers[static_cast<size_t>(r)].get() +
-                                               kFragmentHeaderSize));
+    have_bytes.push_back(reinterpret_cast<const unsigned char*>(
+        buffers[static_cast<size_t>(r)].get() + kFragmentHeaderSize));
   }
   for (int j = 0; j < g.k; ++j) {
     char* at = chunk.bytes.data() + size_t{g.F} * static_cast<size_t>(j);
@@ -398,7 +396,8 @@ absl::StatusOr<size_t> ReadChunkFragments(ChunkTransport& transport, FailedServe
   for (int j = 0; j < g.k && !whole_needed; ++j) {
     const uint32_t server = ReplicaServer(layout, chunk_index, j);
     char head[kFragmentHeaderSize];
-    absl::StatusOr<size_t> read = transport.ReadChunk(server, ino, chunk_index, 0, head, sizeof(head));
+    absl::StatusOr<size_t> read =
+        transport.ReadChunk(server, ino, chunk_index, 0, head, sizeof(head));
     note(server, read.status());
     FragmentHeader header;
     if (!read.ok() || !GetHeader(head, *read, &header) ||
@@ -409,8 +408,8 @@ absl::StatusOr<size_t> ReadChunkFragments(ChunkTransport& transport, FailedServe
     version = header;
   }
   uint64_t valid_end = offset;
-  for (uint64_t j = offset / g.F;
-       !whole_needed && j < static_cast<uint64_t>(g.k) && j * g.F < end; ++j) {
+  for (uint64_t j = offset / g.F; !whole_needed && j < static_cast<uint64_t>(g.k) && j * g.F < end;
+       ++j) {
     const uint64_t lo = std::max<uint64_t>(offset, j * g.F);
     const uint64_t hi = std::min<uint64_t>(end, (j + 1) * g.F);
     const uint32_t server = ReplicaServer(layout, chunk_index, static_cast<int>(j));
@@ -441,14 +440,14 @@ absl::StatusOr<size_t> ReadChunkFragments(ChunkTransport& transport, FailedServe
   return n;
 }
 
-absl::Status CutChunkFragments(ChunkTransport& transport, const meta::Layout& layout,
-                               uint64_t ino, uint64_t chunk_index, uint32_t keep) {
+absl::Status CutChunkFragments(ChunkTransport& transport, const meta::Layout& layout, uint64_t ino,
+                               uint64_t chunk_index, uint32_t keep) {
   absl::StatusOr<DecodedChunk> chunk =
       ReadWholeChunkFragments(transport, nullptr, layout, ino, chunk_index, /*check_all=*/false);
   if (!chunk.ok()) {
     if (ErrnoFromStatus(chunk.status()) == ENOENT) return absl::OkStatus();  // a hole
-    return AnnotateError(chunk.status(), absl::StrCat("read of chunk ", chunk_index, " to cut it to ",
-                                                 keep, " bytes"));
+    return AnnotateError(chunk.status(), absl::StrCat("read of chunk ", chunk_index,
+                                                      " to cut it to ", keep, " bytes"));
   }
   if (chunk->length <= keep) return absl::OkStatus();
   const Geometry g = GeometryOf(layout);
@@ -465,7 +464,7 @@ absl::Status CutChunkFragments(ChunkTransport& transport, const meta::Layout& la
                                                /*replace=*/true);
     if (!status.ok() && first_error.ok()) {
       first_error = AnnotateError(status, absl::StrCat("cut of chunk ", chunk_index, " to ", keep,
-                                                  " bytes: ", PieceName(r, g, servers[i])));
+                                                       " bytes: ", PieceName(r, g, servers[i])));
     }
   }
   return first_error;

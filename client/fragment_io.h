@@ -43,8 +43,8 @@
 // asked for are read directly (no decode), each checked to hold what that
 // length gives it. If a header disagrees (a rewrite or a truncate's
 // re-encode that reached only some fragments), or a fragment fails, is
-// missing or holds another length, every fragment is read whole, the largest group of fragments with one write id (and the
-// stored length that id's chunk length gives each fragment) is taken (at
+// missing or holds another length, every fragment is read whole, the largest group of fragments
+// with one write id (and the stored length that id's chunk length gives each fragment) is taken (at
 // least k, else EIO), and the missing data fragments are decoded. No
 // fragment readable and at least k of them absent (ENOENT) is a hole: a
 // chunk that was written has lost at most m, so a hole still reads as
@@ -105,15 +105,15 @@ absl::StatusOr<size_t> ReadChunkFragments(ChunkTransport& transport, FailedServe
 
 // Cuts the chunk to `keep` bytes (re-encoding it) if it holds more. Blocks.
 // REQUIRES: as ReadChunkFragments; no write of the chunk in flight.
-absl::Status CutChunkFragments(ChunkTransport& transport, const meta::Layout& layout,
-                               uint64_t ino, uint64_t chunk_index, uint32_t keep);
+absl::Status CutChunkFragments(ChunkTransport& transport, const meta::Layout& layout, uint64_t ino,
+                               uint64_t chunk_index, uint32_t keep);
 
 // A whole erasure-coded chunk as read back from its fragments (for tools
 // that verify and repair, and for read-modify-write).
 struct DecodedChunk {
-  uint32_t length = 0;         // L
-  uint64_t write_id = 0;       // of the fragments used
-  std::vector<char> bytes;     // k * F bytes: the chunk, zeros past `length`
+  uint32_t length = 0;      // L
+  uint64_t write_id = 0;    // of the fragments used
+  std::vector<char> bytes;  // k * F bytes: the chunk, zeros past `length`
   // Per fragment r in [0, k+m): whether it was read, agrees with the
   // version decoded, and its stored bytes are exactly what encoding the
   // chunk gives (false for missing, failed, other-version or damaged ones).

@@ -56,8 +56,8 @@
 #include "absl/time/clock.h"
 #include "common/credential.h"
 #include "common/errno_status.h"
-#include "common/meta_channel.h"
 #include "common/grpc_status.h"
+#include "common/meta_channel.h"
 
 namespace ckptfs::client {
 namespace {
@@ -94,9 +94,9 @@ GrpcMetaClient::GrpcMetaClient(std::string address, absl::Duration rpc_timeout,
 
 template <typename Request, typename Reply>
 absl::StatusOr<Reply> GrpcMetaClient::Call(const char* rpc, Retry retry,
-                                           Method<Request, Reply> method,
-                                           const Request& request, absl::Duration timeout,
-                                           Cancellation* cancel, bool* resent) {
+                                           Method<Request, Reply> method, const Request& request,
+                                           absl::Duration timeout, Cancellation* cancel,
+                                           bool* resent) {
   if (resent != nullptr) *resent = false;
   const absl::Time deadline =
       absl::Now() + (timeout > absl::ZeroDuration() ? timeout : rpc_timeout_);
@@ -136,10 +136,10 @@ absl::StatusOr<Reply> GrpcMetaClient::Call(const char* rpc, Retry retry,
     // the deadline: say so rather than only "Deadline Exceeded".
     const std::string context_text =
         transport && status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED
-            ? absl::StrCat(rpc, " at ", address_, " (no answer from the metadata service within ",
-                           absl::FormatDuration(timeout > absl::ZeroDuration() ? timeout
-                                                                               : rpc_timeout_),
-                           ")")
+            ? absl::StrCat(
+                  rpc, " at ", address_, " (no answer from the metadata service within ",
+                  absl::FormatDuration(timeout > absl::ZeroDuration() ? timeout : rpc_timeout_),
+                  ")")
             : absl::StrCat(rpc, " at ", address_);
     absl::Status error = FromGrpcStatus(status, context_text);
     return transport ? MarkMetaTransportError(std::move(error)) : error;

@@ -70,8 +70,7 @@ class GrpcMetaClient : public MetaClient {
   absl::StatusOr<meta::ListServersReply> ListServers(const meta::Empty& request) override;
   absl::StatusOr<meta::Attr> MoveStripeServer(uint64_t ino, uint32_t from, uint32_t to) override;
   absl::Status ReportRepair(const meta::RepairReport& report) override;
-  absl::StatusOr<meta::Empty> ClientHeartbeat(
-      const meta::ClientHeartbeatRequest& request) override;
+  absl::StatusOr<meta::Empty> ClientHeartbeat(const meta::ClientHeartbeatRequest& request) override;
   absl::StatusOr<meta::ClusterStatusReply> ClusterStatus(
       const meta::ClusterStatusRequest& request) override;
 
@@ -91,8 +90,7 @@ class GrpcMetaClient : public MetaClient {
   // answer differently.
   template <typename Request, typename Reply>
   absl::StatusOr<Reply> Call(const char* rpc, Retry retry, Method<Request, Reply> method,
-                             const Request& request,
-                             absl::Duration timeout = absl::ZeroDuration(),
+                             const Request& request, absl::Duration timeout = absl::ZeroDuration(),
                              Cancellation* cancel = nullptr, bool* resent = nullptr);
 
   const std::string address_;

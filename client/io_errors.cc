@@ -76,9 +76,9 @@ absl::Status FileIoError(const absl::Status& status, absl::string_view context) 
   if (!advice.empty() && message.find("`ckptfs ") == std::string::npos) {
     absl::StrAppend(&message, " (", advice, ")");
   }
-  return ErrnoStatusWithCode(status.code() == absl::StatusCode::kOk ? absl::StatusCode::kInternal
-                                                                    : status.code(),
-                             err, message);
+  return ErrnoStatusWithCode(
+      status.code() == absl::StatusCode::kOk ? absl::StatusCode::kInternal : status.code(), err,
+      message);
 }
 
 absl::Status AnnotateError(const absl::Status& status, absl::string_view context) {

@@ -15,9 +15,9 @@ absl::Status ValidateLayout(const meta::Layout& layout) {
   if (layout.chunk_size() == 0) return ErrnoStatus(EIO, "file layout has chunk size 0");
   if (layout.stripe_size() == 0) return ErrnoStatus(EIO, "file layout has no storage servers");
   if (layout.replicas() > static_cast<uint32_t>(layout.stripe_size())) {
-    return ErrnoStatus(EIO, absl::StrCat("file layout has ", layout.replicas(),
-                                         " replicas on a stripe of only ", layout.stripe_size(),
-                                         " storage servers"));
+    return ErrnoStatus(
+        EIO, absl::StrCat("file layout has ", layout.replicas(), " replicas on a stripe of only ",
+                          layout.stripe_size(), " storage servers"));
   }
   if (IsErasureCoded(layout)) {
     const uint32_t pieces = layout.ec_data() + layout.ec_parity();

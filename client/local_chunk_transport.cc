@@ -2,8 +2,8 @@
 #include "client/local_chunk_transport.h"
 
 #include <fcntl.h>
-#include <sys/stat.h>
 #include <sys/random.h>
+#include <sys/stat.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -183,7 +183,9 @@ bool LocalChunkTransport::Scratch::Reserve(size_t n) {
 
 LocalChunkTransport::LocalChunkTransport(std::unique_ptr<ChunkTransport> inner, MetaClient* meta,
                                          absl::Duration refresh, Use use)
-    : inner_(std::move(inner)), meta_(meta), refresh_(std::max(refresh, absl::Milliseconds(10))),
+    : inner_(std::move(inner)),
+      meta_(meta),
+      refresh_(std::max(refresh, absl::Milliseconds(10))),
       use_(use) {
   Metrics();
   Reload();
@@ -221,19 +223,18 @@ std::optional<LocalChunkTransport::LocalServer> LocalChunkTransport::FindLocal(
   // A process that may not enter the chunk directory (a mount not run as
   // the server's user: servers make it 0700) reads over TCP instead of
   // failing every local read first; likewise for writes and tmp/.
-  if (faccessat(AT_FDCWD, ChunksDirectory(info.data_dir()).c_str(), R_OK | X_OK, AT_EACCESS) !=
-      0) {
+  if (faccessat(AT_FDCWD, ChunksDirectory(info.data_dir()).c_str(), R_OK | X_OK, AT_EACCESS) != 0) {
     return std::nullopt;
   }
-  const bool writable = faccessat(AT_FDCWD, TmpDirectory(info.data_dir()).c_str(),
-                                  W_OK | X_OK, AT_EACCESS) == 0;
+  const bool writable =
+      faccessat(AT_FDCWD, TmpDirectory(info.data_dir()).c_str(), W_OK | X_OK, AT_EACCESS) == 0;
   return LocalServer{info.data_dir(), std::move(lock), writable};
 }
 
-absl::StatusOr<size_t> LocalChunkTransport::ReadChunkFile(const std::string& data_dir,
-                                                         uint64_t ino, uint64_t chunk_index,
-                                                         uint32_t offset, void* buf,
-                                                         size_t length, Scratch& scratch) {
+absl::StatusOr<size_t> LocalChunkTransport::ReadChunkFile(const std::string& data_dir, uint64_t ino,
+                                                          uint64_t chunk_index, uint32_t offset,
+                                                          void* buf, size_t length,
+                                                          Scratch& scratch) {
   if (chunk_index > UINT32_MAX) {
     return ErrnoStatus(ENOENT, absl::StrCat("chunk index ", chunk_index, " is past any chunk"));
   }
@@ -288,13 +289,13 @@ absl::StatusOr<size_t> LocalChunkTransport::ReadChunkFile(const std::string& dat
       DecodeChunkHeader(absl::string_view(image, kChunkHeaderSize), path);
   if (!header.ok()) return header.status();
   if (header->key.ino != ino || header->key.index != chunk_index) {
-    return bad(absl::StrCat("its header names chunk ", header->key.index, " of inode ",
-                            header->key.ino));
+    return bad(
+        absl::StrCat("its header names chunk ", header->key.index, " of inode ", header->key.ino));
   }
   const uint64_t data_length = header->data_length;
   if (ChunkFileSize(data_length) > file_size) {
-    return bad(absl::StrCat("its header says ", data_length, " data bytes in a file of ",
-                            file_size));
+    return bad(
+        absl::StrCat("its header says ", data_length, " data bytes in a file of ", file_size));
   }
   const uint64_t begin = std::min<uint64_t>(offset, data_length);
   const uint64_t end = std::min<uint64_t>(uint64_t{offset} + length, data_length);
@@ -324,8 +325,7 @@ absl::StatusOr<size_t> LocalChunkTransport::ReadChunkFile(const std::string& dat
 }
 
 absl::StatusOr<std::string> LocalChunkTransport::WriteChunkFile(const std::string& data_dir,
-                                                                uint64_t ino,
-                                                                uint32_t chunk_index,
+                                                                uint64_t ino, uint32_t chunk_index,
                                                                 const void* data, size_t length,
                                                                 uint32_t data_crc32c) {
   const std::string name = NextLocalWriteName();
@@ -342,8 +342,8 @@ absl::StatusOr<std::string> LocalChunkTransport::WriteChunkFile(const std::strin
     const int err = errno;
     return ErrnoStatus(err, absl::StrCat("open ", tmp, ": ", std::strerror(err)));
   }
-  UniqueFd fd(openat(dir.get(), name.c_str(),
-                     O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644));
+  UniqueFd fd(
+      openat(dir.get(), name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644));
   if (!fd.valid()) {
     const int err = errno;
     return ErrnoStatus(err, absl::StrCat("create ", path, ": ", std::strerror(err)));
@@ -356,8 +356,7 @@ absl::StatusOr<std::string> LocalChunkTransport::WriteChunkFile(const std::strin
   // blocks from the caller's memory, the last partial block zero-padded in
   // a block of our own.
   alignas(kChunkBlockSize) char header_block[kChunkHeaderSize];
-  EncodeChunkHeader({{ino, chunk_index}, static_cast<uint32_t>(length), data_crc32c},
-                    header_block);
+  EncodeChunkHeader({{ino, chunk_index}, static_cast<uint32_t>(length), data_crc32c}, header_block);
   const size_t whole = length / kChunkBlockSize * kChunkBlockSize;
   alignas(kChunkBlockSize) char tail_block[kChunkBlockSize];
   const size_t tail = length - whole;
@@ -385,10 +384,9 @@ absl::StatusOr<std::string> LocalChunkTransport::WriteChunkFile(const std::strin
   return name;
 }
 
-absl::Status LocalChunkTransport::WriteChunk(uint32_t server_id, uint64_t ino,
-                                             uint64_t chunk_index, uint32_t offset,
-                                             const void* data, size_t length, bool replace,
-                                             std::optional<uint32_t> crc32c) {
+absl::Status LocalChunkTransport::WriteChunk(uint32_t server_id, uint64_t ino, uint64_t chunk_index,
+                                             uint32_t offset, const void* data, size_t length,
+                                             bool replace, std::optional<uint32_t> crc32c) {
   // In place: writes from a chunk's start from aligned memory (every
   // write-behind flush; the server refuses a merge that would drop bytes
   // past `length`); other merges, empty chunks and other memory go over
@@ -398,9 +396,8 @@ absl::Status LocalChunkTransport::WriteChunk(uint32_t server_id, uint64_t ino,
     if (std::optional<LocalServer> local = RunningLocal(server_id);
         local.has_value() && local->writable) {
       const uint32_t crc = crc32c.has_value() ? *crc32c : Crc32c(data, length);
-      absl::StatusOr<bool> written = WriteInPlace(*local, server_id, ino,
-                                                  static_cast<uint32_t>(chunk_index), data,
-                                                  length, crc);
+      absl::StatusOr<bool> written = WriteInPlace(
+          *local, server_id, ino, static_cast<uint32_t>(chunk_index), data, length, crc);
       if (!written.ok()) return written.status();
       if (*written) return absl::OkStatus();
       crc32c = crc;
@@ -409,10 +406,10 @@ absl::Status LocalChunkTransport::WriteChunk(uint32_t server_id, uint64_t ino,
   return inner_->WriteChunk(server_id, ino, chunk_index, offset, data, length, replace, crc32c);
 }
 
-absl::StatusOr<bool> LocalChunkTransport::WriteInPlace(const LocalServer& local,
-                                                       uint32_t server_id, uint64_t ino,
-                                                       uint32_t chunk_index, const void* data,
-                                                       size_t length, uint32_t crc32c) {
+absl::StatusOr<bool> LocalChunkTransport::WriteInPlace(const LocalServer& local, uint32_t server_id,
+                                                       uint64_t ino, uint32_t chunk_index,
+                                                       const void* data, size_t length,
+                                                       uint32_t crc32c) {
   {
     absl::MutexLock lock(&mu_);
     auto marked = cannot_adopt_.find(server_id);
@@ -426,13 +423,12 @@ absl::StatusOr<bool> LocalChunkTransport::WriteInPlace(const LocalServer& local,
     if (std::string held_back; limiter.Allow(&held_back)) {
       CKPTFS_LOG(kWarning) << "cannot write chunk " << chunk_index << " of inode " << ino
                            << " in place for storage server " << server_id << " ("
-                           << name.status().message() << "); sent over the network"
-                           << held_back;
+                           << name.status().message() << "); sent over the network" << held_back;
     }
     return false;
   }
-  const absl::Status adopted = inner_->AdoptChunk(server_id, ino, chunk_index, *name,
-                                                  static_cast<uint32_t>(length), crc32c);
+  const absl::Status adopted =
+      inner_->AdoptChunk(server_id, ino, chunk_index, *name, static_cast<uint32_t>(length), crc32c);
   if (adopted.ok()) {
     Metrics().written_local->Increment();
     Metrics().written_bytes->Increment(length);
@@ -471,16 +467,16 @@ absl::StatusOr<bool> LocalChunkTransport::WriteInPlace(const LocalServer& local,
   if (ErrnoFromStatus(adopted) == EEXIST) return false;
   static LogLimiter limiter(absl::Minutes(1), 3);
   if (std::string held_back; limiter.Allow(&held_back)) {
-    CKPTFS_LOG(kWarning) << "storage server " << server_id << " did not adopt chunk "
-                         << chunk_index << " of inode " << ino << " written in place ("
-                         << adopted.message() << "); sent over the network" << held_back;
+    CKPTFS_LOG(kWarning) << "storage server " << server_id << " did not adopt chunk " << chunk_index
+                         << " of inode " << ino << " written in place (" << adopted.message()
+                         << "); sent over the network" << held_back;
   }
   return false;
 }
 
 absl::StatusOr<size_t> LocalChunkTransport::ReadChunk(uint32_t server_id, uint64_t ino,
-                                                     uint64_t chunk_index, uint32_t offset,
-                                                     void* buf, size_t length) {
+                                                      uint64_t chunk_index, uint32_t offset,
+                                                      void* buf, size_t length) {
   if (std::optional<LocalServer> local = use_.reads ? RunningLocal(server_id) : std::nullopt;
       local.has_value()) {
     Scratch scratch = TakeScratch();
@@ -493,8 +489,7 @@ absl::StatusOr<size_t> LocalChunkTransport::ReadChunk(uint32_t server_id, uint64
       return *got;
     }
     // Not judged here: the server answers (see the header).
-    (ErrnoFromStatus(got.status()) == ENOENT ? Metrics().missing : Metrics().rejected)
-        ->Increment();
+    (ErrnoFromStatus(got.status()) == ENOENT ? Metrics().missing : Metrics().rejected)->Increment();
   }
   return inner_->ReadChunk(server_id, ino, chunk_index, offset, buf, length);
 }

@@ -191,16 +191,16 @@ class LocalChunkTransport : public ChunkTransport {
                                                     size_t length, uint32_t data_crc32c);
 
   using ChunkTransport::WriteChunk;
-  absl::Status WriteChunk(uint32_t server_id, uint64_t ino, uint64_t chunk_index,
-                          uint32_t offset, const void* data, size_t length, bool replace,
+  absl::Status WriteChunk(uint32_t server_id, uint64_t ino, uint64_t chunk_index, uint32_t offset,
+                          const void* data, size_t length, bool replace,
                           std::optional<uint32_t> crc32c) override;
   absl::Status AdoptChunk(uint32_t server_id, uint64_t ino, uint64_t chunk_index,
                           const std::string& tmp_name, uint32_t data_length,
                           uint32_t data_crc32c) override {
     return inner_->AdoptChunk(server_id, ino, chunk_index, tmp_name, data_length, data_crc32c);
   }
-  absl::Status FillChunk(uint32_t server_id, uint64_t ino, uint64_t chunk_index,
-                         const void* data, size_t length) override {
+  absl::Status FillChunk(uint32_t server_id, uint64_t ino, uint64_t chunk_index, const void* data,
+                         size_t length) override {
     return inner_->FillChunk(server_id, ino, chunk_index, data, length);
   }
   absl::StatusOr<size_t> ReadChunk(uint32_t server_id, uint64_t ino, uint64_t chunk_index,

@@ -48,10 +48,8 @@ class MetaClient {
   virtual absl::StatusOr<meta::Empty> Rename(const meta::RenameRequest& request) = 0;
   virtual absl::StatusOr<meta::ReadDirReply> ReadDir(const meta::ReadDirRequest& request) = 0;
   virtual absl::StatusOr<meta::AttrReply> Open(const meta::OpenRequest& request) = 0;
-  virtual absl::StatusOr<meta::AttrReply> CommitWrite(
-      const meta::CommitWriteRequest& request) = 0;
-  virtual absl::StatusOr<meta::Empty> ReleaseReader(
-      const meta::ReleaseReaderRequest& request) = 0;
+  virtual absl::StatusOr<meta::AttrReply> CommitWrite(const meta::CommitWriteRequest& request) = 0;
+  virtual absl::StatusOr<meta::Empty> ReleaseReader(const meta::ReleaseReaderRequest& request) = 0;
   virtual absl::StatusOr<meta::Empty> SetXattr(const meta::SetXattrRequest& request) = 0;
   virtual absl::StatusOr<meta::XattrValue> GetXattr(const meta::XattrRequest& request) = 0;
   virtual absl::StatusOr<meta::XattrNames> ListXattr(const meta::InodeRequest& request) = 0;
@@ -67,8 +65,7 @@ class MetaClient {
   // wait early with an error; the caller checks cancel->cancelled().
   virtual absl::StatusOr<meta::CheckpointInfo> CommitCheckpoint(
       const meta::CommitCheckpointRequest& request, Cancellation* cancel) = 0;
-  virtual absl::StatusOr<meta::CheckpointInfo> GetCheckpoint(
-      const meta::InodeRequest& request) = 0;
+  virtual absl::StatusOr<meta::CheckpointInfo> GetCheckpoint(const meta::InodeRequest& request) = 0;
   virtual absl::StatusOr<meta::ListCheckpointsReply> ListCheckpoints(
       const meta::InodeRequest& request) = 0;
   virtual absl::StatusOr<meta::Empty> RemoveCheckpoint(
@@ -85,8 +82,7 @@ class MetaClient {
   // attributes. ESTALE when the stripe no longer holds `from` (moved
   // already), EINVAL when `to` is unknown, already in the stripe, or `from`
   // itself; ENOENT / EISDIR as usual.
-  virtual absl::StatusOr<meta::Attr> MoveStripeServer(uint64_t ino, uint32_t from,
-                                                      uint32_t to) = 0;
+  virtual absl::StatusOr<meta::Attr> MoveStripeServer(uint64_t ino, uint32_t from, uint32_t to) = 0;
   // Hands the service the repairer's progress for `ckptfs status` (it keeps
   // the last one). Not pure: the default answers UNIMPLEMENTED.
   virtual absl::Status ReportRepair(const meta::RepairReport& report);
@@ -95,8 +91,7 @@ class MetaClient {
   // the defaults answer UNIMPLEMENTED.
   // Announces this client; one short try, no retry (the next heartbeat is
   // the retry).
-  virtual absl::StatusOr<meta::Empty> ClientHeartbeat(
-      const meta::ClientHeartbeatRequest& request);
+  virtual absl::StatusOr<meta::Empty> ClientHeartbeat(const meta::ClientHeartbeatRequest& request);
   virtual absl::StatusOr<meta::ClusterStatusReply> ClusterStatus(
       const meta::ClusterStatusRequest& request);
 };

@@ -82,8 +82,7 @@ void OpenFileState::ReturnFreeBuffersLocked() {
     services_.buffers->Release(chunk_size_, std::move(buffer));
   }
   free_buffers_.clear();
-  services_.buffers->Unreserve(static_cast<size_t>(reserved_before - reserved_after) *
-                               chunk_size_);
+  services_.buffers->Unreserve(static_cast<size_t>(reserved_before - reserved_after) * chunk_size_);
 }
 
 uint64_t OpenFileState::size() const {
@@ -281,8 +280,7 @@ void OpenFileState::DispatchLocked() {
                    });
 }
 
-void OpenFileState::WriteDone(uint64_t index, ChunkBuffer buffer,
-                              absl::Status status) {
+void OpenFileState::WriteDone(uint64_t index, ChunkBuffer buffer, absl::Status status) {
   absl::MutexLock lock(&mu_);
   --inflight_;
   inflight_chunks_.erase(index);
@@ -362,8 +360,8 @@ absl::StatusOr<ReadView> OpenFileState::ViewInto(uint64_t offset, size_t len, bo
   uint64_t last_index = 0;
   for (const ChunkPiece& piece : SplitRange(offset, len, chunk_size_)) {
     char* out = direct_out == nullptr ? nullptr : direct_out + piece.range_offset;
-    absl::Status status = ViewPieceLocked(piece.chunk_index, piece.offset_in_chunk,
-                                          piece.length, use_cache, out, view);
+    absl::Status status = ViewPieceLocked(piece.chunk_index, piece.offset_in_chunk, piece.length,
+                                          use_cache, out, view);
     if (!status.ok()) {
       EndViewLocked(view);  // its destructor would take mu_
       return status;
@@ -399,8 +397,7 @@ absl::Status OpenFileState::ViewPieceLocked(uint64_t index, uint32_t offset, uin
         break;
     }
     if (!use_cache) break;
-    const uint32_t cover =
-        std::max(needed, ChunkLengthInFile(index, chunk_size_, size_));
+    const uint32_t cover = std::max(needed, ChunkLengthInFile(index, chunk_size_, size_));
     ReadCache::Fetch fetch = cache_.StartFetch(index, cover);
     if (fetch.buffer == nullptr && !asked_others && !cache_.full()) {
       // The read budget is spent (not this cache's own bound): another
@@ -464,8 +461,8 @@ void OpenFileState::EndViewLocked(ReadView& view) {
   view.state_.reset();  // the caller holds this state too
 }
 
-absl::StatusOr<uint32_t> OpenFileState::FetchChunk(uint64_t index, uint32_t offset,
-                                                   uint32_t length, char* out) {
+absl::StatusOr<uint32_t> OpenFileState::FetchChunk(uint64_t index, uint32_t offset, uint32_t length,
+                                                   char* out) {
   if (index > kMaxChunkIndex) {
     // Past the largest file anyone can write (Write says EFBIG), so only a
     // truncate can reach it: a hole. The data protocol carries 32-bit chunk
@@ -473,9 +470,8 @@ absl::StatusOr<uint32_t> OpenFileState::FetchChunk(uint64_t index, uint32_t offs
     std::memset(out, 0, length);
     return 0;
   }
-  absl::StatusOr<size_t> got =
-      ReadChunkCopy(*services_.transport, services_.failed_servers, layout_, ino_, index, offset,
-                    out, length);
+  absl::StatusOr<size_t> got = ReadChunkCopy(*services_.transport, services_.failed_servers,
+                                             layout_, ino_, index, offset, out, length);
   uint32_t stored = 0;
   if (got.ok()) {
     stored = static_cast<uint32_t>(std::min<size_t>(*got, length));

@@ -166,8 +166,7 @@ class OpenFileState : public std::enable_shared_from_this<OpenFileState> {
   // `service_size` (the service's, just read: another client may have
   // extended the file since this state last saw it). The caller then
   // records the size in the metadata service and calls Refresh or SetSize.
-  absl::Status TruncateStorage(uint64_t new_size, uint64_t service_size)
-      ABSL_LOCKS_EXCLUDED(mu_);
+  absl::Status TruncateStorage(uint64_t new_size, uint64_t service_size) ABSL_LOCKS_EXCLUDED(mu_);
 
   // After the service recorded `size` for a truncate.
   void SetSize(uint64_t size) ABSL_LOCKS_EXCLUDED(mu_);
@@ -189,8 +188,7 @@ class OpenFileState : public std::enable_shared_from_this<OpenFileState> {
   // in-flight slot and for an earlier write of the same chunk to finish.
   void DispatchLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Completion of a chunk write, on an IoExecutor thread.
-  void WriteDone(uint64_t index, ChunkBuffer buffer, absl::Status status)
-      ABSL_LOCKS_EXCLUDED(mu_);
+  void WriteDone(uint64_t index, ChunkBuffer buffer, absl::Status status) ABSL_LOCKS_EXCLUDED(mu_);
   ChunkBuffer TakeBufferLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Gives the idle write buffers back to the pool, with their budget.
   void ReturnFreeBuffersLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -214,22 +212,21 @@ class OpenFileState : public std::enable_shared_from_this<OpenFileState> {
   friend class ReadView;
   // View, with bytes fetched straight from a server put at `direct_out`
   // (the caller's buffer, for Read) instead of in buffers the view owns.
-  absl::StatusOr<ReadView> ViewInto(uint64_t offset, size_t len, bool sequential,
-                                    char* direct_out) ABSL_LOCKS_EXCLUDED(mu_);
+  absl::StatusOr<ReadView> ViewInto(uint64_t offset, size_t len, bool sequential, char* direct_out)
+      ABSL_LOCKS_EXCLUDED(mu_);
   // Adds one piece of chunk `index` to `view`: a pinned cache entry, or a
   // fetch straight from the server into `direct_out` (if not null) or into
   // a buffer the view owns.
   absl::Status ViewPieceLocked(uint64_t index, uint32_t offset, uint32_t length, bool use_cache,
-                               char* direct_out, ReadView& view)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+                               char* direct_out, ReadView& view) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Ends a view: unpins its cache entries and gives its buffers back.
   void EndView(ReadView& view) ABSL_LOCKS_EXCLUDED(mu_);
   void EndViewLocked(ReadView& view) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Fetches chunk bytes [offset, offset + length) into out from one of its
   // copies, zero-filling holes; returns the bytes the copy had. No lock
   // held.
-  absl::StatusOr<uint32_t> FetchChunk(uint64_t index, uint32_t offset, uint32_t length,
-                                      char* out) ABSL_LOCKS_EXCLUDED(mu_);
+  absl::StatusOr<uint32_t> FetchChunk(uint64_t index, uint32_t offset, uint32_t length, char* out)
+      ABSL_LOCKS_EXCLUDED(mu_);
   // Chunk `index` is on none of its servers: OK if it is a hole (never
   // written, and the inode still has a name); EIO if a write of it was
   // acknowledged here or the service records it written (the data is lost),
@@ -301,4 +298,3 @@ class OpenFileState : public std::enable_shared_from_this<OpenFileState> {
 }  // namespace ckptfs::client
 
 #endif  // CKPTFS_CLIENT_OPEN_FILE_STATE_H_
-

@@ -10,8 +10,7 @@
 
 namespace ckptfs::client {
 
-ReadCache::ReadCache(size_t capacity, uint32_t chunk_size, BufferPool* pool,
-                     uint32_t read_ahead)
+ReadCache::ReadCache(size_t capacity, uint32_t chunk_size, BufferPool* pool, uint32_t read_ahead)
     : capacity_(capacity), chunk_size_(chunk_size), read_ahead_(read_ahead), pool_(pool) {}
 
 ReadCache::~ReadCache() {
@@ -97,8 +96,7 @@ ReadCache::Fetch ReadCache::StartFetch(uint64_t index, uint32_t cover) {
   return Start(index, cover, /*read_ahead=*/false, index);
 }
 
-ReadCache::Fetch ReadCache::StartReadAhead(uint64_t index, uint32_t cover,
-                                           uint64_t reader_chunk) {
+ReadCache::Fetch ReadCache::StartReadAhead(uint64_t index, uint32_t cover, uint64_t reader_chunk) {
   return Start(index, cover, /*read_ahead=*/true, reader_chunk);
 }
 

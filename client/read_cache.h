@@ -136,7 +136,7 @@ class ReadCache {
  private:
   struct Entry {
     ChunkBuffer data;
-    uint32_t cover = 0;   // chunk bytes [0, cover) are valid
+    uint32_t cover = 0;  // chunk bytes [0, cover) are valid
     bool fetching = false;
     uint64_t fetch_id = 0;
     uint64_t last_use = 0;

@@ -24,8 +24,7 @@ void ReaderHold::Release() {
   request.set_reader_handle(handle_);
   absl::StatusOr<meta::Empty> released = std::exchange(meta_, nullptr)->ReleaseReader(request);
   if (!released.ok()) {
-    CKPTFS_LOG(kWarning) << "releasing the read hold of inode " << ino_ << ": "
-                         << released.status()
+    CKPTFS_LOG(kWarning) << "releasing the read hold of inode " << ino_ << ": " << released.status()
                          << " (the metadata service drops it after --orphan_grace_s)";
   }
 }

@@ -39,15 +39,15 @@ absl::Status RebuildFrom(ChunkTransport& transport, uint32_t chunk_size, const C
       transport.ReadChunk(source, write.ino, write.chunk_index, 0, image.get(), chunk_size);
   if (!got.ok()) {
     return AnnotateError(got.status(), absl::StrCat("read from storage server ", source,
-                                               " to rebuild the other copies"));
+                                                    " to rebuild the other copies"));
   }
   for (uint32_t target : targets) {
     CKPTFS_LOG(kWarning) << "chunk " << write.chunk_index << " of inode " << write.ino
                          << " on storage server " << target << " lacks bytes before offset "
                          << write.offset << " (lost?); rebuilding it from storage server "
                          << source;
-    absl::Status status = transport.WriteChunk(target, write.ino, write.chunk_index, 0,
-                                               image.get(), *got, /*replace=*/true);
+    absl::Status status = transport.WriteChunk(target, write.ino, write.chunk_index, 0, image.get(),
+                                               *got, /*replace=*/true);
     if (!status.ok()) {
       return AnnotateError(status, absl::StrCat("rebuild on storage server ", target));
     }
@@ -67,15 +67,15 @@ absl::Status MakeGapAndWrite(ChunkTransport& transport, const ChunkWrite& write,
   size_t longest_length = 0;
   std::vector<size_t> lengths;
   for (uint32_t server : servers) {
-    absl::StatusOr<size_t> got = transport.ReadChunk(server, write.ino, write.chunk_index, 0,
-                                                     scratch.get(), write.offset);
+    absl::StatusOr<size_t> got =
+        transport.ReadChunk(server, write.ino, write.chunk_index, 0, scratch.get(), write.offset);
     size_t length = 0;
     if (got.ok()) {
       length = std::min<size_t>(*got, write.offset);
     } else if (ErrnoFromStatus(got.status()) != ENOENT) {
-      return AnnotateError(got.status(), absl::StrCat("read from storage server ", server,
-                                                 " to fill the gap before offset ",
-                                                 write.offset));
+      return AnnotateError(got.status(),
+                           absl::StrCat("read from storage server ", server,
+                                        " to fill the gap before offset ", write.offset));
     }
     if (length > longest_length) {
       std::swap(longest, scratch);
@@ -96,16 +96,16 @@ absl::Status MakeGapAndWrite(ChunkTransport& transport, const ChunkWrite& write,
                                     longest_length, /*replace=*/true);
     }
     if (status.ok()) {
-      status = transport.WriteChunk(server, write.ino, write.chunk_index, write.offset,
-                                    &kNothing, 0, /*replace=*/false);
+      status = transport.WriteChunk(server, write.ino, write.chunk_index, write.offset, &kNothing,
+                                    0, /*replace=*/false);
     }
     if (status.ok()) {
-      status = transport.WriteChunk(server, write.ino, write.chunk_index, write.offset,
-                                    write.data, write.length, write.replace, write.crc32c);
+      status = transport.WriteChunk(server, write.ino, write.chunk_index, write.offset, write.data,
+                                    write.length, write.replace, write.crc32c);
     }
     if (!status.ok()) {
       return AnnotateError(status, absl::StrCat("filling the gap before offset ", write.offset,
-                                           " on storage server ", server));
+                                                " on storage server ", server));
     }
   }
   return absl::OkStatus();
@@ -218,22 +218,20 @@ void WriteChunkCopies(ChunkTransport& transport, IoExecutor& executor, const met
   }
   // Each copy is a task of its own, so that they travel in parallel and no
   // executor thread waits for another task.
-  auto shared =
-      std::make_shared<CopiesInFlight>(transport, layout.chunk_size(), write, servers,
-                                       std::move(done));
+  auto shared = std::make_shared<CopiesInFlight>(transport, layout.chunk_size(), write, servers,
+                                                 std::move(done));
   for (int r = 0; r < copies; ++r) {
     executor.Submit([&transport, write, shared, r, server = servers[static_cast<size_t>(r)]] {
-      shared->Answer(r, transport.WriteChunk(server, write.ino, write.chunk_index, write.offset,
-                                             write.data, write.length, write.replace,
-                                             write.crc32c));
+      shared->Answer(
+          r, transport.WriteChunk(server, write.ino, write.chunk_index, write.offset, write.data,
+                                  write.length, write.replace, write.crc32c));
     });
   }
 }
 
 absl::StatusOr<size_t> ReadChunkCopy(ChunkTransport& transport, FailedServers* failed,
-                                     const meta::Layout& layout, uint64_t ino,
-                                     uint64_t chunk_index, uint32_t offset, char* out,
-                                     size_t length) {
+                                     const meta::Layout& layout, uint64_t ino, uint64_t chunk_index,
+                                     uint32_t offset, char* out, size_t length) {
   if (IsErasureCoded(layout)) {
     return ReadChunkFragments(transport, failed, layout, ino, chunk_index, offset, out, length);
   }
@@ -265,7 +263,8 @@ absl::StatusOr<size_t> ReadChunkCopy(ChunkTransport& transport, FailedServers* f
       if (scratch == nullptr) scratch.reset(new char[length]);
       into = scratch.get();
     }
-    absl::StatusOr<size_t> got = transport.ReadChunk(server, ino, chunk_index, offset, into, length);
+    absl::StatusOr<size_t> got =
+        transport.ReadChunk(server, ino, chunk_index, offset, into, length);
     if (failed != nullptr) {
       if (got.ok() || ErrnoFromStatus(got.status()) == ENOENT) {
         failed->NoteAnswered(server);
@@ -302,18 +301,18 @@ absl::StatusOr<size_t> ReadChunkCopy(ChunkTransport& transport, FailedServers* f
     // The bytes past what the answering copies hold may be on the copy that
     // failed alone (a copy that lost its tail): an error, never zeros in
     // their place. (Callers ask only for bytes within the file's size.)
-    return AnnotateError(failure, absl::StrCat("the copies that answered hold ", best_length, " of the ",
-                                          length, " bytes asked for at offset ", offset,
-                                          ", and the rest may be on the copy that failed"));
+    return AnnotateError(
+        failure, absl::StrCat("the copies that answered hold ", best_length, " of the ", length,
+                              " bytes asked for at offset ", offset,
+                              ", and the rest may be on the copy that failed"));
   }
   if (best >= 0) {
     const uint32_t server = ReplicaServer(layout, chunk_index, best);
     for (int m : missing_on) {
       const uint32_t lost = ReplicaServer(layout, chunk_index, m);
       if (!ShouldWarnAboutServer(lost)) continue;
-      CKPTFS_LOG(kWarning) << "chunk " << chunk_index << " of inode " << ino
-                           << " is missing on " << CopyName(m, copies, lost)
-                           << "; read from storage server " << server
+      CKPTFS_LOG(kWarning) << "chunk " << chunk_index << " of inode " << ino << " is missing on "
+                           << CopyName(m, copies, lost) << "; read from storage server " << server
                            << " instead (said once a minute per server)";
     }
     for (const auto& [r, n] : answered) {
@@ -322,15 +321,15 @@ absl::StatusOr<size_t> ReadChunkCopy(ChunkTransport& transport, FailedServers* f
       if (!ShouldWarnAboutServer(shorter)) continue;
       CKPTFS_LOG(kWarning) << "copies of chunk " << chunk_index << " of inode " << ino
                            << " differ: " << CopyName(r, copies, shorter) << " holds " << n
-                           << " of the bytes at offset " << offset << ", storage server "
-                           << server << " " << best_length
+                           << " of the bytes at offset " << offset << ", storage server " << server
+                           << " " << best_length
                            << "; read the longer (said once a minute per server)";
     }
     return best_length;
   }
   if (!failure.ok()) {
     return AnnotateError(failure, absl::StrCat("no copy of the chunk could be read (",
-                                          missing_on.size(), " of ", copies, " missing)"));
+                                               missing_on.size(), " of ", copies, " missing)"));
   }
   return ErrnoStatus(ENOENT, absl::StrCat("chunk ", chunk_index, " of inode ", ino,
                                           " is on none of its ", copies, " copies"));

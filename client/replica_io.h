@@ -140,9 +140,8 @@ void WriteChunkCopies(ChunkTransport& transport, IoExecutor& executor, const met
 // of `out` past the returned count are unspecified.
 // REQUIRES: ValidateLayout(layout).ok().
 absl::StatusOr<size_t> ReadChunkCopy(ChunkTransport& transport, FailedServers* failed,
-                                     const meta::Layout& layout, uint64_t ino,
-                                     uint64_t chunk_index, uint32_t offset, char* out,
-                                     size_t length);
+                                     const meta::Layout& layout, uint64_t ino, uint64_t chunk_index,
+                                     uint32_t offset, char* out, size_t length);
 
 }  // namespace ckptfs::client
 

@@ -80,8 +80,8 @@ absl::StatusOr<HostPort> UringChunkTransport::AddressOf(uint32_t server_id) {
       if (absl::Status s = RefreshServers(); !s.ok()) return s;
     }
   }
-  return ErrnoStatus(EIO, absl::StrCat("storage server ", server_id,
-                                       " is unknown to the metadata service"));
+  return ErrnoStatus(
+      EIO, absl::StrCat("storage server ", server_id, " is unknown to the metadata service"));
 }
 
 absl::StatusOr<UringChunkTransport::Link> UringChunkTransport::PickLink(uint32_t server_id) {
@@ -185,15 +185,15 @@ absl::StatusOr<UringChunkTransport::Response> UringChunkTransport::Call(
       if (call.status.ok()) {
         const data::ResponseHeader& reply = call.reply;
         if (reply.error() != 0) {
-          return ErrnoStatus(reply.error(), absl::StrCat("storage server ", server.ToString(),
-                                                         ": ", reply.message()));
+          return ErrnoStatus(reply.error(), absl::StrCat("storage server ", server.ToString(), ": ",
+                                                         reply.message()));
         }
         // The loop checksummed the payload piece by piece as it landed.
         if (call.payload_received > 0 && call.payload_crc32c != reply.payload_crc32c()) {
-          return ErrnoStatus(EBADMSG,
-                             absl::StrCat("storage server ", server.ToString(),
-                                          ": CRC32C mismatch on chunk ", request.chunk_index(),
-                                          " of inode ", request.ino(), " in transit"));
+          return ErrnoStatus(
+              EBADMSG,
+              absl::StrCat("storage server ", server.ToString(), ": CRC32C mismatch on chunk ",
+                           request.chunk_index(), " of inode ", request.ino(), " in transit"));
         }
         return Response{call.reply, call.payload_received};
       }
@@ -219,10 +219,9 @@ absl::StatusOr<UringChunkTransport::Response> UringChunkTransport::Call(
   return last;
 }
 
-absl::Status UringChunkTransport::WriteChunk(uint32_t server_id, uint64_t ino,
-                                             uint64_t chunk_index, uint32_t offset,
-                                             const void* data, size_t length, bool replace,
-                                             std::optional<uint32_t> crc32c) {
+absl::Status UringChunkTransport::WriteChunk(uint32_t server_id, uint64_t ino, uint64_t chunk_index,
+                                             uint32_t offset, const void* data, size_t length,
+                                             bool replace, std::optional<uint32_t> crc32c) {
   data::RequestHeader request;
   request.set_op(data::WRITE);
   request.set_ino(ino);
@@ -252,9 +251,9 @@ absl::Status UringChunkTransport::FillChunk(uint32_t server_id, uint64_t ino, ui
   return scope.Finish(response.status(), length);
 }
 
-absl::Status UringChunkTransport::AdoptChunk(uint32_t server_id, uint64_t ino,
-                                             uint64_t chunk_index, const std::string& tmp_name,
-                                             uint32_t data_length, uint32_t data_crc32c) {
+absl::Status UringChunkTransport::AdoptChunk(uint32_t server_id, uint64_t ino, uint64_t chunk_index,
+                                             const std::string& tmp_name, uint32_t data_length,
+                                             uint32_t data_crc32c) {
   data::RequestHeader request;
   request.set_op(data::ADOPT);
   request.set_ino(ino);
@@ -285,8 +284,8 @@ absl::StatusOr<size_t> UringChunkTransport::ReadChunk(uint32_t server_id, uint64
   return response->payload_len;
 }
 
-absl::Status UringChunkTransport::TrimChunks(uint32_t server_id, uint64_t ino,
-                                             uint64_t trim_size, uint32_t chunk_size) {
+absl::Status UringChunkTransport::TrimChunks(uint32_t server_id, uint64_t ino, uint64_t trim_size,
+                                             uint32_t chunk_size) {
   data::RequestHeader request;
   request.set_op(data::TRIM);
   request.set_ino(ino);

@@ -220,11 +220,10 @@ void UringDataLoop::ArmAll() {
   for (auto& conn : conns_) {
     if (!Arm(*conn)) break;  // the ring is full and cannot take more now
   }
-  conns_.erase(std::remove_if(conns_.begin(), conns_.end(),
-                              [](const std::shared_ptr<DataConnection>& c) {
-                                return c->finalized_;
-                              }),
-               conns_.end());
+  conns_.erase(
+      std::remove_if(conns_.begin(), conns_.end(),
+                     [](const std::shared_ptr<DataConnection>& c) { return c->finalized_; }),
+      conns_.end());
 }
 
 bool UringDataLoop::Arm(DataConnection& conn) {
@@ -266,8 +265,7 @@ bool UringDataLoop::ArmRecv(DataConnection& conn) {
     }
     size_t want = kStageCapacity - conn.stage_end_;
     if (conn.reads_waiting_ > 0) want = std::min(want, kSmallStageRecv);
-    io_uring_prep_recv(sqe, conn.fd_.get(), conn.stage_.get() + conn.stage_end_, want,
-                       base_flags_);
+    io_uring_prep_recv(sqe, conn.fd_.get(), conn.stage_.get() + conn.stage_end_, want, base_flags_);
     io_uring_sqe_set_data(sqe, &conn.recv_tag_);
   }
   conn.recv_armed_ = true;
@@ -305,8 +303,7 @@ void UringDataLoop::FillBatch(DataConnection& conn) {
   conn.iov_call_.clear();
   conn.iov_next_ = 0;
   size_t bytes = 0;
-  while (!conn.unsent_.empty() && conn.iov_.size() + 2 <= kMaxBatchIov &&
-         bytes < kMaxBatchBytes) {
+  while (!conn.unsent_.empty() && conn.iov_.size() + 2 <= kMaxBatchIov && bytes < kMaxBatchBytes) {
     DataCall* call = conn.unsent_.front();
     conn.unsent_.pop_front();
     const size_t index = conn.batch_.size();
@@ -400,9 +397,9 @@ void UringDataLoop::OnRecv(DataConnection& conn, int res) {
   if (DataCall* call = conn.payload_call_) {
     counters_.payload_recvs.fetch_add(1, std::memory_order_relaxed);
     // Checksummed now, while the piece just received is in cache.
-    call->payload_crc32c = Crc32cExtend(
-        call->payload_crc32c, static_cast<const char*>(call->out) + conn.payload_got_,
-        static_cast<size_t>(res));
+    call->payload_crc32c =
+        Crc32cExtend(call->payload_crc32c, static_cast<const char*>(call->out) + conn.payload_got_,
+                     static_cast<size_t>(res));
     conn.payload_got_ += static_cast<size_t>(res);
     if (conn.payload_got_ == conn.payload_len_) {
       conn.payload_call_ = nullptr;
@@ -449,8 +446,9 @@ void UringDataLoop::ParseStaged(DataConnection& conn) {
     }
     DataCall* call = it->second;
     if (prefix->payload_len > call->out_capacity) {
-      Break(conn, EBADMSG, absl::StrCat("reply payload of ", prefix->payload_len,
-                                        " bytes exceeds the ", call->out_capacity, " asked for"));
+      Break(conn, EBADMSG,
+            absl::StrCat("reply payload of ", prefix->payload_len, " bytes exceeds the ",
+                         call->out_capacity, " asked for"));
       return;
     }
     call->reply = std::move(header);

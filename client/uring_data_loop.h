@@ -43,8 +43,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <deque>
-#include <memory>
 #include <map>
+#include <memory>
 #include <string>
 #include <thread>
 #include <utility>
@@ -275,7 +275,7 @@ class UringDataLoop {
   std::multimap<absl::Time, DataCall*> deadlines_;  // of calls awaiting a reply
   uint64_t wake_buf_ = 0;
   bool wake_armed_ = false;
-  int wake_tag_ = 0;  // its address tags the eventfd read
+  int wake_tag_ = 0;             // its address tags the eventfd read
   bool arm_incomplete_ = false;  // the ring was full: arm again before sleeping
   bool stop_ = false;
   Counters counters_;

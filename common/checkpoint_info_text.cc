@@ -69,8 +69,8 @@ absl::Status NotAnInfoLine(absl::string_view line, absl::string_view why) {
 bool SetNumber(meta::CheckpointInfo& info, absl::string_view key, absl::string_view value) {
   int64_t n = 0;
   if (key != "ranks" && key != "arrived" && key != "files" && key != "bytes" &&
-      key != "declared_ms" && key != "first_commit_ms" && key != "ended_ms" &&
-      key != "timeout_s" && key != "errno" && key != "ino" && key != "removing_ms") {
+      key != "declared_ms" && key != "first_commit_ms" && key != "ended_ms" && key != "timeout_s" &&
+      key != "errno" && key != "ino" && key != "removing_ms") {
     return true;
   }
   if (!absl::SimpleAtoi(value, &n)) return false;
@@ -92,11 +92,16 @@ bool SetNumber(meta::CheckpointInfo& info, absl::string_view key, absl::string_v
 
 std::string CheckpointStateName(meta::CheckpointState state) {
   switch (state) {
-    case meta::PENDING: return "pending";
-    case meta::COMMITTED: return "committed";
-    case meta::ABORTED: return "aborted";
-    case meta::REMOVING: return "removing";
-    default: return "";
+    case meta::PENDING:
+      return "pending";
+    case meta::COMMITTED:
+      return "committed";
+    case meta::ABORTED:
+      return "aborted";
+    case meta::REMOVING:
+      return "removing";
+    default:
+      return "";
   }
 }
 

@@ -63,20 +63,20 @@ void EncodeChunkHeader(const ChunkHeader& header, char* block) {
   Put32(block + kCoveredBytes, Crc32c(block, kCoveredBytes));
 }
 
-absl::StatusOr<ChunkHeader> DecodeChunkHeader(absl::string_view block,
-                                              absl::string_view what) {
+absl::StatusOr<ChunkHeader> DecodeChunkHeader(absl::string_view block, absl::string_view what) {
   const char* p = block.data();
   if (Get32(p) != kChunkMagic) {
-    return ErrnoStatus(EIO, absl::StrCat(what, ": not a chunk file (bad magic 0x",
-                                         absl::Hex(Get32(p)), ")"));
+    return ErrnoStatus(
+        EIO, absl::StrCat(what, ": not a chunk file (bad magic 0x", absl::Hex(Get32(p)), ")"));
   }
   if (Get32(p + kCoveredBytes) != Crc32c(p, kCoveredBytes)) {
-    return ErrnoStatus(EIO, absl::StrCat(what, ": chunk header fails its CRC32C (torn or "
-                                              "corrupt header)"));
+    return ErrnoStatus(EIO, absl::StrCat(what,
+                                         ": chunk header fails its CRC32C (torn or "
+                                         "corrupt header)"));
   }
   if (Get32(p + 4) != kChunkFormatVersion) {
-    return ErrnoStatus(EIO, absl::StrCat(what, ": unsupported chunk format version ",
-                                         Get32(p + 4)));
+    return ErrnoStatus(EIO,
+                       absl::StrCat(what, ": unsupported chunk format version ", Get32(p + 4)));
   }
   ChunkHeader header;
   header.key.ino = Get64(p + 8);

@@ -51,8 +51,7 @@ struct ChunkHeader {
 
 // The size of a chunk file holding `data_length` bytes.
 inline constexpr size_t ChunkFileSize(size_t data_length) {
-  return kChunkHeaderSize +
-         (data_length + kChunkBlockSize - 1) / kChunkBlockSize * kChunkBlockSize;
+  return kChunkHeaderSize + (data_length + kChunkBlockSize - 1) / kChunkBlockSize * kChunkBlockSize;
 }
 
 // Where chunk `key` lives under a storage server's data directory:
@@ -78,8 +77,7 @@ void EncodeChunkHeader(const ChunkHeader& header, char* block);
 // Decodes and checks a header block: magic, version and the header's own
 // CRC. EIO naming `what` (e.g. the file path) when any is wrong.
 // REQUIRES: block.size() >= kChunkHeaderSize.
-absl::StatusOr<ChunkHeader> DecodeChunkHeader(absl::string_view block,
-                                              absl::string_view what);
+absl::StatusOr<ChunkHeader> DecodeChunkHeader(absl::string_view block, absl::string_view what);
 
 }  // namespace ckptfs
 

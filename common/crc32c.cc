@@ -22,8 +22,6 @@ uint32_t Crc32cExtend(uint32_t crc, const void* data, size_t size) {
   return ~reg;
 }
 
-uint32_t Crc32c(const void* data, size_t size) {
-  return Crc32cExtend(0, data, size);
-}
+uint32_t Crc32c(const void* data, size_t size) { return Crc32cExtend(0, data, size); }
 
 }  // namespace ckptfs

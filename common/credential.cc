@@ -56,9 +56,9 @@ absl::StatusOr<std::string> LoadCredential(const std::string& path) {
   if (st.st_uid != ::geteuid()) {
     // Else a file planted by another user (in a shared or world-writable
     // directory) would make the cluster run on a secret they know.
-    return ErrnoStatus(EACCES, absl::StrCat("credential file ", path, " belongs to uid ",
-                                            st.st_uid, ", not to this process's user (uid ",
-                                            ::geteuid(), "): use a credential file of your own"));
+    return ErrnoStatus(EACCES, absl::StrCat("credential file ", path, " belongs to uid ", st.st_uid,
+                                            ", not to this process's user (uid ", ::geteuid(),
+                                            "): use a credential file of your own"));
   }
   if ((st.st_mode & (S_IRWXG | S_IRWXO)) != 0) {
     return ErrnoStatus(
@@ -82,8 +82,8 @@ absl::StatusOr<std::string> LoadCredential(const std::string& path) {
   content.resize(got);
   const absl::string_view secret = absl::StripAsciiWhitespace(content);
   if (secret.empty()) {
-    return ErrnoStatus(EINVAL, absl::StrCat("credential file ", path,
-                                            " is empty (`ckptfs up` creates one)"));
+    return ErrnoStatus(
+        EINVAL, absl::StrCat("credential file ", path, " is empty (`ckptfs up` creates one)"));
   }
   for (char c : secret) {
     if (!absl::ascii_isgraph(static_cast<unsigned char>(c))) {

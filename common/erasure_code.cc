@@ -12,8 +12,10 @@ namespace ckptfs {
 
 absl::StatusOr<ErasureCode> ErasureCode::Create(int k, int m) {
   if (k < 1 || m < 1 || k + m > kMaxFragments) {
-    return ErrnoStatus(EINVAL, absl::StrCat("erasure code ", k, "+", m, ": want k >= 1, m >= 1 "
-                                            "and k + m <= ", kMaxFragments));
+    return ErrnoStatus(EINVAL, absl::StrCat("erasure code ", k, "+", m,
+                                            ": want k >= 1, m >= 1 "
+                                            "and k + m <= ",
+                                            kMaxFragments));
   }
   return ErasureCode(k, m);
 }

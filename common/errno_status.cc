@@ -16,38 +16,52 @@ constexpr char kErrnoPayloadUrl[] = "ckptfs/errno";
 
 absl::StatusCode CodeForErrno(int err) {
   switch (err) {
-    case 0: return absl::StatusCode::kOk;
-    case ENOENT: return absl::StatusCode::kNotFound;
-    case EEXIST: return absl::StatusCode::kAlreadyExists;
+    case 0:
+      return absl::StatusCode::kOk;
+    case ENOENT:
+      return absl::StatusCode::kNotFound;
+    case EEXIST:
+      return absl::StatusCode::kAlreadyExists;
     case EACCES:
-    case EPERM: return absl::StatusCode::kPermissionDenied;
+    case EPERM:
+      return absl::StatusCode::kPermissionDenied;
     case EINVAL:
     case ENAMETOOLONG:
-    case ERANGE: return absl::StatusCode::kInvalidArgument;
+    case ERANGE:
+      return absl::StatusCode::kInvalidArgument;
     case ENOTEMPTY:
     case ENOTDIR:
     case EISDIR:
     case EROFS:
     case EBUSY:
     case ENODATA:
-    case ESTALE: return absl::StatusCode::kFailedPrecondition;
+    case ESTALE:
+      return absl::StatusCode::kFailedPrecondition;
     case ENOSPC:
     case EDQUOT:
-    case ENOMEM: return absl::StatusCode::kResourceExhausted;
-    case ETIMEDOUT: return absl::StatusCode::kDeadlineExceeded;
+    case ENOMEM:
+      return absl::StatusCode::kResourceExhausted;
+    case ETIMEDOUT:
+      return absl::StatusCode::kDeadlineExceeded;
     case EINTR:
-    case ECANCELED: return absl::StatusCode::kCancelled;
+    case ECANCELED:
+      return absl::StatusCode::kCancelled;
     case ENOSYS:
-    case EOPNOTSUPP: return absl::StatusCode::kUnimplemented;
+    case EOPNOTSUPP:
+      return absl::StatusCode::kUnimplemented;
     case EFBIG:
-    case EOVERFLOW: return absl::StatusCode::kOutOfRange;
+    case EOVERFLOW:
+      return absl::StatusCode::kOutOfRange;
     case ECONNREFUSED:
     case ECONNRESET:
     case EHOSTUNREACH:
-    case EAGAIN: return absl::StatusCode::kUnavailable;
+    case EAGAIN:
+      return absl::StatusCode::kUnavailable;
     case EBADMSG:
-    case EILSEQ: return absl::StatusCode::kDataLoss;
-    default: return absl::StatusCode::kInternal;
+    case EILSEQ:
+      return absl::StatusCode::kDataLoss;
+    default:
+      return absl::StatusCode::kInternal;
   }
 }
 
@@ -55,8 +69,7 @@ absl::Status ErrnoStatus(int err, absl::string_view context) {
   return ErrnoStatusWithCode(CodeForErrno(err), err, context);
 }
 
-absl::Status ErrnoStatusWithCode(absl::StatusCode code, int err,
-                                 absl::string_view context) {
+absl::Status ErrnoStatusWithCode(absl::StatusCode code, int err, absl::string_view context) {
   absl::Status status(code, context);
   status.SetPayload(kErrnoPayloadUrl, absl::Cord(absl::StrCat(err)));
   return status;
@@ -73,18 +86,30 @@ int ErrnoFromStatus(const absl::Status& status) {
     if (absl::SimpleAtoi(std::string(*payload), &err) && err > 0) return err;
   }
   switch (status.code()) {
-    case absl::StatusCode::kNotFound: return ENOENT;
-    case absl::StatusCode::kAlreadyExists: return EEXIST;
-    case absl::StatusCode::kPermissionDenied: return EACCES;
-    case absl::StatusCode::kUnauthenticated: return EACCES;
-    case absl::StatusCode::kInvalidArgument: return EINVAL;
-    case absl::StatusCode::kResourceExhausted: return ENOSPC;
-    case absl::StatusCode::kDeadlineExceeded: return ETIMEDOUT;
-    case absl::StatusCode::kCancelled: return EINTR;
-    case absl::StatusCode::kUnimplemented: return ENOSYS;
-    case absl::StatusCode::kOutOfRange: return EFBIG;
-    case absl::StatusCode::kFailedPrecondition: return EPERM;
-    default: return EIO;
+    case absl::StatusCode::kNotFound:
+      return ENOENT;
+    case absl::StatusCode::kAlreadyExists:
+      return EEXIST;
+    case absl::StatusCode::kPermissionDenied:
+      return EACCES;
+    case absl::StatusCode::kUnauthenticated:
+      return EACCES;
+    case absl::StatusCode::kInvalidArgument:
+      return EINVAL;
+    case absl::StatusCode::kResourceExhausted:
+      return ENOSPC;
+    case absl::StatusCode::kDeadlineExceeded:
+      return ETIMEDOUT;
+    case absl::StatusCode::kCancelled:
+      return EINTR;
+    case absl::StatusCode::kUnimplemented:
+      return ENOSYS;
+    case absl::StatusCode::kOutOfRange:
+      return EFBIG;
+    case absl::StatusCode::kFailedPrecondition:
+      return EPERM;
+    default:
+      return EIO;
   }
 }
 

@@ -21,8 +21,7 @@ absl::Status ErrnoStatus(int err, absl::string_view context);
 
 // Like ErrnoStatus but with an explicit canonical code (e.g. kUnavailable
 // for a transport failure that should still read as EIO).
-absl::Status ErrnoStatusWithCode(absl::StatusCode code, int err,
-                                 absl::string_view context);
+absl::Status ErrnoStatusWithCode(absl::StatusCode code, int err, absl::string_view context);
 
 // ErrnoStatus(errno, context + ": " + strerror(errno)) for a failed syscall.
 absl::Status SyscallError(int err, absl::string_view context);

@@ -7,27 +7,43 @@ namespace ckptfs {
 
 uint32_t ModeTypeBits(meta::FileType type) {
   switch (type) {
-    case meta::DIRECTORY: return S_IFDIR;
-    case meta::SYMLINK: return S_IFLNK;
-    case meta::FIFO: return S_IFIFO;
-    case meta::SOCKET: return S_IFSOCK;
-    case meta::CHAR_DEVICE: return S_IFCHR;
-    case meta::BLOCK_DEVICE: return S_IFBLK;
-    case meta::REGULAR: return S_IFREG;
-    default: return 0;
+    case meta::DIRECTORY:
+      return S_IFDIR;
+    case meta::SYMLINK:
+      return S_IFLNK;
+    case meta::FIFO:
+      return S_IFIFO;
+    case meta::SOCKET:
+      return S_IFSOCK;
+    case meta::CHAR_DEVICE:
+      return S_IFCHR;
+    case meta::BLOCK_DEVICE:
+      return S_IFBLK;
+    case meta::REGULAR:
+      return S_IFREG;
+    default:
+      return 0;
   }
 }
 
 std::optional<meta::FileType> FileTypeOfMode(uint32_t mode) {
   switch (mode & S_IFMT) {
-    case S_IFREG: return meta::REGULAR;
-    case S_IFDIR: return meta::DIRECTORY;
-    case S_IFLNK: return meta::SYMLINK;
-    case S_IFIFO: return meta::FIFO;
-    case S_IFSOCK: return meta::SOCKET;
-    case S_IFCHR: return meta::CHAR_DEVICE;
-    case S_IFBLK: return meta::BLOCK_DEVICE;
-    default: return std::nullopt;
+    case S_IFREG:
+      return meta::REGULAR;
+    case S_IFDIR:
+      return meta::DIRECTORY;
+    case S_IFLNK:
+      return meta::SYMLINK;
+    case S_IFIFO:
+      return meta::FIFO;
+    case S_IFSOCK:
+      return meta::SOCKET;
+    case S_IFCHR:
+      return meta::CHAR_DEVICE;
+    case S_IFBLK:
+      return meta::BLOCK_DEVICE;
+    default:
+      return std::nullopt;
   }
 }
 

@@ -31,17 +31,15 @@ void EncodeFramePrefix(const FramePrefix& prefix, char out[kFramePrefixSize]) {
   PutLe32(out + 8, prefix.payload_len);
 }
 
-absl::StatusOr<FramePrefix> DecodeFramePrefix(absl::string_view bytes,
-                                              uint32_t max_payload) {
+absl::StatusOr<FramePrefix> DecodeFramePrefix(absl::string_view bytes, uint32_t max_payload) {
   if (bytes.size() < kFramePrefixSize) {
-    return ErrnoStatus(EBADMSG, absl::StrCat("frame prefix truncated: ", bytes.size(),
-                                             " of ", kFramePrefixSize, " bytes"));
+    return ErrnoStatus(EBADMSG, absl::StrCat("frame prefix truncated: ", bytes.size(), " of ",
+                                             kFramePrefixSize, " bytes"));
   }
   const uint32_t magic = GetLe32(bytes.data());
   if (magic != kFrameMagic) {
-    return ErrnoStatus(EBADMSG, absl::StrCat("not a ckptfs frame: magic 0x",
-                                             absl::Hex(magic), ", want 0x",
-                                             absl::Hex(kFrameMagic)));
+    return ErrnoStatus(EBADMSG, absl::StrCat("not a ckptfs frame: magic 0x", absl::Hex(magic),
+                                             ", want 0x", absl::Hex(kFrameMagic)));
   }
   FramePrefix prefix;
   prefix.header_len = GetLe32(bytes.data() + 4);
@@ -57,18 +55,19 @@ absl::StatusOr<FramePrefix> DecodeFramePrefix(absl::string_view bytes,
   return prefix;
 }
 
-absl::Status WriteFrame(int fd, const google::protobuf::MessageLite& header,
-                        const void* payload, size_t payload_len) {
+absl::Status WriteFrame(int fd, const google::protobuf::MessageLite& header, const void* payload,
+                        size_t payload_len) {
   std::string head(kFramePrefixSize, '\0');
   const size_t header_len = header.ByteSizeLong();
   if (header_len == 0) {
     // An all-default message serializes to nothing, which no frame may carry.
-    return ErrnoStatus(EINVAL, "frame header is empty (every field at its default); set "
-                               "request_id");
+    return ErrnoStatus(EINVAL,
+                       "frame header is empty (every field at its default); set "
+                       "request_id");
   }
   if (header_len > kMaxFrameHeader || payload_len > kMaxFramePayload) {
-    return ErrnoStatus(EMSGSIZE, absl::StrCat("frame too large to send: header ",
-                                              header_len, ", payload ", payload_len));
+    return ErrnoStatus(EMSGSIZE, absl::StrCat("frame too large to send: header ", header_len,
+                                              ", payload ", payload_len));
   }
   EncodeFramePrefix({static_cast<uint32_t>(header_len), static_cast<uint32_t>(payload_len)},
                     head.data());
@@ -87,8 +86,7 @@ absl::StatusOr<FramePrefix> ReadFrameHead(int fd, google::protobuf::MessageLite&
   if (!prefix.ok()) return prefix.status();
   std::string header_bytes(prefix->header_len, '\0');
   if (absl::Status s = RecvAll(fd, header_bytes.data(), header_bytes.size()); !s.ok()) {
-    return IsEndOfStream(s) ? ErrnoStatus(ECONNRESET, "connection closed inside a frame")
-                            : s;
+    return IsEndOfStream(s) ? ErrnoStatus(ECONNRESET, "connection closed inside a frame") : s;
   }
   if (!header.ParseFromString(header_bytes)) {
     return ErrnoStatus(EBADMSG, "frame header is not a valid protobuf message");

@@ -40,8 +40,8 @@ absl::StatusOr<FramePrefix> DecodeFramePrefix(absl::string_view bytes,
 
 // Writes one frame to a blocking socket: prefix, serialized header and the
 // payload, in one sendmsg where possible.
-absl::Status WriteFrame(int fd, const google::protobuf::MessageLite& header,
-                        const void* payload, size_t payload_len);
+absl::Status WriteFrame(int fd, const google::protobuf::MessageLite& header, const void* payload,
+                        size_t payload_len);
 
 // Reads a frame's prefix and header from a blocking socket into `header`.
 // On success the caller must consume exactly the returned payload_len bytes

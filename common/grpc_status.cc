@@ -12,8 +12,7 @@ namespace ckptfs {
 
 grpc::Status ToGrpcStatus(const absl::Status& status) {
   if (status.ok()) return grpc::Status::OK;
-  return grpc::Status(static_cast<grpc::StatusCode>(status.code()),
-                      std::string(status.message()),
+  return grpc::Status(static_cast<grpc::StatusCode>(status.code()), std::string(status.message()),
                       absl::StrCat(ErrnoFromStatus(status)));
 }
 
@@ -24,11 +23,9 @@ absl::Status FromGrpcStatus(const grpc::Status& status, absl::string_view rpc) {
     return ErrnoStatus(err, status.error_message());
   }
   // Not from our service: a transport failure, a deadline, a garbage reply.
-  err = status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED ? ETIMEDOUT
-                                                                     : EIO;
-  return ErrnoStatusWithCode(
-      static_cast<absl::StatusCode>(status.error_code()), err,
-      absl::StrCat("metadata service ", rpc, ": ", status.error_message()));
+  err = status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED ? ETIMEDOUT : EIO;
+  return ErrnoStatusWithCode(static_cast<absl::StatusCode>(status.error_code()), err,
+                             absl::StrCat("metadata service ", rpc, ": ", status.error_message()));
 }
 
 }  // namespace ckptfs

@@ -26,10 +26,14 @@ std::string& Component() {
 
 char SeverityLetter(LogSeverity severity) {
   switch (severity) {
-    case LogSeverity::kDebug: return 'D';
-    case LogSeverity::kInfo: return 'I';
-    case LogSeverity::kWarning: return 'W';
-    case LogSeverity::kError: return 'E';
+    case LogSeverity::kDebug:
+      return 'D';
+    case LogSeverity::kInfo:
+      return 'I';
+    case LogSeverity::kWarning:
+      return 'W';
+    case LogSeverity::kError:
+      return 'E';
   }
   return '?';
 }
@@ -41,9 +45,7 @@ void SetLogComponent(const std::string& component) {
   Component() = component;
 }
 
-void SetMinLogSeverity(LogSeverity severity) {
-  g_min_severity.store(static_cast<int>(severity));
-}
+void SetMinLogSeverity(LogSeverity severity) { g_min_severity.store(static_cast<int>(severity)); }
 
 bool LogEnabled(LogSeverity severity) {
   return static_cast<int>(severity) >= g_min_severity.load();
@@ -55,8 +57,7 @@ LogLine::~LogLine() {
     std::lock_guard<std::mutex> lock(ComponentMutex());
     component = Component();
   }
-  std::string line = absl::FormatTime("%Y-%m-%dT%H:%M:%E3SZ", absl::Now(),
-                                      absl::UTCTimeZone());
+  std::string line = absl::FormatTime("%Y-%m-%dT%H:%M:%E3SZ", absl::Now(), absl::UTCTimeZone());
   line += ' ';
   line += SeverityLetter(severity_);
   line += ' ';

@@ -43,9 +43,9 @@ class LogLine {
 
 }  // namespace ckptfs
 
-#define CKPTFS_LOG(severity)                                         \
-  if (!::ckptfs::LogEnabled(::ckptfs::LogSeverity::severity)) {     \
-  } else                                                             \
+#define CKPTFS_LOG(severity)                                    \
+  if (!::ckptfs::LogEnabled(::ckptfs::LogSeverity::severity)) { \
+  } else                                                        \
     ::ckptfs::LogLine(::ckptfs::LogSeverity::severity)
 
 #endif  // CKPTFS_COMMON_LOG_H_

@@ -41,8 +41,7 @@ class LogLimiter {
       return false;
     }
     tokens_ -= 1;
-    *held_back =
-        held_back_ == 0 ? "" : absl::StrCat(" (", held_back_, " more like it not logged)");
+    *held_back = held_back_ == 0 ? "" : absl::StrCat(" (", held_back_, " more like it not logged)");
     held_back_ = 0;
     return true;
   }

@@ -104,8 +104,7 @@ absl::StatusOr<std::string> SpreadMetaChannelTarget(absl::string_view list, size
     if (i == 0) {
       family = entry->family;
     } else if (entry->family != family) {
-      return BadEntry(list, (*entries)[i],
-                      "mixes IPv4 and IPv6 (one channel takes one family)");
+      return BadEntry(list, (*entries)[i], "mixes IPv4 and IPv6 (one channel takes one family)");
     }
     parts.push_back(std::move(entry->text));
   }

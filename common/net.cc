@@ -31,8 +31,8 @@ absl::StatusOr<sockaddr_storage> Resolve(const HostPort& addr, socklen_t* len) {
   const std::string port = absl::StrCat(addr.port);
   const int rc = ::getaddrinfo(addr.host.c_str(), port.c_str(), &hints, &result);
   if (rc != 0 || result == nullptr) {
-    return ErrnoStatus(EHOSTUNREACH, absl::StrCat("cannot resolve ", addr.ToString(),
-                                                  ": ", gai_strerror(rc)));
+    return ErrnoStatus(EHOSTUNREACH,
+                       absl::StrCat("cannot resolve ", addr.ToString(), ": ", gai_strerror(rc)));
   }
   sockaddr_storage storage{};
   std::memcpy(&storage, result->ai_addr, result->ai_addrlen);
@@ -53,8 +53,7 @@ absl::StatusOr<HostPort> ParseHostPort(absl::string_view text) {
   absl::string_view port_text;
   if (!text.empty() && text.front() == '[') {
     const size_t close = text.find(']');
-    if (close == absl::string_view::npos || close + 1 >= text.size() ||
-        text[close + 1] != ':') {
+    if (close == absl::string_view::npos || close + 1 >= text.size() || text[close + 1] != ':') {
       return absl::InvalidArgumentError(
           absl::StrCat("bad address \"", text, "\": expected [host]:port"));
     }
@@ -71,8 +70,7 @@ absl::StatusOr<HostPort> ParseHostPort(absl::string_view text) {
   }
   uint32_t port = 0;
   if (!absl::SimpleAtoi(port_text, &port) || port == 0 || port > 65535) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("bad port in address \"", text, "\""));
+    return absl::InvalidArgumentError(absl::StrCat("bad port in address \"", text, "\""));
   }
   out.port = static_cast<uint16_t>(port);
   return out;
@@ -117,8 +115,8 @@ absl::StatusOr<uint16_t> LocalPort(int fd) {
 namespace {
 
 // One connect attempt to one resolved address.
-absl::StatusOr<UniqueFd> ConnectOne(const sockaddr* address, socklen_t len,
-                                    const HostPort& addr, absl::Duration timeout) {
+absl::StatusOr<UniqueFd> ConnectOne(const sockaddr* address, socklen_t len, const HostPort& addr,
+                                    absl::Duration timeout) {
   UniqueFd fd(::socket(address->sa_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
   if (!fd.valid()) return SyscallError(errno, "socket");
   if (::connect(fd.get(), address, len) != 0) {
@@ -129,13 +127,13 @@ absl::StatusOr<UniqueFd> ConnectOne(const sockaddr* address, socklen_t len,
     const absl::Time deadline = absl::Now() + timeout;
     int rc = 0;
     for (;;) {
-      const int64_t left_ms = std::max<int64_t>(0, absl::ToInt64Milliseconds(deadline - absl::Now()));
+      const int64_t left_ms =
+          std::max<int64_t>(0, absl::ToInt64Milliseconds(deadline - absl::Now()));
       rc = ::poll(&pfd, 1, static_cast<int>(std::min<int64_t>(left_ms, 1 << 30)));
       if (rc >= 0 || errno != EINTR) break;
     }
     if (rc == 0) {
-      return ErrnoStatus(ETIMEDOUT, absl::StrCat("connect to ", addr.ToString(),
-                                                 ": timed out"));
+      return ErrnoStatus(ETIMEDOUT, absl::StrCat("connect to ", addr.ToString(), ": timed out"));
     }
     int err = 0;
     socklen_t err_len = sizeof(err);
@@ -160,8 +158,8 @@ absl::StatusOr<UniqueFd> ConnectTcp(const HostPort& addr, absl::Duration timeout
   const std::string port = absl::StrCat(addr.port);
   const int rc = ::getaddrinfo(addr.host.c_str(), port.c_str(), &hints, &result);
   if (rc != 0 || result == nullptr) {
-    return ErrnoStatus(EHOSTUNREACH, absl::StrCat("cannot resolve ", addr.ToString(), ": ",
-                                                  gai_strerror(rc)));
+    return ErrnoStatus(EHOSTUNREACH,
+                       absl::StrCat("cannot resolve ", addr.ToString(), ": ", gai_strerror(rc)));
   }
   // A name may resolve to several addresses (e.g. "localhost" to ::1 and
   // 127.0.0.1) of which only one has a listener: try each in turn.
@@ -233,8 +231,7 @@ absl::Status RecvAll(int fd, void* data, size_t size) {
 }
 
 bool IsEndOfStream(const absl::Status& status) {
-  return status.code() == absl::StatusCode::kOutOfRange &&
-         status.message() == kEndOfStream;
+  return status.code() == absl::StatusCode::kOutOfRange && status.message() == kEndOfStream;
 }
 
 }  // namespace ckptfs

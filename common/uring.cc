@@ -26,8 +26,8 @@ Ring::~Ring() {
 
 absl::Status Ring::RegisterBuffers(const std::vector<iovec>& regions) {
   if (!fixed_.empty()) return ErrnoStatus(EBUSY, "ring already has registered buffers");
-  const int rc = io_uring_register_buffers(&ring_, regions.data(),
-                                           static_cast<unsigned>(regions.size()));
+  const int rc =
+      io_uring_register_buffers(&ring_, regions.data(), static_cast<unsigned>(regions.size()));
   if (rc < 0) return SyscallError(-rc, "io_uring_register_buffers");
   fixed_ = regions;
   return absl::OkStatus();

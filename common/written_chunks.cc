@@ -12,10 +12,9 @@ ChunkRanges::ChunkRanges(const google::protobuf::RepeatedPtrField<meta::ChunkRan
 void ChunkRanges::Add(uint64_t first, uint64_t end) {
   if (end <= first) return;
   // The first range that ends at or after `first` (touching merges too).
-  auto lo = std::lower_bound(ranges_.begin(), ranges_.end(), first,
-                             [](const std::pair<uint64_t, uint64_t>& r, uint64_t at) {
-                               return r.second < at;
-                             });
+  auto lo = std::lower_bound(
+      ranges_.begin(), ranges_.end(), first,
+      [](const std::pair<uint64_t, uint64_t>& r, uint64_t at) { return r.second < at; });
   // Past the last range that starts at or before `end`.
   auto hi = lo;
   while (hi != ranges_.end() && hi->first <= end) ++hi;
@@ -39,10 +38,9 @@ void ChunkRanges::CutAt(uint64_t end) {
 }
 
 bool ChunkRanges::Contains(uint64_t index) const {
-  auto it = std::upper_bound(ranges_.begin(), ranges_.end(), index,
-                             [](uint64_t at, const std::pair<uint64_t, uint64_t>& r) {
-                               return at < r.first;
-                             });
+  auto it = std::upper_bound(
+      ranges_.begin(), ranges_.end(), index,
+      [](uint64_t at, const std::pair<uint64_t, uint64_t>& r) { return at < r.first; });
   if (it == ranges_.begin()) return false;
   --it;
   return index < it->second;
@@ -67,8 +65,8 @@ void ResetWritten(meta::WrittenChunks& written) {
 }
 
 void MergeWritten(meta::WrittenChunks& written,
-                  const google::protobuf::RepeatedPtrField<meta::ChunkRange>& added,
-                  bool untracked, uint64_t chunk_limit) {
+                  const google::protobuf::RepeatedPtrField<meta::ChunkRange>& added, bool untracked,
+                  uint64_t chunk_limit) {
   if (!written.known()) return;
   if (untracked) {
     written.Clear();  // known = false: missing chunks read as holes

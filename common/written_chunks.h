@@ -65,8 +65,8 @@ void ResetWritten(meta::WrittenChunks& written);
 // being tracked. Past kMaxWrittenRanges it stops too. No-op when the file
 // is not tracked.
 void MergeWritten(meta::WrittenChunks& written,
-                  const google::protobuf::RepeatedPtrField<meta::ChunkRange>& added,
-                  bool untracked, uint64_t chunk_limit);
+                  const google::protobuf::RepeatedPtrField<meta::ChunkRange>& added, bool untracked,
+                  uint64_t chunk_limit);
 // A truncate to `size`: the chunks wholly past it are no longer written; a
 // truncate to 0 (re)starts tracking.
 void TruncateWritten(meta::WrittenChunks& written, uint64_t size, uint32_t chunk_size);

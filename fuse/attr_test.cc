@@ -103,7 +103,7 @@ TEST(StatFsTest, CountsIn4KiBBlocks) {
 }
 
 TEST(SetAttrRequestTest, ChmodKeepsPermissionBitsOnly) {
-  struct stat st{};
+  struct stat st {};
   st.st_mode = S_IFREG | 0600;
   meta::SetAttrRequest r = MakeSetAttrRequest(7, st, FUSE_SET_ATTR_MODE);
   EXPECT_EQ(r.ino(), 7u);
@@ -112,7 +112,7 @@ TEST(SetAttrRequestTest, ChmodKeepsPermissionBitsOnly) {
 }
 
 TEST(SetAttrRequestTest, ChownAndTruncate) {
-  struct stat st{};
+  struct stat st {};
   st.st_uid = 5;
   st.st_gid = 6;
   st.st_size = 12345;
@@ -125,28 +125,26 @@ TEST(SetAttrRequestTest, ChownAndTruncate) {
 }
 
 TEST(SetAttrRequestTest, UtimensExplicitTimes) {
-  struct stat st{};
+  struct stat st {};
   st.st_atim = {100, 7};
   st.st_mtim = {200, 9};
-  meta::SetAttrRequest r =
-      MakeSetAttrRequest(7, st, FUSE_SET_ATTR_ATIME | FUSE_SET_ATTR_MTIME);
+  meta::SetAttrRequest r = MakeSetAttrRequest(7, st, FUSE_SET_ATTR_ATIME | FUSE_SET_ATTR_MTIME);
   EXPECT_EQ(r.valid(), static_cast<uint32_t>(meta::SET_ATIME | meta::SET_MTIME));
   EXPECT_EQ(r.atime_ns(), 100'000'000'007);
   EXPECT_EQ(r.mtime_ns(), 200'000'000'009);
 }
 
 TEST(SetAttrRequestTest, UtimeNowUsesTheServiceClock) {
-  struct stat st{};
+  struct stat st {};
   // The kernel sends ATIME together with ATIME_NOW for UTIME_NOW.
-  meta::SetAttrRequest r = MakeSetAttrRequest(
-      7, st,
-      FUSE_SET_ATTR_ATIME | FUSE_SET_ATTR_ATIME_NOW | FUSE_SET_ATTR_MTIME |
-          FUSE_SET_ATTR_MTIME_NOW);
+  meta::SetAttrRequest r = MakeSetAttrRequest(7, st,
+                                              FUSE_SET_ATTR_ATIME | FUSE_SET_ATTR_ATIME_NOW |
+                                                  FUSE_SET_ATTR_MTIME | FUSE_SET_ATTR_MTIME_NOW);
   EXPECT_EQ(r.valid(), static_cast<uint32_t>(meta::SET_ATIME_NOW | meta::SET_MTIME_NOW));
 }
 
 TEST(SetAttrRequestTest, CtimeAloneSetsNothing) {
-  struct stat st{};
+  struct stat st {};
   EXPECT_EQ(MakeSetAttrRequest(7, st, FUSE_SET_ATTR_CTIME).valid(),
             static_cast<uint32_t>(meta::SET_ATTR_NONE));
 }

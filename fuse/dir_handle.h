@@ -35,8 +35,7 @@ class DirHandle {
  public:
   // One page of the directory's entries after `start_after` ("" = from the
   // beginning) in bytewise name order.
-  using Fetcher =
-      std::function<absl::StatusOr<meta::ReadDirReply>(absl::string_view start_after)>;
+  using Fetcher = std::function<absl::StatusOr<meta::ReadDirReply>(absl::string_view start_after)>;
 
   struct Entry {
     std::string name;

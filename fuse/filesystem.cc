@@ -88,8 +88,8 @@ void WarnIfPipesCannotHold(uint32_t max_write) {
   ::close(fds[0]);
   ::close(fds[1]);
   if (!grown) {
-    CKPTFS_LOG(kWarning) << "--splice has no effect: a pipe cannot grow to " << needed
-                         << " bytes (" << std::strerror(err)
+    CKPTFS_LOG(kWarning) << "--splice has no effect: a pipe cannot grow to " << needed << " bytes ("
+                         << std::strerror(err)
                          << "; raise /proc/sys/fs/pipe-max-size or run with CAP_SYS_RESOURCE), "
                             "so libfuse reads every request without splice";
   }
@@ -133,8 +133,8 @@ void Filesystem::Init(struct fuse_conn_info* conn) {
   // (ops_file.cc).
   conn->want &= ~(FUSE_CAP_WRITEBACK_CACHE | FUSE_CAP_SPLICE_READ | FUSE_CAP_SPLICE_WRITE |
                   FUSE_CAP_SPLICE_MOVE | FUSE_CAP_READDIRPLUS | FUSE_CAP_READDIRPLUS_AUTO |
-                  FUSE_CAP_POSIX_LOCKS | FUSE_CAP_FLOCK_LOCKS |
-                  FUSE_CAP_AUTO_INVAL_DATA | FUSE_CAP_HANDLE_KILLPRIV);
+                  FUSE_CAP_POSIX_LOCKS | FUSE_CAP_FLOCK_LOCKS | FUSE_CAP_AUTO_INVAL_DATA |
+                  FUSE_CAP_HANDLE_KILLPRIV);
   // libfuse asks for AUTO_INVAL_DATA by default: only when the options say
   // (a GETATTR before every read otherwise; FilesystemOptions says why).
   if (options_.auto_inval_data) want_if_offered(FUSE_CAP_AUTO_INVAL_DATA);
@@ -161,8 +161,7 @@ void Filesystem::Init(struct fuse_conn_info* conn) {
 
   max_write_.store(conn->max_write);
   CKPTFS_LOG(kInfo) << "FUSE protocol " << conn->proto_major << "." << conn->proto_minor
-                    << ": max_write=" << conn->max_write
-                    << " max_read=" << conn->max_read
+                    << ": max_write=" << conn->max_write << " max_read=" << conn->max_read
                     << " max_readahead=" << conn->max_readahead
                     << " max_background=" << conn->max_background << " want=0x" << std::hex
                     << conn->want << " capable=0x" << conn->capable;

@@ -166,10 +166,8 @@ class Filesystem {
 
   // Lock order: leaf (never held across a client call or a fuse_reply_*).
   absl::Mutex handles_mu_;
-  absl::flat_hash_map<uint64_t, std::unique_ptr<client::File>> files_
-      ABSL_GUARDED_BY(handles_mu_);
-  absl::flat_hash_map<uint64_t, std::unique_ptr<DirHandle>> dirs_
-      ABSL_GUARDED_BY(handles_mu_);
+  absl::flat_hash_map<uint64_t, std::unique_ptr<client::File>> files_ ABSL_GUARDED_BY(handles_mu_);
+  absl::flat_hash_map<uint64_t, std::unique_ptr<DirHandle>> dirs_ ABSL_GUARDED_BY(handles_mu_);
 };
 
 }  // namespace ckptfs::fuse

@@ -19,8 +19,7 @@ constexpr uint32_t kDirectIoAllowMmapFlags2 = static_cast<uint32_t>(kDirectIoAll
 
 // Copies `n` bytes at byte `offset` of the reply payload (the buffers after
 // the header) into or out of `value`. False when the payload is shorter.
-bool AccessPayload(struct iovec* iov, int count, size_t offset, void* value, size_t n,
-                   bool write) {
+bool AccessPayload(struct iovec* iov, int count, size_t offset, void* value, size_t n, bool write) {
   size_t skipped = 0;
   for (int i = 1; i < count; ++i) {
     const size_t len = iov[i].iov_len;
@@ -72,8 +71,7 @@ void InitExtensions::OnReply(struct iovec* iov, int count) {
   uint32_t flags = 0;
   uint32_t flags2 = 0;
   if (!AccessPayload(iov, count, offsetof(fuse_init_out, flags), &flags, sizeof(flags), false) ||
-      !AccessPayload(iov, count, offsetof(fuse_init_out, flags2), &flags2, sizeof(flags2),
-                     false)) {
+      !AccessPayload(iov, count, offsetof(fuse_init_out, flags2), &flags2, sizeof(flags2), false)) {
     // Not expected from libfuse 3.14; the mount then keeps reads cached
     // (Filesystem::direct_io_reads asks DirectIoAllowMmapSent).
     CKPTFS_LOG(kWarning) << "the INIT reply has no room for FUSE_DIRECT_IO_ALLOW_MMAP; "

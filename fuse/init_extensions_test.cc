@@ -123,8 +123,9 @@ TEST(InitExtensionsTest, OtherRequestsAndRepliesAreNotTouched) {
   EXPECT_FALSE(ext.DirectIoAllowMmapSent());
   // A reply split after the header into two buffers is found across them.
   Reply split(2);
-  struct iovec parts[3] = {split.iov[0], {&split.out, 16}, {reinterpret_cast<char*>(&split.out) + 16,
-                                                            sizeof(split.out) - 16}};
+  struct iovec parts[3] = {split.iov[0],
+                           {&split.out, 16},
+                           {reinterpret_cast<char*>(&split.out) + 16, sizeof(split.out) - 16}};
   ext.OnReply(parts, 3);
   EXPECT_EQ(split.out.flags2, kAllowMmapFlags2);
   EXPECT_TRUE(ext.DirectIoAllowMmapSent());

@@ -40,9 +40,9 @@
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/flags/usage.h"
 #include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "client/client.h"
 #include "common/credential.h"
@@ -76,12 +76,10 @@ ABSL_FLAG(double, dir_timeout_s, 0,
 ABSL_FLAG(std::string, credential_file, "",
           "file (mode 0600) holding the cluster's credential, presented to the metadata "
           "service and the storage servers; empty: none (a cluster that wants one refuses)");
-ABSL_FLAG(std::string, fuse_options, "",
-          "extra mount options, comma-separated (e.g. allow_other)");
+ABSL_FLAG(std::string, fuse_options, "", "extra mount options, comma-separated (e.g. allow_other)");
 ABSL_FLAG(std::string, log_level, "info", "minimum log severity: debug, info, warning, error");
 ABSL_FLAG(bool, fuse_debug, false, "print libfuse's trace of every request on stderr");
-ABSL_FLAG(bool, direct_io_writes, true,
-          "write-only opens bypass the page cache (FUSE direct_io)");
+ABSL_FLAG(bool, direct_io_writes, true, "write-only opens bypass the page cache (FUSE direct_io)");
 ABSL_FLAG(bool, direct_io_reads, false,
           "read-only opens bypass the page cache too (FUSE direct_io), where the kernel keeps "
           "such files mmap-able (Linux 6.6+; elsewhere they stay cached): loads take less "
@@ -128,11 +126,16 @@ namespace {
 constexpr int kExitFailure = 1;
 
 bool ParseLogLevel(const std::string& text, LogSeverity* severity) {
-  if (text == "debug") *severity = LogSeverity::kDebug;
-  else if (text == "info") *severity = LogSeverity::kInfo;
-  else if (text == "warning") *severity = LogSeverity::kWarning;
-  else if (text == "error") *severity = LogSeverity::kError;
-  else return false;
+  if (text == "debug")
+    *severity = LogSeverity::kDebug;
+  else if (text == "info")
+    *severity = LogSeverity::kInfo;
+  else if (text == "warning")
+    *severity = LogSeverity::kWarning;
+  else if (text == "error")
+    *severity = LogSeverity::kError;
+  else
+    return false;
   return true;
 }
 
@@ -326,18 +329,17 @@ int Main(int argc, char** argv) {
   mount_options.extra_options = absl::GetFlag(FLAGS_fuse_options);
   mount_options.fuse_debug = absl::GetFlag(FLAGS_fuse_debug);
   mount_options.read_ahead_kb = absl::GetFlag(FLAGS_read_ahead_kb);
-  absl::StatusOr<std::unique_ptr<Mount>> mount = Mount::Create(
-      std::make_unique<Filesystem>(std::move(*client), fs_options), mount_options);
+  absl::StatusOr<std::unique_ptr<Mount>> mount =
+      Mount::Create(std::make_unique<Filesystem>(std::move(*client), fs_options), mount_options);
   if (!mount.ok()) {
     CKPTFS_LOG(kError) << mount.status().message();
     ReportStartup(report, kExitFailure);
     return kExitFailure;
   }
-  CKPTFS_LOG(kInfo) << "ckptfs-fuse: mounted ckptfs of " << meta << " at " << mountpoint
-                    << " (" << threads << " idle threads, at most "
-                    << MaxWorkerThreads(mount_options) << ", attr_timeout " << attr_timeout_s
-                    << "s, entry_timeout " << entry_timeout_s << "s, dir_timeout "
-                    << dir_timeout_s << "s)";
+  CKPTFS_LOG(kInfo) << "ckptfs-fuse: mounted ckptfs of " << meta << " at " << mountpoint << " ("
+                    << threads << " idle threads, at most " << MaxWorkerThreads(mount_options)
+                    << ", attr_timeout " << attr_timeout_s << "s, entry_timeout " << entry_timeout_s
+                    << "s, dir_timeout " << dir_timeout_s << "s)";
   std::unique_ptr<metrics::MetricsHttpServer> metrics_server;
   if (metrics_listener.valid()) {
     absl::StatusOr<std::unique_ptr<metrics::MetricsHttpServer>> started =

@@ -10,12 +10,12 @@
 // (by pid) and unmounts whatever a test left behind.
 #include <arpa/inet.h>
 #include <dirent.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/mount.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/utsname.h>
@@ -23,8 +23,8 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <cstdio>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -224,10 +224,10 @@ class FuseMainTest : public ::testing::Test {
     ASSERT_EQ(mkdir((root_ + "/storage").c_str(), 0755), 0);
     const int port = FreePort();
     ASSERT_GT(port, 0);
-    storage_pid_ = Spawn({kBinDir + "/ckptfs-storage", absl::StrCat("--listen=127.0.0.1:", port),
-                          "--data_dir=" + root_ + "/storage", "--meta=" + meta_,
-                          "--buffer_pool_mb=65"},
-                         root_ + "/storage.log");
+    storage_pid_ =
+        Spawn({kBinDir + "/ckptfs-storage", absl::StrCat("--listen=127.0.0.1:", port),
+               "--data_dir=" + root_ + "/storage", "--meta=" + meta_, "--buffer_pool_mb=65"},
+              root_ + "/storage.log");
     ASSERT_TRUE(WaitFor(absl::Seconds(20), [&] {
       return ReadAll(root_ + "/meta.log").find("registered") != std::string::npos;
     })) << ReadAll(root_ + "/storage.log");
@@ -255,11 +255,10 @@ TEST_F(FuseMainTest, MissingMountpointFailsClearly) {
 }
 
 TEST_F(FuseMainTest, OutOfRangeDataPathFlagsFailClearlyBeforeMounting) {
-  for (const std::string flag : {"--max_background=0", "--max_background=70000",
-                                 "--write_buffer_mb=-1", "--idle_buffer_mb=-1",
-                                 "--read_cache_mb=-1", "--readahead_chunks=-1",
-                                 "--readahead_chunks=65",
-                                 "--max_inflight_chunks=0"}) {
+  for (const std::string flag :
+       {"--max_background=0", "--max_background=70000", "--write_buffer_mb=-1",
+        "--idle_buffer_mb=-1", "--read_cache_mb=-1", "--readahead_chunks=-1",
+        "--readahead_chunks=65", "--max_inflight_chunks=0"}) {
     SCOPED_TRACE(flag);
     const std::string log = root_ + "/fuse.log";
     std::vector<std::string> argv = FuseArgv(mnt_, false);
@@ -267,8 +266,7 @@ TEST_F(FuseMainTest, OutOfRangeDataPathFlagsFailClearlyBeforeMounting) {
     fuse_pid_ = Spawn(argv, log);
     EXPECT_EQ(WaitExit(fuse_pid_, absl::Seconds(20)), 1);
     fuse_pid_ = -1;
-    EXPECT_NE(ReadAll(log).find("--max_background in 1..65535"), std::string::npos)
-        << ReadAll(log);
+    EXPECT_NE(ReadAll(log).find("--max_background in 1..65535"), std::string::npos) << ReadAll(log);
     EXPECT_FALSE(IsMounted(mnt_));
   }
 }
@@ -293,9 +291,8 @@ TEST_F(FuseMainTest, SpliceAndWritebackModesServeWritesAndReads) {
     }
     EXPECT_TRUE(ReadAll(path) == data) << "the file read back differs";
     ASSERT_EQ(std::system(("fusermount3 -u " + mnt_).c_str()), 0);
-    ASSERT_TRUE(WaitFor(absl::Seconds(20), [&] {
-      return FindProcess("--mountpoint=" + mnt_) <= 0;
-    }));
+    ASSERT_TRUE(
+        WaitFor(absl::Seconds(20), [&] { return FindProcess("--mountpoint=" + mnt_) <= 0; }));
   }
 }
 
@@ -360,16 +357,14 @@ TEST_F(FuseMainTest, DirectIoReadsKeepReadOnlyFilesMmapable) {
           << ReadAll(log);
     }
     ASSERT_EQ(std::system(("fusermount3 -u " + mnt_).c_str()), 0);
-    ASSERT_TRUE(WaitFor(absl::Seconds(20), [&] {
-      return FindProcess("--mountpoint=" + mnt_) <= 0;
-    }));
+    ASSERT_TRUE(
+        WaitFor(absl::Seconds(20), [&] { return FindProcess("--mountpoint=" + mnt_) <= 0; }));
   }
 }
 
 TEST_F(FuseMainTest, UnreachableMetadataServiceFailsClearly) {
   const std::string log = root_ + "/fuse.log";
-  fuse_pid_ = Spawn({kBinDir + "/ckptfs-fuse", "--meta=127.0.0.1:1", "--mountpoint=" + mnt_},
-                    log);
+  fuse_pid_ = Spawn({kBinDir + "/ckptfs-fuse", "--meta=127.0.0.1:1", "--mountpoint=" + mnt_}, log);
   // The Client gives up on an unreachable service after at most 10 s.
   EXPECT_EQ(WaitExit(fuse_pid_, absl::Seconds(60)), 1);
   fuse_pid_ = -1;

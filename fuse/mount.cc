@@ -126,8 +126,8 @@ std::string MountedFsType(const std::string& path) {
 void SetReadAhead(const std::string& mountpoint, int read_ahead_kb) {
   struct stat st;
   if (stat(mountpoint.c_str(), &st) != 0) return;  // unmounted meanwhile
-  const std::string path = absl::StrCat("/sys/class/bdi/", major(st.st_dev), ":",
-                                        minor(st.st_dev), "/read_ahead_kb");
+  const std::string path =
+      absl::StrCat("/sys/class/bdi/", major(st.st_dev), ":", minor(st.st_dev), "/read_ahead_kb");
   UniqueFd fd(open(path.c_str(), O_WRONLY | O_CLOEXEC));
   const std::string value = absl::StrCat(read_ahead_kb);
   if (!fd.valid() || write(fd.get(), value.data(), value.size()) < 0) {
@@ -147,7 +147,8 @@ absl::StatusOr<std::string> CheckMountpoint(absl::string_view path) {
   struct stat st;
   if (stat(p.c_str(), &st) != 0) {
     const int err = errno;
-    if (err == ENOENT) return ErrnoStatus(ENOENT, absl::StrCat("mountpoint ", p, " does not exist"));
+    if (err == ENOENT)
+      return ErrnoStatus(ENOENT, absl::StrCat("mountpoint ", p, " does not exist"));
     if (err == ENOTCONN) {
       return ErrnoStatus(ENOTCONN, absl::StrCat("mountpoint ", p,
                                                 " is a dead FUSE mount (transport endpoint is not "
@@ -212,8 +213,8 @@ absl::StatusOr<std::unique_ptr<Mount>> Mount::Create(std::unique_ptr<Filesystem>
   mount->session_ = fuse_session_new(&args, &ops, sizeof(ops), mount->fs_.get());
   fuse_opt_free_args(&args);
   if (mount->session_ == nullptr) {
-    return ErrnoStatus(EINVAL, absl::StrCat("libfuse rejected the mount options \"",
-                                            mount_options, "\" (see its message above)"));
+    return ErrnoStatus(EINVAL, absl::StrCat("libfuse rejected the mount options \"", mount_options,
+                                            "\" (see its message above)"));
   }
   if (fuse_set_signal_handlers(mount->session_) != 0) {
     return ErrnoStatus(EIO, "installing the FUSE signal handlers failed");
@@ -225,8 +226,8 @@ absl::StatusOr<std::unique_ptr<Mount>> Mount::Create(std::unique_ptr<Filesystem>
   }
   mount->mounted_ = true;
   // Same descriptor, our hooks: libfuse then reads and writes through them.
-  if (const int rc = fuse_session_custom_io(mount->session_, &kKernelIo,
-                                            fuse_session_fd(mount->session_));
+  if (const int rc =
+          fuse_session_custom_io(mount->session_, &kKernelIo, fuse_session_fd(mount->session_));
       rc != 0) {
     return SyscallError(-rc, "installing the FUSE session's I/O hooks");
   }

@@ -69,7 +69,7 @@ class Mount {
   // libfuse's signal handlers (SIGTERM, SIGINT, SIGHUP end the session) and
   // mounts. On error nothing stays mounted.
   static absl::StatusOr<std::unique_ptr<Mount>> Create(std::unique_ptr<Filesystem> fs,
-                                                        const MountOptions& options);
+                                                       const MountOptions& options);
   Mount(const Mount&) = delete;
   Mount& operator=(const Mount&) = delete;
   ~Mount();

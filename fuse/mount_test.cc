@@ -99,8 +99,7 @@ TEST_F(MountTest, UnimplementedNeverBecomesEnosys) {
 TEST_F(MountTest, XattrSizeQueryAndErange) {
   ASSERT_EQ(mkdir(P("d").c_str(), 0755), 0);
   const std::string value = "1048576";
-  ASSERT_EQ(setxattr(P("d").c_str(), "user.ckptfs.chunk_size", value.data(), value.size(), 0),
-            0);
+  ASSERT_EQ(setxattr(P("d").c_str(), "user.ckptfs.chunk_size", value.data(), value.size(), 0), 0);
   EXPECT_EQ(getxattr(P("d").c_str(), "user.ckptfs.chunk_size", nullptr, 0),
             static_cast<ssize_t>(value.size()));
   char small[3];
@@ -185,13 +184,13 @@ TEST_F(MountTest, ReadDirListsEverythingWithStableOffsets) {
 TEST_F(MountTest, RenameFlags) {
   ASSERT_EQ(WriteFile("a", "A"), 0);
   ASSERT_EQ(WriteFile("b", "B"), 0);
-  EXPECT_EQ(syscall(SYS_renameat2, AT_FDCWD, P("a").c_str(), AT_FDCWD, P("b").c_str(),
-                    RENAME_NOREPLACE),
-            -1);
+  EXPECT_EQ(
+      syscall(SYS_renameat2, AT_FDCWD, P("a").c_str(), AT_FDCWD, P("b").c_str(), RENAME_NOREPLACE),
+      -1);
   EXPECT_EQ(errno, EEXIST);
-  EXPECT_EQ(syscall(SYS_renameat2, AT_FDCWD, P("a").c_str(), AT_FDCWD, P("b").c_str(),
-                    RENAME_EXCHANGE),
-            -1);
+  EXPECT_EQ(
+      syscall(SYS_renameat2, AT_FDCWD, P("a").c_str(), AT_FDCWD, P("b").c_str(), RENAME_EXCHANGE),
+      -1);
   EXPECT_EQ(errno, EINVAL);
   ASSERT_EQ(rename(P("a").c_str(), P("b").c_str()), 0);
   EXPECT_EQ(ReadFile("b"), "A");

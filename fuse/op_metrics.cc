@@ -21,7 +21,8 @@ metrics::Registry& Registry() { return metrics::Registry::Default(); }
 
 metrics::Gauge& InFlight() {
   static metrics::Gauge& gauge =
-      Registry().Gauge("ckptfs_fuse_operations_in_flight", "FUSE requests being served.", {})
+      Registry()
+          .Gauge("ckptfs_fuse_operations_in_flight", "FUSE requests being served.", {})
           .WithLabels({});
   return gauge;
 }
@@ -31,8 +32,8 @@ OpMetric MetricFor(const char* op) {
       "ckptfs_fuse_operations_total", "FUSE requests served, by operation.", {"op"});
   static metrics::Family<metrics::Histogram>& latency = Registry().Histogram(
       "ckptfs_fuse_operation_duration_seconds",
-      "FUSE request latency in the daemon, from its arrival to its reply, by operation.",
-      {"op"}, metrics::LatencyBuckets());
+      "FUSE request latency in the daemon, from its arrival to its reply, by operation.", {"op"},
+      metrics::LatencyBuckets());
   return OpMetric{&calls.WithLabels({op}), &latency.WithLabels({op})};
 }
 
@@ -63,7 +64,8 @@ struct ByteCounters {
 
 ByteCounters& Counters() {
   static ByteCounters* counters = new ByteCounters{
-      Registry().Counter("ckptfs_fuse_read_bytes_total", "Bytes replied to FUSE reads.", {})
+      Registry()
+          .Counter("ckptfs_fuse_read_bytes_total", "Bytes replied to FUSE reads.", {})
           .WithLabels({}),
       Registry()
           .Counter("ckptfs_fuse_write_bytes_total", "Bytes accepted by FUSE writes.", {})
@@ -81,14 +83,14 @@ ByteCounters& Counters() {
 
 // `op` is the field of fuse_lowlevel_ops, `name` the label. A captureless
 // generic lambda converts to the field's function-pointer type.
-#define CKPTFS_WRAP_OP(op, name)                          \
-  if (ops->op != nullptr) {                               \
-    g_inner.op = ops->op;                                 \
-    ops->op = [](auto... args) {                          \
-      static const OpMetric metric = MetricFor(name);     \
-      OpScope scope(metric);                              \
-      g_inner.op(args...);                                \
-    };                                                    \
+#define CKPTFS_WRAP_OP(op, name)                      \
+  if (ops->op != nullptr) {                           \
+    g_inner.op = ops->op;                             \
+    ops->op = [](auto... args) {                      \
+      static const OpMetric metric = MetricFor(name); \
+      OpScope scope(metric);                          \
+      g_inner.op(args...);                            \
+    };                                                \
   }
 
 void WrapWithMetrics(fuse_lowlevel_ops* ops) {

@@ -41,10 +41,9 @@ void OpenDir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info* fi) {
   // ".." names the root for the root; for any other directory ckptfs would
   // need an RPC to learn the parent, which nothing reads from d_ino, so it
   // names the directory itself.
-  auto dir = std::make_unique<DirHandle>(
-      ino, ino, [client, ino](absl::string_view start_after) {
-        return client->ReadDir(ino, start_after, kReadDirPage);
-      });
+  auto dir = std::make_unique<DirHandle>(ino, ino, [client, ino](absl::string_view start_after) {
+    return client->ReadDir(ino, start_after, kReadDirPage);
+  });
   fi->fh = fs.AddDir(std::move(dir));
   if (fuse_reply_open(req, fi) != 0) fs.TakeDir(fi->fh);
 }
@@ -72,16 +71,15 @@ absl::StatusOr<size_t> DoReadDir(fuse_req_t req, DirHandle& dir, char* buf, size
     std::memset(&st, 0, sizeof(st));
     st.st_ino = (*entry)->ino;
     st.st_mode = (*entry)->type;
-    const size_t need = fuse_add_direntry(req, buf + used, size - used, (*entry)->name.c_str(),
-                                          &st, static_cast<off_t>(i + 1));
+    const size_t need = fuse_add_direntry(req, buf + used, size - used, (*entry)->name.c_str(), &st,
+                                          static_cast<off_t>(i + 1));
     if (need > size - used) break;  // full; the kernel resumes at offset i
     used += need;
   }
   return used;
 }
 
-void ReadDir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t offset,
-             struct fuse_file_info* fi) {
+void ReadDir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t offset, struct fuse_file_info* fi) {
   char* buf = DirBuffer(size);
   absl::StatusOr<size_t> used =
       DoReadDir(req, Filesystem::DirOf(fi->fh), buf, size, static_cast<uint64_t>(offset));
@@ -97,8 +95,7 @@ void ReleaseDir(fuse_req_t req, fuse_ino_t /*ino*/, struct fuse_file_info* fi) {
 }
 
 // Directory operations are durable in the metadata service when they return.
-void FsyncDir(fuse_req_t req, fuse_ino_t /*ino*/, int /*datasync*/,
-              struct fuse_file_info* /*fi*/) {
+void FsyncDir(fuse_req_t req, fuse_ino_t /*ino*/, int /*datasync*/, struct fuse_file_info* /*fi*/) {
   fuse_reply_err(req, 0);
 }
 

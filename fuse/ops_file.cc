@@ -57,8 +57,7 @@ void SetCacheMode(Filesystem& fs, bool create, struct fuse_file_info* fi) {
                    (fs.direct_io_reads() && IsReadOnly(fi->flags)));
   if (!create && IsReadOnly(fi->flags) && !fi->direct_io) {
     const client::File& file = Filesystem::FileOf(fi->fh);
-    fi->keep_cache =
-        fs.page_cache_versions().KeepOnOpen(file.ino(), file.opened_version(), fi->fh);
+    fi->keep_cache = fs.page_cache_versions().KeepOnOpen(file.ino(), file.opened_version(), fi->fh);
   } else {
     fi->keep_cache = 0;
   }
@@ -112,8 +111,7 @@ absl::Status ClearSetIdOnTruncatingOpen(Filesystem& fs, fuse_req_t req, fuse_ino
 }
 
 // Before a write, as Linux does it; once per armed handle (SetIdClearing).
-absl::Status ClearSetIdBeforeWrite(Filesystem& fs, fuse_req_t req, fuse_ino_t ino,
-                                   uint64_t fh) {
+absl::Status ClearSetIdBeforeWrite(Filesystem& fs, fuse_req_t req, fuse_ino_t ino, uint64_t fh) {
   if (fuse_req_ctx(req)->uid == 0 || !fs.setid_clearing().Disarm(fh)) return absl::OkStatus();
   absl::Status cleared = ClearSetId(fs, req, ino);
   if (!cleared.ok()) fs.setid_clearing().Arm(fh);  // the next write tries again
@@ -146,8 +144,7 @@ void Open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info* fi) {
   if (absl::Status cleared = ClearSetIdOnTruncatingOpen(fs, req, ino, **file); !cleared.ok()) {
     return ReplyError(req, cleared, "open (clearing set-id bits)", ino);
   }
-  HandOver(fs, std::move(*file), /*create=*/false, fi,
-           [&] { return fuse_reply_open(req, fi); });
+  HandOver(fs, std::move(*file), /*create=*/false, fi, [&] { return fuse_reply_open(req, fi); });
 }
 
 // --- read / write ------------------------------------------------------------
@@ -206,8 +203,8 @@ class BufvecSource final : public client::WriteSource {
       const ssize_t copied = fuse_buf_copy(&to, bufv_, static_cast<fuse_buf_copy_flags>(0));
       if (copied < 0) return ErrnoStatus(static_cast<int>(-copied), "reading a write's payload");
       if (copied == 0) {
-        return ErrnoStatus(EIO, absl::StrCat("a write's payload ended after ", done, " of ", n,
-                                             " bytes"));
+        return ErrnoStatus(
+            EIO, absl::StrCat("a write's payload ended after ", done, " of ", n, " bytes"));
       }
       done += static_cast<size_t>(copied);
     }

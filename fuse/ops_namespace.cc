@@ -37,8 +37,7 @@ void ReplyAttr(fuse_req_t req, const absl::StatusOr<meta::Attr>& attr, absl::str
   fuse_reply_attr(req, &st, FsOf(req).AttrTimeoutFor(*attr));
 }
 
-void ReplyStatus(fuse_req_t req, const absl::Status& status, absl::string_view op,
-                 uint64_t ino) {
+void ReplyStatus(fuse_req_t req, const absl::Status& status, absl::string_view op, uint64_t ino) {
   if (!status.ok()) return ReplyError(req, status, op, ino);
   fuse_reply_err(req, 0);
 }
@@ -93,8 +92,8 @@ void SetAttr(fuse_req_t req, fuse_ino_t ino, struct stat* attr, int to_set,
 
 void Mkdir(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode) {
   const fuse_ctx* ctx = fuse_req_ctx(req);
-  ReplyEntry(req, FsOf(req).client().Mkdir(parent, name, mode & 07777, ctx->uid, ctx->gid),
-             "mkdir", parent);
+  ReplyEntry(req, FsOf(req).client().Mkdir(parent, name, mode & 07777, ctx->uid, ctx->gid), "mkdir",
+             parent);
 }
 
 void Rmdir(fuse_req_t req, fuse_ino_t parent, const char* name) {
@@ -105,8 +104,8 @@ void Unlink(fuse_req_t req, fuse_ino_t parent, const char* name) {
   ReplyStatus(req, FsOf(req).client().Unlink(parent, name), "unlink", parent);
 }
 
-absl::Status DoRename(Filesystem& fs, fuse_ino_t parent, const char* name,
-                      fuse_ino_t new_parent, const char* new_name, unsigned int flags) {
+absl::Status DoRename(Filesystem& fs, fuse_ino_t parent, const char* name, fuse_ino_t new_parent,
+                      const char* new_name, unsigned int flags) {
   if (flags & ~(RENAME_NOREPLACE | RENAME_EXCHANGE)) {
     return ErrnoStatus(EINVAL, absl::StrCat("rename flags 0x", absl::Hex(flags)));
   }
@@ -118,13 +117,14 @@ absl::Status DoRename(Filesystem& fs, fuse_ino_t parent, const char* name,
 
 void Rename(fuse_req_t req, fuse_ino_t parent, const char* name, fuse_ino_t new_parent,
             const char* new_name, unsigned int flags) {
-  ReplyStatus(req, DoRename(FsOf(req), parent, name, new_parent, new_name, flags), "rename", parent);
+  ReplyStatus(req, DoRename(FsOf(req), parent, name, new_parent, new_name, flags), "rename",
+              parent);
 }
 
 void Symlink(fuse_req_t req, const char* target, fuse_ino_t parent, const char* name) {
   const fuse_ctx* ctx = fuse_req_ctx(req);
-  ReplyEntry(req, FsOf(req).client().Symlink(parent, name, target, ctx->uid, ctx->gid),
-             "symlink", parent);
+  ReplyEntry(req, FsOf(req).client().Symlink(parent, name, target, ctx->uid, ctx->gid), "symlink",
+             parent);
 }
 
 void ReadLink(fuse_req_t req, fuse_ino_t ino) {
@@ -146,8 +146,8 @@ absl::StatusOr<meta::Attr> DoMknod(Filesystem& fs, const fuse_ctx& ctx, fuse_ino
   if (!S_ISREG(mode)) {
     return fs.client().Mknod(parent, name, mode & (S_IFMT | 07777), rdev, ctx.uid, ctx.gid);
   }
-  absl::StatusOr<client::Client::Created> created = fs.client().Create(
-      parent, name, mode & 07777, ctx.uid, ctx.gid, O_CREAT | O_EXCL | O_WRONLY);
+  absl::StatusOr<client::Client::Created> created =
+      fs.client().Create(parent, name, mode & 07777, ctx.uid, ctx.gid, O_CREAT | O_EXCL | O_WRONLY);
   if (!created.ok()) return created.status();
   absl::Status closed = created->file->Close();
   if (!closed.ok()) return closed;

@@ -77,8 +77,7 @@ absl::Status StaleUnlessCheckpoint(Filesystem& fs, fuse_ino_t ino, const char* n
 
 bool IsCommit(const char* name) {
   const client::CheckpointXattr which = client::ClassifyCheckpointXattr(name);
-  return which == client::CheckpointXattr::kCommit ||
-         which == client::CheckpointXattr::kCommitRank;
+  return which == client::CheckpointXattr::kCommit || which == client::CheckpointXattr::kCommitRank;
 }
 
 absl::Status DoSetXattr(fuse_req_t req, Filesystem& fs, fuse_ino_t ino, const char* name,
@@ -107,17 +106,15 @@ absl::StatusOr<std::string> DoGetXattr(fuse_req_t req, Filesystem& fs, fuse_ino_
                                        const char* name) {
   if (!IsStoredXattrName(name)) return ErrnoStatus(ENODATA, name);
   if (!IsCommit(name)) return fs.client().GetXattr(ino, name);
-  return Interruptible(req, [&](client::Cancellation* cancel) {
-    return fs.client().GetXattr(ino, name, cancel);
-  });
+  return Interruptible(
+      req, [&](client::Cancellation* cancel) { return fs.client().GetXattr(ino, name, cancel); });
 }
 
 void GetXattr(fuse_req_t req, fuse_ino_t ino, const char* name, size_t size) {
   Filesystem& fs = FsOf(req);
   absl::StatusOr<std::string> value = DoGetXattr(req, fs, ino, name);
   if (!value.ok()) {
-    return ReplyError(req, StaleUnlessCheckpoint(fs, ino, name, value.status()), "getxattr",
-                      ino);
+    return ReplyError(req, StaleUnlessCheckpoint(fs, ino, name, value.status()), "getxattr", ino);
   }
   ReplyXattrValue(req, *value, size);
 }

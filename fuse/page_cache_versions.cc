@@ -3,8 +3,7 @@
 
 namespace ckptfs::fuse {
 
-bool PageCacheVersions::KeepOnOpen(uint64_t ino, const client::FileVersion& version,
-                                   uint64_t fh) {
+bool PageCacheVersions::KeepOnOpen(uint64_t ino, const client::FileVersion& version, uint64_t fh) {
   absl::MutexLock lock(&mu_);
   auto it = versions_.find(ino);
   if (it != versions_.end() && it->second.version == version && it->second.clean) return true;

@@ -33,8 +33,8 @@ bool IsExpected(int err) {
     case EOPNOTSUPP:
     case ENOSPC:
     case EFBIG:
-    case EROFS:  // a write into a committed checkpoint
-    case EINTR:  // a signal interrupted a waiting commit
+    case EROFS:   // a write into a committed checkpoint
+    case EINTR:   // a signal interrupted a waiting commit
     case ESTALE:  // an inode removed elsewhere (StaleIfInodeGone); `ckpt gc`: the
                   // checkpoint changed since it was listed
       return true;
@@ -51,16 +51,15 @@ int ReplyErrnoFor(const absl::Status& status) {
   return err;
 }
 
-void ReplyError(fuse_req_t req, const absl::Status& status, absl::string_view op,
-                uint64_t ino) {
+void ReplyError(fuse_req_t req, const absl::Status& status, absl::string_view op, uint64_t ino) {
   const int err = ReplyErrnoFor(status);
   CountErrorReply(err);
   if (IsExpected(err)) {
     CKPTFS_LOG(kDebug) << op << " ino " << ino << ": " << std::strerror(err) << " (" << status
                        << ")";
   } else {
-    CKPTFS_LOG(kWarning) << op << " ino " << ino << " failed with " << std::strerror(err)
-                         << ": " << status;
+    CKPTFS_LOG(kWarning) << op << " ino " << ino << " failed with " << std::strerror(err) << ": "
+                         << status;
   }
   fuse_reply_err(req, err);
 }

@@ -30,8 +30,7 @@ int ReplyErrnoFor(const absl::Status& status);
 // caller provokes (ENOENT, EEXIST, ENOTEMPTY, ...) are logged at debug
 // level; EIO and other unexpected ones at warning level, with `op`, the
 // inode it was about and the status' own context.
-void ReplyError(fuse_req_t req, const absl::Status& status, absl::string_view op,
-                uint64_t ino);
+void ReplyError(fuse_req_t req, const absl::Status& status, absl::string_view op, uint64_t ino);
 
 // The service's attributes of inode `ino`, or ESTALE when the inode no
 // longer exists: the kernel still knows an inode another mount removed

@@ -12,9 +12,12 @@ PACKAGES=(
   etcd-server
   python3 python3-venv python3-torch python3-numpy
   strace
-  # tests/fuzz/run_fuzzers.sh (libFuzzer); the runtime library is named
-  # because --no-install-recommends would leave it out.
+  # tests/fuzz/run_fuzzers.sh (libFuzzer) and the lock-annotation check
+  # (tests/repo); the runtime library is named because
+  # --no-install-recommends would leave it out.
   clang-14 libclang-rt-14-dev
+  # the format check (tests/repo)
+  clang-format-14
 )
 
 missing=()

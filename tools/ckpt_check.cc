@@ -60,33 +60,31 @@ class ReadOnlyTransport : public client::ChunkTransport {
   absl::Status SyncChunks(uint32_t, uint64_t) override { return ReadOnly(); }
 
  private:
-  static absl::Status ReadOnly() {
-    return ErrnoStatus(EROFS, "ckpt verify reads chunks only");
-  }
+  static absl::Status ReadOnly() { return ErrnoStatus(EROFS, "ckpt verify reads chunks only"); }
 
   Connect connect_;
 };
 
 }  // namespace
 
-ChunkCheck CheckErasureCodedChunk(client::ChunkTransport& transport,
-                                  const meta::Layout& layout, uint64_t ino, uint32_t index,
-                                  uint64_t length, std::string& bytes, bool written) {
+ChunkCheck CheckErasureCodedChunk(client::ChunkTransport& transport, const meta::Layout& layout,
+                                  uint64_t ino, uint32_t index, uint64_t length, std::string& bytes,
+                                  bool written) {
   ChunkCheck chunk;
   chunk.index = index;
   chunk.length = length;
   chunk.server_id = ReplicaServer(layout, index, 0);
   bytes.assign(length, '\0');
-  absl::StatusOr<client::DecodedChunk> decoded = client::ReadWholeChunkFragments(
-      transport, nullptr, layout, ino, index, /*check_all=*/true);
+  absl::StatusOr<client::DecodedChunk> decoded =
+      client::ReadWholeChunkFragments(transport, nullptr, layout, ino, index, /*check_all=*/true);
   if (!decoded.ok() && ErrnoFromStatus(decoded.status()) == ENOENT && written) {
-    chunk.status = absl::DataLossError(absl::StrCat(
-        "chunk ", index, ": lost: it was written, but ", decoded.status().message()));
+    chunk.status = absl::DataLossError(
+        absl::StrCat("chunk ", index, ": lost: it was written, but ", decoded.status().message()));
   } else if (!decoded.ok() && ErrnoFromStatus(decoded.status()) == ENOENT) {
     chunk.hole = true;  // no fragment anywhere: reads as zeros, as through the mount
   } else if (!decoded.ok()) {
-    chunk.status = absl::DataLossError(
-        absl::StrCat("chunk ", index, ": ", decoded.status().message()));
+    chunk.status =
+        absl::DataLossError(absl::StrCat("chunk ", index, ": ", decoded.status().message()));
   } else {
     std::copy_n(decoded->bytes.begin(), std::min<size_t>(length, decoded->bytes.size()),
                 bytes.begin());
@@ -146,8 +144,8 @@ std::string CheckpointReader::DescribeServer(uint32_t id) const {
 absl::StatusOr<DataConnection*> CheckpointReader::ConnectionTo(uint32_t id) {
   auto known = servers_.find(id);
   if (known == servers_.end()) {
-    return absl::NotFoundError(absl::StrCat(DescribeServer(id),
-                                            ": the metadata service does not know it"));
+    return absl::NotFoundError(
+        absl::StrCat(DescribeServer(id), ": the metadata service does not know it"));
   }
   std::unique_ptr<DataConnection>& conn = connections_[id];
   if (conn != nullptr && !conn->broken()) return conn.get();
@@ -156,11 +154,11 @@ absl::StatusOr<DataConnection*> CheckpointReader::ConnectionTo(uint32_t id) {
   absl::StatusOr<std::unique_ptr<DataConnection>> dialed =
       DataConnection::Connect(*address, timeout_);
   if (!dialed.ok()) {
-    return absl::Status(dialed.status().code(),
-                        absl::StrCat(DescribeServer(id), " unreachable (",
-                                     dialed.status().message(), ")",
-                                     known->second.alive() ? "" : "; it is marked DOWN",
-                                     ": check `ckptfs status`"));
+    return absl::Status(
+        dialed.status().code(),
+        absl::StrCat(DescribeServer(id), " unreachable (", dialed.status().message(), ")",
+                     known->second.alive() ? "" : "; it is marked DOWN",
+                     ": check `ckptfs status`"));
   }
   if (absl::Status hello = PresentCredential(**dialed, probe_->credential()); !hello.ok()) {
     return absl::Status(hello.code(), absl::StrCat(DescribeServer(id), ": ", hello.message()));
@@ -169,9 +167,8 @@ absl::StatusOr<DataConnection*> CheckpointReader::ConnectionTo(uint32_t id) {
   return conn.get();
 }
 
-CheckpointReader::CopyRead CheckpointReader::ReadCopy(uint64_t ino, uint32_t index,
-                                                      uint64_t length, uint32_t server_id,
-                                                      std::string& buffer) {
+CheckpointReader::CopyRead CheckpointReader::ReadCopy(uint64_t ino, uint32_t index, uint64_t length,
+                                                      uint32_t server_id, std::string& buffer) {
   CopyRead result;
   buffer.assign(length, '\0');
   absl::StatusOr<DataConnection*> conn = ConnectionTo(server_id);
@@ -210,9 +207,9 @@ FileCheck CheckpointReader::CheckFile(const std::string& dir, const std::string&
   file.ino = st.st_ino;
   absl::StatusOr<meta::AttrReply> reply = probe_->GetAttr(file.ino, timeout_);
   if (!reply.ok()) {
-    file.status = absl::Status(reply.status().code(),
-                               absl::StrCat("layout of ", path, " (inode ", file.ino,
-                                            "): ", reply.status().message()));
+    file.status = absl::Status(
+        reply.status().code(),
+        absl::StrCat("layout of ", path, " (inode ", file.ino, "): ", reply.status().message()));
     return file;
   }
   const meta::Attr* attr = &reply->attr();
@@ -226,10 +223,10 @@ FileCheck CheckpointReader::CheckFile(const std::string& dir, const std::string&
   }
   const int copies = ReplicaCount(attr->layout());
   if (file.size > 0 && copies > stripe.size()) {
-    file.status = absl::DataLossError(absl::StrCat(
-        path, " has ", copies,
-        IsErasureCoded(attr->layout()) ? " fragments per chunk" : " replicas",
-        " on a stripe of ", stripe.size()));
+    file.status = absl::DataLossError(
+        absl::StrCat(path, " has ", copies,
+                     IsErasureCoded(attr->layout()) ? " fragments per chunk" : " replicas",
+                     " on a stripe of ", stripe.size()));
     return file;
   }
   std::string buffer, scratch;

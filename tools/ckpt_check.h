@@ -45,9 +45,9 @@ namespace ckptfs::tools {
 struct ChunkCheck {
   uint32_t index = 0;
   uint32_t server_id = 0;  // of copy 0 (the only one without replicas)
-  std::string server;  // host:port, or "" if the id is not registered
-  uint64_t length = 0;  // bytes of the file in this chunk
-  uint32_t crc32c = 0;  // of those bytes, as read
+  std::string server;      // host:port, or "" if the id is not registered
+  uint64_t length = 0;     // bytes of the file in this chunk
+  uint32_t crc32c = 0;     // of those bytes, as read
   // Never written: no chunk file on any copy, and the service does not
   // record it written (meta.proto WrittenChunks); reads as zeros. A chunk
   // it records written with no chunk file anywhere is lost: status says so.
@@ -75,9 +75,9 @@ struct FileCheck {
 // (a DATA_LOSS status), not a hole.
 // REQUIRES: IsErasureCoded(layout), client::ValidateLayout(layout).ok(),
 // length <= layout.chunk_size().
-ChunkCheck CheckErasureCodedChunk(client::ChunkTransport& transport,
-                                  const meta::Layout& layout, uint64_t ino, uint32_t index,
-                                  uint64_t length, std::string& bytes, bool written = false);
+ChunkCheck CheckErasureCodedChunk(client::ChunkTransport& transport, const meta::Layout& layout,
+                                  uint64_t ino, uint32_t index, uint64_t length, std::string& bytes,
+                                  bool written = false);
 
 class CheckpointReader {
  public:
@@ -103,10 +103,10 @@ class CheckpointReader {
   // One copy of a chunk, read whole from server `server_id` into `buffer`
   // (`length` bytes; zeros past what the server had).
   struct CopyRead {
-    absl::Status status;  // unreachable, a failed READ (not ENOENT)
+    absl::Status status;       // unreachable, a failed READ (not ENOENT)
     bool unreachable = false;  // status is ConnectionTo's (it names the server)
-    bool missing = false;  // the server has no chunk file for it
-    uint32_t crc32c = 0;  // of `buffer`, when read
+    bool missing = false;      // the server has no chunk file for it
+    uint32_t crc32c = 0;       // of `buffer`, when read
     int copy = 0;
     uint32_t server_id = 0;
   };

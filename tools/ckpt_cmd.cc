@@ -64,8 +64,7 @@ int RunCkptDeclare(const ParsedFlags& flags) {
     timeout_s = ParseDecimal(flags.Get("timeout-s"), 1, kMaxUint32);
     if (!timeout_s) {
       return UsageError(spec, absl::StrCat("--timeout-s must be a number of seconds in [1, ",
-                                           kMaxUint32, "], got \"", flags.Get("timeout-s"),
-                                           "\""));
+                                           kMaxUint32, "], got \"", flags.Get("timeout-s"), "\""));
     }
   }
   // Check the nearest existing ancestor, so nothing is created off ckptfs.
@@ -88,8 +87,8 @@ int RunCkptDeclare(const ParsedFlags& flags) {
   }
   absl::Status s = WriteXattr(dir, kRanksXattr, absl::StrCat(*ranks));
   if (!s.ok()) {
-    std::string message = absl::StrCat("cannot declare ", dir, " a checkpoint of ", *ranks,
-                                       " ranks: ", Why(s));
+    std::string message =
+        absl::StrCat("cannot declare ", dir, " a checkpoint of ", *ranks, " ranks: ", Why(s));
     absl::StatusOr<std::string> declared = ReadXattr(dir, kRanksXattr);
     if (declared.ok() && *declared != absl::StrCat(*ranks)) {
       absl::StrAppend(&message, " (it is declared for ", *declared, " ranks)");
@@ -126,8 +125,8 @@ int RunCkptCommit(const ParsedFlags& flags) {
   if (absl::Status s = CheckOnCkptfs(dir); !s.ok()) return Failure(spec, Why(s));
   absl::Status s = CommitRank(dir, *rank);
   if (!s.ok()) {
-    std::string message = absl::StrCat("commit of rank ", *rank, " in ", dir, " failed: ",
-                                       ErrnoText(ErrnoFromStatus(s)));
+    std::string message = absl::StrCat("commit of rank ", *rank, " in ", dir,
+                                       " failed: ", ErrnoText(ErrnoFromStatus(s)));
     absl::StatusOr<std::string> info_text = ReadXattr(dir, kInfoXattr);
     if (info_text.ok()) {
       absl::StatusOr<meta::CheckpointInfo> info = ParseCheckpointInfo(*info_text);
@@ -142,14 +141,13 @@ int RunCkptCommit(const ParsedFlags& flags) {
 }
 
 CommandSpec CkptKeepSpec() {
-  return CommandSpec{
-      "ckpt keep",
-      "Keep only the K newest committed checkpoints of RUN_DIR.",
-      "Sets user.ckptfs.keep on RUN_DIR. On each commit in it, older committed\n"
-      "checkpoints, aborted ones and ones being removed (for over a minute) are\n"
-      "removed and their space reclaimed.",
-      {},
-      {"RUN_DIR", "K"}};
+  return CommandSpec{"ckpt keep",
+                     "Keep only the K newest committed checkpoints of RUN_DIR.",
+                     "Sets user.ckptfs.keep on RUN_DIR. On each commit in it, older committed\n"
+                     "checkpoints, aborted ones and ones being removed (for over a minute) are\n"
+                     "removed and their space reclaimed.",
+                     {},
+                     {"RUN_DIR", "K"}};
 }
 
 int RunCkptKeep(const ParsedFlags& flags) {
@@ -193,8 +191,7 @@ int RunCkptRm(const ParsedFlags& flags) {
   if (absl::Status s = CheckOnCkptfs(parent); !s.ok()) return Failure(spec, Why(s));
   absl::Status s = WriteXattr(parent, kRemoveXattr, name);
   if (!s.ok()) {
-    return Failure(spec, absl::StrCat("cannot remove ", dir, ": ",
-                                      ErrnoText(ErrnoFromStatus(s))));
+    return Failure(spec, absl::StrCat("cannot remove ", dir, ": ", ErrnoText(ErrnoFromStatus(s))));
   }
   std::cout << "removed " << dir << "\n";
   return 0;

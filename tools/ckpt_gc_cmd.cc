@@ -40,7 +40,8 @@ CommandSpec CkptGcSpec() {
       "what is removed at once; files deleted outside checkpoints are freed after\n"
       "its --orphan_grace_s, since an open handle may still read them.",
       {
-          {"keep", "K", "keep the K newest committed checkpoints (default: RUN_DIR's user.ckptfs.keep)"},
+          {"keep", "K",
+           "keep the K newest committed checkpoints (default: RUN_DIR's user.ckptfs.keep)"},
           {"grace-s", "S",
            "leave aborted checkpoints that ended, and removing ones whose removal began, less "
            "than S seconds ago",
@@ -126,10 +127,9 @@ int RunCkptGc(const ParsedFlags& flags) {
       // Only what was listed: a checkpoint that took the name since (a
       // retried step) is not removed (ESTALE).
       // (A mount too old to list inodes: by name alone, as before.)
-      absl::Status s = WriteXattr(run_dir, kRemoveXattr,
-                                  c.ino() != 0
-                                      ? CheckpointRemovalValue(c.name(), c.ino(), c.state())
-                                      : c.name());
+      absl::Status s = WriteXattr(
+          run_dir, kRemoveXattr,
+          c.ino() != 0 ? CheckpointRemovalValue(c.name(), c.ino(), c.state()) : c.name());
       if (!s.ok()) {
         ++failed;
         outcome = ErrnoFromStatus(s) == ESTALE
@@ -160,15 +160,13 @@ int RunCkptGc(const ParsedFlags& flags) {
               << run_dir << " K` or pass --keep K)\n";
   }
   if (young_aborted > 0) {
-    std::cout << "  " << young_aborted << " aborted checkpoint"
-              << (young_aborted == 1 ? "" : "s") << " ended less than " << *grace_s
-              << "s ago, left for now (--grace-s)\n";
+    std::cout << "  " << young_aborted << " aborted checkpoint" << (young_aborted == 1 ? "" : "s")
+              << " ended less than " << *grace_s << "s ago, left for now (--grace-s)\n";
   }
   if (young_removing > 0) {
     std::cout << "  " << young_removing << " checkpoint" << (young_removing == 1 ? "" : "s")
-              << " whose removal began less than " << *grace_s
-              << "s ago, left to whoever removes " << (young_removing == 1 ? "it" : "them")
-              << " (--grace-s)\n";
+              << " whose removal began less than " << *grace_s << "s ago, left to whoever removes "
+              << (young_removing == 1 ? "it" : "them") << " (--grace-s)\n";
   }
   if (failed > 0) {
     return Failure(spec, absl::StrCat(failed, " checkpoint", failed == 1 ? "" : "s",

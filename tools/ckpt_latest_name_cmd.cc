@@ -89,8 +89,8 @@ int RunCkptLatestName(const ParsedFlags& flags) {
     changed = RemoveXattr(run_dir, kLatestNameXattr);
   }
   if (!changed.ok()) {
-    std::string message = absl::StrCat("cannot change the latest symlink of ", run_dir, ": ",
-                                       changed.message());
+    std::string message =
+        absl::StrCat("cannot change the latest symlink of ", run_dir, ": ", changed.message());
     if (ErrnoFromStatus(changed) == EEXIST) {
       absl::StrAppend(&message, " (a file or directory in ", run_dir,
                       " has that name; remove or rename it, or choose another name)");

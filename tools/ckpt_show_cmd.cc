@@ -53,8 +53,9 @@ int RunCkptState(const ParsedFlags& flags) {
   absl::StatusOr<std::string> text = ReadXattr(dir, kInfoXattr);
   if (!text.ok()) {
     if (ErrnoFromStatus(text.status()) == ENODATA) {
-      return Failure(spec, absl::StrCat(dir, " is not a checkpoint (declare one with "
-                                             "`ckptfs ckpt declare DIR N`)"));
+      return Failure(spec, absl::StrCat(dir,
+                                        " is not a checkpoint (declare one with "
+                                        "`ckptfs ckpt declare DIR N`)"));
     }
     return Failure(spec, std::string(text.status().message()));
   }
@@ -87,14 +88,13 @@ int RunCkptState(const ParsedFlags& flags) {
 }
 
 CommandSpec CkptLsSpec() {
-  return CommandSpec{
-      "ckpt ls",
-      "List the checkpoints of RUN_DIR: name, state, ranks arrived/N, size, age.",
-      "Only committed checkpoints unless --all (pending, aborted and removing ones\n"
-      "are hidden from directory listings too, but reachable by name). Oldest\n"
-      "first; `latest` is marked.",
-      {{"all", "", "also pending, aborted and removing checkpoints"}},
-      {"RUN_DIR"}};
+  return CommandSpec{"ckpt ls",
+                     "List the checkpoints of RUN_DIR: name, state, ranks arrived/N, size, age.",
+                     "Only committed checkpoints unless --all (pending, aborted and removing ones\n"
+                     "are hidden from directory listings too, but reachable by name). Oldest\n"
+                     "first; `latest` is marked.",
+                     {{"all", "", "also pending, aborted and removing checkpoints"}},
+                     {"RUN_DIR"}};
 }
 
 int RunCkptLs(const ParsedFlags& flags) {
@@ -112,11 +112,10 @@ int RunCkptLs(const ParsedFlags& flags) {
   }
   absl::StatusOr<std::string> latest = ReadXattr(run_dir, kLatestXattr);
   if (!all) {
-    list.erase(std::remove_if(list.begin(), list.end(),
-                              [](const meta::CheckpointInfo& c) {
-                                return c.state() != meta::COMMITTED;
-                              }),
-               list.end());
+    list.erase(
+        std::remove_if(list.begin(), list.end(),
+                       [](const meta::CheckpointInfo& c) { return c.state() != meta::COMMITTED; }),
+        list.end());
   }
   if (list.empty()) {
     std::cout << "no " << (all ? "" : "committed ") << "checkpoints in " << run_dir
@@ -134,8 +133,8 @@ int RunCkptLs(const ParsedFlags& flags) {
     if (latest.ok() && *latest == c.name()) note = "latest";
     if (c.state() == meta::ABORTED) note = AbortText(c);
     if (c.state() == meta::REMOVING) note = "names in it were removed; no longer valid";
-    rows.push_back({c.name(), CheckpointStateName(c.state()), absl::StrCat(c.arrived(), "/", c.ranks()), Size(c),
-                    Age(c, now_ms), note});
+    rows.push_back({c.name(), CheckpointStateName(c.state()),
+                    absl::StrCat(c.arrived(), "/", c.ranks()), Size(c), Age(c, now_ms), note});
   }
   std::cout << FormatTable(rows);
   return 0;

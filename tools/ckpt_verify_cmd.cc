@@ -31,8 +31,8 @@ std::string StateLine(const std::string& dir) {
   if (!text.ok()) return "not a checkpoint";
   absl::StatusOr<meta::CheckpointInfo> info = ParseCheckpointInfo(*text);
   if (!info.ok()) return "checkpoint (state unreadable)";
-  return absl::StrCat(CheckpointStateName(info->state()), ", ", info->arrived(), "/",
-                      info->ranks(), " ranks");
+  return absl::StrCat(CheckpointStateName(info->state()), ", ", info->arrived(), "/", info->ranks(),
+                      " ranks");
 }
 
 struct Prepared {
@@ -103,13 +103,11 @@ int RunCkptShow(const ParsedFlags& flags) {
     total += f.size;
     bad += f.ok() ? 0 : 1;
     rows.push_back({f.path, FormatBytes(f.size), absl::StrCat(f.chunks.size()),
-                    f.ok() ? Hex(f.crc32c) : "-",
-                    f.ok() ? "" : std::string(f.status.message())});
+                    f.ok() ? Hex(f.crc32c) : "-", f.ok() ? "" : std::string(f.status.message())});
     if (!chunks) continue;
     for (const ChunkCheck& c : f.chunks) {
       rows.push_back({absl::StrCat("  chunk ", c.index), FormatBytes(c.length),
-                      absl::StrCat("server ", c.server_id, " ",
-                                   c.server.empty() ? "?" : c.server),
+                      absl::StrCat("server ", c.server_id, " ", c.server.empty() ? "?" : c.server),
                       c.status.ok() ? Hex(c.crc32c) : "-",
                       !c.status.ok() ? std::string(c.status.message())
                       : c.hole       ? std::string("hole (never written, reads as zeros)")
@@ -151,8 +149,8 @@ int RunCkptVerify(const ParsedFlags& flags) {
   int exit_status = 0;
   std::optional<Prepared> p = Prepare(spec, flags, dir, &exit_status);
   if (!p) return exit_status;
-  std::cout << "verifying " << dir << " (" << StateLine(dir) << "): " << p->files.size()
-            << " file" << (p->files.size() == 1 ? "" : "s") << std::endl;
+  std::cout << "verifying " << dir << " (" << StateLine(dir) << "): " << p->files.size() << " file"
+            << (p->files.size() == 1 ? "" : "s") << std::endl;
   uint64_t bytes = 0, chunks = 0, bad_chunks = 0;
   std::vector<std::string> bad_files;
   for (const std::string& name : p->files) {
@@ -161,8 +159,8 @@ int RunCkptVerify(const ParsedFlags& flags) {
     chunks += f.chunks.size();
     if (f.ok()) {
       std::cout << "OK   " << f.path << "  " << FormatBytes(f.size) << ", " << f.chunks.size()
-                << " chunk" << (f.chunks.size() == 1 ? "" : "s") << ", crc32c "
-                << Hex(f.crc32c) << "\n";
+                << " chunk" << (f.chunks.size() == 1 ? "" : "s") << ", crc32c " << Hex(f.crc32c)
+                << "\n";
       continue;
     }
     bad_files.push_back(f.path);
@@ -177,20 +175,20 @@ int RunCkptVerify(const ParsedFlags& flags) {
     if (!any_chunk) std::cout << "       " << f.status.message() << "\n";
   }
   std::cout << "verified " << p->files.size() << " file" << (p->files.size() == 1 ? "" : "s")
-            << ", " << chunks << " chunk" << (chunks == 1 ? "" : "s") << ", "
-            << FormatBytes(bytes) << ": ";
+            << ", " << chunks << " chunk" << (chunks == 1 ? "" : "s") << ", " << FormatBytes(bytes)
+            << ": ";
   if (bad_files.empty()) {
     std::cout << "all intact\n";
     return 0;
   }
   std::cout << bad_files.size() << " file" << (bad_files.size() == 1 ? "" : "s") << " BAD ("
             << bad_chunks << " chunk" << (bad_chunks == 1 ? "" : "s") << ")\n";
-  std::cerr << "ckptfs ckpt verify: " << dir << " is damaged: "
-            << absl::StrJoin(bad_files, ", ")
-            << " (a chunk failing its CRC32C is damaged on the server's disk: restore the file "
-               "from another checkpoint, or, for one bad copy or fragment of a file with replicas or "
-               "erasure coding, run `ckptfs repair`; an unreachable server: check `ckptfs "
-               "status`)\n";
+  std::cerr
+      << "ckptfs ckpt verify: " << dir << " is damaged: " << absl::StrJoin(bad_files, ", ")
+      << " (a chunk failing its CRC32C is damaged on the server's disk: restore the file "
+         "from another checkpoint, or, for one bad copy or fragment of a file with replicas or "
+         "erasure coding, run `ckptfs repair`; an unreachable server: check `ckptfs "
+         "status`)\n";
   return 1;
 }
 

@@ -26,8 +26,9 @@ absl::Status CheckOnCkptfs(const std::string& path) {
   struct statfs fs {};
   if (::statfs(path.c_str(), &fs) != 0) return XattrError(errno, path);
   if (static_cast<long>(fs.f_type) != kFuseSuperMagic) {
-    return ErrnoStatus(ENOTSUP, absl::StrCat(path, " is not on a ckptfs mount (mount one with "
-                                                   "`ckptfs mount` or `ckptfs up`)"));
+    return ErrnoStatus(ENOTSUP, absl::StrCat(path,
+                                             " is not on a ckptfs mount (mount one with "
+                                             "`ckptfs mount` or `ckptfs up`)"));
   }
   return absl::OkStatus();
 }

@@ -37,7 +37,6 @@
 
 namespace ckptfs::tools {
 
-
 // getxattr(2) of the whole value (sized, retried while it grows). On
 // failure an errno status (ENODATA: no such attribute) whose message is
 // "<path>: <strerror> (<ERRNAME>)".

@@ -1,6 +1,6 @@
 // Tests of the checkpoint info parser (common/checkpoint_info_text.h) on the
-// lines the tools read, and of the xattr helpers' errors (ckpt_xattrs.h). The mount side is tested end to end in
-// tests/integration/checkpoint_test.cc.
+// lines the tools read, and of the xattr helpers' errors (ckpt_xattrs.h). The mount side is tested
+// end to end in tests/integration/checkpoint_test.cc.
 #include "tools/ckpt_xattrs.h"
 
 #include <cerrno>

@@ -38,10 +38,11 @@ class CliTest : public ::testing::Test {
     mnt_ = root_ + "/mnt";
     std::filesystem::create_directories(bin_);
     ::setenv("CKPTFS_BIN_DIR", bin_.c_str(), 1);
-    const auto base = FindFreePortRange("127.0.0.1",
-                                        // Spread so that tests started one after another (pids a few apart)
-                                        // do not probe overlapping ranges.
-                                        static_cast<uint16_t>(20000 + (::getpid() * 7) % 12000), 6, {});
+    const auto base =
+        FindFreePortRange("127.0.0.1",
+                          // Spread so that tests started one after another (pids a few apart)
+                          // do not probe overlapping ranges.
+                          static_cast<uint16_t>(20000 + (::getpid() * 7) % 12000), 6, {});
     ASSERT_TRUE(base.has_value());
     base_ = *base;
   }
@@ -67,9 +68,8 @@ class CliTest : public ::testing::Test {
     return result.ok() ? *result : CommandResult{-1, ""};
   }
   std::vector<std::string> Up(std::vector<std::string> extra = {}) {
-    std::vector<std::string> args = {"up",          "--state-dir",  state_,
-                                     "--mountpoint", mnt_,          "--meta-port",
-                                     absl::StrCat(base_), "--storage-port",
+    std::vector<std::string> args = {"up", "--state-dir", state_, "--mountpoint", mnt_,
+                                     "--meta-port", absl::StrCat(base_), "--storage-port",
                                      absl::StrCat(base_ + 1), "--servers", "2",
                                      // never the default ports the README demo uses
                                      "--metrics-port", "0"};
@@ -93,10 +93,10 @@ class CliTest : public ::testing::Test {
   std::optional<ProcessRecord> StartStorage(const std::string& data_dir, uint16_t port,
                                             const std::string& log) {
     const std::string storage_bin = std::string(CKPTFS_BUILD_BIN_DIR) + "/ckptfs-storage";
-    auto server = SpawnDetached({storage_bin, absl::StrCat("--listen=127.0.0.1:", port),
-                                 "--data_dir=" + data_dir, "--buffer_pool_mb=65",
-                                 "--scrub_mb_per_s=0"},
-                                log);
+    auto server =
+        SpawnDetached({storage_bin, absl::StrCat("--listen=127.0.0.1:", port),
+                       "--data_dir=" + data_dir, "--buffer_pool_mb=65", "--scrub_mb_per_s=0"},
+                      log);
     EXPECT_TRUE(server.ok()) << server.status();
     if (!server.ok()) return std::nullopt;
     spawned_.push_back(server->pid);
@@ -178,8 +178,7 @@ TEST_F(CliTest, DownWithNothingRunningIsFine) {
 TEST_F(CliTest, MissingDaemonsAreNamed) {
   CommandResult r = Run(Up());
   EXPECT_EQ(r.exit_status, 1);
-  EXPECT_NE(r.output.find("cannot find the executable ckptfs-meta in " + bin_),
-            std::string::npos)
+  EXPECT_NE(r.output.find("cannot find the executable ckptfs-meta in " + bin_), std::string::npos)
       << r.output;
 }
 
@@ -190,8 +189,7 @@ TEST_F(CliTest, BusyPortsAreNamedWithAFreeAlternative) {
     ASSERT_TRUE(blocker.ok());
     CommandResult r = Run(Up());
     EXPECT_EQ(r.exit_status, 1);
-    EXPECT_NE(r.output.find(absl::StrCat("port ", base_, " (metadata service)")),
-              std::string::npos)
+    EXPECT_NE(r.output.find(absl::StrCat("port ", base_, " (metadata service)")), std::string::npos)
         << r.output;
     EXPECT_NE(r.output.find("pass --meta-port "), std::string::npos) << r.output;
   }
@@ -214,8 +212,7 @@ TEST_F(CliTest, FailingDaemonShowsItsLogAndNothingIsLeft) {
   CommandResult r = Run(Up());
   EXPECT_EQ(r.exit_status, 1);
   EXPECT_NE(r.output.find("exited with status 3"), std::string::npos) << r.output;
-  EXPECT_NE(r.output.find("meta stand-in: cannot open data dir"), std::string::npos)
-      << r.output;
+  EXPECT_NE(r.output.find("meta stand-in: cannot open data dir"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find(absl::StrCat("--listen=127.0.0.1:", base_)), std::string::npos)
       << r.output;  // the daemon got its flags
   EXPECT_FALSE(StateFileExists());
@@ -223,7 +220,8 @@ TEST_F(CliTest, FailingDaemonShowsItsLogAndNothingIsLeft) {
 }
 
 TEST_F(CliTest, DaemonThatNeverAnswersIsStopped) {
-  StandIns("echo $$ > " + root_ + "/meta.pid\n"
+  StandIns("echo $$ > " + root_ +
+           "/meta.pid\n"
            "trap 'exit 0' TERM\nwhile :; do sleep 0.1; done");
   CommandResult r = Run(Up({"--timeout-s", "5"}));
   EXPECT_EQ(r.exit_status, 1);
@@ -239,16 +237,17 @@ TEST_F(CliTest, DaemonThatNeverAnswersIsStopped) {
 TEST_F(CliTest, BadMountpointIsRefusedBeforeAnythingStarts) {
   StandIns("touch " + root_ + "/meta-started; exit 1");
   std::ofstream(root_ + "/a-file") << "x";
-  CommandResult r = Run({"up", "--state-dir", state_, "--mountpoint", root_ + "/a-file",
-                         "--meta-port", absl::StrCat(base_), "--storage-port",
-                         absl::StrCat(base_ + 1)});
+  CommandResult r =
+      Run({"up", "--state-dir", state_, "--mountpoint", root_ + "/a-file", "--meta-port",
+           absl::StrCat(base_), "--storage-port", absl::StrCat(base_ + 1)});
   EXPECT_EQ(r.exit_status, 1);
   EXPECT_NE(r.output.find(root_ + "/a-file"), std::string::npos) << r.output;
   EXPECT_FALSE(std::filesystem::exists(root_ + "/meta-started"));
 }
 
 TEST_F(CliTest, InterruptedUpStopsWhatItStarted) {
-  StandIns("echo $$ > " + root_ + "/meta.pid\n"
+  StandIns("echo $$ > " + root_ +
+           "/meta.pid\n"
            "trap 'exit 0' TERM\nwhile :; do sleep 0.1; done");
   std::vector<std::string> args = Up();
   args.insert(args.begin(), CKPTFS_CLI_PATH);
@@ -290,8 +289,8 @@ TEST_F(CliTest, RunningClusterIsRefusedAndDownStopsOnlyRecordedProcesses) {
   spawned_ = {daemon->pid, bystander->pid};
   ClusterState state;
   state.meta_address = absl::StrCat("127.0.0.1:", base_);
-  state.daemons.push_back({"meta", state.meta_address, dir->MetaDir(), dir->LogPath("meta"),
-                           *daemon});
+  state.daemons.push_back(
+      {"meta", state.meta_address, dir->MetaDir(), dir->LogPath("meta"), *daemon});
   // A recorded pid that now belongs to another process must be left alone.
   ProcessRecord recycled = *bystander;
   recycled.start_time += 7;
@@ -393,8 +392,8 @@ TEST_F(CliTest, DownStopsStorageServersThatStillHoldTheirDataDirectories) {
 // Starts a stand-in meta daemon (sleep) and saves a cluster.state whose
 // record of it names `exe` as its executable. Returns its pid (0 on failure,
 // with the test failed).
-pid_t SaveDaemonRecordedAs(const std::string& state_dir, int base,
-                           std::vector<pid_t>& spawned, const std::string& exe) {
+pid_t SaveDaemonRecordedAs(const std::string& state_dir, int base, std::vector<pid_t>& spawned,
+                           const std::string& exe) {
   auto dir = StateDir::Open(state_dir, /*create=*/true);
   EXPECT_TRUE(dir.ok());
   if (!dir.ok()) return 0;
@@ -419,8 +418,7 @@ TEST_F(CliTest, DownFailsOnARecordItCannotVerify) {
 
   CommandResult r = Run({"down", "--state-dir", state_, "--grace-s", "1"});
   EXPECT_EQ(r.exit_status, 1) << r.output;
-  EXPECT_NE(r.output.find(absl::StrCat("NOT STOPPED: pid ", pid)), std::string::npos)
-      << r.output;
+  EXPECT_NE(r.output.find(absl::StrCat("NOT STOPPED: pid ", pid)), std::string::npos) << r.output;
   EXPECT_TRUE(Alive(pid));
   EXPECT_TRUE(StateFileExists());  // kept for another try
 }
@@ -449,16 +447,15 @@ TEST_F(CliTest, UpRefusesADataDirectoryAnotherStorageServerHolds) {
   if (!HaveStorageBinary()) GTEST_SKIP() << "no ckptfs-storage in " << CKPTFS_BUILD_BIN_DIR;
   auto dir = StateDir::Open(state_, /*create=*/true);
   ASSERT_TRUE(dir.ok());
-  std::optional<ProcessRecord> leftover = StartStorage(
-      dir->StorageDir(1), static_cast<uint16_t>(base_ + 4), root_ + "/leftover.log");
+  std::optional<ProcessRecord> leftover =
+      StartStorage(dir->StorageDir(1), static_cast<uint16_t>(base_ + 4), root_ + "/leftover.log");
   ASSERT_TRUE(leftover.has_value());
   StandIns("touch " + root_ + "/meta-started; exit 1");
   CommandResult r = Run(Up());
   EXPECT_EQ(r.exit_status, 1) << r.output;
   EXPECT_NE(r.output.find(absl::StrCat("data directory ", dir->StorageDir(1),
-                                       " is in use by another ckptfs-storage (pid ",
-                                       leftover->pid, "): it holds ", dir->StorageDir(1),
-                                       "/LOCK")),
+                                       " is in use by another ckptfs-storage (pid ", leftover->pid,
+                                       "): it holds ", dir->StorageDir(1), "/LOCK")),
             std::string::npos)
       << r.output;
   EXPECT_FALSE(std::filesystem::exists(root_ + "/meta-started"));  // nothing started
@@ -483,8 +480,10 @@ TEST_F(CliTest, AnAbortedUpNamesTheLockHoldersItStops) {
               "for a in \"$@\"; do case \"$a\" in --data_dir=*) d=\"${a#--data_dir=}\";; esac; "
               "done\n"
               "/usr/bin/flock -n \"$d/LOCK\" sleep 60 &\n"
-              "echo $! >> " + root_ + "/holders\n"
-              "sleep 1; echo storage stand-in gives up; exit 1");
+              "echo $! >> " +
+                  root_ +
+                  "/holders\n"
+                  "sleep 1; echo storage stand-in gives up; exit 1");
   CommandResult r = Run(Up({"--timeout-s", "30"}));
   EXPECT_EQ(r.exit_status, 1) << r.output;
   EXPECT_NE(r.output.find("storage stand-in gives up"), std::string::npos) << r.output;
@@ -496,9 +495,9 @@ TEST_F(CliTest, AnAbortedUpNamesTheLockHoldersItStops) {
     const std::string lock = dir->StorageDir(i) + "/LOCK";
     EXPECT_NE(r.output.find(absl::StrCat("storage-", i, ": stopped pid ")), std::string::npos)
         << r.output;
-    EXPECT_NE(r.output.find(absl::StrCat(", which held ", lock,
-                                         ": a process this `up` did not start")),
-              std::string::npos)
+    EXPECT_NE(
+        r.output.find(absl::StrCat(", which held ", lock, ": a process this `up` did not start")),
+        std::string::npos)
         << r.output;
     EXPECT_FALSE(*DataDirLocked(dir->StorageDir(i)));
   }
@@ -509,8 +508,7 @@ TEST_F(CliTest, AnAbortedUpNamesTheLockHoldersItStops) {
 TEST_F(CliTest, StatusOfAnUnreachableServiceFails) {
   CommandResult r = Run({"status", "--meta", absl::StrCat("127.0.0.1:", base_)});
   EXPECT_EQ(r.exit_status, 1);
-  EXPECT_NE(r.output.find("cannot reach the metadata service"), std::string::npos)
-      << r.output;
+  EXPECT_NE(r.output.find("cannot reach the metadata service"), std::string::npos) << r.output;
 }
 
 TEST_F(CliTest, CkptGroupHelpAndUnknownCommands) {
@@ -518,7 +516,8 @@ TEST_F(CliTest, CkptGroupHelpAndUnknownCommands) {
   EXPECT_EQ(r.exit_status, 2);
   for (const char* command : {"declare", "commit", "state", "ls", "keep", "rm"}) {
     EXPECT_NE(r.output.find(absl::StrCat("  ckpt ", command, " ")), std::string::npos)
-        << command << "\n" << r.output;
+        << command << "\n"
+        << r.output;
   }
   EXPECT_EQ(Run({"ckpt", "--help"}).exit_status, 0);
   EXPECT_EQ(Run({"help", "ckpt"}).exit_status, 0);
@@ -527,8 +526,7 @@ TEST_F(CliTest, CkptGroupHelpAndUnknownCommands) {
   EXPECT_NE(r.output.find("usage: ckptfs ckpt commit DIR RANK"), std::string::npos) << r.output;
   r = Run({"ckpt", "ls", "--help"});
   EXPECT_EQ(r.exit_status, 0);
-  EXPECT_NE(r.output.find("usage: ckptfs ckpt ls RUN_DIR [--all]"), std::string::npos)
-      << r.output;
+  EXPECT_NE(r.output.find("usage: ckptfs ckpt ls RUN_DIR [--all]"), std::string::npos) << r.output;
   r = Run({"ckpt", "frob", "x"});
   EXPECT_EQ(r.exit_status, 2);
   EXPECT_NE(r.output.find("unknown command \"ckpt frob\""), std::string::npos) << r.output;
@@ -564,8 +562,8 @@ TEST_F(CliTest, CkptArgumentErrorsExitWithTwoAndTouchNothing) {
   for (const Case& c : cases) {
     CommandResult r = Run(c.args);
     EXPECT_EQ(r.exit_status, 2) << absl::StrJoin(c.args, " ") << "\n" << r.output;
-    EXPECT_NE(r.output.find(c.message), std::string::npos)
-        << absl::StrJoin(c.args, " ") << "\n" << r.output;
+    EXPECT_NE(r.output.find(c.message), std::string::npos) << absl::StrJoin(c.args, " ") << "\n"
+                                                           << r.output;
     EXPECT_NE(r.output.find("usage: ckptfs ckpt "), std::string::npos) << r.output;
   }
   EXPECT_FALSE(std::filesystem::exists(root_ + "/run"));
@@ -614,15 +612,14 @@ TEST_F(CliTest, CkptLsAndStateFormatTheMountsAttributes) {
     GTEST_SKIP() << "no user xattrs on " << root_ << ": " << strerror(errno);
   }
   ASSERT_EQ(::setxattr(run.c_str(), "user.ckptfs.latest", "step_1", 6, 0), 0);
-  const std::string info = list.substr(list.find("name=step_2"), list.find("name=step_3") -
-                                                                      list.find("name=step_2") - 1);
+  const std::string info = list.substr(list.find("name=step_2"),
+                                       list.find("name=step_3") - list.find("name=step_2") - 1);
   ASSERT_EQ(::setxattr((run + "/step_2").c_str(), "user.ckptfs.info", info.data(), info.size(), 0),
             0);
 
   CommandResult r = Run({"ckpt", "ls", run});
   EXPECT_EQ(r.exit_status, 0) << r.output;
-  EXPECT_NE(r.output.find("NAME    STATE      RANKS  SIZE     AGE"), std::string::npos)
-      << r.output;
+  EXPECT_NE(r.output.find("NAME    STATE      RANKS  SIZE     AGE"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("step_1  committed  4/4    3.0 MiB  30m  latest"), std::string::npos)
       << r.output;
   EXPECT_EQ(r.output.find("step_2"), std::string::npos) << r.output;
@@ -634,8 +631,7 @@ TEST_F(CliTest, CkptLsAndStateFormatTheMountsAttributes) {
                           "(ETIMEDOUT): rank 3 did not commit within 30 s"),
             std::string::npos)
       << r.output;
-  EXPECT_NE(r.output.find("step_3  pending    1/4    -        5h"), std::string::npos)
-      << r.output;
+  EXPECT_NE(r.output.find("step_3  pending    1/4    -        5h"), std::string::npos) << r.output;
 
   r = Run({"ckpt", "state", run + "/step_2"});
   EXPECT_EQ(r.exit_status, 0) << r.output;
@@ -651,8 +647,7 @@ TEST_F(CliTest, CkptLatestNameChecksItsArgumentsAndNeedsAMount) {
   EXPECT_NE(r.output.find("  ckpt latest-name "), std::string::npos) << r.output;
   r = Run({"ckpt", "latest-name", "--help"});
   EXPECT_EQ(r.exit_status, 0) << r.output;
-  EXPECT_NE(r.output.find("usage: ckptfs ckpt latest-name RUN_DIR"), std::string::npos)
-      << r.output;
+  EXPECT_NE(r.output.find("usage: ckptfs ckpt latest-name RUN_DIR"), std::string::npos) << r.output;
   const std::string run = root_ + "/run";
   std::filesystem::create_directories(run);
   struct Case {
@@ -670,8 +665,8 @@ TEST_F(CliTest, CkptLatestNameChecksItsArgumentsAndNeedsAMount) {
   for (const Case& c : cases) {
     r = Run(c.args);
     EXPECT_EQ(r.exit_status, 2) << absl::StrJoin(c.args, " ") << "\n" << r.output;
-    EXPECT_NE(r.output.find(c.message), std::string::npos)
-        << absl::StrJoin(c.args, " ") << "\n" << r.output;
+    EXPECT_NE(r.output.find(c.message), std::string::npos) << absl::StrJoin(c.args, " ") << "\n"
+                                                           << r.output;
   }
   // A plain directory would just store the attribute: refused, not set.
   r = Run({"ckpt", "latest-name", run, "--set", "ptr"});
@@ -687,15 +682,14 @@ TEST_F(CliTest, CkptLsAndStateShowACheckpointBeingRemoved) {
   const int64_t now_ms = absl::ToUnixMillis(absl::Now());
   const std::string line = absl::StrCat(
       "name=step_1 state=removing ranks=2 arrived=2 files=4 bytes=3145728 declared_ms=",
-      now_ms - 3'600'000, " first_commit_ms=", now_ms - 3'000'000, " ended_ms=",
-      now_ms - 1'830'000, " timeout_s=600 errno=0 ino=7 removing_ms=", now_ms - 630'000,
-      " reason=\n");
+      now_ms - 3'600'000, " first_commit_ms=", now_ms - 3'000'000, " ended_ms=", now_ms - 1'830'000,
+      " timeout_s=600 errno=0 ino=7 removing_ms=", now_ms - 630'000, " reason=\n");
   if (::setxattr(run.c_str(), "user.ckptfs.checkpoints", line.data(), line.size(), 0) != 0) {
     GTEST_SKIP() << "no user xattrs on " << root_ << ": " << strerror(errno);
   }
-  ASSERT_EQ(::setxattr((run + "/step_1").c_str(), "user.ckptfs.info", line.data(),
-                       line.size() - 1, 0),
-            0);
+  ASSERT_EQ(
+      ::setxattr((run + "/step_1").c_str(), "user.ckptfs.info", line.data(), line.size() - 1, 0),
+      0);
   CommandResult r = Run({"ckpt", "ls", run});
   EXPECT_EQ(r.exit_status, 0) << r.output;
   EXPECT_NE(r.output.find("no committed checkpoints"), std::string::npos) << r.output;

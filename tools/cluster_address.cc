@@ -43,9 +43,9 @@ std::optional<std::string> FuseMountHolding(const std::string& path) {
   std::string best;
   for (const MountEntry& m : ParseMountInfo(ReadAll("/proc/self/mountinfo"))) {
     if (!m.is_fuse()) continue;
-    const bool under = path == m.mount_point ||
-                       (absl::StartsWith(path, m.mount_point) &&
-                        (m.mount_point == "/" || path[m.mount_point.size()] == '/'));
+    const bool under =
+        path == m.mount_point || (absl::StartsWith(path, m.mount_point) &&
+                                  (m.mount_point == "/" || path[m.mount_point.size()] == '/'));
     if (under && m.mount_point.size() > best.size()) best = m.mount_point;
   }
   if (best.empty()) return std::nullopt;
@@ -55,8 +55,7 @@ std::optional<std::string> FuseMountHolding(const std::string& path) {
 }  // namespace
 
 FlagSpec MetaFlag() {
-  return {"meta", "ADDR",
-          "the metadata service, host:port, or all its metadata servers as A,B"};
+  return {"meta", "ADDR", "the metadata service, host:port, or all its metadata servers as A,B"};
 }
 
 FlagSpec CredentialFileFlag() {
@@ -83,16 +82,16 @@ absl::StatusOr<std::vector<std::string>> FuseDaemonArgsOfMount(const std::string
   for (const auto& entry : std::filesystem::directory_iterator("/proc", ec)) {
     pid_t pid = 0;
     if (!absl::SimpleAtoi(entry.path().filename().string(), &pid)) continue;
-    std::vector<std::string> args = absl::StrSplit(
-        ReadAll(absl::StrCat("/proc/", pid, "/cmdline")), '\0', absl::SkipEmpty());
+    std::vector<std::string> args =
+        absl::StrSplit(ReadAll(absl::StrCat("/proc/", pid, "/cmdline")), '\0', absl::SkipEmpty());
     if (args.empty() || !absl::StrContains(args[0], "ckptfs-fuse")) continue;
     std::optional<std::string> mountpoint = FlagValue(args, "mountpoint");
     if (!mountpoint || AbsolutePath(*mountpoint) != *mount) continue;
     return args;
   }
-  return absl::NotFoundError(absl::StrCat(
-      "cannot tell which metadata service the mount at ", *mount,
-      " uses (no ckptfs-fuse process of this machine serves it); pass --meta ADDR"));
+  return absl::NotFoundError(
+      absl::StrCat("cannot tell which metadata service the mount at ", *mount,
+                   " uses (no ckptfs-fuse process of this machine serves it); pass --meta ADDR"));
 }
 
 }  // namespace
@@ -133,8 +132,7 @@ absl::StatusOr<std::string> MetaAddressOfMount(const std::string& path) {
   return FlagValue(*args, "meta").value_or("127.0.0.1:7000");
 }
 
-absl::StatusOr<std::string> ResolveMetaAddress(const ParsedFlags& flags,
-                                               const std::string& path) {
+absl::StatusOr<std::string> ResolveMetaAddress(const ParsedFlags& flags, const std::string& path) {
   if (flags.Given("meta") && flags.Given("state-dir")) {
     return absl::InvalidArgumentError("give at most one of --meta and --state-dir");
   }
@@ -151,8 +149,8 @@ absl::StatusOr<std::string> ResolveMetaAddress(const ParsedFlags& flags,
     absl::StatusOr<std::optional<ClusterState>> state = dir->Load();
     if (!state.ok()) return state.status();
     if (!state->has_value()) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "no cluster is running from ", dir->path(), " (start one with `ckptfs up`)"));
+      return absl::FailedPreconditionError(absl::StrCat("no cluster is running from ", dir->path(),
+                                                        " (start one with `ckptfs up`)"));
     }
     return (*state)->meta_address;
   }

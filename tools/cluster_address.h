@@ -23,8 +23,7 @@ FlagSpec CredentialFileFlag();
 // InvalidArgument). When neither is given: the service of the ckptfs mount
 // holding `path` if `path` is not empty, else InvalidArgument saying what to
 // pass. Errors name what was looked at and what to do.
-absl::StatusOr<std::string> ResolveMetaAddress(const ParsedFlags& flags,
-                                               const std::string& path);
+absl::StatusOr<std::string> ResolveMetaAddress(const ParsedFlags& flags, const std::string& path);
 
 // The cluster credential the command presents (common/credential.h): the
 // file --credential-file names; else $CKPTFS_CREDENTIAL_FILE; else

@@ -49,8 +49,8 @@ bool Stopped(StopOutcome outcome) {
 std::string NotVerified(const ProcessRecord& recorded) {
   absl::StatusOr<ProcessRecord> now = CurrentProcessRecord(recorded.pid);
   return absl::StrCat("NOT STOPPED: pid ", recorded.pid, ", started when recorded, runs ",
-                      now.ok() && !now->exe.empty() ? now->exe : "(unknown)",
-                      ", not the recorded ", recorded.exe.empty() ? "(none)" : recorded.exe,
+                      now.ok() && !now->exe.empty() ? now->exe : "(unknown)", ", not the recorded ",
+                      recorded.exe.empty() ? "(none)" : recorded.exe,
                       "; check it and stop it by hand");
 }
 
@@ -75,11 +75,10 @@ DaemonResult ConfirmStorageStopped(const DaemonRecord& d, absl::Duration grace,
   const bool recorded_pid =
       std::find(stopped.begin(), stopped.end(), d.process.pid) != stopped.end();
   DaemonResult result;
-  result.text = absl::StrCat("stopped: found holding ", d.data_dir, "/LOCK as pid ",
-                             absl::StrJoin(stopped, ", "),
-                             recorded_pid ? " (its record did not match that process)"
-                                          : absl::StrCat(" (not the recorded pid ",
-                                                         d.process.pid, ")"));
+  result.text = absl::StrCat(
+      "stopped: found holding ", d.data_dir, "/LOCK as pid ", absl::StrJoin(stopped, ", "),
+      recorded_pid ? " (its record did not match that process)"
+                   : absl::StrCat(" (not the recorded pid ", d.process.pid, ")"));
   // The recorded pid itself is settled too unless it still runs unverified.
   const RecordMatch now = MatchRecord(d.process);
   result.gone = now == RecordMatch::kGone || now == RecordMatch::kOtherProcess;
@@ -106,8 +105,7 @@ int RunDown(const ParsedFlags& flags) {
   if (!grace.ok()) return UsageError(spec, std::string(grace.status().message()));
   const std::string path = AbsolutePath(flags.Get("state-dir"));
   if (::access(path.c_str(), F_OK) != 0) {
-    std::cout << "no cluster in " << path << " (no such directory); nothing to stop"
-              << std::endl;
+    std::cout << "no cluster in " << path << " (no such directory); nothing to stop" << std::endl;
     return 0;
   }
   absl::StatusOr<StateDir> dir = StateDir::Open(path, /*create=*/false);
@@ -116,8 +114,7 @@ int RunDown(const ParsedFlags& flags) {
   absl::StatusOr<std::optional<ClusterState>> loaded = dir->Load();
   if (!loaded.ok()) return Failure(spec, std::string(loaded.status().message()));
   if (!loaded->has_value()) {
-    std::cout << "no cluster is running from " << dir->path() << "; nothing to stop"
-              << std::endl;
+    std::cout << "no cluster is running from " << dir->path() << "; nothing to stop" << std::endl;
     return 0;
   }
   ClusterState state = std::move(**loaded);
@@ -129,9 +126,9 @@ int RunDown(const ParsedFlags& flags) {
   if (!state.mountpoint.empty()) {
     std::optional<MountEntry> mount = FindMount(state.mountpoint);
     if (mount.has_value() && mount->is_fuse()) {
-      absl::StatusOr<UnmountResult> result = UnmountWithRetries(
-          state.mountpoint, /*attempts=*/5, /*lazy=*/true,
-          [](const std::string& line) { std::cout << line << std::endl; });
+      absl::StatusOr<UnmountResult> result =
+          UnmountWithRetries(state.mountpoint, /*attempts=*/5, /*lazy=*/true,
+                             [](const std::string& line) { std::cout << line << std::endl; });
       if (!result.ok()) {
         std::cerr << "ckptfs down: " << result.status().message() << std::endl;
         failed = true;
@@ -175,8 +172,8 @@ int RunDown(const ParsedFlags& flags) {
       if (absl::StartsWith(group[i]->role, "storage") && !group[i]->data_dir.empty()) {
         result = ConfirmStorageStopped(*group[i], absl::Seconds(*grace), std::move(result));
       }
-      rows.push_back({group[i]->role, group[i]->address,
-                      absl::StrCat(group[i]->process.pid), result.text});
+      rows.push_back(
+          {group[i]->role, group[i]->address, absl::StrCat(group[i]->process.pid), result.text});
       if (!result.gone) {
         failed = true;
         remaining.push_back(*group[i]);

@@ -33,8 +33,8 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "common/credential.h"
-#include "common/meta_channel.h"
 #include "common/errno_status.h"
+#include "common/meta_channel.h"
 #include "common/net.h"
 #include "tools/commands.h"
 #include "tools/daemon_binaries.h"
@@ -60,13 +60,13 @@ struct UpConfig {
   uint16_t meta_port = 0;
   uint16_t storage_port = 0;
   int servers = 0;
-  int64_t chunk_size = 0;  // 0: the metadata service's default
-  int replicas = 2;        // copies of each chunk of new files
-  std::string ec;          // "K+M": erasure-code new files instead ("" none)
-  int64_t orphan_grace_s = -1;  // < 0: the metadata service's default
+  int64_t chunk_size = 0;             // 0: the metadata service's default
+  int replicas = 2;                   // copies of each chunk of new files
+  std::string ec;                     // "K+M": erasure-code new files instead ("" none)
+  int64_t orphan_grace_s = -1;        // < 0: the metadata service's default
   int64_t repair_move_after_s = 600;  // the repairer's --move-after-s
-  bool repair = true;  // start the repairer (--no-repair: not)
-  uint16_t metrics_port = 0;  // 0: no metrics endpoints
+  bool repair = true;                 // start the repairer (--no-repair: not)
+  uint16_t metrics_port = 0;          // 0: no metrics endpoints
   absl::Duration timeout;
   std::string mountpoint;  // absolute
   std::string meta_binary, storage_binary, fuse_binary;
@@ -132,7 +132,7 @@ absl::Status CheckMetricsPorts(const UpConfig& config) {
       FindFreePortRange(config.host, config.metrics_port, config.servers + 2, taken);
   return absl::FailedPreconditionError(absl::StrCat(
       busy.size() == 1 ? "metrics port " : "metrics ports ", absl::StrJoin(busy, ", "),
-      " (--metrics-port ", config.metrics_port, ".." , config.metrics_port + config.servers + 1,
+      " (--metrics-port ", config.metrics_port, "..", config.metrics_port + config.servers + 1,
       ") on ", config.host, busy.size() == 1 ? " is" : " are", " already in use",
       alt ? absl::StrCat("; pass --metrics-port ", *alt) : "",
       ", or --metrics-port 0 for no metrics endpoints"));
@@ -159,8 +159,8 @@ absl::Status CheckPorts(const UpConfig& config) {
   // passing both suggestions works.
   std::optional<uint16_t> storage_alt = config.storage_port;
   if (!busy.empty()) {
-    storage_alt = FindFreePortRange(config.host, config.storage_port, config.servers,
-                                    {config.meta_port});
+    storage_alt =
+        FindFreePortRange(config.host, config.storage_port, config.servers, {config.meta_port});
   }
   std::vector<uint16_t> storage_ports;
   for (int i = 0; storage_alt && i < config.servers; ++i) {
@@ -170,22 +170,21 @@ absl::Status CheckPorts(const UpConfig& config) {
   if (!meta.ok()) {
     std::optional<uint16_t> alt =
         FindFreePortRange(config.host, config.meta_port, 1, storage_ports);
-    problems.push_back(absl::StrCat(
-        "port ", config.meta_port, " (metadata service) on ", config.host,
-        " is already in use", alt ? absl::StrCat("; pass --meta-port ", *alt) : ""));
+    problems.push_back(absl::StrCat("port ", config.meta_port, " (metadata service) on ",
+                                    config.host, " is already in use",
+                                    alt ? absl::StrCat("; pass --meta-port ", *alt) : ""));
   }
   if (!busy.empty()) {
     problems.push_back(absl::StrCat(
-        busy.size() == 1 ? "port " : "ports ", absl::StrJoin(busy, ", "),
-        " (storage servers use ", config.storage_port, "..",
-        config.StoragePort(config.servers - 1), ") on ", config.host,
+        busy.size() == 1 ? "port " : "ports ", absl::StrJoin(busy, ", "), " (storage servers use ",
+        config.storage_port, "..", config.StoragePort(config.servers - 1), ") on ", config.host,
         busy.size() == 1 ? " is" : " are", " already in use",
         storage_alt ? absl::StrCat("; pass --storage-port ", *storage_alt) : ""));
   }
-  return absl::FailedPreconditionError(absl::StrCat(
-      absl::StrJoin(problems, "\n  "),
-      "\n  (another ckptfs cluster or another program listens there; `ss -ltnp` "
-      "shows which)"));
+  return absl::FailedPreconditionError(
+      absl::StrCat(absl::StrJoin(problems, "\n  "),
+                   "\n  (another ckptfs cluster or another program listens there; `ss -ltnp` "
+                   "shows which)"));
 }
 
 // --meta-backend etcd: the standby's port and the etcd members' ports must
@@ -193,7 +192,8 @@ absl::Status CheckPorts(const UpConfig& config) {
 absl::Status CheckEtcdPorts(const UpConfig& config) {
   if (!config.on_etcd) return absl::OkStatus();
   std::vector<std::pair<uint16_t, std::string>> used = {{config.meta_port, "--meta-port"}};
-  for (int i = 0; i < config.servers; ++i) used.push_back({config.StoragePort(i), "--storage-port"});
+  for (int i = 0; i < config.servers; ++i)
+    used.push_back({config.StoragePort(i), "--storage-port"});
   if (config.metrics_port != 0) {
     for (int i = 0; i < config.servers + 2; ++i) {
       used.push_back({static_cast<uint16_t>(config.metrics_port + i), "--metrics-port"});
@@ -230,7 +230,9 @@ class ClusterStarter {
   // `credential`: the cluster's, read from dir.CredentialFile(); every
   // daemon and the mount are given that file.
   ClusterStarter(UpConfig config, StateDir dir, std::string credential)
-      : config_(std::move(config)), dir_(std::move(dir)), credential_(std::move(credential)),
+      : config_(std::move(config)),
+        dir_(std::move(dir)),
+        credential_(std::move(credential)),
         probe_(nullptr) {
     state_.meta_address = config_.MetaAddresses();
   }
@@ -294,8 +296,9 @@ class ClusterStarter {
     std::filesystem::create_directories(config_.etcd.root, ec);
     if (ec) return SyscallError(ec.value(), absl::StrCat("create directory ", config_.etcd.root));
     for (int i = 0; i < kEtcdMembers; ++i) {
-      if (absl::Status s = Start(absl::StrCat("etcd-", i), config_.Address(config_.etcd.ClientPort(i)),
-                                 config_.etcd.DataDir(i), config_.etcd.Argv(i), 0);
+      if (absl::Status s =
+              Start(absl::StrCat("etcd-", i), config_.Address(config_.etcd.ClientPort(i)),
+                    config_.etcd.DataDir(i), config_.etcd.Argv(i), 0);
           !s.ok()) {
         return s;
       }
@@ -305,8 +308,8 @@ class ClusterStarter {
       for (const DaemonRecord& d : state_.daemons) {
         if (std::optional<std::string> how = ReapIfExited(d.process.pid)) {
           failing_log_ = d.log_path;
-          return absl::UnavailableError(absl::StrCat(d.role, " (pid ", d.process.pid, ", ",
-                                                     d.address, ") ", *how));
+          return absl::UnavailableError(
+              absl::StrCat(d.role, " (pid ", d.process.pid, ", ", d.address, ") ", *how));
         }
       }
       for (int i = 0; i < kEtcdMembers; ++i) {
@@ -353,50 +356,47 @@ class ClusterStarter {
     const DaemonRecord& standby = state_.daemons.back();
     const pid_t pid = standby.process.pid;
     const std::string log = standby.log_path;
-    return WaitFor("the second metadata server to serve", config_.timeout,
-                   [&]() -> absl::StatusOr<bool> {
-                     if (std::optional<std::string> how = ReapIfExited(pid)) {
-                       return absl::UnavailableError(
-                           absl::StrCat("ckptfs-meta standby (pid ", pid, ") ", *how));
-                     }
-                     const std::string tail = TailFile(log, kLogTailLines);
-                     return absl::StrContains(tail, "serving on") ||
-                            absl::StrContains(tail, "standby");
-                   });
+    return WaitFor(
+        "the second metadata server to serve", config_.timeout, [&]() -> absl::StatusOr<bool> {
+          if (std::optional<std::string> how = ReapIfExited(pid)) {
+            return absl::UnavailableError(
+                absl::StrCat("ckptfs-meta standby (pid ", pid, ") ", *how));
+          }
+          const std::string tail = TailFile(log, kLogTailLines);
+          return absl::StrContains(tail, "serving on") || absl::StrContains(tail, "standby");
+        });
   }
 
   absl::Status StartMeta() {
     std::cout << "starting metadata service on " << config_.MetaAddress()
               << (config_.on_etcd ? " (on etcd)" : "") << " ..." << std::endl;
     std::vector<std::string> argv = MetaArgv(config_.MetaAddress());
-    if (absl::Status s = Start("meta", config_.MetaAddress(),
-                               config_.on_etcd ? "" : dir_.MetaDir(), argv,
-                               config_.MetaMetricsPort());
+    if (absl::Status s = Start("meta", config_.MetaAddress(), config_.on_etcd ? "" : dir_.MetaDir(),
+                               argv, config_.MetaMetricsPort());
         !s.ok()) {
       return s;
     }
     const pid_t pid = state_.daemons.back().process.pid;
-    return WaitFor("the metadata service to answer", config_.timeout,
-                   [&]() -> absl::StatusOr<bool> {
-                     if (std::optional<std::string> how = ReapIfExited(pid)) {
-                       return absl::UnavailableError(
-                           absl::StrCat("ckptfs-meta (pid ", pid, ") ", *how));
-                     }
-                     if (probe_ == nullptr) {
-                       if (!PortAcceptsConnections(config_.host, config_.meta_port)) {
-                         return false;
-                       }
-                       probe_ = std::make_unique<MetaProbe>(config_.MetaAddress(), credential_);
-                     }
-                     return probe_->ListServers(absl::Seconds(1)).ok();
-                   });
+    return WaitFor(
+        "the metadata service to answer", config_.timeout, [&]() -> absl::StatusOr<bool> {
+          if (std::optional<std::string> how = ReapIfExited(pid)) {
+            return absl::UnavailableError(absl::StrCat("ckptfs-meta (pid ", pid, ") ", *how));
+          }
+          if (probe_ == nullptr) {
+            if (!PortAcceptsConnections(config_.host, config_.meta_port)) {
+              return false;
+            }
+            probe_ = std::make_unique<MetaProbe>(config_.MetaAddress(), credential_);
+          }
+          return probe_->ListServers(absl::Seconds(1)).ok();
+        });
   }
 
   absl::Status StartStorage() {
     std::cout << "starting " << config_.servers << " storage server"
               << (config_.servers == 1 ? "" : "s") << " on " << config_.host << ":"
-              << config_.storage_port << ".." << config_.StoragePort(config_.servers - 1)
-              << " ..." << std::endl;
+              << config_.storage_port << ".." << config_.StoragePort(config_.servers - 1) << " ..."
+              << std::endl;
     for (int i = 0; i < config_.servers; ++i) {
       const std::string data_dir = dir_.StorageDir(i);
       std::error_code ec;
@@ -405,41 +405,40 @@ class ClusterStarter {
       const std::string address = config_.Address(config_.StoragePort(i));
       absl::Status s = Start(absl::StrCat("storage-", i), address, data_dir,
                              {config_.storage_binary, "--listen=" + address,
-                              "--data_dir=" + data_dir,
-                              "--meta=" + config_.StorageMetaAddresses(i),
+                              "--data_dir=" + data_dir, "--meta=" + config_.StorageMetaAddresses(i),
                               "--credential_file=" + dir_.CredentialFile()},
                              config_.metrics_port == 0 ? 0 : config_.StorageMetricsPort(i));
       if (!s.ok()) return s;
     }
     failing_log_.clear();
-    return WaitFor(
-        absl::StrCat("all ", config_.servers, " storage servers to register"),
-        config_.timeout, [&]() -> absl::StatusOr<bool> {
-          for (const DaemonRecord& d : state_.daemons) {
-            if (std::optional<std::string> how = ReapIfExited(d.process.pid)) {
-              failing_log_ = d.log_path;
-              return absl::UnavailableError(absl::StrCat(
-                  d.role, " (pid ", d.process.pid, ", ", d.address, ") ", *how));
-            }
-          }
-          absl::StatusOr<std::vector<meta::ServerInfo>> servers =
-              probe_->ListServers(absl::Seconds(1));
-          if (!servers.ok()) return false;
-          for (int i = 0; i < config_.servers; ++i) {
-            const uint16_t port = config_.StoragePort(i);
-            const bool registered = std::any_of(
-                servers->begin(), servers->end(), [&](const meta::ServerInfo& info) {
-                  absl::StatusOr<HostPort> hp = ParseHostPort(info.address());
-                  return info.alive() && hp.ok() && hp->port == port;
-                });
-            if (!registered) return false;
-          }
-          // A registration may predate a restart; make sure each one listens.
-          for (int i = 0; i < config_.servers; ++i) {
-            if (!PortAcceptsConnections(config_.host, config_.StoragePort(i))) return false;
-          }
-          return true;
-        });
+    return WaitFor(absl::StrCat("all ", config_.servers, " storage servers to register"),
+                   config_.timeout, [&]() -> absl::StatusOr<bool> {
+                     for (const DaemonRecord& d : state_.daemons) {
+                       if (std::optional<std::string> how = ReapIfExited(d.process.pid)) {
+                         failing_log_ = d.log_path;
+                         return absl::UnavailableError(absl::StrCat(d.role, " (pid ", d.process.pid,
+                                                                    ", ", d.address, ") ", *how));
+                       }
+                     }
+                     absl::StatusOr<std::vector<meta::ServerInfo>> servers =
+                         probe_->ListServers(absl::Seconds(1));
+                     if (!servers.ok()) return false;
+                     for (int i = 0; i < config_.servers; ++i) {
+                       const uint16_t port = config_.StoragePort(i);
+                       const bool registered = std::any_of(
+                           servers->begin(), servers->end(), [&](const meta::ServerInfo& info) {
+                             absl::StatusOr<HostPort> hp = ParseHostPort(info.address());
+                             return info.alive() && hp.ok() && hp->port == port;
+                           });
+                       if (!registered) return false;
+                     }
+                     // A registration may predate a restart; make sure each one listens.
+                     for (int i = 0; i < config_.servers; ++i) {
+                       if (!PortAcceptsConnections(config_.host, config_.StoragePort(i)))
+                         return false;
+                     }
+                     return true;
+                   });
   }
 
   // `ckptfs repair --watch` (this very binary) in the background: restores
@@ -481,8 +480,7 @@ class ClusterStarter {
         !s.ok()) {
       return s;
     }
-    return WaitForMount(state_.daemons.back().process.pid, config_.mountpoint,
-                        config_.timeout);
+    return WaitForMount(state_.daemons.back().process.pid, config_.mountpoint, config_.timeout);
   }
 
   // Reports `error`, shows the failing daemon's log, stops everything
@@ -497,9 +495,9 @@ class ClusterStarter {
     if (state_.daemons.empty()) return 1;
     std::cerr << "stopping what was started ...\n";
     if (!state_.mountpoint.empty()) {
-      absl::StatusOr<UnmountResult> result = UnmountWithRetries(
-          state_.mountpoint, 1, /*lazy=*/true,
-          [](const std::string& line) { std::cerr << "  " << line << "\n"; });
+      absl::StatusOr<UnmountResult> result =
+          UnmountWithRetries(state_.mountpoint, 1, /*lazy=*/true,
+                             [](const std::string& line) { std::cerr << "  " << line << "\n"; });
       if (!result.ok()) std::cerr << "  " << result.status().message() << "\n";
     }
     std::vector<ProcessRecord> records;
@@ -510,8 +508,8 @@ class ClusterStarter {
     bool stuck = false;
     for (size_t i = 0; i < outcomes.size(); ++i) {
       const DaemonRecord& d = state_.daemons[state_.daemons.size() - 1 - i];
-      std::cerr << "  " << d.role << " (pid " << d.process.pid << "): "
-                << StopOutcomeName(outcomes[i]) << "\n";
+      std::cerr << "  " << d.role << " (pid " << d.process.pid
+                << "): " << StopOutcomeName(outcomes[i]) << "\n";
       stuck |= outcomes[i] == StopOutcome::kStuck || outcomes[i] == StopOutcome::kNotPermitted ||
                outcomes[i] == StopOutcome::kNotVerified;
       // As `ckptfs down` does: a storage server is gone once its LOCK is
@@ -521,14 +519,14 @@ class ClusterStarter {
         absl::StatusOr<DataDirRelease> release =
             EnsureDataDirReleased(d.data_dir, absl::Seconds(5));
         if (!release.ok()) {
-          std::cerr << "  " << d.role << ": cannot tell whether it stopped: "
-                    << release.status().message() << "\n";
+          std::cerr << "  " << d.role
+                    << ": cannot tell whether it stopped: " << release.status().message() << "\n";
           stuck = true;
           continue;
         }
         for (pid_t pid : release->stopped) {
-          std::cerr << "  " << d.role << ": stopped pid " << pid << ", which held "
-                    << d.data_dir << "/LOCK"
+          std::cerr << "  " << d.role << ": stopped pid " << pid << ", which held " << d.data_dir
+                    << "/LOCK"
                     << (pid == d.process.pid
                             ? " (the server this `up` started; its record did not match)"
                             : absl::StrCat(": a process this `up` did not start (it started ",
@@ -556,9 +554,9 @@ class ClusterStarter {
     std::cout << "\nckptfs cluster is up (state: " << dir_.StateFile() << ")\n\n"
               << FormatTable(rows) << "\nmounted at " << config_.mountpoint << "\n"
               << (config_.on_etcd ? "metadata on etcd " + config_.etcd.Endpoints() +
-                                         "; the standby takes over when the serving "
-                                         "metadata server dies\n"
-                                   : "")
+                                        "; the standby takes over when the serving "
+                                        "metadata server dies\n"
+                                  : "")
               << "other nodes:  ckptfs mount --meta " << config_.MetaAddresses()
               << " --credential-file FILE --mountpoint DIR  (FILE: a copy of "
               << dir_.CredentialFile() << ", mode 0600)"
@@ -577,7 +575,7 @@ class ClusterStarter {
   // refused connection may sit in gRPC's reconnect backoff for seconds.
   std::unique_ptr<MetaProbe> probe_;
   ClusterState state_;
-  std::string failing_log_;  // the log to show if the current step fails
+  std::string failing_log_;                      // the log to show if the current step fails
   std::map<std::string, bool> metrics_support_;  // binary -> has --metrics_listen
 };
 
@@ -606,11 +604,11 @@ absl::Status ClearPreviousCluster(const StateDir& dir) {
     }
   }
   if (!running.empty()) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "the cluster of ", dir.path(), " is still running (", absl::StrJoin(running, ", "),
-        "; metadata service ", state.meta_address,
-        state.mountpoint.empty() ? "" : ", mounted at " + state.mountpoint,
-        ")\n  stop it first with: ckptfs down --state-dir ", dir.path()));
+    return absl::FailedPreconditionError(
+        absl::StrCat("the cluster of ", dir.path(), " is still running (",
+                     absl::StrJoin(running, ", "), "; metadata service ", state.meta_address,
+                     state.mountpoint.empty() ? "" : ", mounted at " + state.mountpoint,
+                     ")\n  stop it first with: ckptfs down --state-dir ", dir.path()));
   }
   std::cout << "the previous cluster of " << dir.path()
             << " is no longer running; starting it again" << std::endl;
@@ -637,12 +635,11 @@ absl::Status CheckStorageDirsFree(const StateDir& dir, int servers) {
     if (!DataDirLocked(data_dir).value_or(false)) continue;
     const std::vector<pid_t> holders = DataDirLockHolders(data_dir);
     return ErrnoStatus(
-        EBUSY, absl::StrCat("data directory ", data_dir, " is in use by another ckptfs-storage",
-                            holders.empty() ? ""
-                                            : absl::StrCat(" (pid ", absl::StrJoin(holders, ", "),
-                                                           ")"),
-                            ": it holds ", data_dir, "/LOCK\n  nothing was started; stop that ",
-                            "server first"));
+        EBUSY,
+        absl::StrCat(
+            "data directory ", data_dir, " is in use by another ckptfs-storage",
+            holders.empty() ? "" : absl::StrCat(" (pid ", absl::StrJoin(holders, ", "), ")"),
+            ": it holds ", data_dir, "/LOCK\n  nothing was started; stop that ", "server first"));
   }
   return absl::OkStatus();
 }
@@ -688,7 +685,8 @@ CommandSpec UpSpec() {
           {"meta-port", "PORT", "metadata service port", "7000"},
           {"storage-port", "PORT", "first storage server port", "7001"},
           {"servers", "N", "number of storage servers", "4"},
-          {"chunk-size", "BYTES", "default chunk size of new files (metadata service default: 4 MiB)"},
+          {"chunk-size", "BYTES",
+           "default chunk size of new files (metadata service default: 4 MiB)"},
           {"replicas", "R",
            "copies of each chunk of new files, on R different storage servers (1..8, at most "
            "--servers); the default 2 survives the loss of any one storage server",
@@ -731,8 +729,8 @@ int RunUp(const ParsedFlags& flags) {
   absl::StatusOr<int64_t> storage_port = flags.GetInt("storage-port", 1, 65535);
   absl::StatusOr<int64_t> servers = flags.GetInt("servers", 1, kMaxServers);
   absl::StatusOr<int64_t> timeout = flags.GetInt("timeout-s", 1, 3600);
-  for (const absl::Status& s : {meta_port.status(), storage_port.status(),
-                                servers.status(), timeout.status()}) {
+  for (const absl::Status& s :
+       {meta_port.status(), storage_port.status(), servers.status(), timeout.status()}) {
     if (!s.ok()) return UsageError(spec, std::string(s.message()));
   }
   if (flags.Given("chunk-size")) {
@@ -753,7 +751,8 @@ int RunUp(const ParsedFlags& flags) {
     int k = 0, m = 0;
     if (parts.size() != 2 || !absl::SimpleAtoi(parts[0], &k) || !absl::SimpleAtoi(parts[1], &m) ||
         k < 2 || m < 1 || k + m > 32) {
-      return UsageError(spec, absl::StrCat("--ec ", ec, ": want K+M with K >= 2, M >= 1 and "
+      return UsageError(spec, absl::StrCat("--ec ", ec,
+                                           ": want K+M with K >= 2, M >= 1 and "
                                            "K + M <= 32, e.g. 4+2"));
     }
     if (k + m > *servers) {
@@ -780,10 +779,10 @@ int RunUp(const ParsedFlags& flags) {
   config.metrics_port = static_cast<uint16_t>(*metrics_port);
   if (*metrics_port != 0) {
     const int64_t last = *metrics_port + *servers + 1;
-    if (last > 65535) return UsageError(spec, "--metrics-port + --servers + 1 goes past port 65535");
+    if (last > 65535)
+      return UsageError(spec, "--metrics-port + --servers + 1 goes past port 65535");
     auto overlaps = [&](int64_t lo, int64_t hi) { return lo <= last && *metrics_port <= hi; };
-    if (overlaps(*meta_port, *meta_port) ||
-        overlaps(*storage_port, *storage_port + *servers - 1)) {
+    if (overlaps(*meta_port, *meta_port) || overlaps(*storage_port, *storage_port + *servers - 1)) {
       return UsageError(spec, absl::StrCat("the metrics ports ", *metrics_port, "..", last,
                                            " overlap the metadata or storage ports"));
     }
@@ -792,9 +791,9 @@ int RunUp(const ParsedFlags& flags) {
     return UsageError(spec, "--storage-port + --servers goes past port 65535");
   }
   if (*meta_port >= *storage_port && *meta_port < *storage_port + *servers) {
-    return UsageError(spec, absl::StrCat("--meta-port ", *meta_port,
-                                         " falls inside the storage ports ", *storage_port,
-                                         "..", *storage_port + *servers - 1));
+    return UsageError(spec,
+                      absl::StrCat("--meta-port ", *meta_port, " falls inside the storage ports ",
+                                   *storage_port, "..", *storage_port + *servers - 1));
   }
   config.mountpoint = AbsolutePath(flags.Get("mountpoint"));
   std::string backend = flags.Get("meta-backend");
@@ -809,8 +808,8 @@ int RunUp(const ParsedFlags& flags) {
     backend = "etcd";
   }
   if (backend != "rocksdb" && backend != "etcd") {
-    return UsageError(spec, absl::StrCat("--meta-backend must be rocksdb or etcd, not '",
-                                         backend, "'"));
+    return UsageError(spec,
+                      absl::StrCat("--meta-backend must be rocksdb or etcd, not '", backend, "'"));
   }
   config.on_etcd = backend == "etcd";
   if (config.on_etcd) {
@@ -827,7 +826,8 @@ int RunUp(const ParsedFlags& flags) {
     if (absl::StatusOr<std::string> target = MetaChannelTarget(config.MetaAddresses());
         !target.ok()) {
       return UsageError(spec, absl::StrCat("--meta-backend etcd needs a numeric --host (or "
-                                           "localhost): ", target.status().message()));
+                                           "localhost): ",
+                                           target.status().message()));
     }
     absl::StatusOr<std::string> etcd = FindEtcdBinary();
     if (!etcd.ok()) return Failure(spec, std::string(etcd.status().message()));

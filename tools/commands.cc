@@ -7,14 +7,22 @@ namespace ckptfs::tools {
 
 const std::vector<Command>& AllCommands() {
   static const std::vector<Command>* commands = new std::vector<Command>{
-      {UpSpec(), RunUp},         {DownSpec(), RunDown},     {MountSpec(), RunMount},
-      {UmountSpec(), RunUmount}, {StatusSpec(), RunStatus},
+      {UpSpec(), RunUp},
+      {DownSpec(), RunDown},
+      {MountSpec(), RunMount},
+      {UmountSpec(), RunUmount},
+      {StatusSpec(), RunStatus},
       {RepairSpec(), RunRepair},
-      {CkptDeclareSpec(), RunCkptDeclare}, {CkptCommitSpec(), RunCkptCommit},
-      {CkptStateSpec(), RunCkptState},     {CkptLsSpec(), RunCkptLs},
-      {CkptShowSpec(), RunCkptShow},       {CkptVerifySpec(), RunCkptVerify},
-      {CkptKeepSpec(), RunCkptKeep},       {CkptRmSpec(), RunCkptRm},
-      {CkptGcSpec(), RunCkptGc},           {CkptLatestNameSpec(), RunCkptLatestName},
+      {CkptDeclareSpec(), RunCkptDeclare},
+      {CkptCommitSpec(), RunCkptCommit},
+      {CkptStateSpec(), RunCkptState},
+      {CkptLsSpec(), RunCkptLs},
+      {CkptShowSpec(), RunCkptShow},
+      {CkptVerifySpec(), RunCkptVerify},
+      {CkptKeepSpec(), RunCkptKeep},
+      {CkptRmSpec(), RunCkptRm},
+      {CkptGcSpec(), RunCkptGc},
+      {CkptLatestNameSpec(), RunCkptLatestName},
   };
   return *commands;
 }

@@ -27,10 +27,10 @@ absl::StatusOr<std::string> FindDaemonBinary(absl::string_view name) {
   const std::string dir = DaemonBinaryDir();
   const std::string path = absl::StrCat(dir, "/", name);
   if (::access(path.c_str(), X_OK) != 0) {
-    return absl::NotFoundError(absl::StrCat(
-        "cannot find the executable ", name, " in ", dir,
-        " (build it, e.g. `make ", name, "`, or set CKPTFS_BIN_DIR to the "
-        "directory that holds it)"));
+    return absl::NotFoundError(absl::StrCat("cannot find the executable ", name, " in ", dir,
+                                            " (build it, e.g. `make ", name,
+                                            "`, or set CKPTFS_BIN_DIR to the "
+                                            "directory that holds it)"));
   }
   return path;
 }

@@ -61,8 +61,7 @@ FdTable ScanFdTable(const std::string& proc_dir, const struct stat& target) {
     if (::readlink(fd.c_str(), link, sizeof(link)) <= 0 || link[0] != '/') continue;
     if (!FdInfoShowsLock(absl::StrCat(proc_dir, "/fdinfo/", entry->d_name))) continue;
     struct stat st {};
-    if (::stat(fd.c_str(), &st) == 0 && st.st_dev == target.st_dev &&
-        st.st_ino == target.st_ino) {
+    if (::stat(fd.c_str(), &st) == 0 && st.st_dev == target.st_dev && st.st_ino == target.st_ino) {
       holds = true;
       break;
     }
@@ -86,8 +85,7 @@ bool HoldsLock(pid_t pid, const struct stat& target) {
   bool holds = false;
   while (struct dirent* entry = ::readdir(tasks)) {
     if (entry->d_name[0] == '.' || absl::StrCat(pid) == entry->d_name) continue;
-    if (ScanFdTable(absl::StrCat(task_dir, "/", entry->d_name), target) ==
-        FdTable::kHoldsLock) {
+    if (ScanFdTable(absl::StrCat(task_dir, "/", entry->d_name), target) == FdTable::kHoldsLock) {
       holds = true;
       break;
     }
@@ -215,10 +213,10 @@ absl::StatusOr<DataDirRelease> EnsureDataDirReleased(const std::string& data_dir
     what.push_back(absl::StrCat("pid ", holders[i].pid, ": ", StopOutcomeName(outcomes[i])));
   }
   const std::vector<ProcessRecord> now = HolderRecords(path);
-  result.still_held = absl::StrCat(path, " is still locked, so a ckptfs-storage still runs on ",
-                                   data_dir, " (", absl::StrJoin(what, "; "),
-                                   now.empty() ? "" : absl::StrCat("; held now by pid ", Pids(now)),
-                                   ")");
+  result.still_held =
+      absl::StrCat(path, " is still locked, so a ckptfs-storage still runs on ", data_dir, " (",
+                   absl::StrJoin(what, "; "),
+                   now.empty() ? "" : absl::StrCat("; held now by pid ", Pids(now)), ")");
   return result;
 }
 

@@ -96,7 +96,9 @@ bool SendToSelf(int fd) {
   int sv[2];
   if (::socketpair(AF_UNIX, SOCK_DGRAM, 0, sv) != 0) return false;
   char byte = 'x';
-  struct iovec iov {&byte, 1};
+  struct iovec iov {
+    &byte, 1
+  };
   alignas(struct cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
   struct msghdr msg {};
   msg.msg_iov = &iov;
@@ -154,10 +156,9 @@ class DataDirLockProbeTest : public ::testing::Test {
         if (style.ofd && ::fcntl(fd, F_OFD_SETLK, &running) != 0) ::_exit(3);
       }
       if (style.thread_holds) {
-        constexpr int kThread = CLONE_VM | CLONE_FS | CLONE_FILES | CLONE_SIGHAND |
-                                CLONE_THREAD | CLONE_SYSVSEM;
-        if (::clone(HoldingThread, g_thread_stack + sizeof(g_thread_stack), kThread,
-                    nullptr) < 0) {
+        constexpr int kThread =
+            CLONE_VM | CLONE_FS | CLONE_FILES | CLONE_SIGHAND | CLONE_THREAD | CLONE_SYSVSEM;
+        if (::clone(HoldingThread, g_thread_stack + sizeof(g_thread_stack), kThread, nullptr) < 0) {
           ::_exit(4);
         }
         (void)::write(ready[1], "x", 1);
@@ -169,7 +170,9 @@ class DataDirLockProbeTest : public ::testing::Test {
       }
       (void)::write(ready[1], "x", 1);
       if (style.in_flight_ms > 0) {
-        struct timespec t {style.in_flight_ms / 1000, (style.in_flight_ms % 1000) * 1000000L};
+        struct timespec t {
+          style.in_flight_ms / 1000, (style.in_flight_ms % 1000) * 1000000L
+        };
         ::nanosleep(&t, nullptr);
         ::_exit(0);  // the socket, and the file in it, go
       }
@@ -326,8 +329,7 @@ TEST_F(DataDirLockProbeTest, AHolderWhoseMainThreadHasExitedIsFoundAndStopped) {
 TEST_F(DataDirLockProbeTest, AHolderThatIgnoresSigtermIsKilled) {
   const pid_t server = StandIn(LockStyle::IgnoresSigterm());
   ASSERT_GT(server, 0);
-  absl::StatusOr<DataDirRelease> release =
-      EnsureDataDirReleased(dir_, absl::Milliseconds(200));
+  absl::StatusOr<DataDirRelease> release = EnsureDataDirReleased(dir_, absl::Milliseconds(200));
   ASSERT_TRUE(release.ok()) << release.status();
   EXPECT_TRUE(release->released) << release->still_held;
   EXPECT_EQ(release->stopped, std::vector<pid_t>{server});

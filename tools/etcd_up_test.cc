@@ -43,8 +43,7 @@ class EtcdUpTest : public ::testing::Test {
     state_ = root_ + "/state";
     mnt_ = root_ + "/mnt";
     ::setenv("CKPTFS_BIN_DIR", CKPTFS_BUILD_BIN_DIR, 1);
-    const auto base = FindFreePortRange(
-        "127.0.0.1", PortSearchStart(17), kPorts, {});
+    const auto base = FindFreePortRange("127.0.0.1", PortSearchStart(17), kPorts, {});
     ASSERT_TRUE(base.has_value());
     base_ = *base;
   }
@@ -66,11 +65,25 @@ class EtcdUpTest : public ::testing::Test {
   }
   // `backend`: "" leaves --meta-backend out.
   CommandResult Up(const std::string& backend = "etcd") {
-    std::vector<std::string> args = {
-        "up", "--state-dir", state_, "--mountpoint", mnt_, "--meta-port", absl::StrCat(base_),
-        "--storage-port", absl::StrCat(base_ + 1), "--servers", "2", "--standby-port",
-        absl::StrCat(base_ + 3), "--etcd-port", absl::StrCat(base_ + 4), "--metrics-port", "0",
-        "--timeout-s", "60"};
+    std::vector<std::string> args = {"up",
+                                     "--state-dir",
+                                     state_,
+                                     "--mountpoint",
+                                     mnt_,
+                                     "--meta-port",
+                                     absl::StrCat(base_),
+                                     "--storage-port",
+                                     absl::StrCat(base_ + 1),
+                                     "--servers",
+                                     "2",
+                                     "--standby-port",
+                                     absl::StrCat(base_ + 3),
+                                     "--etcd-port",
+                                     absl::StrCat(base_ + 4),
+                                     "--metrics-port",
+                                     "0",
+                                     "--timeout-s",
+                                     "60"};
     if (!backend.empty()) {
       args.push_back("--meta-backend");
       args.push_back(backend);
@@ -105,9 +118,8 @@ TEST_F(EtcdUpTest, UpStatusDownUpFindsTheDataAgain) {
   EXPECT_EQ(state->meta_address, both);
   std::vector<std::string> roles;
   for (const DaemonRecord& d : state->daemons) roles.push_back(d.role);
-  EXPECT_EQ(roles,
-            (std::vector<std::string>{"etcd-0", "etcd-1", "etcd-2", "meta", "meta-standby",
-                                      "storage-0", "storage-1", "fuse", "repair"}));
+  EXPECT_EQ(roles, (std::vector<std::string>{"etcd-0", "etcd-1", "etcd-2", "meta", "meta-standby",
+                                             "storage-0", "storage-1", "fuse", "repair"}));
   for (const DaemonRecord& d : state->daemons) {
     const std::string cmdline = ReadWholeFile(absl::StrCat("/proc/", d.process.pid, "/cmdline"));
     if (d.role == "meta" || d.role == "meta-standby") {
@@ -154,8 +166,8 @@ TEST_F(EtcdUpTest, UpStatusDownUpFindsTheDataAgain) {
 }
 
 TEST_F(EtcdUpTest, UnknownBackendIsAUsageError) {
-  CommandResult r = Run({"up", "--state-dir", state_, "--mountpoint", mnt_, "--meta-backend",
-                         "zookeeper"});
+  CommandResult r =
+      Run({"up", "--state-dir", state_, "--mountpoint", mnt_, "--meta-backend", "zookeeper"});
   EXPECT_EQ(r.exit_status, 2) << r.output;
   EXPECT_NE(r.output.find("rocksdb or etcd"), std::string::npos) << r.output;
   EXPECT_FALSE(std::filesystem::exists(state_ + "/cluster.state"));

@@ -28,8 +28,7 @@ size_t EditDistance(absl::string_view a, absl::string_view b) {
     row[0] = i;
     for (size_t j = 1; j <= b.size(); ++j) {
       const size_t above = row[j];
-      row[j] = std::min({row[j] + 1, row[j - 1] + 1,
-                         diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
       diagonal = above;
     }
   }
@@ -63,18 +62,15 @@ std::string ParsedFlags::Get(absl::string_view name) const {
   return "";
 }
 
-bool ParsedFlags::GetBool(absl::string_view name) const {
-  return Get(name) == "true";
-}
+bool ParsedFlags::GetBool(absl::string_view name) const { return Get(name) == "true"; }
 
-absl::StatusOr<int64_t> ParsedFlags::GetInt(absl::string_view name,
-                                            int64_t min, int64_t max) const {
+absl::StatusOr<int64_t> ParsedFlags::GetInt(absl::string_view name, int64_t min,
+                                            int64_t max) const {
   const std::string text = Get(name);
   int64_t value = 0;
   if (!absl::SimpleAtoi(text, &value) || value < min || value > max) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--", name, " must be an integer in [", min, ", ", max,
-                     "], got \"", text, "\""));
+    return absl::InvalidArgumentError(absl::StrCat("--", name, " must be an integer in [", min,
+                                                   ", ", max, "], got \"", text, "\""));
   }
   return value;
 }
@@ -117,29 +113,26 @@ absl::StatusOr<ParsedFlags> ParseFlags(const CommandSpec& spec,
       return absl::InvalidArgumentError(UnknownFlagMessage(spec, name));
     }
     if (parsed.Given(name)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("flag --", name, " given twice"));
+      return absl::InvalidArgumentError(absl::StrCat("flag --", name, " given twice"));
     }
     std::string value;
     if (eq != absl::string_view::npos) {
       value = std::string(body.substr(eq + 1));
       if (flag->is_bool()) {
         if (value != "true" && value != "false") {
-          return absl::InvalidArgumentError(absl::StrCat(
-              "flag --", name, " takes no value (or =true / =false)"));
+          return absl::InvalidArgumentError(
+              absl::StrCat("flag --", name, " takes no value (or =true / =false)"));
         }
       } else if (value.empty()) {
         return absl::InvalidArgumentError(
-            absl::StrCat("flag --", name, " needs a value: --", name, " ",
-                         flag->value_name));
+            absl::StrCat("flag --", name, " needs a value: --", name, " ", flag->value_name));
       }
     } else if (flag->is_bool()) {
       value = "true";
     } else {
       if (i + 1 >= args.size() || absl::StartsWith(args[i + 1], "--")) {
         return absl::InvalidArgumentError(
-            absl::StrCat("flag --", name, " needs a value: --", name, " ",
-                         flag->value_name));
+            absl::StrCat("flag --", name, " needs a value: --", name, " ", flag->value_name));
       }
       value = args[++i];
     }
@@ -153,8 +146,7 @@ absl::StatusOr<ParsedFlags> ParseFlags(const CommandSpec& spec,
   for (const FlagSpec& flag : spec.flags) {
     if (flag.required && !parsed.Given(flag.name)) {
       return absl::InvalidArgumentError(
-          absl::StrCat("missing required flag --", flag.name, " ",
-                       flag.value_name));
+          absl::StrCat("missing required flag --", flag.name, " ", flag.value_name));
     }
   }
   return parsed;
@@ -168,16 +160,17 @@ std::string Usage(const CommandSpec& spec) {
   for (const FlagSpec& flag : spec.flags) {
     std::string part = absl::StrCat("--", flag.name);
     if (!flag.is_bool()) absl::StrAppend(&part, " ", flag.value_name);
-    absl::StrAppend(&synopsis, flag.required ? " " : " [",
-                    part, flag.required ? "" : "]");
+    absl::StrAppend(&synopsis, flag.required ? " " : " [", part, flag.required ? "" : "]");
   }
   std::string text = absl::StrCat(synopsis, "\n\n", spec.summary, "\n");
   if (!spec.flags.empty()) absl::StrAppend(&text, "\nflags:\n");
   for (const FlagSpec& flag : spec.flags) {
     std::string left = absl::StrCat("  --", flag.name);
     if (!flag.is_bool()) absl::StrAppend(&left, " ", flag.value_name);
-    if (left.size() < 28) left.resize(28, ' ');
-    else left += "  ";
+    if (left.size() < 28)
+      left.resize(28, ' ');
+    else
+      left += "  ";
     absl::StrAppend(&text, left, flag.help);
     if (!flag.default_value.empty()) {
       absl::StrAppend(&text, " (default ", flag.default_value, ")");

@@ -58,15 +58,14 @@ class ParsedFlags {
 
   // The value as an integer within [min, max]; InvalidArgument naming the
   // flag otherwise.
-  absl::StatusOr<int64_t> GetInt(absl::string_view name, int64_t min,
-                                 int64_t max) const;
+  absl::StatusOr<int64_t> GetInt(absl::string_view name, int64_t min, int64_t max) const;
 
   // The positional arguments, one per CommandSpec::positionals entry.
   const std::vector<std::string>& positionals() const { return positionals_; }
 
  private:
-  friend absl::StatusOr<ParsedFlags> ParseFlags(
-      const CommandSpec& spec, const std::vector<std::string>& args);
+  friend absl::StatusOr<ParsedFlags> ParseFlags(const CommandSpec& spec,
+                                                const std::vector<std::string>& args);
   bool help_ = false;
   std::map<std::string, std::string, std::less<>> values_;  // given
   std::map<std::string, std::string, std::less<>> defaults_;

@@ -113,8 +113,7 @@ TEST(FlagsTest, PositionalsInOrderAmongFlags) {
   EXPECT_TRUE(parsed->GetBool("all"));
   auto missing = ParseFlags(PositionalSpec(), {"/ckpt"});
   ASSERT_FALSE(missing.ok());
-  EXPECT_NE(missing.status().message().find("missing RANK"), std::string::npos)
-      << missing.status();
+  EXPECT_NE(missing.status().message().find("missing RANK"), std::string::npos) << missing.status();
   auto extra = ParseFlags(PositionalSpec(), {"/ckpt", "1", "2"});
   ASSERT_FALSE(extra.ok());
   EXPECT_NE(extra.status().message().find("unexpected argument \"2\""), std::string::npos)

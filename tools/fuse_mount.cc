@@ -15,8 +15,7 @@
 namespace ckptfs::tools {
 
 std::vector<std::string> FuseArgv(const FuseMountOptions& options) {
-  std::vector<std::string> argv = {options.fuse_binary,
-                                   "--meta=" + options.meta_address,
+  std::vector<std::string> argv = {options.fuse_binary, "--meta=" + options.meta_address,
                                    "--mountpoint=" + options.mountpoint, "--foreground"};
   if (options.threads > 0) argv.push_back(absl::StrCat("--threads=", options.threads));
   if (!options.credential_file.empty()) {
@@ -29,8 +28,8 @@ absl::Status PrepareMountpoint(const std::string& mountpoint) {
   if (std::optional<MountEntry> mount = FindMount(mountpoint);
       mount.has_value() && mount->is_fuse()) {
     return absl::FailedPreconditionError(absl::StrCat(
-        mountpoint, " is already a FUSE mount (", mount->fs_type, " from ",
-        mount->source, "); unmount it first: ckptfs umount --mountpoint ", mountpoint));
+        mountpoint, " is already a FUSE mount (", mount->fs_type, " from ", mount->source,
+        "); unmount it first: ckptfs umount --mountpoint ", mountpoint));
   }
   std::error_code ec;
   std::filesystem::create_directories(mountpoint, ec);
@@ -46,19 +45,16 @@ absl::Status PrepareMountpoint(const std::string& mountpoint) {
   return absl::OkStatus();
 }
 
-absl::Status WaitForMount(pid_t pid, const std::string& mountpoint,
-                          absl::Duration timeout) {
-  return WaitFor(absl::StrCat("the mount at ", mountpoint), timeout,
-                 [&]() -> absl::StatusOr<bool> {
-                   std::optional<MountEntry> mount = FindMount(mountpoint);
-                   if (mount.has_value() && mount->is_fuse()) return true;
-                   if (std::optional<std::string> how = ReapIfExited(pid)) {
-                     return absl::UnavailableError(absl::StrCat(
-                         "ckptfs-fuse (pid ", pid, ") ", *how, " before mounting ",
-                         mountpoint));
-                   }
-                   return false;
-                 });
+absl::Status WaitForMount(pid_t pid, const std::string& mountpoint, absl::Duration timeout) {
+  return WaitFor(absl::StrCat("the mount at ", mountpoint), timeout, [&]() -> absl::StatusOr<bool> {
+    std::optional<MountEntry> mount = FindMount(mountpoint);
+    if (mount.has_value() && mount->is_fuse()) return true;
+    if (std::optional<std::string> how = ReapIfExited(pid)) {
+      return absl::UnavailableError(
+          absl::StrCat("ckptfs-fuse (pid ", pid, ") ", *how, " before mounting ", mountpoint));
+    }
+    return false;
+  });
 }
 
 }  // namespace ckptfs::tools

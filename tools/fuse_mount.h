@@ -16,10 +16,10 @@
 namespace ckptfs::tools {
 
 struct FuseMountOptions {
-  std::string fuse_binary;   // absolute path of ckptfs-fuse
-  std::string meta_address;  // host:port
-  std::string mountpoint;    // absolute
-  int threads = 0;           // 0: the daemon's default
+  std::string fuse_binary;      // absolute path of ckptfs-fuse
+  std::string meta_address;     // host:port
+  std::string mountpoint;       // absolute
+  int threads = 0;              // 0: the daemon's default
   std::string credential_file;  // --credential_file; "" for none
 };
 
@@ -32,8 +32,7 @@ absl::Status PrepareMountpoint(const std::string& mountpoint);
 
 // Waits until a FUSE filesystem is mounted at `mountpoint`. Fails early if
 // `pid` (our child, the ckptfs-fuse daemon) exits first, saying how.
-absl::Status WaitForMount(pid_t pid, const std::string& mountpoint,
-                          absl::Duration timeout);
+absl::Status WaitForMount(pid_t pid, const std::string& mountpoint, absl::Duration timeout);
 
 }  // namespace ckptfs::tools
 

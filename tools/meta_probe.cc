@@ -6,8 +6,8 @@
 #include <utility>
 
 #include "common/credential.h"
-#include "common/meta_channel.h"
 #include "common/grpc_status.h"
+#include "common/meta_channel.h"
 
 namespace ckptfs::tools {
 
@@ -25,8 +25,7 @@ MetaProbe::MetaProbe(const std::string& address, std::string credential)
       target.ok() ? *target : address, grpc::InsecureChannelCredentials(), args));
 }
 
-absl::StatusOr<std::vector<meta::ServerInfo>> MetaProbe::ListServers(
-    absl::Duration deadline) {
+absl::StatusOr<std::vector<meta::ServerInfo>> MetaProbe::ListServers(absl::Duration deadline) {
   grpc::ClientContext context;
   context.set_deadline(absl::ToChronoTime(absl::Now() + deadline));
   AttachCredential(context, credential_);

@@ -28,8 +28,7 @@ constexpr int kLogTailLines = 25;
 
 // /tmp/ckptfs-fuse-<mountpoint with '/' as '_'>.log
 std::string DefaultLogPath(const std::string& mountpoint) {
-  return absl::StrCat("/tmp/ckptfs-fuse", absl::StrReplaceAll(mountpoint, {{"/", "_"}}),
-                      ".log");
+  return absl::StrCat("/tmp/ckptfs-fuse", absl::StrReplaceAll(mountpoint, {{"/", "_"}}), ".log");
 }
 
 }  // namespace
@@ -41,8 +40,8 @@ CommandSpec MountSpec() {
       "Returns once the filesystem is mounted; the FUSE daemon keeps running in the\n"
       "background. Unmount with `ckptfs umount --mountpoint DIR`.",
       {
-          {"meta", "ADDR",
-           "the metadata service, host:port, or all its metadata servers as A,B", "", true},
+          {"meta", "ADDR", "the metadata service, host:port, or all its metadata servers as A,B",
+           "", true},
           {"mountpoint", "DIR", "where to mount (created if missing)", "", true},
           {"threads", "N", "FUSE worker threads (default: the daemon's)"},
           {"credential-file", "FILE",
@@ -64,8 +63,7 @@ int RunMount(const ParsedFlags& flags) {
     options.threads = static_cast<int>(*threads);
   }
   options.meta_address = flags.Get("meta");
-  if (absl::StatusOr<std::string> target = MetaChannelTarget(options.meta_address);
-      !target.ok()) {
+  if (absl::StatusOr<std::string> target = MetaChannelTarget(options.meta_address); !target.ok()) {
     return UsageError(spec, std::string(target.status().message()));
   }
   options.mountpoint = AbsolutePath(flags.Get("mountpoint"));
@@ -87,12 +85,10 @@ int RunMount(const ParsedFlags& flags) {
 
   // Fail fast, with the service's own words, when it is not reachable.
   MetaProbe probe(options.meta_address, credential);
-  if (absl::StatusOr<std::vector<meta::ServerInfo>> servers =
-          probe.ListServers(absl::Seconds(5));
+  if (absl::StatusOr<std::vector<meta::ServerInfo>> servers = probe.ListServers(absl::Seconds(5));
       !servers.ok()) {
-    return Failure(spec, absl::StrCat("cannot reach the metadata service at ",
-                                      options.meta_address, ": ",
-                                      servers.status().message(),
+    return Failure(spec, absl::StrCat("cannot reach the metadata service at ", options.meta_address,
+                                      ": ", servers.status().message(),
                                       " (is ckptfs-meta running there, and is --meta its "
                                       "host:port? `ckptfs up` starts a local cluster)"));
   }
@@ -104,31 +100,27 @@ int RunMount(const ParsedFlags& flags) {
   if (!process.ok()) return Failure(spec, std::string(process.status().message()));
   if (absl::Status s = WaitForMount(process->pid, options.mountpoint, absl::Seconds(*timeout));
       !s.ok()) {
-    std::cerr << "ckptfs mount: " << s.message() << "\n---- last lines of " << log_path
-              << " ----\n"
+    std::cerr << "ckptfs mount: " << s.message() << "\n---- last lines of " << log_path << " ----\n"
               << TailFile(log_path, kLogTailLines) << "\n----" << std::endl;
-    (void)UnmountWithRetries(options.mountpoint, 1, /*lazy=*/true,
-                             [](const std::string&) {});
+    (void)UnmountWithRetries(options.mountpoint, 1, /*lazy=*/true, [](const std::string&) {});
     StopProcesses({*process}, absl::Seconds(5));
     return 1;
   }
   std::cout << "mounted ckptfs (metadata service " << options.meta_address << ") at "
-            << options.mountpoint << "\n  ckptfs-fuse pid " << process->pid << ", log "
-            << log_path << "\n  unmount with: ckptfs umount --mountpoint "
-            << options.mountpoint << std::endl;
+            << options.mountpoint << "\n  ckptfs-fuse pid " << process->pid << ", log " << log_path
+            << "\n  unmount with: ckptfs umount --mountpoint " << options.mountpoint << std::endl;
   return 0;
 }
 
 CommandSpec UmountSpec() {
-  return CommandSpec{
-      "umount",
-      "Unmount a ckptfs mount (the FUSE daemon then exits).",
-      "While the mount is busy it retries for a few seconds and then names the\n"
-      "processes holding it; with --lazy it then detaches the mount anyway.",
-      {
-          {"mountpoint", "DIR", "the mounted directory", "", true},
-          {"lazy", "", "if still busy, detach lazily (fusermount3 -u -z)"},
-      }};
+  return CommandSpec{"umount",
+                     "Unmount a ckptfs mount (the FUSE daemon then exits).",
+                     "While the mount is busy it retries for a few seconds and then names the\n"
+                     "processes holding it; with --lazy it then detaches the mount anyway.",
+                     {
+                         {"mountpoint", "DIR", "the mounted directory", "", true},
+                         {"lazy", "", "if still busy, detach lazily (fusermount3 -u -z)"},
+                     }};
 }
 
 int RunUmount(const ParsedFlags& flags) {
@@ -144,9 +136,9 @@ int RunUmount(const ParsedFlags& flags) {
                                       " mount, not a ckptfs (FUSE) mount"));
   }
   const bool lazy = flags.GetBool("lazy");
-  absl::StatusOr<UnmountResult> result = UnmountWithRetries(
-      mountpoint, /*attempts=*/5, lazy,
-      [](const std::string& line) { std::cerr << line << std::endl; });
+  absl::StatusOr<UnmountResult> result =
+      UnmountWithRetries(mountpoint, /*attempts=*/5, lazy,
+                         [](const std::string& line) { std::cerr << line << std::endl; });
   if (!result.ok()) {
     return Failure(spec, absl::StrCat(result.status().message(),
                                       lazy ? "" : "\n  (--lazy detaches it anyway)"));

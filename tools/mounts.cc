@@ -26,11 +26,10 @@ std::string Unescape(absl::string_view text) {
   std::string out;
   out.reserve(text.size());
   for (size_t i = 0; i < text.size(); ++i) {
-    if (text[i] == '\\' && i + 3 < text.size() &&
-        text[i + 1] >= '0' && text[i + 1] <= '3' && text[i + 2] >= '0' &&
-        text[i + 2] <= '7' && text[i + 3] >= '0' && text[i + 3] <= '7') {
-      out.push_back(static_cast<char>((text[i + 1] - '0') * 64 +
-                                      (text[i + 2] - '0') * 8 + (text[i + 3] - '0')));
+    if (text[i] == '\\' && i + 3 < text.size() && text[i + 1] >= '0' && text[i + 1] <= '3' &&
+        text[i + 2] >= '0' && text[i + 2] <= '7' && text[i + 3] >= '0' && text[i + 3] <= '7') {
+      out.push_back(static_cast<char>((text[i + 1] - '0') * 64 + (text[i + 2] - '0') * 8 +
+                                      (text[i + 3] - '0')));
       i += 3;
     } else {
       out.push_back(text[i]);
@@ -62,8 +61,7 @@ std::string ReadFirstLine(const std::string& path) {
 }  // namespace
 
 bool MountEntry::is_fuse() const {
-  return fs_type == "fuse" || absl::StartsWith(fs_type, "fuse.") ||
-         fs_type == "fuseblk";
+  return fs_type == "fuse" || absl::StartsWith(fs_type, "fuse.") || fs_type == "fuseblk";
 }
 
 std::vector<MountEntry> ParseMountInfo(absl::string_view text) {
@@ -102,8 +100,8 @@ absl::Status FuseUnmount(const std::string& path, bool lazy) {
   if (result->exit_status != 0) {
     std::string message(absl::StripAsciiWhitespace(result->output));
     const int err = absl::StrContains(message, "busy") ? EBUSY : EIO;
-    return ErrnoStatus(err, absl::StrCat("fusermount3 -u", lazy ? " -z " : " ", path,
-                                         " failed: ", message));
+    return ErrnoStatus(
+        err, absl::StrCat("fusermount3 -u", lazy ? " -z " : " ", path, " failed: ", message));
   }
   return absl::OkStatus();
 }
@@ -144,8 +142,7 @@ std::vector<MountHolder> FindMountHolders(const std::string& mount_point) {
       }
     }
     if (uses.empty()) continue;
-    holders.push_back(MountHolder{pid, ReadFirstLine(base + "/comm"),
-                                  absl::StrJoin(uses, ", ")});
+    holders.push_back(MountHolder{pid, ReadFirstLine(base + "/comm"), absl::StrJoin(uses, ", ")});
   }
   ::closedir(proc);
   return holders;

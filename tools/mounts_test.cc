@@ -43,8 +43,8 @@ TEST(MountHoldersTest, FindsAProcessWhoseCwdIsInside) {
   char pattern[] = "/tmp/ckptfs-holders-test-XXXXXX";
   const std::string dir = ::mkdtemp(pattern);
   std::filesystem::create_directory(dir + "/sub");
-  auto sleeper = SpawnDetached(
-      {"/bin/sh", "-c", "cd " + dir + "/sub && exec sleep 30"}, dir + "/log");
+  auto sleeper =
+      SpawnDetached({"/bin/sh", "-c", "cd " + dir + "/sub && exec sleep 30"}, dir + "/log");
   ASSERT_TRUE(sleeper.ok());
   // Until the shell has exec'd sleep: before that it is "sh", and between
   // its cd and the exec it may be seen through other links than its cwd.
@@ -57,9 +57,8 @@ TEST(MountHoldersTest, FindsAProcessWhoseCwdIsInside) {
     if (std::any_of(holders.begin(), holders.end(), is_sleeper)) break;
     absl::SleepFor(absl::Milliseconds(20));
   }
-  const auto it = std::find_if(holders.begin(), holders.end(), [&](const MountHolder& h) {
-    return h.pid == sleeper->pid;
-  });
+  const auto it = std::find_if(holders.begin(), holders.end(),
+                               [&](const MountHolder& h) { return h.pid == sleeper->pid; });
   ASSERT_NE(it, holders.end());
   EXPECT_EQ(it->command, "sleep");
   EXPECT_NE(it->what.find("cwd"), std::string::npos);

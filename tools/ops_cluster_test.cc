@@ -22,8 +22,8 @@
 #include "absl/strings/str_format.h"
 #include "common/crc32c.h"
 #include "gtest/gtest.h"
-#include "tools/cluster_test_support.h"
 #include "proto/meta.pb.h"
+#include "tools/cluster_test_support.h"
 #include "tools/mounts.h"
 #include "tools/ports.h"
 #include "tools/process.h"
@@ -67,8 +67,7 @@ class OpsClusterTest : public ::testing::Test {
     mnt_ = root_ + "/mnt";
     ::setenv("CKPTFS_BIN_DIR", CKPTFS_BUILD_BIN_DIR, 1);
     // meta, 2 storage servers, then 4 metrics ports.
-    const auto base = FindFreePortRange(
-        "127.0.0.1", PortSearchStart(17), 7, {});
+    const auto base = FindFreePortRange("127.0.0.1", PortSearchStart(17), 7, {});
     ASSERT_TRUE(base.has_value());
     base_ = *base;
   }
@@ -84,10 +83,21 @@ class OpsClusterTest : public ::testing::Test {
   }
 
   CommandResult Up(std::vector<std::string> extra = {}) {
-    std::vector<std::string> args = {
-        "up", "--state-dir", state_, "--mountpoint", mnt_, "--meta-port",
-        absl::StrCat(base_), "--storage-port", absl::StrCat(base_ + 1), "--servers", "2",
-        "--chunk-size", absl::StrCat(kChunk), "--metrics-port", absl::StrCat(base_ + 3)};
+    std::vector<std::string> args = {"up",
+                                     "--state-dir",
+                                     state_,
+                                     "--mountpoint",
+                                     mnt_,
+                                     "--meta-port",
+                                     absl::StrCat(base_),
+                                     "--storage-port",
+                                     absl::StrCat(base_ + 1),
+                                     "--servers",
+                                     "2",
+                                     "--chunk-size",
+                                     absl::StrCat(kChunk),
+                                     "--metrics-port",
+                                     absl::StrCat(base_ + 3)};
     args.insert(args.end(), extra.begin(), extra.end());
     return RunCli(args);
   }
@@ -135,12 +145,12 @@ TEST_F(OpsClusterTest, StatusShowsServersClientsAndPendingCheckpoint) {
   ASSERT_TRUE(state.ok() && state->has_value());
   ASSERT_EQ((*state)->daemons.size(), 5u);  // meta, 2 storage, fuse, repair
   EXPECT_EQ((*state)->daemons[4].role, "repair");
-  EXPECT_TRUE(Contains(ReadWholeFile(absl::StrCat("/proc/", (*state)->daemons[4].process.pid,
-                                            "/cmdline")),
-                       std::string("--watch")));
-  EXPECT_TRUE(Contains(ReadWholeFile(absl::StrCat("/proc/", (*state)->daemons[0].process.pid,
-                                            "/cmdline")),
-                       std::string("--orphan_grace_s=7")));
+  EXPECT_TRUE(
+      Contains(ReadWholeFile(absl::StrCat("/proc/", (*state)->daemons[4].process.pid, "/cmdline")),
+               std::string("--watch")));
+  EXPECT_TRUE(
+      Contains(ReadWholeFile(absl::StrCat("/proc/", (*state)->daemons[0].process.pid, "/cmdline")),
+               std::string("--orphan_grace_s=7")));
   // Metrics ports: each daemon whose build has --metrics_listen got its own,
   // meta at the base, storage servers next, the mount last.
   for (size_t i = 0; i < (*state)->daemons.size(); ++i) {
@@ -158,8 +168,9 @@ TEST_F(OpsClusterTest, StatusShowsServersClientsAndPendingCheckpoint) {
   r = RunCli({"ckpt", "declare", ckpt, "2", "--timeout-s", "600"});
   ASSERT_EQ(r.exit_status, 0) << r.output;
   WriteFile(ckpt + "/rank0.bin", RandomBytes(1000, 1));
-  auto rank0 = std::async(std::launch::async,
-                          [&] { return RunCli({"ckpt", "commit", ckpt, "0"}); });
+  auto rank0 = std::async(std::launch::async, [&] {
+    return RunCli({"ckpt", "commit", ckpt, "0"});
+  });
 
   // The mount's heartbeat and rank 0's arrival show within a few seconds.
   std::string text;
@@ -186,15 +197,15 @@ TEST_F(OpsClusterTest, StatusShowsServersClientsAndPendingCheckpoint) {
   r = RunCli({"status", "--meta", absl::StrCat("127.0.0.1:", base_)});
   EXPECT_EQ(r.exit_status, 1) << r.output;
   EXPECT_TRUE(Contains(r.output, "--credential_file")) << r.output;
-  r = RunCli({"status", "--meta", absl::StrCat("127.0.0.1:", base_), "--json",
-              "--credential-file", state_ + "/credential"});
+  r = RunCli({"status", "--meta", absl::StrCat("127.0.0.1:", base_), "--json", "--credential-file",
+              state_ + "/credential"});
   ASSERT_EQ(r.exit_status, 0) << r.output;
   const size_t open = r.output.find('{'), close = r.output.rfind('}');
   ASSERT_TRUE(open != std::string::npos && close != std::string::npos) << r.output;
   meta::ClusterStatusReply reply;
-  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(
-                  r.output.substr(open, close - open + 1), &reply)
-                  .ok())
+  ASSERT_TRUE(
+      google::protobuf::util::JsonStringToMessage(r.output.substr(open, close - open + 1), &reply)
+          .ok())
       << r.output;
   ASSERT_EQ(reply.servers_size(), 2) << r.output;
   EXPECT_TRUE(reply.servers(0).info().alive());
@@ -325,8 +336,7 @@ TEST_F(OpsClusterTest, CkptShowVerifyCatchesCorruptChunkAndGcReclaims) {
 TEST(OpsHelpTest, HelpDescribesTheCommands) {
   CommandResult r = RunCli({"help"});
   EXPECT_EQ(r.exit_status, 0);
-  for (const char* name : {"ckpt show", "ckpt verify", "ckpt gc", "ckpt ls", "ckpt rm",
-                           "status"}) {
+  for (const char* name : {"ckpt show", "ckpt verify", "ckpt gc", "ckpt ls", "ckpt rm", "status"}) {
     EXPECT_TRUE(Contains(r.output, name)) << name << "\n" << r.output;
   }
   r = RunCli({"ckpt", "verify", "--help"});

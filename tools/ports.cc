@@ -15,8 +15,7 @@ absl::Status CheckPortFree(const std::string& host, uint16_t port) {
   return fd.status();
 }
 
-std::optional<uint16_t> FindFreePortRange(const std::string& host, uint16_t after,
-                                          int count,
+std::optional<uint16_t> FindFreePortRange(const std::string& host, uint16_t after, int count,
                                           const std::vector<uint16_t>& avoid) {
   for (uint32_t base = static_cast<uint32_t>(after) + 1;
        base + static_cast<uint32_t>(count) - 1 <= 65535; ++base) {

@@ -22,8 +22,7 @@ absl::Status CheckPortFree(const std::string& host, uint16_t port);
 
 // The lowest port p > `after` such that p .. p+count-1 are all free on
 // `host` and none is in `avoid`; nullopt if none below 65536.
-std::optional<uint16_t> FindFreePortRange(const std::string& host, uint16_t after,
-                                          int count,
+std::optional<uint16_t> FindFreePortRange(const std::string& host, uint16_t after, int count,
                                           const std::vector<uint16_t>& avoid);
 
 // Is something accepting TCP connections on host:port right now?

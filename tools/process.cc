@@ -111,8 +111,7 @@ std::optional<ProcStat> ReadProcStat(pid_t pid) {
   const size_t close = line.rfind(')');
   if (close == std::string::npos) return std::nullopt;
   std::vector<absl::string_view> fields =
-      absl::StrSplit(absl::string_view(line).substr(close + 1), ' ',
-                     absl::SkipEmpty());
+      absl::StrSplit(absl::string_view(line).substr(close + 1), ' ', absl::SkipEmpty());
   // fields[0] is field 3 (state); field 9 (flags) is fields[6], field 20
   // (num_threads) fields[17] and field 22 (starttime) fields[19].
   if (fields.size() < 20 || fields[0].empty()) return std::nullopt;
@@ -136,7 +135,7 @@ bool Exited(const std::optional<ProcStat>& stat) {
 // Whether `pid` is a child of the caller that nobody has reaped (running or
 // a zombie): until it is reaped its pid cannot name another process.
 bool UnreapedChild(pid_t pid) {
-  siginfo_t info {};
+  siginfo_t info{};
   return ::waitid(P_PID, static_cast<id_t>(pid), &info, WEXITED | WNOHANG | WNOWAIT) == 0;
 }
 
@@ -200,8 +199,8 @@ ExecProgress AwaitExec(pid_t pid, absl::Duration limit) {
 std::string DescribeWaitStatus(int status) {
   if (WIFEXITED(status)) return absl::StrCat("exited with status ", WEXITSTATUS(status));
   if (WIFSIGNALED(status)) {
-    return absl::StrCat("killed by signal ", WTERMSIG(status), " (",
-                        strsignal(WTERMSIG(status)), ")");
+    return absl::StrCat("killed by signal ", WTERMSIG(status), " (", strsignal(WTERMSIG(status)),
+                        ")");
   }
   return "stopped";
 }
@@ -231,8 +230,8 @@ absl::StatusOr<ProcessRecord> SpawnDetached(const std::vector<std::string>& argv
 
   SpawnSetup setup;
   setup.ResetSignals();
-  posix_spawnattr_setflags(setup.attr(), POSIX_SPAWN_SETSID | POSIX_SPAWN_SETSIGMASK |
-                                             POSIX_SPAWN_SETSIGDEF);
+  posix_spawnattr_setflags(setup.attr(),
+                           POSIX_SPAWN_SETSID | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
   posix_spawn_file_actions_addopen(setup.actions(), STDIN_FILENO, "/dev/null", O_RDONLY, 0);
   posix_spawn_file_actions_adddup2(setup.actions(), log.get(), STDOUT_FILENO);
   posix_spawn_file_actions_adddup2(setup.actions(), log.get(), STDERR_FILENO);
@@ -241,13 +240,12 @@ absl::StatusOr<ProcessRecord> SpawnDetached(const std::vector<std::string>& argv
 
   std::vector<char*> cargv = CArgv(argv);
   pid_t pid = 0;
-  const int err = ::posix_spawn(&pid, argv[0].c_str(), setup.actions(), setup.attr(),
-                                cargv.data(), environ);
+  const int err =
+      ::posix_spawn(&pid, argv[0].c_str(), setup.actions(), setup.attr(), cargv.data(), environ);
   if (err != 0) return SyscallError(err, absl::StrCat("start ", argv[0]));
   absl::StatusOr<ProcessRecord> record = AwaitSpawnedExec(pid, argv[0], absl::Seconds(10));
   if (absl::IsUnavailable(record.status())) {
-    return absl::UnavailableError(
-        absl::StrCat(record.status().message(), "; see ", log_path));
+    return absl::UnavailableError(absl::StrCat(record.status().message(), "; see ", log_path));
   }
   return record;
 }
@@ -267,17 +265,17 @@ absl::StatusOr<ProcessRecord> AwaitSpawnedExec(pid_t pid, const std::string& nam
       ReapQuietly(pid);
     }
     if (progress.outcome == ExecProgress::kTimedOut) {
-      return absl::DeadlineExceededError(absl::StrCat(
-          "start ", name, ": its exec did not complete within ", absl::FormatDuration(limit),
-          ours ? " (killed it)" : ""));
+      return absl::DeadlineExceededError(
+          absl::StrCat("start ", name, ": its exec did not complete within ",
+                       absl::FormatDuration(limit), ours ? " (killed it)" : ""));
     }
     if (ours) {  // alive, but /proc would not show it
-      return absl::UnavailableError(absl::StrCat(
-          "start ", name, ": cannot read /proc/", pid, "/stat of the started process (killed it)"));
+      return absl::UnavailableError(absl::StrCat("start ", name, ": cannot read /proc/", pid,
+                                                 "/stat of the started process (killed it)"));
     }
-    return absl::UnavailableError(absl::StrCat(
-        "start ", name, ": it exited during start-up (pid ", pid,
-        ", reaped elsewhere, so how it ended is unknown)"));
+    return absl::UnavailableError(absl::StrCat("start ", name, ": it exited during start-up (pid ",
+                                               pid,
+                                               ", reaped elsewhere, so how it ended is unknown)"));
   }
   ProcessRecord record;
   record.pid = pid;
@@ -332,11 +330,16 @@ absl::StatusOr<ProcessRecord> CurrentProcessRecord(pid_t pid) {
 
 const char* StopOutcomeName(StopOutcome outcome) {
   switch (outcome) {
-    case StopOutcome::kNotRunning: return "was not running";
-    case StopOutcome::kTerminated: return "stopped";
-    case StopOutcome::kKilled: return "killed (did not stop on SIGTERM)";
-    case StopOutcome::kStuck: return "STILL RUNNING after SIGKILL";
-    case StopOutcome::kNotPermitted: return "NOT STOPPED: not permitted to signal it";
+    case StopOutcome::kNotRunning:
+      return "was not running";
+    case StopOutcome::kTerminated:
+      return "stopped";
+    case StopOutcome::kKilled:
+      return "killed (did not stop on SIGTERM)";
+    case StopOutcome::kStuck:
+      return "STILL RUNNING after SIGKILL";
+    case StopOutcome::kNotPermitted:
+      return "NOT STOPPED: not permitted to signal it";
     case StopOutcome::kNotVerified:
       return "NOT STOPPED: its pid, started when recorded, runs another executable";
   }
@@ -401,8 +404,8 @@ absl::StatusOr<CommandResult> RunCommand(const std::vector<std::string>& argv) {
   posix_spawn_file_actions_adddup2(setup.actions(), write_end.get(), STDERR_FILENO);
   std::vector<char*> cargv = CArgv(argv);
   pid_t pid = 0;
-  const int err = ::posix_spawnp(&pid, argv[0].c_str(), setup.actions(), setup.attr(),
-                                 cargv.data(), environ);
+  const int err =
+      ::posix_spawnp(&pid, argv[0].c_str(), setup.actions(), setup.attr(), cargv.data(), environ);
   if (err != 0) return SyscallError(err, absl::StrCat("run ", argv[0]));
   write_end.Reset();
   CommandResult result;
@@ -419,7 +422,7 @@ absl::StatusOr<CommandResult> RunCommand(const std::vector<std::string>& argv) {
   while (::waitpid(pid, &status, 0) < 0) {
     if (errno != EINTR) return SyscallError(errno, absl::StrCat("wait for ", argv[0]));
   }
-  result.exit_status = WIFEXITED(status) ? WEXITSTATUS(status)
+  result.exit_status = WIFEXITED(status)     ? WEXITSTATUS(status)
                        : WIFSIGNALED(status) ? 128 + WTERMSIG(status)
                                              : 255;
   return result;

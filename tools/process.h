@@ -100,10 +100,10 @@ absl::StatusOr<ProcessRecord> CurrentProcessRecord(pid_t pid);
 
 // What StopProcess did.
 enum class StopOutcome {
-  kNotRunning,  // already gone (or the pid now belongs to another process)
-  kTerminated,  // exited after SIGTERM
-  kKilled,      // needed SIGKILL
-  kStuck,       // still there after SIGKILL
+  kNotRunning,    // already gone (or the pid now belongs to another process)
+  kTerminated,    // exited after SIGTERM
+  kKilled,        // needed SIGKILL
+  kStuck,         // still there after SIGKILL
   kNotPermitted,  // running, but we may not signal it (another user's)
   kNotVerified,   // MatchRecord says kOtherExecutable: not signalled, maybe running
 };

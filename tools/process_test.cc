@@ -91,17 +91,15 @@ TEST_F(ProcessTest, ExecFailureIsAnError) {
 
 TEST_F(ProcessTest, StopsWithSigtermAndKillsStragglers) {
   const ProcessRecord polite = Spawn({"/bin/sleep", "30"});
-  const ProcessRecord stubborn =
-      Spawn({Script("stubborn.sh",
-                    "trap '' TERM; touch \"$0.ready\"; while :; do sleep 0.1; done")});
+  const ProcessRecord stubborn = Spawn(
+      {Script("stubborn.sh", "trap '' TERM; touch \"$0.ready\"; while :; do sleep 0.1; done")});
   // The trap is installed once the script says so.
   const std::string ready = dir_ + "/stubborn.sh.ready";
   for (int i = 0; i < 3000 && ::access(ready.c_str(), F_OK) != 0; ++i) {
     absl::SleepFor(absl::Milliseconds(10));
   }
   ASSERT_EQ(::access(ready.c_str(), F_OK), 0) << "the script never started";
-  std::vector<StopOutcome> outcomes =
-      StopProcesses({polite, stubborn}, absl::Milliseconds(500));
+  std::vector<StopOutcome> outcomes = StopProcesses({polite, stubborn}, absl::Milliseconds(500));
   ASSERT_EQ(outcomes.size(), 2u);
   EXPECT_EQ(outcomes[0], StopOutcome::kTerminated);
   EXPECT_EQ(outcomes[1], StopOutcome::kKilled);
@@ -123,8 +121,7 @@ TEST_F(ProcessTest, NeverSignalsAProcessThatIsNotTheRecordedOne) {
   EXPECT_EQ(MatchRecord(record), RecordMatch::kSame);
   EXPECT_EQ(MatchRecord(recycled), RecordMatch::kOtherProcess);
   EXPECT_EQ(MatchRecord(other_exe), RecordMatch::kOtherExecutable);
-  std::vector<StopOutcome> outcomes =
-      StopProcesses({recycled, other_exe}, absl::Milliseconds(100));
+  std::vector<StopOutcome> outcomes = StopProcesses({recycled, other_exe}, absl::Milliseconds(100));
   EXPECT_EQ(outcomes[0], StopOutcome::kNotRunning);
   // Not signalled, but not reported gone either: it started when recorded,
   // so `down` must not claim it stopped (it did, and left daemons running).
@@ -176,8 +173,7 @@ TEST_F(ProcessTest, AnExecThatNeverCompletesIsKilledAfterTheLimit) {
   if (pid == 0) {
     while (true) ::pause();
   }
-  absl::StatusOr<ProcessRecord> record =
-      AwaitSpawnedExec(pid, "stand-in", absl::Milliseconds(300));
+  absl::StatusOr<ProcessRecord> record = AwaitSpawnedExec(pid, "stand-in", absl::Milliseconds(300));
   ASSERT_FALSE(record.ok());
   EXPECT_TRUE(absl::IsDeadlineExceeded(record.status())) << record.status();
   int status = 0;

@@ -40,8 +40,7 @@ class RealClusterTest : public ::testing::Test {
     mnt_ = root_ + "/mnt";
     node2_ = root_ + "/node2";
     ::setenv("CKPTFS_BIN_DIR", CKPTFS_BUILD_BIN_DIR, 1);
-    const auto base = FindFreePortRange(
-        "127.0.0.1", PortSearchStart(13), 3, {});
+    const auto base = FindFreePortRange("127.0.0.1", PortSearchStart(13), 3, {});
     ASSERT_TRUE(base.has_value());
     base_ = *base;
   }
@@ -72,9 +71,9 @@ class RealClusterTest : public ::testing::Test {
 
 TEST_F(RealClusterTest, UpStatusSecondMountDown) {
   const std::string meta = absl::StrCat("127.0.0.1:", base_);
-  CommandResult r = Run({"up", "--state-dir", state_, "--mountpoint", mnt_, "--meta-port",
-                         absl::StrCat(base_), "--storage-port", absl::StrCat(base_ + 1),
-                         "--servers", "2", "--chunk-size", "65536"});
+  CommandResult r =
+      Run({"up", "--state-dir", state_, "--mountpoint", mnt_, "--meta-port", absl::StrCat(base_),
+           "--storage-port", absl::StrCat(base_ + 1), "--servers", "2", "--chunk-size", "65536"});
   ASSERT_EQ(r.exit_status, 0) << r.output;
   EXPECT_NE(r.output.find("storage-1"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("ckptfs down --state-dir " + state_), std::string::npos);

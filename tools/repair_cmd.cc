@@ -47,8 +47,7 @@ class MetaClientRepairMeta : public repair::RepairMeta {
     if (!reply.ok()) return reply.status();
     return std::vector<meta::ServerInfo>(reply->servers().begin(), reply->servers().end());
   }
-  absl::StatusOr<meta::ReadDirReply> ReadDir(uint64_t ino,
-                                             absl::string_view start_after) override {
+  absl::StatusOr<meta::ReadDirReply> ReadDir(uint64_t ino, absl::string_view start_after) override {
     meta::ReadDirRequest request;
     request.set_ino(ino);
     request.set_start_after(std::string(start_after));
@@ -61,8 +60,7 @@ class MetaClientRepairMeta : public repair::RepairMeta {
     if (!reply.ok()) return reply.status();
     return reply->attr();
   }
-  absl::StatusOr<meta::Attr> MoveStripeServer(uint64_t ino, uint32_t from,
-                                              uint32_t to) override {
+  absl::StatusOr<meta::Attr> MoveStripeServer(uint64_t ino, uint32_t from, uint32_t to) override {
     return meta_->MoveStripeServer(ino, from, to);
   }
   absl::Status ReportRepair(const meta::RepairReport& report) override {
@@ -82,9 +80,8 @@ std::string ThisRepairer() {
 std::string Summary(const meta::RepairReport& r) {
   return absl::StrCat("repair pass ", r.passes_completed(), ": ", r.files_checked(), " files, ",
                       r.chunks_checked(), " chunks compared, ", r.copies_rebuilt(),
-                      " copies rebuilt, ", r.copies_moved(), " copies moved, ",
-                      r.bytes_written(), " bytes written, ", r.files_unrepairable(),
-                      " files unrepairable");
+                      " copies rebuilt, ", r.copies_moved(), " copies moved, ", r.bytes_written(),
+                      " bytes written, ", r.files_unrepairable(), " files unrepairable");
 }
 
 // What makes --watch start a pass at once when it changes: the live

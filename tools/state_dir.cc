@@ -32,8 +32,7 @@ std::string AbsolutePath(const std::string& path) {
 }
 
 std::string SerializeClusterState(const ClusterState& state) {
-  std::string out =
-      "# ckptfs local cluster: written by `ckptfs up`, read by `ckptfs down`.\n";
+  std::string out = "# ckptfs local cluster: written by `ckptfs up`, read by `ckptfs down`.\n";
   absl::StrAppend(&out, "meta_address=", state.meta_address, "\n");
   absl::StrAppend(&out, "mountpoint=", state.mountpoint, "\n");
   absl::StrAppend(&out, "daemons=", state.daemons.size(), "\n");
@@ -85,8 +84,7 @@ absl::StatusOr<ClusterState> ParseClusterState(absl::string_view text) {
     d.process.exe = kv[prefix + "exe"];
     if (d.role.empty() || !absl::SimpleAtoi(kv[prefix + "pid"], &d.process.pid) ||
         !absl::SimpleAtoi(kv[prefix + "start_time"], &d.process.start_time)) {
-      return absl::DataLossError(
-          absl::StrCat("cluster.state: daemon ", i, " is incomplete"));
+      return absl::DataLossError(absl::StrCat("cluster.state: daemon ", i, " is incomplete"));
     }
     state.daemons.push_back(std::move(d));
   }
@@ -133,8 +131,8 @@ absl::Status StateDir::Lock() {
   if (!fd.valid()) return SyscallError(errno, absl::StrCat("open ", lock_path));
   if (::flock(fd.get(), LOCK_EX | LOCK_NB) != 0) {
     if (errno == EWOULDBLOCK) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "another `ckptfs up` or `ckptfs down` is working on ", path_));
+      return absl::FailedPreconditionError(
+          absl::StrCat("another `ckptfs up` or `ckptfs down` is working on ", path_));
     }
     return SyscallError(errno, absl::StrCat("flock ", lock_path));
   }

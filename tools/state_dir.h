@@ -39,8 +39,8 @@ struct DaemonRecord {
 };
 
 struct ClusterState {
-  std::string meta_address;  // host:port
-  std::string mountpoint;    // absolute; "" until the mount is started
+  std::string meta_address;           // host:port
+  std::string mountpoint;             // absolute; "" until the mount is started
   std::vector<DaemonRecord> daemons;  // in start order
 };
 

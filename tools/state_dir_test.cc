@@ -15,11 +15,17 @@ ClusterState SampleState() {
   ClusterState state;
   state.meta_address = "127.0.0.1:7000";
   state.mountpoint = "/mnt/ckpt with space";
-  state.daemons.push_back(
-      {"meta", "127.0.0.1:7000", "/s/meta", "/s/logs/meta.log", {101, 555, "/bin/ckptfs-meta"},
-       "127.0.0.1:9400"});
-  state.daemons.push_back({"storage-0", "127.0.0.1:7001", "/s/storage-0",
-                           "/s/logs/storage-0.log", {102, 556, "/bin/ckptfs-storage"}});
+  state.daemons.push_back({"meta",
+                           "127.0.0.1:7000",
+                           "/s/meta",
+                           "/s/logs/meta.log",
+                           {101, 555, "/bin/ckptfs-meta"},
+                           "127.0.0.1:9400"});
+  state.daemons.push_back({"storage-0",
+                           "127.0.0.1:7001",
+                           "/s/storage-0",
+                           "/s/logs/storage-0.log",
+                           {102, 556, "/bin/ckptfs-storage"}});
   state.daemons.push_back(
       {"fuse", "/mnt/ckpt with space", "", "/s/logs/fuse.log", {103, 557, "/bin/ckptfs-fuse"}});
   return state;
@@ -63,7 +69,7 @@ TEST(ClusterStateTest, RoundTrips) {
 
 TEST(ClusterStateTest, RejectsDamagedFiles) {
   EXPECT_FALSE(ParseClusterState("meta_address=x\nno equals sign\n").ok());
-  EXPECT_FALSE(ParseClusterState("meta_address=x\n").ok());  // no daemons=
+  EXPECT_FALSE(ParseClusterState("meta_address=x\n").ok());                 // no daemons=
   EXPECT_FALSE(ParseClusterState("daemons=1\ndaemon.0.role=meta\n").ok());  // no pid
   EXPECT_FALSE(ParseClusterState("daemons=1\ndaemon.0.role=meta\ndaemon.0.pid=abc\n"
                                  "daemon.0.start_time=1\n")
@@ -119,8 +125,7 @@ TEST(StateDirTest, DirectoryOthersMayWriteToIsRefused) {
   ASSERT_EQ(::chmod(path.c_str(), 0777), 0);  // whatever the umask
   auto dir = StateDir::Open(path, /*create=*/true);
   ASSERT_FALSE(dir.ok());
-  EXPECT_NE(dir.status().message().find("writable by you only"), std::string::npos)
-      << dir.status();
+  EXPECT_NE(dir.status().message().find("writable by you only"), std::string::npos) << dir.status();
   ASSERT_EQ(::chmod(path.c_str(), 0755), 0);
   EXPECT_TRUE(StateDir::Open(path, /*create=*/true).ok());
 }

@@ -36,15 +36,18 @@ std::string Ago(int64_t now_ms, int64_t then_ms) {
 
 std::string ServerTable(const google::protobuf::RepeatedPtrField<meta::ServerStatus>& servers,
                         int64_t now_ms) {
-  std::vector<std::vector<std::string>> rows = {{"ID", "ADDRESS", "STATE", "CAPACITY", "USED",
-                                                 "CONNS", "READ/S", "WRITE/S"}};
+  std::vector<std::vector<std::string>> rows = {
+      {"ID", "ADDRESS", "STATE", "CAPACITY", "USED", "CONNS", "READ/S", "WRITE/S"}};
   for (std::string& header : ScrubHeaders()) rows[0].push_back(std::move(header));
   rows[0].push_back("LAST HEARTBEAT");
   for (const meta::ServerStatus& s : servers) {
     const meta::ServerInfo& i = s.info();
     const bool load = s.load_reported() && i.alive();
-    std::vector<std::string> row = {absl::StrCat(i.id()), i.address(), i.alive() ? "up" : "DOWN",
-                                    FormatBytes(i.capacity_bytes()), FormatBytes(i.used_bytes()),
+    std::vector<std::string> row = {absl::StrCat(i.id()),
+                                    i.address(),
+                                    i.alive() ? "up" : "DOWN",
+                                    FormatBytes(i.capacity_bytes()),
+                                    FormatBytes(i.used_bytes()),
                                     load ? absl::StrCat(s.connections()) : "-",
                                     load ? FormatBytes(s.read_bytes_per_s()) : "-",
                                     load ? FormatBytes(s.write_bytes_per_s()) : "-"};
@@ -65,8 +68,7 @@ void PrintText(const meta::ClusterStatusReply& status) {
             << "): " << status.servers_size() << " storage server"
             << (status.servers_size() == 1 ? "" : "s") << ", " << up << " up";
   if (down > 0) std::cout << ", " << down << " DOWN";
-  std::cout << "\n\nstorage servers\n"
-            << ServerTable(status.servers(), now_ms);
+  std::cout << "\n\nstorage servers\n" << ServerTable(status.servers(), now_ms);
 
   const uint32_t copies = std::max<uint32_t>(1, status.copies());
   std::cout << "\nredundancy: " << status.redundancy()
@@ -109,8 +111,7 @@ void PrintText(const meta::ClusterStatusReply& status) {
   // Like the clients below, the report of the repairer that reports to the
   // metadata server answering (with --etcd_shared, each server has its own).
   if (status.has_repair()) {
-    std::cout << "\n"
-              << FormatRepairReport(status.repair(), status.repair_reported_ms(), now_ms);
+    std::cout << "\n" << FormatRepairReport(status.repair(), status.repair_reported_ms(), now_ms);
   } else {
     std::cout << "\nrepair: no report from a repairer since the metadata service started\n";
   }
@@ -118,8 +119,8 @@ void PrintText(const meta::ClusterStatusReply& status) {
   // Clients heartbeat to the metadata server they use, and a barrier's
   // waiters wait on theirs: with several servers serving at once
   // (--etcd_shared) these two lists are the answering server's own.
-  std::cout << "\nclients seen (" << status.clients_size() << ", by "
-            << status.service_address() << ")\n";
+  std::cout << "\nclients seen (" << status.clients_size() << ", by " << status.service_address()
+            << ")\n";
   if (status.clients_size() > 0) {
     std::vector<std::vector<std::string>> rows = {
         {"HOST", "PID", "PROGRAM", "MOUNTPOINT", "VERSION", "STARTED", "LAST HEARTBEAT"}};
@@ -196,8 +197,8 @@ int RunStatus(const ParsedFlags& flags) {
   }
   if (!status.ok() && ErrnoFromStatus(status.status()) == EACCES) {
     // Reached, but it wants the cluster's credential (or another one).
-    return Failure(spec, absl::StrCat("the metadata service at ", *address, " refused: ",
-                                      status.status().message(),
+    return Failure(spec, absl::StrCat("the metadata service at ", *address,
+                                      " refused: ", status.status().message(),
                                       " (ckptfs status: --credential-file FILE, or --state-dir "
                                       "DIR of the cluster)"));
   }

@@ -54,18 +54,18 @@ std::string FormatRepairReport(const meta::RepairReport& report, int64_t reporte
                                int64_t now_ms) {
   std::string pass;
   if (report.pass_ended_ms() == 0) {
-    pass = absl::StrCat("pass ", report.passes_completed() + 1, " running",
-                        report.pass_started_ms() == 0
-                            ? std::string()
-                            : absl::StrCat(", started ",
-                                           FormatAge(now_ms - report.pass_started_ms()), " ago"));
+    pass = absl::StrCat(
+        "pass ", report.passes_completed() + 1, " running",
+        report.pass_started_ms() == 0
+            ? std::string()
+            : absl::StrCat(", started ", FormatAge(now_ms - report.pass_started_ms()), " ago"));
   } else {
     pass = absl::StrCat("pass ", report.passes_completed(), " ended ",
                         FormatAge(now_ms - report.pass_ended_ms()), " ago");
   }
-  std::string out = absl::StrCat("repair: ", report.repairer().empty() ? "?" : report.repairer(),
-                                 ", ", pass, " (reported ", FormatAge(now_ms - reported_ms),
-                                 " ago)\n");
+  std::string out =
+      absl::StrCat("repair: ", report.repairer().empty() ? "?" : report.repairer(), ", ", pass,
+                   " (reported ", FormatAge(now_ms - reported_ms), " ago)\n");
   const std::vector<std::vector<std::string>> rows = {
       {"files checked", absl::StrCat(report.files_checked(), "/", report.files_total())},
       {"chunks checked", absl::StrCat(report.chunks_checked())},

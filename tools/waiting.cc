@@ -28,8 +28,7 @@ void InstallInterruptHandler() {
 bool Interrupted() { return interrupted.load(); }
 
 absl::Status WaitFor(const std::string& what, absl::Duration timeout,
-                     const std::function<absl::StatusOr<bool>()>& ready,
-                     absl::Duration interval) {
+                     const std::function<absl::StatusOr<bool>()>& ready, absl::Duration interval) {
   const absl::Time deadline = absl::Now() + timeout;
   while (true) {
     if (Interrupted()) {
@@ -39,8 +38,8 @@ absl::Status WaitFor(const std::string& what, absl::Duration timeout,
     if (!done.ok()) return done.status();
     if (*done) return absl::OkStatus();
     if (absl::Now() >= deadline) {
-      return absl::DeadlineExceededError(absl::StrCat(
-          "timed out after ", absl::FormatDuration(timeout), " waiting for ", what));
+      return absl::DeadlineExceededError(
+          absl::StrCat("timed out after ", absl::FormatDuration(timeout), " waiting for ", what));
     }
     absl::SleepFor(interval);
   }

@@ -26,14 +26,13 @@ void FakeChunkTransport::Delay() const {
   if (delay > absl::ZeroDuration()) absl::SleepFor(delay);
 }
 
-absl::Status FakeChunkTransport::WriteChunk(uint32_t server_id, uint64_t ino,
-                                            uint64_t chunk_index, uint32_t offset,
-                                            const void* data, size_t length, bool replace,
-                                            std::optional<uint32_t> crc32c) {
+absl::Status FakeChunkTransport::WriteChunk(uint32_t server_id, uint64_t ino, uint64_t chunk_index,
+                                            uint32_t offset, const void* data, size_t length,
+                                            bool replace, std::optional<uint32_t> crc32c) {
   if (crc32c.has_value() && *crc32c != Crc32c(data, length)) {
     return ErrnoStatus(EBADMSG, absl::StrCat("fake storage server ", server_id, ": payload of ",
-                                             length, " bytes for chunk ", chunk_index,
-                                             " of inode ", ino, " does not match its CRC32C"));
+                                             length, " bytes for chunk ", chunk_index, " of inode ",
+                                             ino, " does not match its CRC32C"));
   }
   {
     absl::MutexLock lock(&mu_);
@@ -50,8 +49,8 @@ absl::Status FakeChunkTransport::WriteChunk(uint32_t server_id, uint64_t ino,
     if (writes_before_failing_ > 0) {
       --writes_before_failing_;
     } else {
-      return ErrnoStatus(write_err_, absl::StrCat("fake storage server ", server_id,
-                                                  ": injected write failure"));
+      return ErrnoStatus(
+          write_err_, absl::StrCat("fake storage server ", server_id, ": injected write failure"));
     }
   }
   if (absl::Status down = DownStatus(server_id); !down.ok()) return down;
@@ -68,17 +67,16 @@ absl::Status FakeChunkTransport::WriteChunk(uint32_t server_id, uint64_t ino,
   return absl::OkStatus();
 }
 
-absl::Status FakeChunkTransport::FillChunk(uint32_t server_id, uint64_t ino,
-                                           uint64_t chunk_index, const void* data,
-                                           size_t length) {
+absl::Status FakeChunkTransport::FillChunk(uint32_t server_id, uint64_t ino, uint64_t chunk_index,
+                                           const void* data, size_t length) {
   {
     absl::MutexLock lock(&mu_);
     ++counts_.fills;
     if (absl::Status down = DownStatus(server_id); !down.ok()) return down;
     if (chunks_.count(Key(server_id, ino, chunk_index)) != 0) {
-      return ErrnoStatus(EEXIST, absl::StrCat("fake storage server ", server_id,
-                                              ": already holds chunk ", chunk_index,
-                                              " of inode ", ino));
+      return ErrnoStatus(EEXIST,
+                         absl::StrCat("fake storage server ", server_id, ": already holds chunk ",
+                                      chunk_index, " of inode ", ino));
     }
   }
   return WriteChunk(server_id, ino, chunk_index, 0, data, length, /*replace=*/true);
@@ -94,9 +92,8 @@ absl::StatusOr<size_t> FakeChunkTransport::ReadChunk(uint32_t server_id, uint64_
   if (read_err_ != 0) return ErrnoStatus(read_err_, "fake storage server: injected read failure");
   if (absl::Status down = DownStatus(server_id); !down.ok()) return down;
   if (corrupt_.count(Key(server_id, ino, chunk_index)) != 0) {
-    return ErrnoStatus(EIO, absl::StrCat("fake storage server ", server_id, ": chunk ",
-                                         chunk_index, " of inode ", ino,
-                                         " fails its CRC32C"));
+    return ErrnoStatus(EIO, absl::StrCat("fake storage server ", server_id, ": chunk ", chunk_index,
+                                         " of inode ", ino, " fails its CRC32C"));
   }
   auto it = chunks_.find(Key(server_id, ino, chunk_index));
   if (it == chunks_.end()) {
@@ -118,9 +115,9 @@ absl::Status FakeChunkTransport::TrimChunks(uint32_t server_id, uint64_t ino, ui
   if (trim_err_ != 0) return ErrnoStatus(trim_err_, "fake storage server: injected trim failure");
   if (absl::Status down = DownStatus(server_id); !down.ok()) return down;
   if (chunk_size == 0) return ErrnoStatus(EINVAL, "trim with chunk size 0");
-  for (auto it = chunks_.lower_bound(Key(server_id, ino, 0));
-       it != chunks_.end() && std::get<0>(it->first) == server_id &&
-       std::get<1>(it->first) == ino;) {
+  for (auto it = chunks_.lower_bound(Key(server_id, ino, 0)); it != chunks_.end() &&
+                                                              std::get<0>(it->first) == server_id &&
+                                                              std::get<1>(it->first) == ino;) {
     const uint64_t start = std::get<2>(it->first) * chunk_size;
     if (start >= trim_size) {
       it = chunks_.erase(it);
@@ -172,8 +169,7 @@ bool FakeChunkTransport::DeleteChunk(uint32_t server_id, uint64_t ino, uint64_t 
   return chunks_.erase(key) > 0;
 }
 
-std::optional<std::string> FakeChunkTransport::DurableChunkBytes(uint32_t server_id,
-                                                                 uint64_t ino,
+std::optional<std::string> FakeChunkTransport::DurableChunkBytes(uint32_t server_id, uint64_t ino,
                                                                  uint64_t chunk_index) const {
   absl::MutexLock lock(&mu_);
   auto it = durable_.find(Key(server_id, ino, chunk_index));

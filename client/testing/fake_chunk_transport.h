@@ -35,11 +35,11 @@ class FakeChunkTransport : public ChunkTransport {
   FakeChunkTransport() = default;
 
   using ChunkTransport::WriteChunk;
-  absl::Status WriteChunk(uint32_t server_id, uint64_t ino, uint64_t chunk_index,
-                          uint32_t offset, const void* data, size_t length, bool replace,
+  absl::Status WriteChunk(uint32_t server_id, uint64_t ino, uint64_t chunk_index, uint32_t offset,
+                          const void* data, size_t length, bool replace,
                           std::optional<uint32_t> crc32c) override;
-  absl::Status FillChunk(uint32_t server_id, uint64_t ino, uint64_t chunk_index,
-                         const void* data, size_t length) override;
+  absl::Status FillChunk(uint32_t server_id, uint64_t ino, uint64_t chunk_index, const void* data,
+                         size_t length) override;
   absl::StatusOr<size_t> ReadChunk(uint32_t server_id, uint64_t ino, uint64_t chunk_index,
                                    uint32_t offset, void* buf, size_t length) override;
   absl::Status TrimChunks(uint32_t server_id, uint64_t ino, uint64_t trim_size,
@@ -74,7 +74,7 @@ class FakeChunkTransport : public ChunkTransport {
     int writes = 0;
     int replace_writes = 0;
     int writes_with_crc = 0;  // WRITEs whose caller passed the CRC32C
-    int fills = 0;  // FillChunk calls (each stored one is also a replace WRITE)
+    int fills = 0;            // FillChunk calls (each stored one is also a replace WRITE)
     int reads = 0;
     int trims = 0;
     int syncs = 0;

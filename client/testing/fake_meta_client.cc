@@ -403,8 +403,8 @@ absl::StatusOr<meta::Empty> FakeMetaClient::Rmdir(const meta::LookupRequest& req
   if (victim.attr.type() != meta::DIRECTORY) return ErrnoStatus(ENOTDIR, request.name());
   if (absl::Status s = RequireMutable(request.parent(), "rmdir"); !s.ok()) return s;
   if (victim.checkpoint.has_value()) {
-    return ErrnoStatus(EROFS, absl::StrCat(request.name(),
-                                           " is a checkpoint: remove it with RemoveCheckpoint"));
+    return ErrnoStatus(
+        EROFS, absl::StrCat(request.name(), " is a checkpoint: remove it with RemoveCheckpoint"));
   }
   if (!victim.entries.empty()) return ErrnoStatus(ENOTEMPTY, request.name());
   inodes_.erase(it->second);
@@ -463,8 +463,8 @@ absl::StatusOr<meta::ReadDirReply> FakeMetaClient::ReadDir(const meta::ReadDirRe
   const uint32_t limit = request.limit() == 0 ? kDefaultReadDirLimit : request.limit();
   meta::ReadDirReply reply;
   const auto& entries = (*dir)->entries;
-  auto it = request.start_after().empty() ? entries.begin()
-                                          : entries.upper_bound(request.start_after());
+  auto it =
+      request.start_after().empty() ? entries.begin() : entries.upper_bound(request.start_after());
   for (; it != entries.end(); ++it) {
     const Inode& child = inodes_.at(it->second);
     // Pending and aborted checkpoints are reachable by name only.
@@ -657,12 +657,12 @@ absl::StatusOr<meta::Attr> FakeMetaClient::MoveStripeServer(uint64_t ino, uint32
   if (attr.type() != meta::REGULAR) return ErrnoStatus(EINVAL, "move stripe server");
   auto* stripe = attr.mutable_layout()->mutable_stripe();
   if (std::find(stripe->begin(), stripe->end(), from) == stripe->end()) {
-    return ErrnoStatus(ESTALE, absl::StrCat("move stripe server: no server ", from,
-                                            " in the stripe"));
+    return ErrnoStatus(ESTALE,
+                       absl::StrCat("move stripe server: no server ", from, " in the stripe"));
   }
   if (std::find(stripe->begin(), stripe->end(), to) != stripe->end()) {
-    return ErrnoStatus(EINVAL, absl::StrCat("move stripe server: server ", to,
-                                            " is in the stripe already"));
+    return ErrnoStatus(
+        EINVAL, absl::StrCat("move stripe server: server ", to, " is in the stripe already"));
   }
   std::replace(stripe->begin(), stripe->end(), from, to);
   attr.set_ctime_ns(absl::GetCurrentTimeNanos());

@@ -148,8 +148,8 @@ class FakeMetaClient : public MetaClient {
     std::string target;                       // symlinks
     std::map<std::string, std::string> xattrs;
     uint64_t durable_size = 0;
-    uint64_t parent = 0;         // directories
-    uint64_t in_checkpoint = 0;  // the checkpoint directory above, if any
+    uint64_t parent = 0;                   // directories
+    uint64_t in_checkpoint = 0;            // the checkpoint directory above, if any
     std::optional<Checkpoint> checkpoint;  // a declared directory
     std::set<uint64_t> writers;            // regular files
     std::set<uint64_t> readers;            // regular files

@@ -26,8 +26,8 @@ int64_t NowMs() { return absl::ToUnixMillis(absl::Now()); }
 // A positive decimal of a stored xattr, or 0.
 uint64_t PositiveDecimal(absl::string_view value) {
   uint64_t parsed = 0;
-  if (value.empty() || !std::all_of(value.begin(), value.end(),
-                                    [](char c) { return c >= '0' && c <= '9'; })) {
+  if (value.empty() ||
+      !std::all_of(value.begin(), value.end(), [](char c) { return c >= '0' && c <= '9'; })) {
     return 0;
   }
   if (!absl::SimpleAtoi(value, &parsed)) return 0;
@@ -75,8 +75,8 @@ absl::Status FakeMetaClient::RequireMutable(uint64_t ino, absl::string_view op) 
   if (it == inodes_.end() || !it->second.checkpoint.has_value()) return absl::OkStatus();
   const meta::CheckpointState state = it->second.checkpoint->info.state();
   if (state == meta::PENDING) return absl::OkStatus();
-  return ErrnoStatus(EROFS, absl::StrCat(op, ": inode ", ino, " is in ",
-                                         CheckpointStateName(state), " checkpoint ", ckpt));
+  return ErrnoStatus(EROFS, absl::StrCat(op, ": inode ", ino, " is in ", CheckpointStateName(state),
+                                         " checkpoint ", ckpt));
 }
 
 void FakeMetaClient::MarkSubtree(uint64_t dir, uint64_t checkpoint) {
@@ -377,8 +377,7 @@ absl::StatusOr<meta::CheckpointInfo> FakeMetaClient::CommitCheckpoint(
     ~InFlight() { --*count; }
   } in_flight{&long_polls_in_flight_};
   const absl::Time poll_end =
-      absl::Now() + absl::Milliseconds(request.wait_ms() != 0 ? request.wait_ms()
-                                                              : kDefaultWaitMs);
+      absl::Now() + absl::Milliseconds(request.wait_ms() != 0 ? request.wait_ms() : kDefaultWaitMs);
   while (true) {
     auto it = inodes_.find(ino);
     if (it == inodes_.end() || !it->second.checkpoint.has_value()) {

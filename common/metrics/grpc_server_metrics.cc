@@ -13,12 +13,23 @@ namespace ckptfs::metrics {
 namespace {
 
 const char* CodeName(int code) {
-  static const char* const kNames[] = {
-      "OK",           "CANCELLED",          "UNKNOWN",           "INVALID_ARGUMENT",
-      "DEADLINE_EXCEEDED", "NOT_FOUND",     "ALREADY_EXISTS",    "PERMISSION_DENIED",
-      "RESOURCE_EXHAUSTED", "FAILED_PRECONDITION", "ABORTED",    "OUT_OF_RANGE",
-      "UNIMPLEMENTED", "INTERNAL",          "UNAVAILABLE",       "DATA_LOSS",
-      "UNAUTHENTICATED"};
+  static const char* const kNames[] = {"OK",
+                                       "CANCELLED",
+                                       "UNKNOWN",
+                                       "INVALID_ARGUMENT",
+                                       "DEADLINE_EXCEEDED",
+                                       "NOT_FOUND",
+                                       "ALREADY_EXISTS",
+                                       "PERMISSION_DENIED",
+                                       "RESOURCE_EXHAUSTED",
+                                       "FAILED_PRECONDITION",
+                                       "ABORTED",
+                                       "OUT_OF_RANGE",
+                                       "UNIMPLEMENTED",
+                                       "INTERNAL",
+                                       "UNAVAILABLE",
+                                       "DATA_LOSS",
+                                       "UNAUTHENTICATED"};
   return code >= 0 && code <= 16 ? kNames[code] : "UNKNOWN";
 }
 
@@ -59,11 +70,12 @@ RpcMetricsFactory::RpcMetricsFactory(
       absl::StrCat(prefix, "_rpc_duration_seconds"),
       "Time from an RPC's start to its status, by method (a long poll counts its wait).",
       {"method"}, LatencyBuckets());
-  Family<Counter>& errors = registry->Counter(
-      absl::StrCat(prefix, "_rpc_errors_total"),
-      "RPCs answered with a non-OK status, by gRPC status code.", {"code"});
-  in_flight_ = &registry->Gauge(absl::StrCat(prefix, "_rpcs_in_flight"),
-                                "RPCs started and not yet finished.", {})
+  Family<Counter>& errors =
+      registry->Counter(absl::StrCat(prefix, "_rpc_errors_total"),
+                        "RPCs answered with a non-OK status, by gRPC status code.", {"code"});
+  in_flight_ = &registry
+                    ->Gauge(absl::StrCat(prefix, "_rpcs_in_flight"),
+                            "RPCs started and not yet finished.", {})
                     .WithLabels({});
   for (const google::protobuf::ServiceDescriptor* service : services) {
     if (service == nullptr) continue;  // not linked in: its calls count as "unknown"

@@ -51,9 +51,9 @@ std::string BoundAddress(int fd) {
 
 std::string Response(absl::string_view status, absl::string_view content_type,
                      absl::string_view body, bool head_only, absl::string_view extra = "") {
-  std::string out = absl::StrCat("HTTP/1.1 ", status, "\r\nContent-Type: ", content_type,
-                                 "\r\nContent-Length: ", body.size(),
-                                 "\r\nConnection: close\r\n", extra, "\r\n");
+  std::string out =
+      absl::StrCat("HTTP/1.1 ", status, "\r\nContent-Type: ", content_type,
+                   "\r\nContent-Length: ", body.size(), "\r\nConnection: close\r\n", extra, "\r\n");
   if (!head_only) absl::StrAppend(&out, body);
   return out;
 }
@@ -65,8 +65,9 @@ std::string Plain(absl::string_view status, bool head_only, absl::string_view ex
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<MetricsHttpServer>> MetricsHttpServer::Start(
-    UniqueFd listener, Registry* registry, Options options) {
+absl::StatusOr<std::unique_ptr<MetricsHttpServer>> MetricsHttpServer::Start(UniqueFd listener,
+                                                                            Registry* registry,
+                                                                            Options options) {
   int fds[2];
   if (::pipe2(fds, O_CLOEXEC | O_NONBLOCK) != 0) {
     return ErrnoStatus(errno, "metrics server: pipe");
@@ -210,8 +211,7 @@ std::string MetricsHttpServer::Respond(absl::string_view head) {
 absl::StatusOr<UniqueFd> ListenForMetrics(absl::string_view listen) {
   absl::StatusOr<HostPort> addr = ParseHostPort(listen);
   if (!addr.ok()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--metrics_listen: ", addr.status().message()));
+    return absl::InvalidArgumentError(absl::StrCat("--metrics_listen: ", addr.status().message()));
   }
   absl::StatusOr<UniqueFd> fd = ListenTcp(*addr, 16);
   if (!fd.ok()) {
@@ -222,7 +222,7 @@ absl::StatusOr<UniqueFd> ListenForMetrics(absl::string_view listen) {
 }
 
 absl::StatusOr<std::unique_ptr<MetricsHttpServer>> StartMetricsServer(absl::string_view listen,
-                                                                       Registry* registry) {
+                                                                      Registry* registry) {
   absl::StatusOr<UniqueFd> fd = ListenForMetrics(listen);
   if (!fd.ok()) return fd.status();
   return MetricsHttpServer::Start(*std::move(fd), registry);

@@ -37,10 +37,10 @@ class MetricsHttpServer {
   // Serves `registry` on `listener`, a listening TCP socket (ListenTcp).
   // Fails only if the thread's wake-up pipe cannot be made.
   static absl::StatusOr<std::unique_ptr<MetricsHttpServer>> Start(UniqueFd listener,
-                                                                   Registry* registry,
-                                                                   Options options);
+                                                                  Registry* registry,
+                                                                  Options options);
   static absl::StatusOr<std::unique_ptr<MetricsHttpServer>> Start(UniqueFd listener,
-                                                                   Registry* registry) {
+                                                                  Registry* registry) {
     return Start(std::move(listener), registry, Options());
   }
 
@@ -52,8 +52,8 @@ class MetricsHttpServer {
   const std::string& address() const { return address_; }
 
  private:
-  MetricsHttpServer(UniqueFd listener, UniqueFd wake_read, UniqueFd wake_write,
-                    Registry* registry, Options options, std::string address);
+  MetricsHttpServer(UniqueFd listener, UniqueFd wake_read, UniqueFd wake_write, Registry* registry,
+                    Options options, std::string address);
   void Run();
   void Serve(int fd);
   // The response for one request head (everything up to the blank line).
@@ -75,7 +75,7 @@ class MetricsHttpServer {
 // server for `registry` on it. EADDRINUSE names the address when the port
 // is busy; InvalidArgument for a malformed address.
 absl::StatusOr<std::unique_ptr<MetricsHttpServer>> StartMetricsServer(absl::string_view listen,
-                                                                       Registry* registry);
+                                                                      Registry* registry);
 
 // The first half of StartMetricsServer, for a daemon that must bind before
 // it forks and start threads after: the listening socket for `listen`.

@@ -24,8 +24,8 @@ bool ValidName(const std::string& name, bool allow_colon) {
   if (name.empty()) return false;
   for (size_t i = 0; i < name.size(); ++i) {
     const char c = name[i];
-    const bool alpha = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_' ||
-                       (allow_colon && c == ':');
+    const bool alpha =
+        (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_' || (allow_colon && c == ':');
     const bool digit = c >= '0' && c <= '9';
     if (!alpha && !(digit && i > 0)) return false;
   }
@@ -34,9 +34,12 @@ bool ValidName(const std::string& name, bool allow_colon) {
 
 const char* TypeName(MetricType type) {
   switch (type) {
-    case MetricType::kCounter: return "counter";
-    case MetricType::kGauge: return "gauge";
-    case MetricType::kHistogram: return "histogram";
+    case MetricType::kCounter:
+      return "counter";
+    case MetricType::kGauge:
+      return "gauge";
+    case MetricType::kHistogram:
+      return "histogram";
   }
   return "untyped";
 }
@@ -58,8 +61,8 @@ Histogram::Histogram(const std::vector<double>& bounds)
 
 void Histogram::Observe(double value) {
   // Prometheus buckets are "less than or equal": the first bound >= value.
-  const size_t i = static_cast<size_t>(
-      std::lower_bound(bounds_.begin(), bounds_.end(), value) - bounds_.begin());
+  const size_t i = static_cast<size_t>(std::lower_bound(bounds_.begin(), bounds_.end(), value) -
+                                       bounds_.begin());
   buckets_[i].fetch_add(1, std::memory_order_relaxed);
   double sum = sum_.load(std::memory_order_relaxed);
   while (!sum_.compare_exchange_weak(sum, sum + value, std::memory_order_relaxed)) {
@@ -128,8 +131,8 @@ Registry& Registry::Default() {
 }
 
 Registry::FamilyEntry& Registry::FindOrAdd(const std::string& name, const std::string& help,
-                                           const std::vector<std::string>& labels,
-                                           MetricType type, const std::vector<double>& bounds) {
+                                           const std::vector<std::string>& labels, MetricType type,
+                                           const std::vector<double>& bounds) {
   auto it = families_.find(name);
   if (it != families_.end()) {
     if (it->second.type != type || it->second.labels != labels) {
@@ -151,8 +154,8 @@ Registry::FamilyEntry& Registry::FindOrAdd(const std::string& name, const std::s
   FamilyEntry entry{type, help, labels, nullptr, nullptr};
   switch (type) {
     case MetricType::kCounter: {
-      auto family = std::shared_ptr<Family<metrics::Counter>>(
-          new Family<metrics::Counter>(this, {}));
+      auto family =
+          std::shared_ptr<Family<metrics::Counter>>(new Family<metrics::Counter>(this, {}));
       entry.family = family.get();
       entry.owned = family;
       break;
@@ -164,8 +167,8 @@ Registry::FamilyEntry& Registry::FindOrAdd(const std::string& name, const std::s
       break;
     }
     case MetricType::kHistogram: {
-      auto family = std::shared_ptr<Family<metrics::Histogram>>(
-          new Family<metrics::Histogram>(this, bounds));
+      auto family =
+          std::shared_ptr<Family<metrics::Histogram>>(new Family<metrics::Histogram>(this, bounds));
       entry.family = family.get();
       entry.owned = family;
       break;
@@ -200,8 +203,7 @@ Family<Histogram>& Registry::Histogram(const std::string& name, const std::strin
   return *family;
 }
 
-CallbackHandle Registry::AddGaugeCallback(metrics::Gauge& gauge,
-                                          std::function<double()> callback) {
+CallbackHandle Registry::AddGaugeCallback(metrics::Gauge& gauge, std::function<double()> callback) {
   absl::MutexLock lock(&callbacks_mu_);
   const uint64_t id = next_callback_id_++;
   callbacks_.emplace(id, CallbackEntry{&gauge, std::move(callback)});
@@ -234,8 +236,7 @@ std::string Registry::Render() const {
       case MetricType::kCounter: {
         const auto* family = static_cast<const Family<metrics::Counter>*>(entry.family);
         for (const auto& [values, child] : family->children_) {
-          AppendSample(out, name, Zip(entry.labels, values),
-                       absl::StrCat(child->value()));
+          AppendSample(out, name, Zip(entry.labels, values), absl::StrCat(child->value()));
         }
         break;
       }
@@ -255,15 +256,13 @@ std::string Registry::Render() const {
           const metrics::Histogram::Snapshot snapshot = child->Take();
           auto labels = Zip(entry.labels, values);
           for (size_t i = 0; i < snapshot.cumulative.size(); ++i) {
-            labels.emplace_back("le", i < snapshot.bounds.size()
-                                          ? FormatValue(snapshot.bounds[i])
-                                          : std::string("+Inf"));
+            labels.emplace_back("le", i < snapshot.bounds.size() ? FormatValue(snapshot.bounds[i])
+                                                                 : std::string("+Inf"));
             AppendSample(out, bucket_name, labels, absl::StrCat(snapshot.cumulative[i]));
             labels.pop_back();
           }
           AppendSample(out, absl::StrCat(name, "_sum"), labels, FormatValue(snapshot.sum));
-          AppendSample(out, absl::StrCat(name, "_count"), labels,
-                       absl::StrCat(snapshot.count()));
+          AppendSample(out, absl::StrCat(name, "_count"), labels, absl::StrCat(snapshot.count()));
         }
         break;
       }

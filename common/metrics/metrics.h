@@ -85,8 +85,8 @@ class Histogram {
   void ObserveDuration(absl::Duration d) { Observe(absl::ToDoubleSeconds(d)); }
 
   struct Snapshot {
-    std::vector<double> bounds;         // as constructed, without +Inf
-    std::vector<uint64_t> cumulative;   // bounds.size() + 1 entries; last is +Inf
+    std::vector<double> bounds;        // as constructed, without +Inf
+    std::vector<uint64_t> cumulative;  // bounds.size() + 1 entries; last is +Inf
     double sum = 0;
     uint64_t count() const { return cumulative.empty() ? 0 : cumulative.back(); }
   };
@@ -163,8 +163,7 @@ class Registry {
   metrics::Family<metrics::Gauge>& Gauge(const std::string& name, const std::string& help,
                                          const std::vector<std::string>& labels);
   // REQUIRES: `bounds` strictly ascending and finite.
-  metrics::Family<metrics::Histogram>& Histogram(const std::string& name,
-                                                 const std::string& help,
+  metrics::Family<metrics::Histogram>& Histogram(const std::string& name, const std::string& help,
                                                  const std::vector<std::string>& labels,
                                                  const std::vector<double>& bounds);
 
@@ -197,8 +196,7 @@ class Registry {
 
   FamilyEntry& FindOrAdd(const std::string& name, const std::string& help,
                          const std::vector<std::string>& labels, MetricType type,
-                         const std::vector<double>& bounds)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+                         const std::vector<double>& bounds) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void RemoveCallback(uint64_t id);
 
   mutable absl::Mutex mu_;  // the families; never held while callbacks run

@@ -29,8 +29,7 @@ class Clock {
 // A clock that moves only when told to. For tests.
 class ManualClock : public Clock {
  public:
-  explicit ManualClock(absl::Time start = absl::FromUnixSeconds(1'700'000'000))
-      : now_(start) {}
+  explicit ManualClock(absl::Time start = absl::FromUnixSeconds(1'700'000'000)) : now_(start) {}
   absl::Time Now() override {
     absl::MutexLock lock(&mu_);
     return now_;

@@ -42,10 +42,10 @@ class AuthenticatedMetaService final : public MetaService::CallbackService {
   using Context = grpc::CallbackServerContext;
   using Reactor = grpc::ServerUnaryReactor;
 
-#define CKPTFS_AUTHENTICATED_RPC(Rpc, Request, Reply)                      \
+#define CKPTFS_AUTHENTICATED_RPC(Rpc, Request, Reply)                         \
   Reactor* Rpc(Context* ctx, const Request* request, Reply* reply) override { \
-    if (Reactor* refused = Refuse(ctx)) return refused;                     \
-    return service_->Rpc(ctx, request, reply);                              \
+    if (Reactor* refused = Refuse(ctx)) return refused;                       \
+    return service_->Rpc(ctx, request, reply);                                \
   }
   CKPTFS_AUTHENTICATED_RPC(Lookup, LookupRequest, AttrReply)
   CKPTFS_AUTHENTICATED_RPC(GetAttr, InodeRequest, AttrReply)

@@ -12,8 +12,8 @@ namespace ckptfs::meta {
 absl::StatusOr<uint64_t> InodeAllocator::Allocate() {
   absl::MutexLock lock(&mu_);
   if (next_ == end_) {
-    absl::StatusOr<uint64_t> start =
-        RunTxn<uint64_t>(kv_, "reserve inode numbers", [&](MetaTxn& txn) -> absl::StatusOr<uint64_t> {
+    absl::StatusOr<uint64_t> start = RunTxn<uint64_t>(
+        kv_, "reserve inode numbers", [&](MetaTxn& txn) -> absl::StatusOr<uint64_t> {
           absl::StatusOr<std::optional<std::string>> stored = txn.Get(kNextInoKey);
           if (!stored.ok()) return stored.status();
           uint64_t first = kRootIno + 1;

@@ -41,9 +41,7 @@ std::optional<uint32_t> DecodeU32(absl::string_view bytes) {
 
 std::string InodeKey(uint64_t ino) { return absl::StrCat(kInodePrefix, EncodeU64(ino)); }
 
-std::string DentryPrefix(uint64_t parent) {
-  return absl::StrCat(kDentryPrefix, EncodeU64(parent));
-}
+std::string DentryPrefix(uint64_t parent) { return absl::StrCat(kDentryPrefix, EncodeU64(parent)); }
 
 std::string DentryKey(uint64_t parent, absl::string_view name) {
   return absl::StrCat(kDentryPrefix, EncodeU64(parent), name);
@@ -53,9 +51,7 @@ std::string OrphanKey(uint64_t ino) { return absl::StrCat(kOrphanPrefix, EncodeU
 
 std::string ServerKey(uint32_t id) { return absl::StrCat(kServerPrefix, EncodeU32(id)); }
 
-std::string ServerUuidKey(absl::string_view uuid) {
-  return absl::StrCat(kServerUuidPrefix, uuid);
-}
+std::string ServerUuidKey(absl::string_view uuid) { return absl::StrCat(kServerUuidPrefix, uuid); }
 
 std::string InodeCountKey(int shard) {
   return absl::StrCat(kInodeCountPrefix, std::string(1, static_cast<char>(shard)));

@@ -80,9 +80,7 @@ class Txn {
   // unchanged.
   std::vector<Compare> SortedCompares() const;
   // key -> new value, or nullopt for a delete.
-  const std::map<std::string, std::optional<std::string>>& writes() const {
-    return writes_;
-  }
+  const std::map<std::string, std::optional<std::string>>& writes() const { return writes_; }
 
  private:
   struct OnceCompare {

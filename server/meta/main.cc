@@ -102,11 +102,16 @@ constexpr int kExitInUse = 2;
 
 bool ParseLogLevel(std::string level) {
   level = absl::AsciiStrToLower(level);
-  if (level == "debug") SetMinLogSeverity(LogSeverity::kDebug);
-  else if (level == "info") SetMinLogSeverity(LogSeverity::kInfo);
-  else if (level == "warning") SetMinLogSeverity(LogSeverity::kWarning);
-  else if (level == "error") SetMinLogSeverity(LogSeverity::kError);
-  else return false;
+  if (level == "debug")
+    SetMinLogSeverity(LogSeverity::kDebug);
+  else if (level == "info")
+    SetMinLogSeverity(LogSeverity::kInfo);
+  else if (level == "warning")
+    SetMinLogSeverity(LogSeverity::kWarning);
+  else if (level == "error")
+    SetMinLogSeverity(LogSeverity::kError);
+  else
+    return false;
   return true;
 }
 
@@ -119,8 +124,7 @@ int Main() {
   MetaServer::Options options;
   options.listen = absl::GetFlag(FLAGS_listen);
   options.data_dir = absl::GetFlag(FLAGS_data_dir);
-  absl::StatusOr<std::string> credential =
-      LoadCredentialFlag(absl::GetFlag(FLAGS_credential_file));
+  absl::StatusOr<std::string> credential = LoadCredentialFlag(absl::GetFlag(FLAGS_credential_file));
   if (!credential.ok()) {
     CKPTFS_LOG(kError) << "--credential_file: " << credential.status().message();
     return kExitFailure;
@@ -244,14 +248,13 @@ int Main() {
     duty_lock_options.ttl = absl::Seconds(absl::GetFlag(FLAGS_etcd_lock_ttl_s));
     // Refuse to serve beside a server that serves the prefix alone
     // (etcd_serving_mode.h).
-    absl::StatusOr<std::unique_ptr<SharedPresence>> presence =
-        SharedPresence::Register(duty_lock_client, duty_lock_options.key_prefix,
-                                 duty_lock_options.holder, duty_lock_options.ttl,
-                                 absl::Seconds(30), [](const absl::Status&) {
-                                   CKPTFS_LOG(kError) << "exiting: a metadata server serves the "
-                                                         "prefix alone beside this one";
-                                   _exit(kExitFailure);
-                                 });
+    absl::StatusOr<std::unique_ptr<SharedPresence>> presence = SharedPresence::Register(
+        duty_lock_client, duty_lock_options.key_prefix, duty_lock_options.holder,
+        duty_lock_options.ttl, absl::Seconds(30), [](const absl::Status&) {
+          CKPTFS_LOG(kError) << "exiting: a metadata server serves the "
+                                "prefix alone beside this one";
+          _exit(kExitFailure);
+        });
     if (!presence.ok()) {
       CKPTFS_LOG(kError) << presence.status().message();
       return kExitFailure;
@@ -344,16 +347,14 @@ int Main() {
                     << (on_etcd ? absl::StrCat("etcd ", absl::GetFlag(FLAGS_etcd_endpoints),
                                                " under ", absl::GetFlag(FLAGS_etcd_prefix))
                                 : options.data_dir)
-                    << "; default chunk size "
-                    << options.default_chunk_size << " B, "
+                    << "; default chunk size " << options.default_chunk_size << " B, "
                     << (options.default_ec.enabled()
                             ? absl::StrCat("erasure coding ", options.default_ec.k, "+",
                                            options.default_ec.m)
                             : absl::StrCat(options.default_replicas,
                                            options.default_replicas == 1 ? " copy" : " replicas"))
-                    << " of each chunk, orphan grace "
-                    << absl::FormatDuration(options.orphan_grace) << ", server timeout "
-                    << absl::FormatDuration(options.server_timeout)
+                    << " of each chunk, orphan grace " << absl::FormatDuration(options.orphan_grace)
+                    << ", server timeout " << absl::FormatDuration(options.server_timeout)
                     << ", checkpoint commit timeout " << options.commit_timeout_s << " s"
                     << (options.sync_commits ? ", fsync per commit" : "");
   if (metrics_server != nullptr) {

@@ -26,8 +26,8 @@ bool Membership::IsAlive(const ServerInfo& info) {
 
 absl::StatusOr<uint32_t> Membership::Register(const RegisterServerRequest& request) {
   if (!ParseHostPort(request.address()).ok()) {
-    return ErrnoStatus(EINVAL, absl::StrCat("register: address \"", request.address(),
-                                            "\" is not host:port"));
+    return ErrnoStatus(
+        EINVAL, absl::StrCat("register: address \"", request.address(), "\" is not host:port"));
   }
   if (request.uuid().empty() || request.uuid().size() > kMaxUuidLength) {
     return ErrnoStatus(EINVAL, absl::StrCat("register: uuid must be 1..", kMaxUuidLength,
@@ -104,8 +104,8 @@ absl::StatusOr<std::vector<ServerInfo>> Membership::ListServers() {
   std::vector<ServerInfo> servers;
   std::string start_after;
   while (true) {
-    absl::StatusOr<std::vector<KeyValue>> page = kv_->Scan(kServerPrefix, start_after,
-                                                           kServerScanPage);
+    absl::StatusOr<std::vector<KeyValue>> page =
+        kv_->Scan(kServerPrefix, start_after, kServerScanPage);
     if (!page.ok()) return page.status();
     for (const KeyValue& kv : *page) {
       ServerRecord record;

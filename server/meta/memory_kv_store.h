@@ -25,8 +25,7 @@ class MemoryKvStore : public KvStore {
 
   absl::StatusOr<std::optional<VersionedValue>> Get(absl::string_view key) override;
   absl::StatusOr<std::vector<KeyValue>> Scan(absl::string_view prefix,
-                                             absl::string_view start_after,
-                                             size_t limit) override;
+                                             absl::string_view start_after, size_t limit) override;
   absl::StatusOr<int64_t> Commit(const Txn& txn) override;
 
  private:

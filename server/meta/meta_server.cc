@@ -64,12 +64,14 @@ std::vector<metrics::CallbackHandle> AddMembershipGauges(Membership* membership)
       "Registered storage servers, by state (alive: heartbeat within --server_timeout_s).",
       {"state"});
   metrics::Gauge& capacity =
-      registry.Gauge("ckptfs_meta_storage_capacity_bytes",
-                     "Disk capacity of the alive storage servers, as last heartbeated.", {})
+      registry
+          .Gauge("ckptfs_meta_storage_capacity_bytes",
+                 "Disk capacity of the alive storage servers, as last heartbeated.", {})
           .WithLabels({});
   metrics::Gauge& used =
-      registry.Gauge("ckptfs_meta_storage_used_bytes",
-                     "Disk bytes used on the alive storage servers, as last heartbeated.", {})
+      registry
+          .Gauge("ckptfs_meta_storage_used_bytes",
+                 "Disk bytes used on the alive storage servers, as last heartbeated.", {})
           .WithLabels({});
   auto snapshot = std::make_shared<ServerSnapshot>(membership);
   auto sum = [snapshot](auto field) {
@@ -85,18 +87,22 @@ std::vector<metrics::CallbackHandle> AddMembershipGauges(Membership* membership)
   handles.push_back(registry.AddGaugeCallback(
       servers.WithLabels({"down"}), sum([](const ServerInfo& s) { return s.alive() ? 0 : 1; })));
   handles.push_back(registry.AddGaugeCallback(capacity, sum([](const ServerInfo& s) {
-    return s.alive() ? static_cast<double>(s.capacity_bytes()) : 0.0;
-  })));
+                                                return s.alive()
+                                                           ? static_cast<double>(s.capacity_bytes())
+                                                           : 0.0;
+                                              })));
   handles.push_back(registry.AddGaugeCallback(used, sum([](const ServerInfo& s) {
-    return s.alive() ? static_cast<double>(s.used_bytes()) : 0.0;
-  })));
+                                                return s.alive()
+                                                           ? static_cast<double>(s.used_bytes())
+                                                           : 0.0;
+                                              })));
   return handles;
 }
 
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<MetaServer>> MetaServer::Start(const Options& options,
-                                                               std::unique_ptr<KvStore> store) {
+                                                              std::unique_ptr<KvStore> store) {
   absl::StatusOr<HostPort> listen = ParseListenAddress(options.listen);
   if (!listen.ok()) {
     return ErrnoStatus(EINVAL, absl::StrCat("--listen: ", listen.status().message()));
@@ -117,8 +123,8 @@ absl::StatusOr<std::unique_ptr<MetaServer>> MetaServer::Start(const Options& opt
     if (!rocksdb.ok()) return rocksdb.status();
     server->store_ = *std::move(rocksdb);
   }
-  server->membership_ = std::make_unique<Membership>(
-      server->store_.get(), options.clock, Membership::Options{options.server_timeout});
+  server->membership_ = std::make_unique<Membership>(server->store_.get(), options.clock,
+                                                     Membership::Options{options.server_timeout});
   Namespace::Options ns_options;
   ns_options.default_chunk_size = options.default_chunk_size;
   ns_options.default_replicas = options.default_replicas;
@@ -131,9 +137,8 @@ absl::StatusOr<std::unique_ptr<MetaServer>> MetaServer::Start(const Options& opt
   server->reclaim_options_.interval = options.reclaim_interval;
   {
     absl::MutexLock lock(&server->duties_mu_);
-    server->reclaimer_ = std::make_unique<OrphanReclaimer>(server->ns_.get(),
-                                                           server->membership_.get(),
-                                                           server->reclaim_options_);
+    server->reclaimer_ = std::make_unique<OrphanReclaimer>(
+        server->ns_.get(), server->membership_.get(), server->reclaim_options_);
   }
   server->checkpoint_store_ = std::make_unique<CheckpointStore>(
       server->store_.get(), &server->ns_->inodes(), options.clock,
@@ -156,9 +161,9 @@ absl::StatusOr<std::unique_ptr<MetaServer>> MetaServer::Start(const Options& opt
     if (self->running_duties_) self->reclaimer_->Wake();
   });
   if (absl::Status resumed = server->checkpoints_->Start(); !resumed.ok()) return resumed;
-  server->service_ = std::make_unique<MetaServiceImpl>(
-      server->ns_.get(), server->membership_.get(), server->checkpoints_.get(),
-      server->checkpoint_store_.get());
+  server->service_ = std::make_unique<MetaServiceImpl>(server->ns_.get(), server->membership_.get(),
+                                                       server->checkpoints_.get(),
+                                                       server->checkpoint_store_.get());
 
   grpc::ServerBuilder builder;
   builder.AddListeningPort(options.listen, grpc::InsecureServerCredentials(), &server->port_);
@@ -172,9 +177,10 @@ absl::StatusOr<std::unique_ptr<MetaServer>> MetaServer::Start(const Options& opt
   }
   // The SYNC and TRIM connections this process dials present it too.
   SetProcessCredential(options.credential);
-  metrics::RpcMetricsFactory::Install(builder, &metrics::Registry::Default(), "ckptfs_meta",
-                                      {google::protobuf::DescriptorPool::generated_pool()
-                                           ->FindServiceByName(MetaService::service_full_name())});
+  metrics::RpcMetricsFactory::Install(
+      builder, &metrics::Registry::Default(), "ckptfs_meta",
+      {google::protobuf::DescriptorPool::generated_pool()->FindServiceByName(
+          MetaService::service_full_name())});
   server->server_ = builder.BuildAndStart();
   if (server->server_ == nullptr || server->port_ == 0) {
     server->server_.reset();

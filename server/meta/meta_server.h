@@ -59,14 +59,14 @@ class MetaServer {
     // Erasure coding of new files (Namespace::Options::default_ec).
     ErasureCodeSpec default_ec;
     absl::Duration reclaim_interval = absl::Seconds(5);
-    bool sync_commits = false;      // RocksDbKvStore::Options::sync
+    bool sync_commits = false;  // RocksDbKvStore::Options::sync
     // A checkpoint's barrier timeout when nothing else sets it.
     uint32_t commit_timeout_s = 600;
     // How long a CommitCheckpoint long poll waits when it does not say.
     absl::Duration commit_poll = absl::Seconds(20);
     // Bounds each storage server's SYNC at a checkpoint commit.
     absl::Duration commit_sync_timeout = absl::Seconds(120);
-    Clock* clock = Clock::Real();   // borrowed
+    Clock* clock = Clock::Real();  // borrowed
     // The cluster credential (common/credential.h): every RPC must carry it
     // (credential_check.h), and the service presents it on the data
     // connections it dials (commit SYNC, orphan TRIM). Empty: no checks.
@@ -90,8 +90,8 @@ class MetaServer {
   // another process has it) — creates the root directory on a new store,
   // resumes pending checkpoints, binds `listen` (EADDRINUSE naming the
   // address if busy) and starts serving and reclaiming.
-  static absl::StatusOr<std::unique_ptr<MetaServer>> Start(const Options& options,
-                                                           std::unique_ptr<KvStore> store = nullptr);
+  static absl::StatusOr<std::unique_ptr<MetaServer>> Start(
+      const Options& options, std::unique_ptr<KvStore> store = nullptr);
 
   MetaServer(const MetaServer&) = delete;
   MetaServer& operator=(const MetaServer&) = delete;
@@ -104,7 +104,8 @@ class MetaServer {
 
   // Starts / stops the once-per-cluster duties (a fresh orphan reclaimer
   // each time; on a shared store also watching the PENDING checkpoints
-  // whose server died: CheckpointCoordinator::set_adopt_pending). Idempotent; any thread, not concurrently with Shutdown.
+  // whose server died: CheckpointCoordinator::set_adopt_pending). Idempotent; any thread, not
+  // concurrently with Shutdown.
   void StartDuties();
   void StopDuties();
   bool runs_duties();

@@ -108,8 +108,7 @@ Reactor* MetaServiceImpl::Open(Context* ctx, const OpenRequest* request, AttrRep
                     [&](Attr attr) { *reply->mutable_attr() = std::move(attr); });
 }
 
-Reactor* MetaServiceImpl::ReleaseReader(Context* ctx, const ReleaseReaderRequest* request,
-                                        Empty*) {
+Reactor* MetaServiceImpl::ReleaseReader(Context* ctx, const ReleaseReaderRequest* request, Empty*) {
   return Finish(ctx, "ReleaseReader", ns_->ReleaseReader(request->ino(), request->reader_handle()));
 }
 
@@ -120,8 +119,8 @@ Reactor* MetaServiceImpl::CommitWrite(Context* ctx, const CommitWriteRequest* re
     // The file is marked damaged; a PENDING checkpoint holding it can never
     // commit, so it aborts now rather than at its barrier.
     if (absl::Status aborted = checkpoints_->WriteFailed(request->ino()); !aborted.ok()) {
-      CKPTFS_LOG(kWarning) << "CommitWrite: cannot abort the checkpoint of inode "
-                           << request->ino() << ": " << aborted.message();
+      CKPTFS_LOG(kWarning) << "CommitWrite: cannot abort the checkpoint of inode " << request->ino()
+                           << ": " << aborted.message();
     }
   }
   return FinishWith(ctx, "CommitWrite", std::move(attr),
@@ -137,8 +136,7 @@ Reactor* MetaServiceImpl::GetXattr(Context* ctx, const XattrRequest* request, Xa
                     [&](std::string value) { reply->set_value(std::move(value)); });
 }
 
-Reactor* MetaServiceImpl::ListXattr(Context* ctx, const InodeRequest* request,
-                                    XattrNames* reply) {
+Reactor* MetaServiceImpl::ListXattr(Context* ctx, const InodeRequest* request, XattrNames* reply) {
   return FinishWith(ctx, "ListXattr", ns_->ListXattr(request->ino()),
                     [&](std::vector<std::string> names) {
                       for (std::string& name : names) reply->add_names(std::move(name));
@@ -154,8 +152,7 @@ Reactor* MetaServiceImpl::StatFs(Context* ctx, const Empty*, StatFsReply* reply)
                     [&](StatFsReply stats) { *reply = std::move(stats); });
 }
 
-Reactor* MetaServiceImpl::DeclareCheckpoint(Context* ctx,
-                                            const DeclareCheckpointRequest* request,
+Reactor* MetaServiceImpl::DeclareCheckpoint(Context* ctx, const DeclareCheckpointRequest* request,
                                             CheckpointInfo* reply) {
   return FinishWith(ctx, "DeclareCheckpoint", checkpoints_->Declare(*request),
                     [&](CheckpointInfo info) {
@@ -171,16 +168,14 @@ Reactor* MetaServiceImpl::CommitCheckpoint(Context* ctx, const CommitCheckpointR
   // Runs once, on whichever thread ends the wait (on this one before
   // Commit returns for a no_wait arrival); `reply` and `reactor` live until
   // Finish.
-  auto finish = [reactor, reply, ino = request->ino(), rank = request->rank()](
-                    absl::StatusOr<CheckpointInfo> result) {
+  auto finish = [reactor, reply, ino = request->ino(),
+                 rank = request->rank()](absl::StatusOr<CheckpointInfo> result) {
     if (result.ok()) *reply = *std::move(result);
     const absl::Status& status = result.status();
     CKPTFS_LOG(kDebug) << "CommitCheckpoint of rank " << rank << " of inode " << ino << ": "
-                       << (status.ok() ? CheckpointState_Name(reply->state())
-                                       : status.ToString());
+                       << (status.ok() ? CheckpointState_Name(reply->state()) : status.ToString());
     if (IsServiceStoppingError(status)) {
-      reactor->Finish(grpc::Status(grpc::StatusCode::UNAVAILABLE,
-                                   std::string(status.message())));
+      reactor->Finish(grpc::Status(grpc::StatusCode::UNAVAILABLE, std::string(status.message())));
       return;
     }
     reactor->Finish(ToGrpcStatus(status));
@@ -256,8 +251,7 @@ Reactor* MetaServiceImpl::MoveStripeServer(Context* ctx, const MoveStripeServerR
                     [&](Attr moved) { *reply->mutable_attr() = std::move(moved); });
 }
 
-Reactor* MetaServiceImpl::ReportRepair(Context* ctx, const ReportRepairRequest* request,
-                                       Empty*) {
+Reactor* MetaServiceImpl::ReportRepair(Context* ctx, const ReportRepairRequest* request, Empty*) {
   board_.RepairReported(request->report(), absl::ToUnixMillis(absl::Now()));
   return Finish(ctx, "ReportRepair", absl::OkStatus());
 }

@@ -50,7 +50,9 @@ class MetaServiceImpl final : public MetaService::CallbackService {
   // since; without it status shows the checkpoints this process has seen.
   MetaServiceImpl(Namespace* ns, Membership* membership, CheckpointCoordinator* checkpoints,
                   CheckpointStore* pending_index = nullptr)
-      : ns_(ns), membership_(membership), checkpoints_(checkpoints),
+      : ns_(ns),
+        membership_(membership),
+        checkpoints_(checkpoints),
         pending_index_(pending_index) {}
 
   using Context = grpc::CallbackServerContext;
@@ -70,10 +72,8 @@ class MetaServiceImpl final : public MetaService::CallbackService {
   Reactor* Rename(Context* ctx, const RenameRequest* request, Empty* reply) override;
   Reactor* ReadDir(Context* ctx, const ReadDirRequest* request, ReadDirReply* reply) override;
   Reactor* Open(Context* ctx, const OpenRequest* request, AttrReply* reply) override;
-  Reactor* CommitWrite(Context* ctx, const CommitWriteRequest* request,
-                       AttrReply* reply) override;
-  Reactor* ReleaseReader(Context* ctx, const ReleaseReaderRequest* request,
-                         Empty* reply) override;
+  Reactor* CommitWrite(Context* ctx, const CommitWriteRequest* request, AttrReply* reply) override;
+  Reactor* ReleaseReader(Context* ctx, const ReleaseReaderRequest* request, Empty* reply) override;
   Reactor* SetXattr(Context* ctx, const SetXattrRequest* request, Empty* reply) override;
   Reactor* GetXattr(Context* ctx, const XattrRequest* request, XattrValue* reply) override;
   Reactor* ListXattr(Context* ctx, const InodeRequest* request, XattrNames* reply) override;
@@ -83,8 +83,7 @@ class MetaServiceImpl final : public MetaService::CallbackService {
                              CheckpointInfo* reply) override;
   Reactor* CommitCheckpoint(Context* ctx, const CommitCheckpointRequest* request,
                             CheckpointInfo* reply) override;
-  Reactor* GetCheckpoint(Context* ctx, const InodeRequest* request,
-                         CheckpointInfo* reply) override;
+  Reactor* GetCheckpoint(Context* ctx, const InodeRequest* request, CheckpointInfo* reply) override;
   Reactor* ListCheckpoints(Context* ctx, const InodeRequest* request,
                            ListCheckpointsReply* reply) override;
   Reactor* RemoveCheckpoint(Context* ctx, const RemoveCheckpointRequest* request,

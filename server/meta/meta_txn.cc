@@ -16,17 +16,17 @@
 namespace ckptfs::meta {
 
 absl::Status MetaTxn::CorruptRecord(absl::string_view key) {
-  return ErrnoStatus(EIO, absl::StrCat("corrupt metadata record at key \"",
-                                       absl::CHexEscape(key), "\""));
+  return ErrnoStatus(
+      EIO, absl::StrCat("corrupt metadata record at key \"", absl::CHexEscape(key), "\""));
 }
 
 absl::StatusOr<const std::string*> MetaTxn::Read(absl::string_view key) {
   for (AheadRun& run : ahead_) {
     // Runs are usually disjoint pages of one scan: most hold no such key.
     if (key < run.entries.front().key || run.entries.back().key < key) continue;
-    auto it = std::lower_bound(
-        run.entries.begin(), run.entries.end(), key,
-        [](const KeyValue& entry, absl::string_view k) { return entry.key < k; });
+    auto it =
+        std::lower_bound(run.entries.begin(), run.entries.end(), key,
+                         [](const KeyValue& entry, absl::string_view k) { return entry.key < k; });
     if (it == run.entries.end() || it->key != key) continue;
     AheadRun::State& state = run.state[static_cast<size_t>(it - run.entries.begin())];
     if (state == AheadRun::kReadBefore) break;  // in reads_
@@ -67,9 +67,9 @@ void MetaTxn::ReadAhead(std::vector<KeyValue> run) {
   // the directory being read, say).
   for (auto read = reads_.lower_bound(run.front().key);
        read != reads_.end() && read->first <= run.back().key; ++read) {
-    auto it = std::lower_bound(
-        run.begin(), run.end(), read->first,
-        [](const KeyValue& entry, const std::string& k) { return entry.key < k; });
+    auto it =
+        std::lower_bound(run.begin(), run.end(), read->first,
+                         [](const KeyValue& entry, const std::string& k) { return entry.key < k; });
     if (it != run.end() && it->key == read->first) {
       added.state[static_cast<size_t>(it - run.begin())] = AheadRun::kReadBefore;
     }
@@ -86,7 +86,7 @@ absl::StatusOr<InodeRecord> MetaTxn::GetInode(uint64_t ino) {
 }
 
 absl::StatusOr<std::optional<DentryRecord>> MetaTxn::GetDentry(uint64_t parent,
-                                                              absl::string_view name) {
+                                                               absl::string_view name) {
   return GetRecord<DentryRecord>(DentryKey(parent, name));
 }
 

@@ -22,17 +22,17 @@ namespace ckptfs::meta {
 absl::Status ValidateChunkSize(uint64_t chunk_size) {
   if (chunk_size < kMinChunkSize || chunk_size > kMaxChunkSize ||
       !absl::has_single_bit(chunk_size)) {
-    return ErrnoStatus(EINVAL, absl::StrCat("chunk size ", chunk_size,
-                                            " is not a power of two between ", kMinChunkSize,
-                                            " and ", kMaxChunkSize));
+    return ErrnoStatus(EINVAL,
+                       absl::StrCat("chunk size ", chunk_size, " is not a power of two between ",
+                                    kMinChunkSize, " and ", kMaxChunkSize));
   }
   return absl::OkStatus();
 }
 
 absl::Status ValidateReplicas(uint64_t replicas) {
   if (replicas < 1 || replicas > kMaxReplicas) {
-    return ErrnoStatus(EINVAL, absl::StrCat("replica count ", replicas, " is not between 1 and ",
-                                            kMaxReplicas));
+    return ErrnoStatus(
+        EINVAL, absl::StrCat("replica count ", replicas, " is not between 1 and ", kMaxReplicas));
   }
   return absl::OkStatus();
 }
@@ -40,9 +40,9 @@ absl::Status ValidateReplicas(uint64_t replicas) {
 absl::StatusOr<uint32_t> ParseReplicas(absl::string_view value) {
   const std::optional<uint32_t> replicas = ParsePositiveDecimal(value);
   if (!replicas.has_value() || *replicas > kMaxReplicas) {
-    return ErrnoStatus(EINVAL, absl::StrCat(kReplicasXattr, " must be a decimal number from 1 to ",
-                                            kMaxReplicas, ", not \"", absl::CHexEscape(value),
-                                            "\""));
+    return ErrnoStatus(
+        EINVAL, absl::StrCat(kReplicasXattr, " must be a decimal number from 1 to ", kMaxReplicas,
+                             ", not \"", absl::CHexEscape(value), "\""));
   }
   return *replicas;
 }
@@ -52,7 +52,8 @@ absl::StatusOr<ErasureCodeSpec> ParseErasureCode(absl::string_view value) {
   if (absl::EndsWith(text, "\n")) text.remove_suffix(1);
   if (text == "none") return ErasureCodeSpec{};
   auto bad = [&] {
-    return ErrnoStatus(EINVAL, absl::StrCat(kErasureCodeXattr, " must be K+M (K data and M "
+    return ErrnoStatus(EINVAL, absl::StrCat(kErasureCodeXattr,
+                                            " must be K+M (K data and M "
                                             "parity fragments, K >= 2, M >= 1, K + M <= ",
                                             kMaxErasureFragments, ", e.g. 4+2) or none, not \"",
                                             absl::CHexEscape(value), "\""));
@@ -126,20 +127,19 @@ absl::StatusOr<Layout> Namespace::NewLayout(const InodeRecord& parent, uint64_t 
   }
   if (ec.enabled() && alive->size() < ec.k + ec.m) {
     // Each fragment of a chunk needs a server of its own.
-    return ErrnoStatus(ENOSPC, absl::StrCat("cannot place a new file with erasure code ", ec.k,
-                                            "+", ec.m, " (", ec_from, "): it needs ",
-                                            ec.k + ec.m, " storage servers and only ",
-                                            alive->size(), alive->size() == 1 ? " is" : " are",
-                                            " alive; start more or check `ckptfs status`"));
+    return ErrnoStatus(
+        ENOSPC, absl::StrCat("cannot place a new file with erasure code ", ec.k, "+", ec.m, " (",
+                             ec_from, "): it needs ", ec.k + ec.m, " storage servers and only ",
+                             alive->size(), alive->size() == 1 ? " is" : " are",
+                             " alive; start more or check `ckptfs status`"));
   }
   if (!ec.enabled() && alive->size() < replicas) {
     // Each copy of a chunk needs a server of its own; fewer copies than
     // asked for would be a redundancy the user believes in and does not
     // have.
     return ErrnoStatus(ENOSPC, absl::StrCat("cannot place a new file with ", replicas,
-                                            " replicas (", replicas_from, "): only ",
-                                            alive->size(), " storage server",
-                                            alive->size() == 1 ? " is" : "s are",
+                                            " replicas (", replicas_from, "): only ", alive->size(),
+                                            " storage server", alive->size() == 1 ? " is" : "s are",
                                             " alive; start more or check `ckptfs status`"));
   }
   // Rotating by the inode number (a counter) spreads first chunks, and so

@@ -29,11 +29,11 @@
 // never renamed across a checkpoint boundary
 // (EXDEV: `mv` copies instead), while a file or symlink with one name
 // renamed across one takes the in_checkpoint of its new parent (one with
-// more names does not cross: EXDEV; the hard-link rule is in ops/link.cc). Handles that may write are
-// registered on the file (writer_handles) until released, and a failed write
-// marks the file damaged until it is truncated to 0. Read-only handles of
-// files inside checkpoints are registered as readers (h/ keys) until
-// released, so that a removed checkpoint's file keeps its chunks while read.
+// more names does not cross: EXDEV; the hard-link rule is in ops/link.cc). Handles that may write
+// are registered on the file (writer_handles) until released, and a failed write marks the file
+// damaged until it is truncated to 0. Read-only handles of files inside checkpoints are registered
+// as readers (h/ keys) until released, so that a removed checkpoint's file keeps its chunks while
+// read.
 //
 // Thread-safety: thread-safe; all methods may be called concurrently. The
 // KvStore, Membership and Clock are borrowed and must outlive the Namespace.
@@ -192,8 +192,7 @@ class Namespace {
   // that are PENDING, ABORTED or REMOVING checkpoints (Lookup still finds
   // them).
   // ENOTDIR for a non-directory.
-  absl::StatusOr<ReadDirReply> ReadDir(uint64_t ino, absl::string_view start_after,
-                                       uint32_t limit);
+  absl::StatusOr<ReadDirReply> ReadDir(uint64_t ino, absl::string_view start_after, uint32_t limit);
 
   // --- File data (ops/write.cc) ---
   // The attributes to open request.ino with; with truncate (regular files

@@ -104,8 +104,7 @@ bool OrphanReclaimer::TrimOnStripe(const Namespace::DueOrphan& orphan, Pass& pas
     // ENOENT: the server holds nothing of this inode, which is the goal.
     if (!response.ok() && ErrnoFromStatus(response.status()) != ENOENT) {
       WarnAboutServer(server_id, absl::StrCat("trim of inode ", orphan.ino, " on storage server ",
-                                              server_id, " failed: ",
-                                              response.status().message()));
+                                              server_id, " failed: ", response.status().message()));
       pass.failed.insert(server_id);
       return false;
     }

@@ -34,9 +34,9 @@ namespace ckptfs::meta {
 class OrphanReclaimer {
  public:
   struct Options {
-    absl::Duration interval = absl::Seconds(5);  // between passes
+    absl::Duration interval = absl::Seconds(5);    // between passes
     absl::Duration io_timeout = absl::Seconds(5);  // connect and each TRIM
-    size_t batch = 256;  // orphans read per page; a pass walks every page
+    size_t batch = 256;                            // orphans read per page; a pass walks every page
     // At most one warning per unreachable server per this period.
     absl::Duration warn_interval = absl::Minutes(1);
   };

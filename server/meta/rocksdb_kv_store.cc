@@ -9,10 +9,10 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/errno_status.h"
-#include "server/meta/keys.h"
 #include "rocksdb/db.h"
 #include "rocksdb/options.h"
 #include "rocksdb/write_batch.h"
+#include "server/meta/keys.h"
 
 namespace ckptfs::meta {
 namespace {
@@ -26,9 +26,7 @@ constexpr size_t kMinComparesWalked = 16;
 // How far the walk steps with Next before it seeks the next key instead.
 constexpr int kMaxNextsBeforeSeek = 8;
 
-std::string EncodeVersion(int64_t version) {
-  return EncodeU64(static_cast<uint64_t>(version));
-}
+std::string EncodeVersion(int64_t version) { return EncodeU64(static_cast<uint64_t>(version)); }
 
 // REQUIRES: bytes.size() >= kVersionBytes.
 int64_t DecodeVersion(absl::string_view bytes) {
@@ -100,8 +98,8 @@ absl::StatusOr<std::unique_ptr<RocksDbKvStore>> RocksDbKvStore::Open(const std::
   if (!status.ok()) {
     std::string text = status.ToString();
     if (status.IsIOError() && absl::StrContains(text, "LOCK")) {
-      return ErrnoStatus(EBUSY, absl::StrCat("data dir ", path,
-                                             " is in use by another process (", text, ")"));
+      return ErrnoStatus(
+          EBUSY, absl::StrCat("data dir ", path, " is in use by another process (", text, ")"));
     }
     return FromRocks(status, absl::StrCat("open metadata store in ", path));
   }
@@ -125,8 +123,8 @@ absl::StatusOr<std::unique_ptr<RocksDbKvStore>> RocksDbKvStore::Open(const std::
 
 absl::StatusOr<std::optional<VersionedValue>> RocksDbKvStore::Get(absl::string_view key) {
   std::string stored;
-  rocksdb::Status status = db_->Get(rocksdb::ReadOptions(), data_cf_,
-                                    rocksdb::Slice(key.data(), key.size()), &stored);
+  rocksdb::Status status =
+      db_->Get(rocksdb::ReadOptions(), data_cf_, rocksdb::Slice(key.data(), key.size()), &stored);
   if (status.IsNotFound()) return std::optional<VersionedValue>();
   if (!status.ok()) return FromRocks(status, "get");
   absl::StatusOr<VersionedValue> value = DecodeStored(key, stored);
@@ -186,8 +184,7 @@ absl::Status RocksDbKvStore::CheckCompares(const Txn& txn) {
     const rocksdb::Slice target(compare.key.data(), compare.key.size());
     if (sought) {
       // Past the end stays past the end: every key from here on is absent.
-      for (int step = 0; step < kMaxNextsBeforeSeek && it->Valid() &&
-                         it->key().compare(target) < 0;
+      for (int step = 0; step < kMaxNextsBeforeSeek && it->Valid() && it->key().compare(target) < 0;
            ++step) {
         it->Next();
       }
@@ -200,8 +197,7 @@ absl::Status RocksDbKvStore::CheckCompares(const Txn& txn) {
     int64_t version = 0;
     if (it->Valid() && it->key() == target) {
       if (it->value().size() < kVersionBytes) {
-        return DecodeStored(compare.key,
-                            absl::string_view(it->value().data(), it->value().size()))
+        return DecodeStored(compare.key, absl::string_view(it->value().data(), it->value().size()))
             .status();
       }
       version = DecodeVersion(absl::string_view(it->value().data(), kVersionBytes));
@@ -227,8 +223,8 @@ absl::StatusOr<int64_t> RocksDbKvStore::Commit(const Txn& txn) {
       // Stored value = version | value, assembled by RocksDB without a copy here.
       rocksdb::Slice key_slice(key);
       rocksdb::Slice parts[2] = {rocksdb::Slice(version_bytes), rocksdb::Slice(*value)};
-      status = batch.Put(data_cf_, rocksdb::SliceParts(&key_slice, 1),
-                         rocksdb::SliceParts(parts, 2));
+      status =
+          batch.Put(data_cf_, rocksdb::SliceParts(&key_slice, 1), rocksdb::SliceParts(parts, 2));
     } else {
       status = batch.Delete(data_cf_, key);
     }

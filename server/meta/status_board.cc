@@ -16,31 +16,28 @@ void Cap(std::string* s) {
 
 }  // namespace
 
-void StatusBoard::ClientHeartbeat(const ClientHeartbeatRequest& request,
-                                  const std::string& peer, int64_t now_ms) {
+void StatusBoard::ClientHeartbeat(const ClientHeartbeatRequest& request, const std::string& peer,
+                                  int64_t now_ms) {
   ClientInfo info = request.client();
   if (info.client_id().empty()) return;
-  for (std::string* s : {info.mutable_client_id(), info.mutable_hostname(),
-                         info.mutable_mountpoint(), info.mutable_version(),
-                         info.mutable_program()}) {
+  for (std::string* s :
+       {info.mutable_client_id(), info.mutable_hostname(), info.mutable_mountpoint(),
+        info.mutable_version(), info.mutable_program()}) {
     Cap(s);
   }
   info.set_last_heartbeat_ms(now_ms);
   info.set_peer(peer.substr(0, kMaxFieldBytes));
   // Interval in [1 s, 1 min]; an unset one counts as 5 s.
   const int64_t interval_ms =
-      request.interval_ms() == 0
-          ? 5000
-          : std::clamp<int64_t>(request.interval_ms(), 1000, 60000);
+      request.interval_ms() == 0 ? 5000 : std::clamp<int64_t>(request.interval_ms(), 1000, 60000);
   absl::MutexLock lock(&mu_);
   ClientEntry& entry = clients_[info.client_id()];
   entry.info = std::move(info);
   entry.expires_ms = now_ms + kMissedHeartbeats * interval_ms;
   while (clients_.size() > kMaxClients) {
-    auto oldest = std::min_element(clients_.begin(), clients_.end(),
-                                   [](const auto& a, const auto& b) {
-                                     return a.second.expires_ms < b.second.expires_ms;
-                                   });
+    auto oldest = std::min_element(
+        clients_.begin(), clients_.end(),
+        [](const auto& a, const auto& b) { return a.second.expires_ms < b.second.expires_ms; });
     clients_.erase(oldest);
   }
 }
@@ -79,8 +76,8 @@ void StatusBoard::ServerHeartbeat(const HeartbeatRequest& request, int64_t now_m
   // A total that went down is a restarted server: no rate this time.
   if (!fresh && elapsed_ms > 0 && request.bytes_read_total() >= load.read_total &&
       request.bytes_written_total() >= load.written_total) {
-    load.read_per_s = (request.bytes_read_total() - load.read_total) * 1000 /
-                      static_cast<uint64_t>(elapsed_ms);
+    load.read_per_s =
+        (request.bytes_read_total() - load.read_total) * 1000 / static_cast<uint64_t>(elapsed_ms);
     load.write_per_s = (request.bytes_written_total() - load.written_total) * 1000 /
                        static_cast<uint64_t>(elapsed_ms);
   } else {

@@ -25,14 +25,14 @@ constexpr size_t kMaxRegisteredBuffer = size_t{1} << 30;
 absl::StatusOr<std::unique_ptr<BufferPool>> BufferPool::Create(size_t bytes) {
   const size_t capacity = RoundUpToBlock(std::max<size_t>(bytes, 1));
   const size_t mapped = capacity + kHugePage;
-  void* mapping = ::mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
-                         -1, 0);
+  void* mapping =
+      ::mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (mapping == MAP_FAILED) {
     return SyscallError(errno, absl::StrCat("mmap of a ", capacity, "-byte buffer pool"));
   }
   char* const start = static_cast<char*>(mapping);
-  char* const base = reinterpret_cast<char*>(
-      (reinterpret_cast<uintptr_t>(start) + kHugePage - 1) / kHugePage * kHugePage);
+  char* const base = reinterpret_cast<char*>((reinterpret_cast<uintptr_t>(start) + kHugePage - 1) /
+                                             kHugePage * kHugePage);
   ::madvise(base, capacity, MADV_HUGEPAGE);  // a hint; fine to fail
   // Touch it all now, not while serving. MADV_POPULATE_WRITE (Linux 5.14)
   // faults the pages in without writing them one by one from here.
@@ -42,8 +42,8 @@ absl::StatusOr<std::unique_ptr<BufferPool>> BufferPool::Create(size_t bytes) {
   if (::madvise(base, capacity, MADV_POPULATE_WRITE) != 0) {
     if (errno == ENOMEM) {
       ::munmap(mapping, mapped);
-      return ErrnoStatus(ENOMEM, absl::StrCat("cannot populate a ", capacity,
-                                              "-byte buffer pool: out of memory"));
+      return ErrnoStatus(
+          ENOMEM, absl::StrCat("cannot populate a ", capacity, "-byte buffer pool: out of memory"));
     }
     std::memset(base, 0, capacity);
   }
@@ -61,8 +61,8 @@ BufferPool::~BufferPool() {
   {
     absl::MutexLock lock(&mu_);
     if (stats_.leases != 0 || !waiters_.empty()) {
-      CKPTFS_LOG(kError) << "buffer pool destroyed with " << stats_.leases
-                         << " leases out and " << waiters_.size() << " requests waiting";
+      CKPTFS_LOG(kError) << "buffer pool destroyed with " << stats_.leases << " leases out and "
+                         << waiters_.size() << " requests waiting";
     }
   }
   ::munmap(mapping_, mapped_);

@@ -142,7 +142,7 @@ class BufferPool {
 
   char* const base_;
   const size_t capacity_;
-  char* const mapping_;     // what to munmap
+  char* const mapping_;  // what to munmap
   const size_t mapped_;
   absl::Mutex mu_;  // leaf lock
   // Free extents by offset (value: length) and by (length, offset).

@@ -60,7 +60,7 @@ absl::StatusOr<bool> MakeDir(FileSystem& fs, const std::string& path) {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<ChunkStore>> ChunkStore::Open(const std::string& data_dir,
-                                                            FileSystem* fs) {
+                                                             FileSystem* fs) {
   FileSystem& files = fs != nullptr ? *fs : FileSystem::Default();
   const std::string chunks = absl::StrCat(data_dir, "/chunks");
   const std::string tmp = absl::StrCat(data_dir, "/tmp");
@@ -85,8 +85,7 @@ absl::StatusOr<std::unique_ptr<ChunkStore>> ChunkStore::Open(const std::string& 
     if (!s.ok() && ErrnoFromStatus(s) != ENOENT) return s;
   }
   if (!leftovers->empty()) {
-    CKPTFS_LOG(kInfo) << "removed " << leftovers->size() << " unfinished chunk writes from "
-                      << tmp;
+    CKPTFS_LOG(kInfo) << "removed " << leftovers->size() << " unfinished chunk writes from " << tmp;
   }
   // O_DIRECT is refused with EINVAL at open by file systems that lack it.
   const std::string probe = absl::StrCat(tmp, "/direct-io-probe");
@@ -103,13 +102,11 @@ absl::StatusOr<std::unique_ptr<ChunkStore>> ChunkStore::Open(const std::string& 
     CKPTFS_LOG(kWarning) << data_dir << ": file system refuses O_DIRECT; using buffered I/O";
   }
   const uint64_t incarnation = RandomNonzeroId();
-  CKPTFS_LOG(kInfo) << data_dir << ": incarnation "
-                    << absl::StrCat("0x", absl::Hex(incarnation));
+  CKPTFS_LOG(kInfo) << data_dir << ": incarnation " << absl::StrCat("0x", absl::Hex(incarnation));
   return std::unique_ptr<ChunkStore>(new ChunkStore(data_dir, direct_io, incarnation, files));
 }
 
-ChunkStore::ChunkStore(std::string data_dir, bool direct_io, uint64_t incarnation,
-                       FileSystem& fs)
+ChunkStore::ChunkStore(std::string data_dir, bool direct_io, uint64_t incarnation, FileSystem& fs)
     : fs_(fs),
       data_dir_(std::move(data_dir)),
       chunks_dir_(ChunksDirectory(data_dir_)),
@@ -118,13 +115,9 @@ ChunkStore::ChunkStore(std::string data_dir, bool direct_io, uint64_t incarnatio
       direct_io_(direct_io),
       incarnation_(incarnation) {}
 
-std::string ChunkStore::InodeDir(uint64_t ino) const {
-  return absl::StrCat(chunks_dir_, "/", ino);
-}
+std::string ChunkStore::InodeDir(uint64_t ino) const { return absl::StrCat(chunks_dir_, "/", ino); }
 
-std::string ChunkStore::ChunkPath(ChunkKey key) const {
-  return ChunkFilePath(data_dir_, key);
-}
+std::string ChunkStore::ChunkPath(ChunkKey key) const { return ChunkFilePath(data_dir_, key); }
 
 absl::Mutex& ChunkStore::LockFor(ChunkKey key) {
   uint64_t h = key.ino * 0x9E3779B97F4A7C15ull;
@@ -143,8 +136,8 @@ absl::StatusOr<UniqueFd> ChunkStore::OpenChunkFile(const std::string& path, int 
 
 absl::Status ChunkStore::Publish(Ring& ring, ChunkKey key, const char* header_block,
                                  const char* data, size_t padded_data_len) {
-  const std::string tmp = absl::StrCat(tmp_dir_, "/", key.ino, ".", key.index, ".",
-                                       next_tmp_.fetch_add(1));
+  const std::string tmp =
+      absl::StrCat(tmp_dir_, "/", key.ino, ".", key.index, ".", next_tmp_.fetch_add(1));
   const uint64_t token = writeback_.Writing();
   auto fd = OpenChunkFile(tmp, O_WRONLY | O_CREAT | O_EXCL);
   if (!fd.ok()) return fd.status();
@@ -157,8 +150,8 @@ absl::Status ChunkStore::Publish(Ring& ring, ChunkKey key, const char* header_bl
     ops.push_back({Ring::OpKind::kWrite, file.get(), const_cast<char*>(header_block),
                    kChunkHeaderSize, 0, 0});
     if (padded_data_len > 0) {
-      ops.push_back({Ring::OpKind::kWrite, file.get(), const_cast<char*>(data),
-                     padded_data_len, static_cast<off_t>(kChunkHeaderSize), 0});
+      ops.push_back({Ring::OpKind::kWrite, file.get(), const_cast<char*>(data), padded_data_len,
+                     static_cast<off_t>(kChunkHeaderSize), 0});
     }
   }
   absl::Status status = ring.Run(ops);
@@ -204,8 +197,8 @@ absl::StatusOr<absl::Time> ChunkStore::CheckAdoptable(const std::string& path, C
     return ErrnoStatus(EINVAL, absl::StrCat("adopt ", path, " as ", ChunkName(key), ": ", why));
   };
   if (data_length > kMaxChunkLength) {
-    return not_it(absl::StrCat(data_length, " data bytes exceed the ", kMaxChunkLength,
-                               "-byte chunk limit"));
+    return not_it(
+        absl::StrCat(data_length, " data bytes exceed the ", kMaxChunkLength, "-byte chunk limit"));
   }
   auto fd = fs_.Open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK);
   if (!fd.ok()) {
@@ -231,8 +224,8 @@ absl::StatusOr<absl::Time> ChunkStore::CheckAdoptable(const std::string& path, C
   if (header->key.ino != key.ino || header->key.index != key.index ||
       header->data_length != data_length || header->data_crc32c != data_crc32c) {
     return not_it(absl::StrCat("its header says chunk ", header->key.index, " of inode ",
-                               header->key.ino, ", ", header->data_length,
-                               " bytes of CRC32C 0x", absl::Hex(header->data_crc32c)));
+                               header->key.ino, ", ", header->data_length, " bytes of CRC32C 0x",
+                               absl::Hex(header->data_crc32c)));
   }
   return absl::TimeFromTimespec(st.st_mtim);
 }
@@ -322,8 +315,8 @@ absl::StatusOr<ChunkHeader> ChunkStore::Load(Ring& ring, ChunkKey key, AlignedBu
   if (::fstat(file.get(), &st) != 0) return SyscallError(errno, absl::StrCat("fstat ", path));
   const size_t file_size = static_cast<size_t>(st.st_size);
   auto corrupt = [&](const std::string& why) {
-    absl::Status s = ErrnoStatus(EIO, absl::StrCat(ChunkName(key), " (", path, ") is corrupt: ",
-                                                   why));
+    absl::Status s =
+        ErrnoStatus(EIO, absl::StrCat(ChunkName(key), " (", path, ") is corrupt: ", why));
     CKPTFS_LOG(kError) << s.message();
     return s;
   };
@@ -334,9 +327,9 @@ absl::StatusOr<ChunkHeader> ChunkStore::Load(Ring& ring, ChunkKey key, AlignedBu
   if (absl::Status s = buffer.Reserve(std::max(file_size, min_capacity)); !s.ok()) return s;
   auto got = ring.Pread(file.get(), buffer.data(), file_size, 0);
   if (!got.ok()) {
-    return ErrnoStatus(ErrnoFromStatus(got.status()),
-                       absl::StrCat("read ", ChunkName(key), " from ", path, ": ",
-                                    got.status().message()));
+    return ErrnoStatus(
+        ErrnoFromStatus(got.status()),
+        absl::StrCat("read ", ChunkName(key), " from ", path, ": ", got.status().message()));
   }
   if (*got != file_size) {
     return corrupt(absl::StrCat("read ", *got, " of ", file_size, " bytes"));
@@ -344,8 +337,8 @@ absl::StatusOr<ChunkHeader> ChunkStore::Load(Ring& ring, ChunkKey key, AlignedBu
   auto header = DecodeChunkHeader(absl::string_view(buffer.data(), kChunkHeaderSize), path);
   if (!header.ok()) return corrupt(std::string(header.status().message()));
   if (header->key.ino != key.ino || header->key.index != key.index) {
-    return corrupt(absl::StrCat("header names chunk ", header->key.index, " of inode ",
-                                header->key.ino));
+    return corrupt(
+        absl::StrCat("header names chunk ", header->key.index, " of inode ", header->key.ino));
   }
   if (ChunkFileSize(header->data_length) > file_size) {
     return corrupt(absl::StrCat("header says ", header->data_length,
@@ -376,18 +369,17 @@ absl::StatusOr<ChunkSlice> ChunkStore::Read(Ring& ring, AlignedBuffer& buffer, C
   return slice;
 }
 
-absl::Status ChunkStore::Write(Ring& ring, ChunkKey key, uint32_t offset,
-                               AlignedBuffer& payload, bool replace,
-                               std::optional<uint32_t> payload_crc32c) {
+absl::Status ChunkStore::Write(Ring& ring, ChunkKey key, uint32_t offset, AlignedBuffer& payload,
+                               bool replace, std::optional<uint32_t> payload_crc32c) {
   const size_t len = payload.size();
   if (replace && offset != 0) {
-    return ErrnoStatus(EINVAL, absl::StrCat("replacing write of ", ChunkName(key),
-                                            " at offset ", offset, " (must be 0)"));
+    return ErrnoStatus(EINVAL, absl::StrCat("replacing write of ", ChunkName(key), " at offset ",
+                                            offset, " (must be 0)"));
   }
   if (uint64_t{offset} + len > kMaxChunkLength) {
-    return ErrnoStatus(EINVAL, absl::StrCat("write of ", len, " bytes at offset ", offset,
-                                            " of ", ChunkName(key), " exceeds the ",
-                                            kMaxChunkLength, "-byte chunk limit"));
+    return ErrnoStatus(
+        EINVAL, absl::StrCat("write of ", len, " bytes at offset ", offset, " of ", ChunkName(key),
+                             " exceeds the ", kMaxChunkLength, "-byte chunk limit"));
   }
   absl::MutexLock lock(&LockFor(key));
   bool whole = replace;
@@ -432,9 +424,9 @@ absl::Status ChunkStore::PublishWhole(Ring& ring, ChunkKey key, AlignedBuffer& p
 absl::Status ChunkStore::Fill(Ring& ring, ChunkKey key, AlignedBuffer& payload,
                               std::optional<uint32_t> payload_crc32c) {
   if (payload.size() > kMaxChunkLength) {
-    return ErrnoStatus(EINVAL, absl::StrCat("fill of ", ChunkName(key), " with ",
-                                            payload.size(), " bytes exceeds the ",
-                                            kMaxChunkLength, "-byte chunk limit"));
+    return ErrnoStatus(EINVAL,
+                       absl::StrCat("fill of ", ChunkName(key), " with ", payload.size(),
+                                    " bytes exceeds the ", kMaxChunkLength, "-byte chunk limit"));
   }
   if (payload.capacity() < RoundUpToBlock(payload.size())) {
     return ErrnoStatus(EINVAL, absl::StrCat("fill of ", ChunkName(key),
@@ -443,8 +435,8 @@ absl::Status ChunkStore::Fill(Ring& ring, ChunkKey key, AlignedBuffer& payload,
   absl::MutexLock lock(&LockFor(key));
   auto st = fs_.Stat(ChunkPath(key));
   if (st.ok()) {
-    return ErrnoStatus(EEXIST, absl::StrCat(ChunkName(key),
-                                            " is stored here already: fill refused"));
+    return ErrnoStatus(EEXIST,
+                       absl::StrCat(ChunkName(key), " is stored here already: fill refused"));
   }
   if (ErrnoFromStatus(st.status()) != ENOENT) return st.status();
   return PublishWhole(ring, key, payload, payload_crc32c);
@@ -493,9 +485,8 @@ absl::StatusOr<ScrubResult> ChunkStore::Scrub(Ring& ring, AlignedBuffer& buffer,
   }
   if (!bad(header.status())) return header.status();
   const std::string path = ChunkPath(key);
-  const std::string aside =
-      absl::StrCat(quarantine_dir_, "/", key.ino, ".", key.index, ".",
-                   absl::ToUnixMillis(absl::Now()));
+  const std::string aside = absl::StrCat(quarantine_dir_, "/", key.ino, ".", key.index, ".",
+                                         absl::ToUnixMillis(absl::Now()));
   if (absl::Status s = fs_.Rename(path, aside); !s.ok()) return s;
   writeback_.Removed(key);
   CKPTFS_LOG(kError) << "scrub: " << ChunkName(key) << " failed its CRC checks ("
@@ -505,8 +496,8 @@ absl::StatusOr<ScrubResult> ChunkStore::Scrub(Ring& ring, AlignedBuffer& buffer,
   return result;
 }
 
-absl::Status ChunkStore::Write(Ring& ring, ChunkKey key, uint32_t offset,
-                               absl::string_view data, bool replace) {
+absl::Status ChunkStore::Write(Ring& ring, ChunkKey key, uint32_t offset, absl::string_view data,
+                               bool replace) {
   AlignedBuffer payload;
   if (absl::Status s = payload.Reserve(std::max<size_t>(data.size(), 1)); !s.ok()) return s;
   std::memcpy(payload.data(), data.data(), data.size());
@@ -563,8 +554,7 @@ absl::Status ChunkStore::MergeLocked(Ring& ring, ChunkKey key, uint32_t offset,
   // An empty WRITE (payload_len 0) only extends the chunk; its data() may be null.
   if (!data.empty()) std::memcpy(bytes + offset, data.data(), data.size());
   std::memset(bytes + new_len, 0, RoundUpToBlock(new_len) - new_len);
-  EncodeChunkHeader({key, static_cast<uint32_t>(new_len), Crc32c(bytes, new_len)},
-                    image.data());
+  EncodeChunkHeader({key, static_cast<uint32_t>(new_len), Crc32c(bytes, new_len)}, image.data());
   return Publish(ring, key, image.data(), nullptr, RoundUpToBlock(new_len));
 }
 
@@ -581,11 +571,10 @@ absl::Status ChunkStore::Cut(Ring& ring, ChunkKey key, uint32_t new_length) {
   return Publish(ring, key, image.data(), nullptr, RoundUpToBlock(new_length));
 }
 
-absl::Status ChunkStore::Trim(Ring& ring, uint64_t ino, uint64_t new_size,
-                              uint32_t chunk_size) {
+absl::Status ChunkStore::Trim(Ring& ring, uint64_t ino, uint64_t new_size, uint32_t chunk_size) {
   if (chunk_size == 0 && new_size != 0) {
-    return ErrnoStatus(EINVAL, absl::StrCat("trim of inode ", ino, " to ", new_size,
-                                            " bytes with chunk size 0"));
+    return ErrnoStatus(
+        EINVAL, absl::StrCat("trim of inode ", ino, " to ", new_size, " bytes with chunk size 0"));
   }
   const std::string dir = InodeDir(ino);
   auto names = fs_.ListDir(dir);

@@ -62,11 +62,11 @@
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "common/chunk_format.h"
 #include "common/frame.h"
 #include "common/unique_fd.h"
 #include "common/uring.h"
 #include "server/storage/aligned_buffer.h"
-#include "common/chunk_format.h"
 #include "server/storage/file_system.h"
 #include "server/storage/writeback_tracker.h"
 
@@ -191,8 +191,8 @@ class ChunkStore {
   // length (so the slice may be shorter, or empty), into `buffer` (grown as
   // needed). ENOENT when the chunk is not stored here; EIO (logged, naming
   // the chunk) when it fails its CRC checks.
-  absl::StatusOr<ChunkSlice> Read(Ring& ring, AlignedBuffer& buffer, ChunkKey key,
-                                  uint32_t offset, uint32_t length);
+  absl::StatusOr<ChunkSlice> Read(Ring& ring, AlignedBuffer& buffer, ChunkKey key, uint32_t offset,
+                                  uint32_t length);
 
   // Cuts inode `ino` to `new_size` bytes: deletes every chunk starting at or
   // past it and shortens the chunk straddling it; removes the inode's

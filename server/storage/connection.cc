@@ -51,9 +51,9 @@ std::string ReplyHead(data::ResponseHeader header, size_t payload_len) {
   }
   std::string head(kFramePrefixSize, '\0');
   header.AppendToString(&head);
-  EncodeFramePrefix({static_cast<uint32_t>(head.size() - kFramePrefixSize),
-                     static_cast<uint32_t>(payload_len)},
-                    head.data());
+  EncodeFramePrefix(
+      {static_cast<uint32_t>(head.size() - kFramePrefixSize), static_cast<uint32_t>(payload_len)},
+      head.data());
   return head;
 }
 
@@ -74,8 +74,8 @@ Connection::~Connection() {
 void Connection::Start(const absl::Status& refusal) {
   if (!refusal.ok()) {
     if (std::string held_back; RefusalLog().Allow(&held_back)) {
-      CKPTFS_LOG(kWarning) << "refusing a connection from " << peer_ << ": "
-                           << refusal.message() << held_back;
+      CKPTFS_LOG(kWarning) << "refusing a connection from " << peer_ << ": " << refusal.message()
+                           << held_back;
     }
     Fail(refusal);
     return;
@@ -226,14 +226,14 @@ void Connection::OnHeader() {
     // Once per connection: a HELLO's reply is not counted in flight, so a
     // stream of them would queue replies without bound.
     if (hello_seen_) {
-      Fail(ErrnoStatus(EPROTO, "a second HELLO on one connection (HELLO opens a connection, "
-                               "once)"));
+      Fail(ErrnoStatus(EPROTO,
+                       "a second HELLO on one connection (HELLO opens a connection, "
+                       "once)"));
       return;
     }
     hello_seen_ = true;
   }
-  if ((!authenticated_ || request->header.op() == data::HELLO) &&
-      !Authenticate(request->header)) {
+  if ((!authenticated_ || request->header.op() == data::HELLO) && !Authenticate(request->header)) {
     return;
   }
   request_ = std::move(request);
@@ -322,11 +322,10 @@ bool Connection::Authenticate(const data::RequestHeader& header) {
                                       : "the credential presented is not this cluster's";
   }
   if (std::string held_back; RefusalLog().Allow(&held_back)) {
-    CKPTFS_LOG(kWarning) << "refused a data connection from " << peer_ << ": " << why
-                         << held_back;
+    CKPTFS_LOG(kWarning) << "refused a data connection from " << peer_ << ": " << why << held_back;
   }
-  Fail(ErrnoStatus(EACCES, absl::StrCat("this storage server wants the cluster's credential: ",
-                                        why, "; give the client --credential_file=PATH of the "
+  Fail(ErrnoStatus(EACCES, absl::StrCat("this storage server wants the cluster's credential: ", why,
+                                        "; give the client --credential_file=PATH of the "
                                         "cluster's credential file (`ckptfs up` makes "
                                         "<state dir>/credential)")),
        /*logged=*/true);
@@ -419,8 +418,7 @@ void Connection::StartSend() {
     loop_.CountSend(true);
   } else {
     const bool dont_wait = loop_.options().nonblocking_sockets && !send_poll_first_;
-    io_uring_prep_sendmsg(sqe, socket_.get(), &msg_,
-                          MSG_NOSIGNAL | (dont_wait ? MSG_DONTWAIT : 0));
+    io_uring_prep_sendmsg(sqe, socket_.get(), &msg_, MSG_NOSIGNAL | (dont_wait ? MSG_DONTWAIT : 0));
     if (send_poll_first_) sqe->ioprio |= IORING_RECVSEND_POLL_FIRST;
     io_uring_sqe_set_data64(sqe, reinterpret_cast<uint64_t>(this) | EventLoop::kTagSend);
     loop_.CountSend(false);
@@ -597,9 +595,8 @@ void Connection::Tick(absl::Time now) {
     return;
   }
   const absl::Duration stall = loop_.options().stall_timeout;
-  const bool inside_frame = (phase_ == Phase::kPrefix && got_ > 0) ||
-                            phase_ == Phase::kHeader || phase_ == Phase::kPayload ||
-                            phase_ == Phase::kDiscard;
+  const bool inside_frame = (phase_ == Phase::kPrefix && got_ > 0) || phase_ == Phase::kHeader ||
+                            phase_ == Phase::kPayload || phase_ == Phase::kDiscard;
   if (inside_frame && recv_pending_ && now - last_recv_ > stall) {
     Close(absl::StrCat("no bytes inside a frame for ", absl::FormatDuration(now - last_recv_)));
   } else if (send_pending_ && now - last_send_ > stall) {

@@ -164,15 +164,15 @@ class Connection {
   size_t in_flight_ = 0;  // requests received whose replies are not sent
   // A HELLO with the loop's credential came (or the loop has none).
   bool authenticated_ = false;
-  bool hello_seen_ = false;  // a second HELLO is refused
+  bool hello_seen_ = false;                // a second HELLO is refused
   const absl::Time opened_ = absl::Now();  // an unauthenticated one closes kHelloTimeout after
 
   // The frame being received.
   char prefix_[kFramePrefixSize];
   FramePrefix frame_;
   std::string header_bytes_;
-  size_t got_ = 0;             // bytes of the current part received
-  size_t discard_left_ = 0;    // kDiscard / kLinger: bytes still to drop
+  size_t got_ = 0;           // bytes of the current part received
+  size_t discard_left_ = 0;  // kDiscard / kLinger: bytes still to drop
   std::unique_ptr<Request> request_;
   absl::Time last_recv_ = absl::InfinitePast();  // last progress receiving
   absl::Time last_send_ = absl::InfinitePast();  // last progress sending

@@ -45,9 +45,9 @@ absl::StatusOr<DataDirLock> DataDirLock::Acquire(const std::string& data_dir) {
       const ssize_t n = ::pread(fd.get(), pid, sizeof(pid) - 1, 0);
       const std::string holder =
           n > 0 ? absl::StrCat(" (pid ", absl::StripAsciiWhitespace(pid), ")") : "";
-      return ErrnoStatus(EBUSY, absl::StrCat("data directory ", data_dir,
-                                             " is in use by another ckptfs-storage", holder,
-                                             ": it holds ", path));
+      return ErrnoStatus(
+          EBUSY, absl::StrCat("data directory ", data_dir, " is in use by another ckptfs-storage",
+                              holder, ": it holds ", path));
     }
     return SyscallError(errno, absl::StrCat("flock ", path));
   }

@@ -45,16 +45,14 @@ void DiskWorkers::Work(Ring& ring) {
     std::unique_ptr<Request> request;
     {
       absl::MutexLock lock(&mu_);
-      auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-        return stopping_ || !queue_.empty();
-      };
+      auto ready = [this]()
+                       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stopping_ || !queue_.empty(); };
       mu_.Await(absl::Condition(&ready));
       if (queue_.empty()) return;  // stopping, nothing left
       request = std::move(queue_.front());
       queue_.pop_front();
     }
-    request->reply =
-        handler_.Handle(ring, request->header, request->payload, request->read_buffer);
+    request->reply = handler_.Handle(ring, request->header, request->payload, request->read_buffer);
     RequestSink* sink = request->sink;
     sink->Done(std::move(request));
   }

@@ -79,8 +79,7 @@ class EventLoop : public RequestSink {
 
   using AcceptFn = absl::AnyInvocable<void(UniqueFd socket, std::string peer)>;
 
-  static absl::StatusOr<std::unique_ptr<EventLoop>> Create(const Options& options,
-                                                           Shared shared);
+  static absl::StatusOr<std::unique_ptr<EventLoop>> Create(const Options& options, Shared shared);
   EventLoop(const EventLoop&) = delete;
   EventLoop& operator=(const EventLoop&) = delete;
   ~EventLoop() override;

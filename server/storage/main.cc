@@ -18,9 +18,9 @@
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "common/credential.h"
 #include "common/errno_status.h"
 #include "common/log.h"
@@ -29,16 +29,17 @@
 #include "server/storage/chunk_store.h"
 #include "server/storage/data_dir.h"
 #include "server/storage/registration.h"
-#include "server/storage/scrubber.h"
 #include "server/storage/request_handler.h"
+#include "server/storage/scrubber.h"
 #include "server/storage/server.h"
 
 ABSL_FLAG(std::string, listen, "127.0.0.1:7001", "host:port to serve the data protocol on");
 ABSL_FLAG(std::string, advertise, "",
           "host:port clients should dial (default: --listen); set it when listening on "
           "0.0.0.0");
-ABSL_FLAG(std::string, data_dir, "", "directory holding this server's chunks (created if "
-                                     "missing)");
+ABSL_FLAG(std::string, data_dir, "",
+          "directory holding this server's chunks (created if "
+          "missing)");
 ABSL_FLAG(std::string, meta, "",
           "host:port of the metadata service, or every metadata server as A,B,... (numeric "
           "addresses; registers with whichever serves); empty: do not register");
@@ -86,7 +87,8 @@ int Main() {
   } else if (level == "error") {
     SetMinLogSeverity(LogSeverity::kError);
   } else if (level != "info") {
-    return Fail(kExitConfig, absl::StrCat("--log_level=", level, ": want debug, info, "
+    return Fail(kExitConfig, absl::StrCat("--log_level=", level,
+                                          ": want debug, info, "
                                           "warning or error"));
   }
   const std::string data_dir = absl::GetFlag(FLAGS_data_dir);
@@ -104,8 +106,7 @@ int Main() {
       return Fail(kExitConfig, absl::StrCat("--advertise: ", parsed.status().message()));
     }
   }
-  absl::StatusOr<std::string> credential =
-      LoadCredentialFlag(absl::GetFlag(FLAGS_credential_file));
+  absl::StatusOr<std::string> credential = LoadCredentialFlag(absl::GetFlag(FLAGS_credential_file));
   if (!credential.ok()) {
     return Fail(kExitConfig, absl::StrCat("--credential_file: ", credential.status().message()));
   }
@@ -158,8 +159,8 @@ int Main() {
   // to 64 at once per disk thread): the usual soft limit of 1024 would fail
   // writes and fsyncs with EMFILE, or stall accept, at a few hundred
   // clients. Take the hard limit, as most servers do.
-  if (rlimit nofile{}; ::getrlimit(RLIMIT_NOFILE, &nofile) == 0 &&
-                       nofile.rlim_cur < nofile.rlim_max) {
+  if (rlimit nofile{};
+      ::getrlimit(RLIMIT_NOFILE, &nofile) == 0 && nofile.rlim_cur < nofile.rlim_max) {
     nofile.rlim_cur = nofile.rlim_max;
     if (::setrlimit(RLIMIT_NOFILE, &nofile) != 0) {
       CKPTFS_LOG(kWarning) << "cannot raise the open-file limit: " << std::strerror(errno);
@@ -225,8 +226,7 @@ int Main() {
 
   std::unique_ptr<Registration> registration;
   if (meta.empty()) {
-    CKPTFS_LOG(kInfo) << "serving on " << address << " (no metadata service), data in "
-                      << data_dir;
+    CKPTFS_LOG(kInfo) << "serving on " << address << " (no metadata service), data in " << data_dir;
   } else {
     CKPTFS_LOG(kInfo) << "listening on " << address << ", data in " << data_dir
                       << (store.value()->direct_io() ? " (O_DIRECT)" : " (buffered)")

@@ -10,11 +10,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "common/meta_channel.h"
-#include "common/errno_status.h"
 #include "common/credential.h"
+#include "common/errno_status.h"
 #include "common/grpc_status.h"
 #include "common/log.h"
+#include "common/meta_channel.h"
 
 namespace ckptfs::storage {
 namespace {
@@ -160,8 +160,8 @@ void Registration::Run() {
         }
         failures = 0;
         backoff = kInitialBackoff;
-        CKPTFS_LOG(kInfo) << "registered with the metadata service "
-                          << options_.meta_address << " as server " << *id;
+        CKPTFS_LOG(kInfo) << "registered with the metadata service " << options_.meta_address
+                          << " as server " << *id;
         if (options_.on_registered) options_.on_registered(*id);
         wait = options_.heartbeat_interval;
       } else {

@@ -35,8 +35,8 @@ class Registration {
     // The metadata service: host:port, or every metadata server as
     // "A,B,..." (numeric addresses; see common/meta_channel.h).
     std::string meta_address;
-    std::string data_address;        // host:port clients dial for data
-    std::string uuid;                // from the data directory
+    std::string data_address;  // host:port clients dial for data
+    std::string uuid;          // from the data directory
     // The cluster credential, sent with every call; empty: none.
     std::string credential;
     absl::Duration heartbeat_interval = absl::Seconds(2);

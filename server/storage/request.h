@@ -44,10 +44,10 @@ struct Request {
   // Network-loop bookkeeping.
   Connection* connection = nullptr;  // the connection it came on
   RequestSink* sink = nullptr;       // its loop
-  bool counted = false;   // counts against the connection's requests in flight
-  std::string head;       // the reply's frame prefix and serialized header
-  size_t sent = 0;        // reply bytes sent so far (head, then payload)
-  int zc_refs = 0;        // zero-copy sends of it whose notification is due
+  bool counted = false;              // counts against the connection's requests in flight
+  std::string head;                  // the reply's frame prefix and serialized header
+  size_t sent = 0;                   // reply bytes sent so far (head, then payload)
+  int zc_refs = 0;                   // zero-copy sends of it whose notification is due
 };
 
 }  // namespace ckptfs::storage

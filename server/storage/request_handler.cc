@@ -45,13 +45,20 @@ class StorageMetrics {
   }
   const OpMetrics& ForOp(int op) const {
     switch (op) {
-      case data::WRITE: return ops_[0];
-      case data::READ: return ops_[1];
-      case data::TRIM: return ops_[2];
-      case data::SYNC: return ops_[3];
-      case data::PING: return ops_[4];
-      case data::ADOPT: return ops_[5];
-      default: return ops_[6];
+      case data::WRITE:
+        return ops_[0];
+      case data::READ:
+        return ops_[1];
+      case data::TRIM:
+        return ops_[2];
+      case data::SYNC:
+        return ops_[3];
+      case data::PING:
+        return ops_[4];
+      case data::ADOPT:
+        return ops_[5];
+      default:
+        return ops_[6];
     }
   }
   metrics::ErrnoCounters& errors() { return errors_; }
@@ -66,12 +73,12 @@ class StorageMetrics {
             "payload damaged in transit; EIO: a damaged chunk or a disk error).",
             {"kind"})) {
     metrics::Registry& r = metrics::Registry::Default();
-    auto& requests = r.Counter("ckptfs_storage_requests_total",
-                               "Data-path requests executed, by op.", {"op"});
-    auto& latency = r.Histogram(
-        "ckptfs_storage_request_duration_seconds",
-        "Time a request took on its disk worker (checks, chunk I/O, fsync), by op.", {"op"},
-        metrics::LatencyBuckets());
+    auto& requests =
+        r.Counter("ckptfs_storage_requests_total", "Data-path requests executed, by op.", {"op"});
+    auto& latency =
+        r.Histogram("ckptfs_storage_request_duration_seconds",
+                    "Time a request took on its disk worker (checks, chunk I/O, fsync), by op.",
+                    {"op"}, metrics::LatencyBuckets());
     const char* const names[] = {"WRITE", "READ", "TRIM", "SYNC", "PING", "ADOPT", "OTHER"};
     for (int i = 0; i < 7; ++i) {
       ops_[i] = OpMetrics{&requests.WithLabels({names[i]}), &latency.WithLabels({names[i]})};
@@ -87,8 +94,7 @@ class StorageMetrics {
                  .WithLabels({});
     // Kept by connection.cc; registered here so that it reads 0 from the start.
     r.Gauge("ckptfs_storage_requests_in_flight",
-            "Requests received whose replies are not sent yet (on disk, queued or being sent).",
-            {})
+            "Requests received whose replies are not sent yet (on disk, queued or being sent).", {})
         .WithLabels({});
   }
 
@@ -110,8 +116,8 @@ size_t ReadBufferSize(const data::RequestHeader& request) {
   return end > kMaxChunkLength ? 0 : ChunkFileSize(end);
 }
 
-Reply RequestHandler::Handle(Ring& ring, const data::RequestHeader& request,
-                             AlignedBuffer& payload, AlignedBuffer& read_buffer) {
+Reply RequestHandler::Handle(Ring& ring, const data::RequestHeader& request, AlignedBuffer& payload,
+                             AlignedBuffer& read_buffer) {
   // Id 0 marks connection-level error frames; a request carrying it could
   // not be told apart from one (and a successful reply to it would be an
   // all-default, zero-length header, which frames cannot carry).
@@ -120,8 +126,9 @@ Reply RequestHandler::Handle(Ring& ring, const data::RequestHeader& request,
   if (request.op() == data::WRITE) m.written().Increment(payload.size());
   absl::StatusOr<Reply> reply =
       request.request_id() == 0
-          ? ErrnoStatus(EINVAL, "request_id 0 is reserved for connection errors; number "
-                                "requests from 1")
+          ? ErrnoStatus(EINVAL,
+                        "request_id 0 is reserved for connection errors; number "
+                        "requests from 1")
           : Execute(ring, request, payload, read_buffer);
   // An ADOPT stores its bytes only when it succeeds (a refused one is sent
   // again as a WRITE).
@@ -150,8 +157,7 @@ Reply RequestHandler::Handle(Ring& ring, const data::RequestHeader& request,
 }
 
 absl::StatusOr<Reply> RequestHandler::Execute(Ring& ring, const data::RequestHeader& request,
-                                              AlignedBuffer& payload,
-                                              AlignedBuffer& read_buffer) {
+                                              AlignedBuffer& payload, AlignedBuffer& read_buffer) {
   absl::Status status;
   switch (request.op()) {
     case data::WRITE: {
@@ -163,9 +169,9 @@ absl::StatusOr<Reply> RequestHandler::Execute(Ring& ring, const data::RequestHea
       return DoRead(ring, request, read_buffer);
     case data::TRIM: {
       absl::StatusOr<ResendFence::Scope> admitted = fence_.Admit(request);
-      status = admitted.ok() ? store_.Trim(ring, request.ino(), request.trim_size(),
-                                           request.chunk_size())
-                             : admitted.status();
+      status = admitted.ok()
+                   ? store_.Trim(ring, request.ino(), request.trim_size(), request.chunk_size())
+                   : admitted.status();
       break;
     }
     case data::SYNC:
@@ -193,13 +199,13 @@ absl::Status RequestHandler::CheckWrittenHere(const data::RequestHeader& request
   for (uint64_t writer : request.written_by()) {
     if (writer == store_.incarnation()) continue;
     return ErrnoStatus(
-        EIO, absl::StrCat("this server restarted since it acknowledged writes this sync must "
-                          "make durable (",
-                          request.whole_store() ? "the whole store"
-                                                : absl::StrCat("inode ", request.ino()),
-                          "; written by incarnation 0x", absl::Hex(writer),
-                          ", now incarnation 0x", absl::Hex(store_.incarnation()),
-                          "): what that run had not synced may be lost; write it again"));
+        EIO, absl::StrCat(
+                 "this server restarted since it acknowledged writes this sync must "
+                 "make durable (",
+                 request.whole_store() ? "the whole store" : absl::StrCat("inode ", request.ino()),
+                 "; written by incarnation 0x", absl::Hex(writer), ", now incarnation 0x",
+                 absl::Hex(store_.incarnation()),
+                 "): what that run had not synced may be lost; write it again"));
   }
   return absl::OkStatus();
 }
@@ -208,11 +214,10 @@ absl::Status RequestHandler::DoWrite(Ring& ring, const data::RequestHeader& requ
                                      AlignedBuffer& payload) {
   const uint32_t crc = Crc32c(payload.data(), payload.size());
   if (crc != request.payload_crc32c()) {
-    return ErrnoStatus(EBADMSG, absl::StrCat("payload of ", payload.size(), " bytes for ",
-                                             ChunkName(request), " has CRC32C 0x",
-                                             absl::Hex(crc), ", header says 0x",
-                                             absl::Hex(request.payload_crc32c()),
-                                             ": damaged in transit"));
+    return ErrnoStatus(
+        EBADMSG, absl::StrCat("payload of ", payload.size(), " bytes for ", ChunkName(request),
+                              " has CRC32C 0x", absl::Hex(crc), ", header says 0x",
+                              absl::Hex(request.payload_crc32c()), ": damaged in transit"));
   }
   if (absl::Status s = CheckRange(request, payload.size(), "write"); !s.ok()) return s;
   if (request.only_if_absent()) {

@@ -25,8 +25,7 @@ absl::Mutex& ResendFence::StripeFor(const data::RequestHeader& request) {
 // (Record, which holds mu_, is analysed).
 absl::StatusOr<ResendFence::Scope> ResendFence::Admit(const data::RequestHeader& request)
     ABSL_NO_THREAD_SAFETY_ANALYSIS {
-  if (request.client_id() == 0 ||
-      (request.op() != data::WRITE && request.op() != data::TRIM)) {
+  if (request.client_id() == 0 || (request.op() != data::WRITE && request.op() != data::TRIM)) {
     return Scope();
   }
   absl::Mutex& stripe = StripeFor(request);

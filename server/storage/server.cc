@@ -12,8 +12,7 @@
 
 namespace ckptfs::storage {
 
-absl::StatusOr<std::unique_ptr<Server>> Server::Start(ChunkStore& store,
-                                                      const HostPort& listen,
+absl::StatusOr<std::unique_ptr<Server>> Server::Start(ChunkStore& store, const HostPort& listen,
                                                       Options options) {
   auto fd = ListenTcp(listen);
   if (!fd.ok()) return fd.status();
@@ -29,8 +28,7 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(ChunkStore& store,
   auto pool = BufferPool::Create(options.buffer_pool_bytes);
   if (!pool.ok()) return pool.status();
   server->pool_ = *std::move(pool);
-  auto disk = DiskWorkers::Start(options.disk_threads, server->handler_,
-                                 server->pool_->regions());
+  auto disk = DiskWorkers::Start(options.disk_threads, server->handler_, server->pool_->regions());
   if (!disk.ok()) return disk.status();
   server->disk_ = *std::move(disk);
 
@@ -41,18 +39,16 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(ChunkStore& store,
   loop_options.max_in_flight = options.max_requests_per_connection;
   loop_options.nonblocking_sockets = options.nonblocking_sockets;
   loop_options.credential = options.credential;
-  const EventLoop::Shared shared{server->pool_.get(), server->disk_.get(),
-                                 &server->connections_};
+  const EventLoop::Shared shared{server->pool_.get(), server->disk_.get(), &server->connections_};
   for (size_t i = 0; i < options.net_threads; ++i) {
     auto loop = EventLoop::Create(loop_options, shared);
     if (!loop.ok()) return loop.status();  // the destructor stops what started
     server->loops_.push_back(*std::move(loop));
   }
   Server* raw = server.get();
-  server->loops_[0]->AcceptOn(server->listen_fd_.get(),
-                              [raw](UniqueFd socket, std::string peer) {
-                                raw->OnAccept(std::move(socket), std::move(peer));
-                              });
+  server->loops_[0]->AcceptOn(server->listen_fd_.get(), [raw](UniqueFd socket, std::string peer) {
+    raw->OnAccept(std::move(socket), std::move(peer));
+  });
   for (auto& loop : server->loops_) loop->Start();
   server->metric_callbacks_ = AddGauges(server->pool_.get(), &store);
   return server;
@@ -64,22 +60,21 @@ std::vector<metrics::CallbackHandle> Server::AddGauges(BufferPool* pool, ChunkSt
     return r.Gauge(name, help, {}).WithLabels({});
   };
   std::vector<metrics::CallbackHandle> handles;
-  handles.push_back(r.AddGaugeCallback(
-      gauge("ckptfs_storage_buffer_pool_capacity_bytes",
-            "Payload memory of the buffer pool (--buffer_pool_mb)."),
-      [pool] { return static_cast<double>(pool->capacity()); }));
-  handles.push_back(r.AddGaugeCallback(
-      gauge("ckptfs_storage_buffer_pool_used_bytes",
-            "Buffer-pool bytes held by requests in flight."),
-      [pool] { return static_cast<double>(pool->stats().in_use); }));
-  handles.push_back(r.AddGaugeCallback(
-      gauge("ckptfs_storage_buffer_pool_waiting_requests",
-            "Requests waiting for buffer-pool memory."),
-      [pool] { return static_cast<double>(pool->stats().waiting); }));
+  handles.push_back(
+      r.AddGaugeCallback(gauge("ckptfs_storage_buffer_pool_capacity_bytes",
+                               "Payload memory of the buffer pool (--buffer_pool_mb)."),
+                         [pool] { return static_cast<double>(pool->capacity()); }));
+  handles.push_back(
+      r.AddGaugeCallback(gauge("ckptfs_storage_buffer_pool_used_bytes",
+                               "Buffer-pool bytes held by requests in flight."),
+                         [pool] { return static_cast<double>(pool->stats().in_use); }));
+  handles.push_back(
+      r.AddGaugeCallback(gauge("ckptfs_storage_buffer_pool_waiting_requests",
+                               "Requests waiting for buffer-pool memory."),
+                         [pool] { return static_cast<double>(pool->stats().waiting); }));
   // statvfs at scrape time.
   handles.push_back(r.AddGaugeCallback(
-      gauge("ckptfs_storage_disk_capacity_bytes",
-            "Size of the file system holding the chunks."),
+      gauge("ckptfs_storage_disk_capacity_bytes", "Size of the file system holding the chunks."),
       [store] {
         absl::StatusOr<SpaceUsage> space = store->Space();
         return space.ok() ? static_cast<double>(space->capacity_bytes) : 0.0;
@@ -89,8 +84,7 @@ std::vector<metrics::CallbackHandle> Server::AddGauges(BufferPool* pool, ChunkSt
             "Bytes of the chunks' file system still available to the server."),
       [store] {
         absl::StatusOr<SpaceUsage> space = store->Space();
-        return space.ok() ? static_cast<double>(space->capacity_bytes - space->used_bytes)
-                          : 0.0;
+        return space.ok() ? static_cast<double>(space->capacity_bytes - space->used_bytes) : 0.0;
       }));
   return handles;
 }
@@ -101,8 +95,8 @@ void Server::OnAccept(UniqueFd socket, std::string peer) {
   if (connections_.fetch_add(1) >= options_.max_connections) {
     connections_.fetch_sub(1);
     loop.Adopt(std::move(socket), std::move(peer),
-               ErrnoStatus(EAGAIN, absl::StrCat("storage server ", address_.ToString(),
-                                                " serves ", options_.max_connections,
+               ErrnoStatus(EAGAIN, absl::StrCat("storage server ", address_.ToString(), " serves ",
+                                                options_.max_connections,
                                                 " connections already; try again later")),
                /*served=*/false);
     return;

@@ -90,11 +90,9 @@ class Server {
 
   // Listens on `listen` (port 0 picks a free port) and starts serving.
   // A busy port fails with EADDRINUSE and a message naming the address.
-  static absl::StatusOr<std::unique_ptr<Server>> Start(ChunkStore& store,
-                                                       const HostPort& listen,
+  static absl::StatusOr<std::unique_ptr<Server>> Start(ChunkStore& store, const HostPort& listen,
                                                        Options options);
-  static absl::StatusOr<std::unique_ptr<Server>> Start(ChunkStore& store,
-                                                       const HostPort& listen) {
+  static absl::StatusOr<std::unique_ptr<Server>> Start(ChunkStore& store, const HostPort& listen) {
     return Start(store, listen, Options());
   }
 

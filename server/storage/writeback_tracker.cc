@@ -129,14 +129,15 @@ absl::Status WritebackTracker::CheckNoneLost(std::optional<uint64_t> ino) const 
   absl::MutexLock lock(&mu_);
   if (all_lost_) {
     return ErrnoStatus(
-        EIO, absl::StrCat("a sync failed (", failure_, ") while more chunks were unsynced than "
+        EIO, absl::StrCat("a sync failed (", failure_,
+                          ") while more chunks were unsynced than "
                           "this server tracks one by one, so it cannot tell which lost their "
                           "bytes: no sync succeeds until it restarts (its scrubber then "
                           "rereads every chunk)"));
   }
   if (lost_ == 0) return absl::OkStatus();
-  for (auto inode = ino.has_value() ? chunks_.find(*ino) : chunks_.begin();
-       inode != chunks_.end(); ++inode) {
+  for (auto inode = ino.has_value() ? chunks_.find(*ino) : chunks_.begin(); inode != chunks_.end();
+       ++inode) {
     for (const auto& [index, entry] : inode->second) {
       if (entry.lost) return LostError({inode->first, index});
     }

@@ -59,8 +59,8 @@ class WritebackTracker {
   // when it was last modified, and a sync that failed since makes it lost
   // too. Replaces what was known of the old file: published anew, a chunk
   // that was lost no longer is.
-  void Published(ChunkKey key, uint64_t token,
-                 std::optional<absl::Time> written_at = std::nullopt) ABSL_LOCKS_EXCLUDED(mu_);
+  void Published(ChunkKey key, uint64_t token, std::optional<absl::Time> written_at = std::nullopt)
+      ABSL_LOCKS_EXCLUDED(mu_);
   // Chunk `key` was removed (unlinked, set aside): nothing of it needs syncing.
   void Removed(ChunkKey key) ABSL_LOCKS_EXCLUDED(mu_);
 

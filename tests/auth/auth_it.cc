@@ -183,8 +183,8 @@ TEST_F(AuthTest, CredentialFileOthersCanReadStopsEveryDaemonAtStart) {
       {{BinDir() + "/ckptfs-storage", "--listen=127.0.0.1:1", "--data_dir=" + dir + "/s2",
         "--credential_file=" + open_file},
        dir + "/storage2.log"},
-      {{BinDir() + "/ckptfs-fuse", "--meta=" + cluster_->meta_address(),
-        "--mountpoint=" + dir, "--foreground", "--credential_file=" + open_file},
+      {{BinDir() + "/ckptfs-fuse", "--meta=" + cluster_->meta_address(), "--mountpoint=" + dir,
+        "--foreground", "--credential_file=" + open_file},
        dir + "/fuse2.log"},
   };
   for (const Case& c : cases) {

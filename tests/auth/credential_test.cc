@@ -81,8 +81,7 @@ TEST_F(CredentialTest, FileOthersCanReadIsRefusedWithTheFix) {
     absl::StatusOr<std::string> loaded = LoadCredential(path);
     ASSERT_FALSE(loaded.ok()) << std::oct << mode;
     EXPECT_EQ(ErrnoFromStatus(loaded.status()), EACCES);
-    EXPECT_TRUE(absl::StrContains(loaded.status().message(), "chmod 600"))
-        << loaded.status();
+    EXPECT_TRUE(absl::StrContains(loaded.status().message(), "chmod 600")) << loaded.status();
     EXPECT_TRUE(absl::StrContains(loaded.status().message(), path)) << loaded.status();
   }
   // 0400 (read-only for the owner) is fine.

@@ -110,8 +110,7 @@ TEST_F(MetaAuthTest, RefusedCallsChangeNothing) {
   {
     grpc::ClientContext context;
     AttrReply reply;
-    EXPECT_EQ(stub->Mkdir(&context, mkdir, &reply).error_code(),
-              grpc::StatusCode::UNAUTHENTICATED);
+    EXPECT_EQ(stub->Mkdir(&context, mkdir, &reply).error_code(), grpc::StatusCode::UNAUTHENTICATED);
   }
   LookupRequest lookup;
   lookup.set_parent(1);

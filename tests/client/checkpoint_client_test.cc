@@ -259,11 +259,12 @@ TEST_F(CheckpointClientTest, RemoveXattrWithAnExpectedCheckpointLeavesANewerOneA
   EXPECT_EQ(Errno(client_->SetXattr(run_, kRemoveXattr, listed, 0)), ESTALE);
   EXPECT_TRUE(client_->Lookup(run_, "step").ok());
   // Same inode, another state: also left alone.
-  EXPECT_EQ(Errno(client_->SetXattr(
-                run_, kRemoveXattr, CheckpointRemovalValue("step", new_ckpt, meta::COMMITTED), 0)),
+  EXPECT_EQ(Errno(client_->SetXattr(run_, kRemoveXattr,
+                                    CheckpointRemovalValue("step", new_ckpt, meta::COMMITTED), 0)),
             ESTALE);
-  ASSERT_TRUE(client_->SetXattr(run_, kRemoveXattr,
-                                CheckpointRemovalValue("step", new_ckpt, meta::PENDING) + "\n", 0)
+  ASSERT_TRUE(client_
+                  ->SetXattr(run_, kRemoveXattr,
+                             CheckpointRemovalValue("step", new_ckpt, meta::PENDING) + "\n", 0)
                   .ok());
   EXPECT_EQ(Errno(client_->Lookup(run_, "step").status()), ENOENT);
   // Malformed: EINVAL before any call.
@@ -316,8 +317,8 @@ TEST_F(CheckpointClientTest, GivesUpWhenUnreachablePastTheTimeout) {
     polled.Notify();
   });
   while (meta_->Calls("CommitCheckpoint") < 1) absl::SleepFor(absl::Milliseconds(1));
-  meta_->FailNext("CommitCheckpoint",
-                  MetaTransportError(absl::StatusCode::kUnavailable, "gone"), 1000000);
+  meta_->FailNext("CommitCheckpoint", MetaTransportError(absl::StatusCode::kUnavailable, "gone"),
+                  1000000);
   rank0.join();
   EXPECT_TRUE(polled.HasBeenNotified());
 }
@@ -355,8 +356,7 @@ TEST_F(CheckpointClientTest, CommittedCheckpointIsReadOnlyAndKeepsItsBytes) {
   EXPECT_EQ(Errno(client_->Create(dir, "new", 0644, 0, 0, O_WRONLY | O_CREAT).status()), EROFS);
   EXPECT_EQ(Errno(client_->Open(model->ino(), O_WRONLY).status()), EROFS);
   EXPECT_EQ(Errno(client_->Open(model->ino(), O_RDONLY | O_TRUNC).status()), EROFS);
-  EXPECT_EQ(Errno(client_->Create(dir, "model", 0644, 0, 0, O_WRONLY | O_CREAT | O_TRUNC)
-                      .status()),
+  EXPECT_EQ(Errno(client_->Create(dir, "model", 0644, 0, 0, O_WRONLY | O_CREAT | O_TRUNC).status()),
             EROFS);
   meta::SetAttrRequest truncate;
   truncate.set_ino(model->ino());

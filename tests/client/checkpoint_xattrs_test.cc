@@ -19,8 +19,8 @@ TEST(CheckpointXattrsTest, RanksParse) {
 }
 
 TEST(CheckpointXattrsTest, BadRanksAreEinval) {
-  for (const char* bad : {"0", "-1", "abc", "8x", "", "\n", " 8", "8 ", "+8", "8\n\n",
-                          "1048577", "99999999999999999999", "4294967297", "0x10", "1.5"}) {
+  for (const char* bad : {"0", "-1", "abc", "8x", "", "\n", " 8", "8 ", "+8", "8\n\n", "1048577",
+                          "99999999999999999999", "4294967297", "0x10", "1.5"}) {
     absl::StatusOr<uint32_t> ranks = ParseCheckpointRanks(bad);
     ASSERT_FALSE(ranks.ok()) << "\"" << bad << "\" parsed as " << *ranks;
     EXPECT_EQ(ErrnoFromStatus(ranks.status()), EINVAL) << bad;

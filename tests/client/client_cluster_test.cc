@@ -66,8 +66,8 @@ class ClientClusterTest : public ::testing::Test {
     ASSERT_NE(tcp_reader_, nullptr);
     auto dir = writer_->MkdirAll("/small", 0755);
     ASSERT_TRUE(dir.ok()) << dir.status();
-    ASSERT_TRUE(writer_->SetXattr(dir->ino(), "user.ckptfs.chunk_size", std::to_string(kChunk), 0)
-                    .ok());
+    ASSERT_TRUE(
+        writer_->SetXattr(dir->ino(), "user.ckptfs.chunk_size", std::to_string(kChunk), 0).ok());
     dir_ = dir->ino();
   }
 
@@ -121,14 +121,14 @@ class ClientClusterTest : public ::testing::Test {
 };
 
 TEST_F(ClientClusterTest, SizesAtChunkEdgesCloseToOpen) {
-  const uint64_t sizes[] = {0, 1, kChunk - 1, kChunk, kChunk + 1, 3ull * kChunk + 17,
-                            (5ull << 20) + 3};
+  const uint64_t sizes[] = {
+      0, 1, kChunk - 1, kChunk, kChunk + 1, 3ull * kChunk + 17, (5ull << 20) + 3};
   int i = 0;
   for (uint64_t size : sizes) {
     SCOPED_TRACE(size);
     const std::string data = RandomBytes(size, i);
-    auto created = writer_->Create(dir_, "f" + std::to_string(i++), 0644, 0, 0,
-                                   O_WRONLY | O_CREAT | O_TRUNC);
+    auto created =
+        writer_->Create(dir_, "f" + std::to_string(i++), 0644, 0, 0, O_WRONLY | O_CREAT | O_TRUNC);
     ASSERT_TRUE(created.ok()) << created.status();
     EXPECT_EQ(created->attr.layout().chunk_size(), kChunk);
     for (size_t done = 0; done < data.size();) {
@@ -184,8 +184,7 @@ TEST_F(ClientClusterTest, HardLinksAndSpecialFilesOnEveryRedundancy) {
     auto device = writer_->Mknod(dir->ino(), "null", S_IFCHR | 0666, makedev(1, 3), 0, 0);
     ASSERT_TRUE(device.ok()) << device.status();
     EXPECT_EQ(reader_->Lookup(dir->ino(), "null")->rdev(), makedev(1, 3));
-    EXPECT_EQ(ErrnoFromStatus(writer_->Mknod(dir->ino(), "reg", S_IFREG | 0644, 0, 0, 0)
-                                  .status()),
+    EXPECT_EQ(ErrnoFromStatus(writer_->Mknod(dir->ino(), "reg", S_IFREG | 0644, 0, 0, 0).status()),
               EINVAL);
     // A special file has no data to open.
     EXPECT_FALSE(reader_->Open(fifo->ino(), O_RDONLY).ok());
@@ -214,7 +213,7 @@ TEST_F(ClientClusterTest, ChunksOfServersOnThisHostAreReadFromTheirFiles) {
   const uint64_t tcp_before = tcp_reads.value();
   EXPECT_TRUE(SameBytes(ReadAll(*reader_, ino), data));
   EXPECT_GE(local_reads.value() - before, 6u);  // every chunk
-  EXPECT_EQ(tcp_reads.value(), tcp_before);      // none over TCP
+  EXPECT_EQ(tcp_reads.value(), tcp_before);     // none over TCP
 
   const uint64_t after = local_reads.value();
   EXPECT_TRUE(SameBytes(ReadAll(*tcp_reader_, ino), data));
@@ -240,8 +239,8 @@ TEST_F(ClientClusterTest, ChunksOfServersOnThisHostAreWrittenAsTheirFiles) {
   std::string data = RandomBytes(5 * kChunk + 99, 78);
   const uint64_t before = local_writes.value();
   const uint64_t fallbacks_before = fallbacks.value();
-  auto created = local_writer->Create(dir_, "written-in-place", 0644, 0, 0,
-                                      O_WRONLY | O_CREAT | O_TRUNC);
+  auto created =
+      local_writer->Create(dir_, "written-in-place", 0644, 0, 0, O_WRONLY | O_CREAT | O_TRUNC);
   ASSERT_TRUE(created.ok()) << created.status();
   ASSERT_TRUE(created->file->Write(0, data.data(), data.size()).ok());
   const uint64_t ino = created->file->ino();

@@ -35,8 +35,8 @@ class ClientFixture : public ::testing::Test {
   // Replaces the client (and fakes) with one made with `options`.
   void MakeClient(const ClientOptions& options) {
     client_.reset();
-    auto meta = std::make_unique<testing::FakeMetaClient>(std::vector<uint32_t>{1, 2, 3},
-                                                          kTestChunk);
+    auto meta =
+        std::make_unique<testing::FakeMetaClient>(std::vector<uint32_t>{1, 2, 3}, kTestChunk);
     auto transport = std::make_unique<testing::FakeChunkTransport>();
     meta_ = meta.get();
     transport_ = transport.get();
@@ -87,7 +87,7 @@ class ClientFixture : public ::testing::Test {
   }
 
   std::unique_ptr<Client> client_;
-  testing::FakeMetaClient* meta_ = nullptr;         // owned by client_
+  testing::FakeMetaClient* meta_ = nullptr;           // owned by client_
   testing::FakeChunkTransport* transport_ = nullptr;  // owned by client_
 };
 

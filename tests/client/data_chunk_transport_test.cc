@@ -17,9 +17,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
 #include "client/testing/fake_meta_client.h"
 #include "common/crc32c.h"
-#include "absl/time/clock.h"
 #include "common/errno_status.h"
 #include "common/frame.h"
 #include "common/net.h"
@@ -232,7 +232,7 @@ TEST(DataChunkTransportTest, UnknownServerIdRefreshesTheMap) {
   AddressBook meta;
   DataChunkTransport transport(&meta, absl::Seconds(5));
   ASSERT_TRUE(transport.RefreshServers().ok());  // empty
-  meta.Set(5, storage.address());                 // a server registers later
+  meta.Set(5, storage.address());                // a server registers later
   EXPECT_TRUE(transport.WriteChunk(5, 1, 0, 0, "x", 1, true).ok());
   auto unknown = transport.WriteChunk(6, 1, 0, 0, "x", 1, true);
   ASSERT_FALSE(unknown.ok());

@@ -5,8 +5,8 @@
 // and bad names fail before any RPC.
 #include <fcntl.h>
 
-#include <cerrno>
 #include <atomic>
+#include <cerrno>
 #include <string>
 #include <thread>
 #include <vector>
@@ -168,8 +168,8 @@ TEST_F(FileErrorsTest, WriteBufferBudgetBoundsAllFilesTogether) {
   std::atomic<int> failures{0};
   for (int i = 0; i < kFiles; ++i) {
     threads.emplace_back([&, i] {
-      auto created = client_->Create(kRootIno, "b" + std::to_string(i), 0644, 0, 0,
-                                     O_WRONLY | O_CREAT);
+      auto created =
+          client_->Create(kRootIno, "b" + std::to_string(i), 0644, 0, 0, O_WRONLY | O_CREAT);
       if (!created.ok()) {
         ++failures;
         return;
@@ -293,7 +293,7 @@ TEST_F(FileErrorsTest, ReaderCloseDoesNotWaitForWriters) {
   const absl::Time start = absl::Now();
   ASSERT_TRUE((*reader)->Close().ok());
   EXPECT_LT(absl::Now() - start, absl::Seconds(2));  // not the writer's 5 s
-  EXPECT_EQ(meta_->Calls("CommitWrite"), 0);  // and commits nothing
+  EXPECT_EQ(meta_->Calls("CommitWrite"), 0);         // and commits nothing
   ASSERT_TRUE(writer->Close().ok());
   EXPECT_EQ(meta_->RecordedSize(writer->ino()), chunk.size());
 }

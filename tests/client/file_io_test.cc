@@ -38,8 +38,13 @@ void WriteInOddPieces(File& file, const std::string& data) {
 }
 
 TEST_F(FileIoTest, SizesAtChunkEdgesReadBackExactly) {
-  const uint64_t sizes[] = {0, 1, kTestChunk - 1, kTestChunk, kTestChunk + 1,
-                            3ull * kTestChunk + 17, 10ull * kTestChunk + 5};
+  const uint64_t sizes[] = {0,
+                            1,
+                            kTestChunk - 1,
+                            kTestChunk,
+                            kTestChunk + 1,
+                            3ull * kTestChunk + 17,
+                            10ull * kTestChunk + 5};
   int i = 0;
   for (uint64_t size : sizes) {
     SCOPED_TRACE(size);
@@ -577,12 +582,12 @@ TEST_F(FileIoTest, ViewsAcrossChunkEdgesHolesAndEndOfFile) {
       size_t spans;  // one per chunk touched
     };
     const Case cases[] = {
-        {0, 1000, 1},                                   // inside a chunk
-        {kTestChunk - 100, 300, 2},                     // chunk edge, into the hole
-        {kTestChunk + 5, 100, 1},                       // inside the hole
-        {kTestChunk / 2, 2ull * kTestChunk, 3},         // three chunks
-        {2ull * kTestChunk + 10, kTestChunk, 1},        // past the end: short
-        {0, 4ull * kTestChunk, 3},                      // the whole file
+        {0, 1000, 1},                             // inside a chunk
+        {kTestChunk - 100, 300, 2},               // chunk edge, into the hole
+        {kTestChunk + 5, 100, 1},                 // inside the hole
+        {kTestChunk / 2, 2ull * kTestChunk, 3},   // three chunks
+        {2ull * kTestChunk + 10, kTestChunk, 1},  // past the end: short
+        {0, 4ull * kTestChunk, 3},                // the whole file
     };
     for (const Case& c : cases) {
       SCOPED_TRACE(c.offset);

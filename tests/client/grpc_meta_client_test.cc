@@ -64,8 +64,7 @@ class ScriptedService final : public meta::MetaService::Service {
     ++rmdir_calls;
     return grpc::Status::OK;
   }
-  grpc::Status Mkdir(grpc::ServerContext*, const meta::MkdirRequest*,
-                     meta::AttrReply*) override {
+  grpc::Status Mkdir(grpc::ServerContext*, const meta::MkdirRequest*, meta::AttrReply*) override {
     absl::SleepFor(absl::Milliseconds(4000));  // far past the client's deadline
     return grpc::Status::OK;
   }
@@ -254,8 +253,7 @@ TEST(GrpcMetaClientFailoverTest, CallsWaitForAServerThatStartsListeningLater) {
   const int late = UnusedPort();
   ASSERT_GT(dead, 0);
   ASSERT_GT(late, 0);
-  GrpcMetaClient client(absl::StrCat("127.0.0.1:", dead, ",127.0.0.1:", late),
-                        absl::Seconds(20));
+  GrpcMetaClient client(absl::StrCat("127.0.0.1:", dead, ",127.0.0.1:", late), absl::Seconds(20));
   ScriptedService service;
   std::unique_ptr<grpc::Server> server;
   std::thread starter([&] {

@@ -36,8 +36,7 @@ TEST(LayoutTest, HugeOffsetsDoNotOverflow) {
   const uint64_t offset = (uint64_t{1} << 50) + 12345;  // 1 PiB + a bit
   EXPECT_EQ(ChunkIndexOf(offset, chunk), (uint64_t{1} << 50) / chunk);
   EXPECT_EQ(OffsetInChunk(offset, chunk), 12345u);
-  EXPECT_EQ(ChunkStart(ChunkIndexOf(offset, chunk), chunk) + OffsetInChunk(offset, chunk),
-            offset);
+  EXPECT_EQ(ChunkStart(ChunkIndexOf(offset, chunk), chunk) + OffsetInChunk(offset, chunk), offset);
   auto pieces = SplitRange(offset - 10, 20, chunk);
   ASSERT_EQ(pieces.size(), 1u);
   EXPECT_EQ(pieces[0].offset_in_chunk, 12335u);
@@ -115,7 +114,8 @@ TEST(LayoutTest, ServerForChunkCyclesThroughStripe) {
   EXPECT_EQ(ServerForChunk(layout, 1), 3u);
   EXPECT_EQ(ServerForChunk(layout, 2), 9u);
   EXPECT_EQ(ServerForChunk(layout, 3), 7u);
-  EXPECT_EQ(ServerForChunk(layout, (uint64_t{1} << 40) + 2), ServerForChunk(layout, ((uint64_t{1} << 40) + 2) % 3));
+  EXPECT_EQ(ServerForChunk(layout, (uint64_t{1} << 40) + 2),
+            ServerForChunk(layout, ((uint64_t{1} << 40) + 2) % 3));
 }
 
 TEST(LayoutTest, InvalidLayoutsAreRejected) {

@@ -16,10 +16,10 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <signal.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
-#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -96,8 +96,7 @@ class LocalChunkTest : public ::testing::Test {
   // Read twice, into memory off the 4 KiB grid (data through the scratch
   // buffer) and into 4096-aligned memory (whole-chunk reads take the data
   // straight from the disk); both must give the same answer.
-  absl::StatusOr<std::string> Read(uint64_t ino, uint32_t index, uint32_t offset,
-                                   size_t length) {
+  absl::StatusOr<std::string> Read(uint64_t ino, uint32_t index, uint32_t offset, size_t length) {
     std::string unaligned(length + 1, '\xee');
     absl::StatusOr<size_t> got = LocalChunkTransport::ReadChunkFile(
         dir_.path(), ino, index, offset, unaligned.data() + 1, length, scratch_);
@@ -156,8 +155,8 @@ class LocalChunkTest : public ::testing::Test {
 };
 
 TEST_F(LocalChunkTest, ReadsWhatTheStoreWrote) {
-  const size_t sizes[] = {0, 1, 4095, 4096, 5000, (1 << 20) - 4096, 1 << 20,
-                          (3 << 20) + 123, 4 << 20};
+  const size_t sizes[] = {0,      1, 4095, 4096, 5000, (1 << 20) - 4096, 1 << 20, (3 << 20) + 123,
+                          4 << 20};
   uint32_t index = 0;
   for (size_t size : sizes) {
     SCOPED_TRACE(absl::StrCat("chunk of ", size, " bytes"));
@@ -186,9 +185,8 @@ TEST_F(LocalChunkTest, AnythingOddIsLeftToTheServer) {
   EXPECT_EQ(ReadErrno(9, 70), ENOENT);
   EXPECT_EQ(ReadErrno(10, 0), ENOENT);
   // A chunk index the data protocol cannot name.
-  EXPECT_EQ(ErrnoFromStatus(LocalChunkTransport::ReadChunkFile(
-                                dir_.path(), 9, uint64_t{1} << 32, 0, nullptr, 0,
-                                scratch_)
+  EXPECT_EQ(ErrnoFromStatus(LocalChunkTransport::ReadChunkFile(dir_.path(), 9, uint64_t{1} << 32, 0,
+                                                               nullptr, 0, scratch_)
                                 .status()),
             ENOENT);
 
@@ -483,9 +481,9 @@ TEST_F(LocalChunkTest, ChunkFilesWrittenForAdoptionReadAsTheStoresOwn) {
   ASSERT_TRUE(store_->Adopt({6, 0}, *name, 7000, crc).ok());
   EXPECT_EQ(ReadLocal(6, 0, 0, 1 << 20), newer);
   // Not aligned, or too long: refused before anything is made.
-  EXPECT_EQ(ErrnoFromStatus(LocalChunkTransport::WriteChunkFile(dir_.path(), 6, 9,
-                                                                memory.data() + 1, 100, 0)
-                                .status()),
+  EXPECT_EQ(ErrnoFromStatus(
+                LocalChunkTransport::WriteChunkFile(dir_.path(), 6, 9, memory.data() + 1, 100, 0)
+                    .status()),
             EINVAL);
   EXPECT_TRUE(TmpNames(dir_.path()).empty());
 }
@@ -570,8 +568,8 @@ class AdoptingTransport : public testing::FakeChunkTransport {
     return adopted;
   }
   using ChunkTransport::WriteChunk;
-  absl::Status WriteChunk(uint32_t server_id, uint64_t ino, uint64_t chunk_index,
-                          uint32_t offset, const void* data, size_t length, bool replace,
+  absl::Status WriteChunk(uint32_t server_id, uint64_t ino, uint64_t chunk_index, uint32_t offset,
+                          const void* data, size_t length, bool replace,
                           std::optional<uint32_t> crc32c) override {
     if (!TmpNames(store_->data_dir()).empty()) {
       absl::MutexLock lock(&mu_);

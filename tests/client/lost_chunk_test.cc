@@ -59,8 +59,7 @@ TEST_F(LostChunkTest, AWrittenChunkMissingFromEveryServerReadsEio) {
   absl::StatusOr<std::string> lost = ReadRange(ino, 2 * kTestChunk + 10, 100);
   ASSERT_FALSE(lost.ok()) << "a lost chunk read as " << lost->size() << " bytes of zeros";
   EXPECT_EQ(ErrnoFromStatus(lost.status()), EIO) << lost.status();
-  EXPECT_TRUE(absl::StrContains(lost.status().message(),
-                                absl::StrCat("chunk 2 of inode ", ino)))
+  EXPECT_TRUE(absl::StrContains(lost.status().message(), absl::StrCat("chunk 2 of inode ", ino)))
       << lost.status();
   EXPECT_TRUE(absl::StrContains(lost.status().message(), "restore")) << lost.status();
   absl::StatusOr<std::string> after = ReadRange(ino, 3 * kTestChunk, kTestChunk);

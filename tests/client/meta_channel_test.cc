@@ -63,8 +63,7 @@ TEST(MetaChannelTargetTest, BadListsAreRejectedNamingTheEntry) {
 class NamedService final : public meta::MetaService::Service {
  public:
   explicit NamedService(uint32_t id) : id_(id) {}
-  grpc::Status StatFs(grpc::ServerContext*, const meta::Empty*,
-                      meta::StatFsReply* reply) override {
+  grpc::Status StatFs(grpc::ServerContext*, const meta::Empty*, meta::StatFsReply* reply) override {
     reply->set_servers_total(id_);
     return grpc::Status::OK;
   }

@@ -264,9 +264,9 @@ class PipelinedStandIn {
       out[std::min(corrupt_payload_at.load(), out.size() - 1)] ^= 0x20;
     }
     std::string frame(kFramePrefixSize, '\0');
-    EncodeFramePrefix({static_cast<uint32_t>(response.ByteSizeLong()),
-                       static_cast<uint32_t>(out.size())},
-                      frame.data());
+    EncodeFramePrefix(
+        {static_cast<uint32_t>(response.ByteSizeLong()), static_cast<uint32_t>(out.size())},
+        frame.data());
     response.AppendToString(&frame);
     frame += out;
     return frame;

@@ -246,7 +246,7 @@ TEST(ReadCacheTest, ReleaseMemoryWaitsForPinsBeforeFreeing) {
   FetchFilled(cache, 0, 'r');
   FetchFilled(cache, 1, 's');
   ReadCache::Pinned pinned = cache.Pin(1);
-  cache.ReleaseMemory();  // the last handle of the file closed
+  cache.ReleaseMemory();                 // the last handle of the file closed
   EXPECT_EQ(pool.idle_bytes(), kChunk);  // only the unpinned buffer
   EXPECT_EQ(std::string(pinned.data, kChunk), std::string(kChunk, 's'));
   // The next fetch must not get the pinned buffer.

@@ -86,9 +86,8 @@ struct Result {
 
 // One round on one client: `writers` files of `file_bytes` written (1 MiB
 // writes, fsync, close), read back, removed. Empty error on success.
-std::string RunRound(Client& client, const std::vector<int>& pids, int writers,
-                     size_t file_bytes, std::vector<std::unique_ptr<char[]>>& buffers,
-                     Result& result) {
+std::string RunRound(Client& client, const std::vector<int>& pids, int writers, size_t file_bytes,
+                     std::vector<std::unique_ptr<char[]>>& buffers, Result& result) {
   constexpr size_t kWrite = size_t{1} << 20;
   static int round = 0;
   const std::string dir = absl::StrCat("/transport-bench-", ::getpid(), "-", round++);
@@ -216,8 +215,8 @@ int Main(int argc, char** argv) {
   const double gib = static_cast<double>(file_bytes) * writers / (1u << 30);
   const double gb = static_cast<double>(file_bytes) * writers / 1e9;
   // Per transport: write GB/s, write client s/GiB, write daemons s/GiB, and the same for read.
-  std::vector<std::vector<std::vector<double>>> figures(
-      transports.size(), std::vector<std::vector<double>>(6));
+  std::vector<std::vector<std::vector<double>>> figures(transports.size(),
+                                                        std::vector<std::vector<double>>(6));
   for (int round = 0; round < rounds; ++round) {
     for (size_t t = 0; t < transports.size(); ++t) {
       Result r;
@@ -230,19 +229,20 @@ int Main(int argc, char** argv) {
                              r.write.daemon_cpu / gib, gb / r.read.seconds,
                              r.read.client_cpu / gib,  r.read.daemon_cpu / gib};
       for (int k = 0; k < 6; ++k) figures[t][k].push_back(row[k]);
-      std::printf("%-8s write %.2f GB/s client %.3f s/GiB daemons %.3f s/GiB | read %.2f GB/s "
-                  "client %.3f s/GiB daemons %.3f s/GiB\n",
-                  transports[t].c_str(), row[0], row[1], row[2], row[3], row[4], row[5]);
+      std::printf(
+          "%-8s write %.2f GB/s client %.3f s/GiB daemons %.3f s/GiB | read %.2f GB/s "
+          "client %.3f s/GiB daemons %.3f s/GiB\n",
+          transports[t].c_str(), row[0], row[1], row[2], row[3], row[4], row[5]);
       std::fflush(stdout);
     }
   }
   std::printf("medians of %d rounds, %d writers x %d MiB:\n", rounds, writers, mib);
   for (size_t t = 0; t < transports.size(); ++t) {
-    std::printf("%-8s write %.2f GB/s client %.3f s/GiB daemons %.3f s/GiB | read %.2f GB/s "
-                "client %.3f s/GiB daemons %.3f s/GiB\n",
-                transports[t].c_str(), Median(figures[t][0]), Median(figures[t][1]),
-                Median(figures[t][2]), Median(figures[t][3]), Median(figures[t][4]),
-                Median(figures[t][5]));
+    std::printf(
+        "%-8s write %.2f GB/s client %.3f s/GiB daemons %.3f s/GiB | read %.2f GB/s "
+        "client %.3f s/GiB daemons %.3f s/GiB\n",
+        transports[t].c_str(), Median(figures[t][0]), Median(figures[t][1]), Median(figures[t][2]),
+        Median(figures[t][3]), Median(figures[t][4]), Median(figures[t][5]));
   }
   return 0;
 }

@@ -66,7 +66,8 @@ TransportSetup OneConnection() {
   return setup;
 }
 
-std::unique_ptr<UringChunkTransport> MakeTransport(AddressBook& meta, const TransportSetup& setup = {}) {
+std::unique_ptr<UringChunkTransport> MakeTransport(AddressBook& meta,
+                                                   const TransportSetup& setup = {}) {
   UringChunkTransport::Options options;
   options.connections_per_server = setup.connections;
   options.loop.ring_entries = setup.ring_entries;
@@ -128,8 +129,9 @@ TEST_F(UringChunkTransportTest, WriteReadHolesAndServerErrors) {
   // The caller's CRC32C goes out as given: right, the write lands; wrong,
   // the server's EBADMSG comes back as is (not sent again).
   const std::string more = "more";
-  ASSERT_TRUE(transport->WriteChunk(1, 9, 3, 16, more.data(), more.size(), false,
-                                    Crc32c(more.data(), more.size()))
+  ASSERT_TRUE(transport
+                  ->WriteChunk(1, 9, 3, 16, more.data(), more.size(), false,
+                               Crc32c(more.data(), more.size()))
                   .ok());
   EXPECT_EQ(storage_.Chunk(9, 3), "checkpoint bytesmore");
   const int requests = storage_.requests.load();
@@ -169,8 +171,8 @@ TEST_F(UringChunkTransportTest, PayloadChecksummedPieceByPieceCatchesACorruptPie
   // most its 64 KiB, copied out and checksummed in one go).
   EXPECT_GE(transport->loop_counters().payload_recvs.load() - recvs,
             (size - (size_t{64} << 10)) / 4096);
-  for (size_t at : {size_t{0}, size_t{3}, size_t{40000}, size_t{200001}, size / 4096 * 4096,
-                    size - 1}) {
+  for (size_t at :
+       {size_t{0}, size_t{3}, size_t{40000}, size_t{200001}, size / 4096 * 4096, size - 1}) {
     storage_.corrupt_payload_at = at;
     storage_.corrupt_payload_next = 1;
     auto bad = transport->ReadChunk(1, 5, 7, 0, back.data(), back.size());
@@ -228,9 +230,8 @@ TEST_F(UringChunkTransportTest, FullSubmissionQueueWith200Callers) {
   setup.ring_entries = 1;
   auto transport = MakeTransport(meta_, setup);
   std::vector<std::string> errors(200);
-  RunConcurrently(200, [&](int i) {
-    errors[i] = WriteAndReadBack(*transport, 1 + i % 2, i, 3000 + i);
-  });
+  RunConcurrently(200,
+                  [&](int i) { errors[i] = WriteAndReadBack(*transport, 1 + i % 2, i, 3000 + i); });
   for (const std::string& e : errors) EXPECT_EQ(e, "");
   EXPECT_GT(transport->loop_counters().ring_full.load(), 0u);
   EXPECT_LE(storage_.connections.load() + second.connections.load(), 8);

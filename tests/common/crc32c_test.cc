@@ -9,9 +9,7 @@
 namespace ckptfs {
 namespace {
 
-TEST(Crc32cTest, CheckValue) {
-  EXPECT_EQ(Crc32c("123456789", 9), 0xE3069283u);
-}
+TEST(Crc32cTest, CheckValue) { EXPECT_EQ(Crc32c("123456789", 9), 0xE3069283u); }
 
 TEST(Crc32cTest, EmptyIsZero) {
   EXPECT_EQ(Crc32c("", 0), 0u);

@@ -13,8 +13,8 @@ namespace {
 int ErrnoOf(absl::string_view name) { return ErrnoFromStatus(ValidateName(name)); }
 
 TEST(NamesTest, AcceptsOrdinaryNames) {
-  for (absl::string_view name : {"a", "model.pt", ".metadata", "...", "__0_0.distcp",
-                                 "with space", "ünïcödé"}) {
+  for (absl::string_view name :
+       {"a", "model.pt", ".metadata", "...", "__0_0.distcp", "with space", "ünïcödé"}) {
     EXPECT_TRUE(ValidateName(name).ok()) << name;
   }
   EXPECT_TRUE(ValidateName(std::string(255, 'n')).ok());

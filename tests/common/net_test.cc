@@ -34,8 +34,8 @@ TEST(ParseHostPortTest, ParsesHostAndPort) {
 }
 
 TEST(ParseHostPortTest, RejectsMalformed) {
-  for (absl::string_view bad : {"", "host", ":80", "host:", "host:0", "host:65536",
-                                "host:abc", "host:-1", "[::1]80", "[::1", "[::1]:"}) {
+  for (absl::string_view bad : {"", "host", ":80", "host:", "host:0", "host:65536", "host:abc",
+                                "host:-1", "[::1]80", "[::1", "[::1]:"}) {
     auto parsed = ParseHostPort(bad);
     ASSERT_FALSE(parsed.ok()) << bad;
     EXPECT_EQ(parsed.status().code(), absl::StatusCode::kInvalidArgument) << bad;

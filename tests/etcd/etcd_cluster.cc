@@ -180,7 +180,8 @@ absl::Status EtcdCluster::Restart(int i) {
 std::string EtcdCluster::DescribeLogs() const {
   std::string text;
   for (const Member& m : members_) {
-    if (m.process != nullptr) absl::StrAppend(&text, "--- ", m.name, ":\n", m.process->LogTail(2048));
+    if (m.process != nullptr)
+      absl::StrAppend(&text, "--- ", m.name, ":\n", m.process->LogTail(2048));
   }
   return text;
 }

@@ -2,8 +2,8 @@
 // contract (versions, scans, compares, atomicity), etcd's limits as ckptfs
 // configures them, and failover when the leader is killed mid-stream — with
 // no commit lost or applied twice. Skipped when etcd-server is not installed.
-#include "server/meta/etcd/etcd_duty_lock.h"
 #include "server/meta/etcd/etcd_kv_store.h"
+#include "server/meta/etcd/etcd_duty_lock.h"
 #include "server/meta/etcd/etcd_server_lock.h"
 
 #include <atomic>
@@ -42,9 +42,8 @@ class EtcdKvStoreTest : public ::testing::Test {
     if (EtcdBinary().empty()) GTEST_SKIP() << "etcd-server is not installed";
     ASSERT_NE(cluster_, nullptr);
     // Each test its own key prefix: tests share the cluster, not the keys.
-    store_ = OpenStore(absl::StrCat("/test/",
-                                    ::testing::UnitTest::GetInstance()->current_test_info()->name(),
-                                    "/"));
+    store_ = OpenStore(absl::StrCat(
+        "/test/", ::testing::UnitTest::GetInstance()->current_test_info()->name(), "/"));
   }
 
   static std::shared_ptr<EtcdClient> Client() {
@@ -169,7 +168,11 @@ TEST_F(EtcdKvStoreTest, DutyLockRunsTheDutiesOnOneServerAtATime) {
     EtcdServerLock::Options mine = options;
     mine.holder = holder;
     return std::make_unique<EtcdDutyLock>(
-        Client(), mine, [&] { running.fetch_add(1); started.fetch_add(1); },
+        Client(), mine,
+        [&] {
+          running.fetch_add(1);
+          started.fetch_add(1);
+        },
         [&] { running.fetch_sub(1); });
   };
   auto first = duties("first");

@@ -161,10 +161,10 @@ TEST_F(MetaOnEtcdTest, StandbyTakesOverTheNamespace) {
   const std::string second = cluster_->root() + "/second";
   ASSERT_EQ(mkdir(second.c_str(), 0755), 0);
   // With the cluster's credential, as the storage servers require it.
-  auto mount = ChildProcess::Start({BinDir() + "/ckptfs-fuse", "--meta=" + standby_address,
-                                    "--mountpoint=" + second, "--foreground",
-                                    "--credential_file=" + cluster_->credential_file()},
-                                   cluster_->root() + "/second.log");
+  auto mount = ChildProcess::Start(
+      {BinDir() + "/ckptfs-fuse", "--meta=" + standby_address, "--mountpoint=" + second,
+       "--foreground", "--credential_file=" + cluster_->credential_file()},
+      cluster_->root() + "/second.log");
   ASSERT_TRUE(mount.ok());
   deadline = absl::Now() + absl::Seconds(30);
   while (!IsCkptfsMount(second) && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(50));

@@ -21,9 +21,9 @@
 
 #include <atomic>
 #include <cerrno>
+#include <cstdlib>
 #include <fstream>
 #include <functional>
-#include <cstdlib>
 #include <memory>
 #include <optional>
 #include <set>
@@ -479,11 +479,11 @@ TEST_F(MetaSharedTest, OrphanReclaimerRunsOnOneServerAtATime) {
 TEST_F(MetaSharedTest, AnExclusiveServerRefusesToJoinSharedServers) {
   auto port = PickFreePort();
   ASSERT_TRUE(port.ok());
-  auto exclusive = ChildProcess::Start(
-      {BinDir() + "/ckptfs-meta", absl::StrCat("--listen=127.0.0.1:", *port),
-       "--kv_backend=etcd", "--etcd_endpoints=" + etcd_->endpoints(),
-       std::string("--etcd_prefix=") + kPrefix, "--etcd_lock_ttl_s=10"},
-      absl::StrCat(root_, "/meta-exclusive.log"));
+  auto exclusive =
+      ChildProcess::Start({BinDir() + "/ckptfs-meta", absl::StrCat("--listen=127.0.0.1:", *port),
+                           "--kv_backend=etcd", "--etcd_endpoints=" + etcd_->endpoints(),
+                           std::string("--etcd_prefix=") + kPrefix, "--etcd_lock_ttl_s=10"},
+                          absl::StrCat(root_, "/meta-exclusive.log"));
   ASSERT_TRUE(exclusive.ok()) << exclusive.status();
   const std::optional<int> code = (*exclusive)->Wait(absl::Seconds(60));
   ASSERT_TRUE(code.has_value()) << (*exclusive)->LogTail();
@@ -511,10 +511,12 @@ TEST(MetaServingModeTest, ASharedServerRefusesToJoinAnExclusiveServer) {
   } cleanup{*root};
   auto start = [&](const std::string& name, bool shared) {
     auto port = PickFreePort();
-    std::vector<std::string> argv = {
-        BinDir() + "/ckptfs-meta", absl::StrCat("--listen=127.0.0.1:", port.ok() ? *port : 1),
-        "--kv_backend=etcd", "--etcd_endpoints=" + (*etcd)->endpoints(),
-        std::string("--etcd_prefix=") + kPrefix, "--etcd_lock_ttl_s=10"};
+    std::vector<std::string> argv = {BinDir() + "/ckptfs-meta",
+                                     absl::StrCat("--listen=127.0.0.1:", port.ok() ? *port : 1),
+                                     "--kv_backend=etcd",
+                                     "--etcd_endpoints=" + (*etcd)->endpoints(),
+                                     std::string("--etcd_prefix=") + kPrefix,
+                                     "--etcd_lock_ttl_s=10"};
     if (shared) argv.push_back("--etcd_shared");
     return ChildProcess::Start(argv, absl::StrCat(*root, "/", name, ".log"));
   };

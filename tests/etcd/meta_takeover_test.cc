@@ -97,13 +97,14 @@ class MetaTakeoverTest : public ::testing::Test {
       storage_.push_back(*std::move(child));
     }
     ASSERT_TRUE(WaitFor([&] { return AliveServers() == kStorageServers; }))
-        << AliveServers() << " storage servers alive\n" << storage_[0]->LogTail();
+        << AliveServers() << " storage servers alive\n"
+        << storage_[0]->LogTail();
 
     mnt_ = root_ + "/mnt";
     ASSERT_EQ(::mkdir(mnt_.c_str(), 0755), 0);
-    auto fuse = ChildProcess::Start({BinDir() + "/ckptfs-fuse", "--meta=" + both_,
-                                     "--mountpoint=" + mnt_, "--foreground"},
-                                    root_ + "/fuse.log");
+    auto fuse = ChildProcess::Start(
+        {BinDir() + "/ckptfs-fuse", "--meta=" + both_, "--mountpoint=" + mnt_, "--foreground"},
+        root_ + "/fuse.log");
     ASSERT_TRUE(fuse.ok()) << fuse.status();
     fuse_ = *std::move(fuse);
     ASSERT_TRUE(WaitFor([&] { return !fuse_->Running() || IsCkptfsMount(mnt_); }));
@@ -194,7 +195,9 @@ TEST_F(MetaTakeoverTest, WaitingCommitsCompleteOnTheStandby) {
   // The first kRanks-1 ranks have arrived and wait in their commit on A.
   ASSERT_TRUE(WaitFor([&] {
     return absl::StrContains(GetXattr(dir, "user.ckptfs.info"), "arrived=3");
-  })) << GetXattr(dir, "user.ckptfs.info") << "\n" << Describe();
+  })) << GetXattr(dir, "user.ckptfs.info")
+      << "\n"
+      << Describe();
 
   ASSERT_NO_FATAL_FAILURE(KillActiveAndWaitForTakeover());
   // B resumed the checkpoint from etcd: the waiting ranks, once each.
@@ -204,8 +207,8 @@ TEST_F(MetaTakeoverTest, WaitingCommitsCompleteOnTheStandby) {
 
   rank(kRanks - 1);
   for (std::thread& t : waiting) t.join();
-  for (int r = 0; r < kRanks; ++r) EXPECT_EQ(results[r], "committed") << "rank " << r << "\n"
-                                                                       << Describe();
+  for (int r = 0; r < kRanks; ++r)
+    EXPECT_EQ(results[r], "committed") << "rank " << r << "\n" << Describe();
   EXPECT_EQ(GetXattr(dir, "user.ckptfs.state"), "committed");
   EXPECT_TRUE(absl::StrContains(GetXattr(dir, "user.ckptfs.info"), "arrived=4"))
       << GetXattr(dir, "user.ckptfs.info");
@@ -225,7 +228,8 @@ TEST_F(MetaTakeoverTest, WritesAndReadsKeepWorkingAcrossTheTakeover) {
   std::atomic<int> written{0};
   std::thread writer([&] {
     for (int i = 0; !stop.load() || i < 2; ++i) {
-      absl::Status s = WriteWholeFile(absl::StrCat(mnt_, "/stream_", i), TestData(1 << 20, 100 + i));
+      absl::Status s =
+          WriteWholeFile(absl::StrCat(mnt_, "/stream_", i), TestData(1 << 20, 100 + i));
       EXPECT_TRUE(s.ok()) << "stream_" << i << ": " << s;
       if (!s.ok()) return;
       written.store(i + 1);

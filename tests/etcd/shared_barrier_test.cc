@@ -102,8 +102,8 @@ struct Server {
     ns = std::make_unique<Namespace>(kv, membership.get(), Clock::Real(), Namespace::Options{});
     store = std::make_unique<CheckpointStore>(kv, &ns->inodes(), Clock::Real(),
                                               CheckpointStore::Options{});
-    committer = std::make_unique<RecordingCommitter>(store.get(), membership.get(),
-                                                     Committer::Options{});
+    committer =
+        std::make_unique<RecordingCommitter>(store.get(), membership.get(), Committer::Options{});
     CheckpointCoordinator::Options options;
     options.shared_poll = absl::Milliseconds(20);
     coordinator = std::make_unique<CheckpointCoordinator>(store.get(), committer.get(),
@@ -194,9 +194,8 @@ TEST_F(SharedBarrierTest, RanksThroughBothServersCommitOnce) {
   std::vector<std::future<Result>> ranks;
   for (uint32_t r = 0; r < kRanks; ++r) {
     Server& server = r % 2 == 0 ? *x_ : *y_;
-    ranks.push_back(std::async(std::launch::async, [&server, ino, r] {
-      return Commit(server, ino, r);
-    }));
+    ranks.push_back(
+        std::async(std::launch::async, [&server, ino, r] { return Commit(server, ino, r); }));
   }
   std::vector<Result> results;
   for (auto& rank : ranks) results.push_back(rank.get());
@@ -255,10 +254,8 @@ TEST_F(SharedBarrierTest, TimeoutCountsTheArrivalsOfBothServers) {
   for (Result result : {on_x.get(), on_y.get()}) {
     ASSERT_FALSE(result.ok());
     EXPECT_EQ(ErrnoFromStatus(result.status()), ETIMEDOUT) << result.status();
-    EXPECT_TRUE(absl::StrContains(result.status().message(), "2 of 3 ranks"))
-        << result.status();
-    EXPECT_TRUE(absl::StrContains(result.status().message(), "missing rank 2"))
-        << result.status();
+    EXPECT_TRUE(absl::StrContains(result.status().message(), "2 of 3 ranks")) << result.status();
+    EXPECT_TRUE(absl::StrContains(result.status().message(), "missing rank 2")) << result.status();
   }
   absl::StatusOr<CheckpointInfo> info = x_->store->Get(ino);
   ASSERT_TRUE(info.ok()) << info.status();

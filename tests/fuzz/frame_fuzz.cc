@@ -9,12 +9,12 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "common/chunk_format.h"
 #include "common/errno_status.h"
 #include "common/frame.h"
 #include "common/net.h"
 #include "common/unique_fd.h"
 #include "proto/data.pb.h"
-#include "common/chunk_format.h"
 #include "server/storage/chunk_store.h"
 #include "server/storage/request_handler.h"
 #include "tests/fuzz/fuzz_input.h"
@@ -74,8 +74,8 @@ void RequestStream(absl::string_view stream) {
     FUZZ_CHECK(payload_part <= storage::RoundUpToBlock(kMaxFramePayload),
                absl::StrCat("payload buffer ", payload_part));
     FUZZ_CHECK(read_part <= ChunkFileSize(storage::kMaxChunkLength),
-               absl::StrCat("read buffer ", read_part, " for offset ", header.offset(),
-                            " length ", header.length()));
+               absl::StrCat("read buffer ", read_part, " for offset ", header.offset(), " length ",
+                            header.length()));
     if (read_part > 0) {
       FUZZ_CHECK(uint64_t{header.offset()} + header.length() <= storage::kMaxChunkLength,
                  "a read buffer for a range past the chunk limit");

@@ -72,8 +72,8 @@ class FuzzInput {
 }  // namespace ckptfs::fuzz
 
 // FUZZ_CHECK(cond, detail): aborts with `detail` (a string) when !cond.
-#define FUZZ_CHECK(cond, detail)                                                \
-  do {                                                                          \
+#define FUZZ_CHECK(cond, detail)                                                       \
+  do {                                                                                 \
     if (!(cond)) ::ckptfs::fuzz::FuzzCheckFailed(__FILE__, __LINE__, #cond, (detail)); \
   } while (0)
 

@@ -88,20 +88,30 @@ class Runner {
   }
 
   std::string Name(FuzzInput& in) {
-    static const char* const kNames[] = {"a", "b", "c", "run", "ckpt-1", "ckpt-2", "latest",
-                                         "shard.pt"};
+    static const char* const kNames[] = {"a",      "b",      "c",      "run",
+                                         "ckpt-1", "ckpt-2", "latest", "shard.pt"};
     const uint8_t v = in.U8();
     switch (v % 16) {
-      case 0: return "";
-      case 1: return "/";
-      case 2: return ".";
-      case 3: return "..";
-      case 4: return "a/b";
-      case 5: return std::string("a\0b", 3);
-      case 6: return std::string(256, 'n');
-      case 7: return std::string(255, 'n');
-      case 8: return in.Bytes();
-      default: return kNames[(v >> 4) % 8];
+      case 0:
+        return "";
+      case 1:
+        return "/";
+      case 2:
+        return ".";
+      case 3:
+        return "..";
+      case 4:
+        return "a/b";
+      case 5:
+        return std::string("a\0b", 3);
+      case 6:
+        return std::string(256, 'n');
+      case 7:
+        return std::string(255, 'n');
+      case 8:
+        return in.Bytes();
+      default:
+        return kNames[(v >> 4) % 8];
     }
   }
 
@@ -182,19 +192,27 @@ class Runner {
         request.set_parent(Ino(in));
         request.set_name(Name(in));
         switch (in.U8() % 4) {
-          case 0: request.set_target(""); break;
-          case 1: request.set_target(std::string(4096, 't')); break;
-          case 2: request.set_target(std::string("x\0y", 3)); break;
-          default: request.set_target(in.Bytes()); break;
+          case 0:
+            request.set_target("");
+            break;
+          case 1:
+            request.set_target(std::string(4096, 't'));
+            break;
+          case 2:
+            request.set_target(std::string("x\0y", 3));
+            break;
+          default:
+            request.set_target(in.Bytes());
+            break;
         }
         auto attr = ns_.Symlink(request);
         CheckError(attr, "Symlink");
         if (attr.ok()) {
           FUZZ_CHECK(ValidateName(request.name()).ok(), "Symlink accepted an invalid name");
           const std::string& t = request.target();
-          FUZZ_CHECK(!t.empty() && t.size() <= kMaxSymlinkTarget &&
-                         t.find('\0') == std::string::npos,
-                     "Symlink accepted an invalid target");
+          FUZZ_CHECK(
+              !t.empty() && t.size() <= kMaxSymlinkTarget && t.find('\0') == std::string::npos,
+              "Symlink accepted an invalid target");
           Learn(*attr);
         }
         break;
@@ -228,10 +246,18 @@ class Runner {
         const std::string start_after = in.Bool() ? Name(in) : "";
         uint32_t limit = 0;
         switch (in.U8() % 4) {
-          case 0: limit = 0; break;
-          case 1: limit = in.U32(); break;
-          case 2: limit = 0xffffffffu; break;
-          default: limit = in.U8(); break;
+          case 0:
+            limit = 0;
+            break;
+          case 1:
+            limit = in.U32();
+            break;
+          case 2:
+            limit = 0xffffffffu;
+            break;
+          default:
+            limit = in.U8();
+            break;
         }
         auto page = ns_.ReadDir(ino, start_after, limit);
         CheckError(page, "ReadDir");
@@ -270,14 +296,30 @@ class Runner {
         SetXattrRequest request;
         request.set_ino(Ino(in));
         switch (in.U8() % 8) {
-          case 0: request.set_name(kChunkSizeXattr); break;
-          case 1: request.set_name(kRanksXattr); break;
-          case 6: request.set_name(kKeepXattr); break;
-          case 7: request.set_name(kCommitTimeoutXattr); break;
-          case 2: request.set_name(std::string(256, 'x')); break;
-          case 3: request.set_name(std::string("user.a\0b", 8)); break;
-          case 4: request.set_name("user.k"); break;
-          default: request.set_name(in.Bytes()); break;
+          case 0:
+            request.set_name(kChunkSizeXattr);
+            break;
+          case 1:
+            request.set_name(kRanksXattr);
+            break;
+          case 6:
+            request.set_name(kKeepXattr);
+            break;
+          case 7:
+            request.set_name(kCommitTimeoutXattr);
+            break;
+          case 2:
+            request.set_name(std::string(256, 'x'));
+            break;
+          case 3:
+            request.set_name(std::string("user.a\0b", 8));
+            break;
+          case 4:
+            request.set_name("user.k");
+            break;
+          default:
+            request.set_name(in.Bytes());
+            break;
         }
         const uint8_t value = in.U8();
         if ((value & 3) == 0) {
@@ -313,10 +355,18 @@ class Runner {
         DeclareCheckpointRequest request;
         request.set_ino(Ino(in));
         switch (in.U8() % 4) {
-          case 0: request.set_ranks(0); break;
-          case 1: request.set_ranks(in.U32()); break;
-          case 2: request.set_ranks(kMaxCheckpointRanks + 1); break;
-          default: request.set_ranks(1 + in.U8() % 4); break;
+          case 0:
+            request.set_ranks(0);
+            break;
+          case 1:
+            request.set_ranks(in.U32());
+            break;
+          case 2:
+            request.set_ranks(kMaxCheckpointRanks + 1);
+            break;
+          default:
+            request.set_ranks(1 + in.U8() % 4);
+            break;
         }
         request.set_timeout_s(in.Bool() ? in.U32() : 0);
         auto info = ckpts_.Declare(request);
@@ -334,8 +384,8 @@ class Runner {
         auto info = ckpts_.Arrive(ino, rank);
         CheckError(info, "Arrive");
         if (info.ok() && info->state() == CheckpointState::PENDING) {
-          FUZZ_CHECK(rank < info->ranks(), absl::StrCat("rank ", rank, " arrived at ",
-                                                        info->ShortDebugString()));
+          FUZZ_CHECK(rank < info->ranks(),
+                     absl::StrCat("rank ", rank, " arrived at ", info->ShortDebugString()));
         }
         break;
       }
@@ -397,9 +447,9 @@ class Runner {
         auto attr = ns_.Mknod(request);
         CheckError(attr, "Mknod");
         if (attr.ok()) {
-          FUZZ_CHECK(attr->type() != REGULAR && attr->type() != DIRECTORY &&
-                         attr->type() != SYMLINK,
-                     "Mknod made a regular file, directory or symlink");
+          FUZZ_CHECK(
+              attr->type() != REGULAR && attr->type() != DIRECTORY && attr->type() != SYMLINK,
+              "Mknod made a regular file, directory or symlink");
           Learn(*attr);
         }
         break;
@@ -453,8 +503,8 @@ class Runner {
       if (!declared_) {
         auto attr = ns_.GetAttr(dir);
         FUZZ_CHECK(attr.ok() && attr->nlink() == 2 + subdirs,
-                   absl::StrCat("directory ", dir, " has nlink ", attr->nlink(), " and ",
-                                subdirs, " subdirectories"));
+                   absl::StrCat("directory ", dir, " has nlink ", attr->nlink(), " and ", subdirs,
+                                " subdirectories"));
       }
     }
     // Without checkpoints every name is listed: a file's nlink counts them.
@@ -462,8 +512,8 @@ class Runner {
       if (declared_) break;
       auto attr = ns_.GetAttr(ino);
       FUZZ_CHECK(attr.ok() && attr->nlink() == count,
-                 absl::StrCat("inode ", ino, " has nlink ", attr.ok() ? attr->nlink() : 0,
-                              " and ", count, " names"));
+                 absl::StrCat("inode ", ino, " has nlink ", attr.ok() ? attr->nlink() : 0, " and ",
+                              count, " names"));
     }
   }
 

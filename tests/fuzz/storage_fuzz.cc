@@ -68,21 +68,31 @@ uint32_t PickIndex(FuzzInput& in) {
 
 uint32_t PickOffset(FuzzInput& in) {
   switch (in.U8() % 6) {
-    case 0: return 0;
-    case 1: return in.U32() % 16384;
-    case 2: return in.U32() | 0x80000000u;  // far past the limit
-    case 3: return kMaxChunkLength - in.U32() % 64;  // at the limit or just short of it
-    case 4: return in.U32() % (1u << 20);
-    default: return static_cast<uint32_t>(storage::kBlockSize * (in.U8() % 4));
+    case 0:
+      return 0;
+    case 1:
+      return in.U32() % 16384;
+    case 2:
+      return in.U32() | 0x80000000u;  // far past the limit
+    case 3:
+      return kMaxChunkLength - in.U32() % 64;  // at the limit or just short of it
+    case 4:
+      return in.U32() % (1u << 20);
+    default:
+      return static_cast<uint32_t>(storage::kBlockSize * (in.U8() % 4));
   }
 }
 
 uint32_t PickLength(FuzzInput& in) {
   switch (in.U8() % 4) {
-    case 0: return in.U32() % 16384;
-    case 1: return in.U32();
-    case 2: return kMaxChunkLength;
-    default: return in.U32() % 256;
+    case 0:
+      return in.U32() % 16384;
+    case 1:
+      return in.U32();
+    case 2:
+      return kMaxChunkLength;
+    default:
+      return in.U32() % 256;
   }
 }
 
@@ -136,9 +146,15 @@ class Runner {
         request.set_op(data::TRIM);
         request.set_trim_size((flags & 4) != 0 ? in.U64() : in.U32() % (1u << 20));
         switch (in.U8() % 4) {
-          case 0: request.set_chunk_size(0); break;
-          case 1: request.set_chunk_size(in.U32()); break;
-          default: request.set_chunk_size(4096u << (in.U8() % 4)); break;
+          case 0:
+            request.set_chunk_size(0);
+            break;
+          case 1:
+            request.set_chunk_size(in.U32());
+            break;
+          default:
+            request.set_chunk_size(4096u << (in.U8() % 4));
+            break;
         }
         break;
       case 3:
@@ -175,13 +191,12 @@ class Runner {
       // at most kKeepReadBuffer: a 64 MiB allocation per READ would make
       // every input slow, and a smaller buffer takes the handler's path
       // that grows it (the frame target checks the size asked for).
-      FUZZ_CHECK(read_buffer_
-                     .Reserve(std::min<size_t>(storage::ReadBufferSize(request), kKeepReadBuffer))
-                     .ok(),
-                 "read buffer");
+      FUZZ_CHECK(
+          read_buffer_.Reserve(std::min<size_t>(storage::ReadBufferSize(request), kKeepReadBuffer))
+              .ok(),
+          "read buffer");
     }
-    storage::Reply reply =
-        handler_.Handle(TheRing(), request, payload_buffer, read_buffer_);
+    storage::Reply reply = handler_.Handle(TheRing(), request, payload_buffer, read_buffer_);
     read_buffer_.ShrinkTo(kKeepReadBuffer);
     const data::ResponseHeader& header = reply.header;
     const std::string what = Describe(request, header);
@@ -198,9 +213,12 @@ class Runner {
       return;
     }
     switch (request.op()) {
-      case data::WRITE: return CheckWrite(request, payload, header, what);
-      case data::READ: return CheckRead(request, reply, what);
-      case data::TRIM: return CheckTrim(request, header, what);
+      case data::WRITE:
+        return CheckWrite(request, payload, header, what);
+      case data::READ:
+        return CheckRead(request, reply, what);
+      case data::TRIM:
+        return CheckTrim(request, header, what);
       case data::SYNC:
       case data::PING:
         FUZZ_CHECK(header.error() == 0, what);
@@ -237,9 +255,9 @@ class Runner {
       // only when the disk does.
       // A chunk whose bytes the model does not know may also be shorter
       // than the offset (ENODATA).
-      FUZZ_CHECK(!trusted ? err == EIO || err == ENOENT || err == ENODATA
-                          : err == ENOSPC || err == EDQUOT,
-                 what);
+      FUZZ_CHECK(
+          !trusted ? err == EIO || err == ENOENT || err == ENODATA : err == ENOSPC || err == EDQUOT,
+          what);
       return;
     }
     ModelChunk& chunk = model_[key];
@@ -249,7 +267,7 @@ class Runner {
       return;
     }
     if (chunk.state == ModelChunk::State::kUnknown) return;  // merged into unknown bytes
-    chunk.state = ModelChunk::State::kKnown;  // the new file is whole
+    chunk.state = ModelChunk::State::kKnown;                 // the new file is whole
     std::string& data = chunk.data;
     const size_t end = request.offset() + payload.size();
     if (data.size() < end) data.resize(end, '\0');
@@ -274,13 +292,12 @@ class Runner {
       FUZZ_CHECK(header.error() == EIO || chunk.state == ModelChunk::State::kUnknown, what);
       return;
     }
-    FUZZ_CHECK(header.payload_crc32c() == Crc32c(reply.payload.data(), reply.payload.size()),
-               what);
+    FUZZ_CHECK(header.payload_crc32c() == Crc32c(reply.payload.data(), reply.payload.size()), what);
     if (chunk.state == ModelChunk::State::kUnknown) return;
     const std::string& data = chunk.data;
     const size_t begin = std::min<size_t>(request.offset(), data.size());
-    const size_t end = std::min<uint64_t>(uint64_t{request.offset()} + request.length(),
-                                          data.size());
+    const size_t end =
+        std::min<uint64_t>(uint64_t{request.offset()} + request.length(), data.size());
     FUZZ_CHECK(header.chunk_length() == data.size(),
                absl::StrCat(what, " model length ", data.size()));
     FUZZ_CHECK(reply.payload == absl::string_view(data).substr(begin, end - begin),
@@ -345,7 +362,8 @@ class Runner {
       FUZZ_CHECK(::pwrite(fd, &byte, 1, at) == 1, path);
       ::close(fd);
     }
-    if (it->second.state == ModelChunk::State::kKnown) it->second.state = ModelChunk::State::kDamaged;
+    if (it->second.state == ModelChunk::State::kKnown)
+      it->second.state = ModelChunk::State::kDamaged;
   }
 
   storage::ChunkStore& store_;

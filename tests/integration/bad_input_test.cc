@@ -117,8 +117,7 @@ TEST_F(BadInputTest, UnknownOpAndBadChecksumAreRefusedOnALiveConnection) {
 }
 
 TEST_F(BadInputTest, GarbageGrpcRequestGetsAnErrorAndTheServiceGoesOn) {
-  auto channel =
-      grpc::CreateChannel(cluster_->meta_address(), grpc::InsecureChannelCredentials());
+  auto channel = grpc::CreateChannel(cluster_->meta_address(), grpc::InsecureChannelCredentials());
   grpc::GenericStub generic(channel);
   // Bytes that are not a valid LookupRequest (a truncated varint field).
   const std::string junk("\x0a\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff", 11);
@@ -185,7 +184,6 @@ TEST_F(BadInputTest, GarbageGrpcRequestGetsAnErrorAndTheServiceGoesOn) {
   ExpectStorageServes();
 }
 
-
 // Sends `header` and `payload` as one frame on a raw socket.
 void SendFrame(int fd, const data::RequestHeader& header, const std::string& payload = "") {
   ASSERT_TRUE(WriteFrame(fd, header, payload.data(), payload.size()).ok());
@@ -197,8 +195,8 @@ TEST_F(BadInputTest, FrameCutOffMidPayloadStoresNothingAndTheServerGoesOn) {
   {
     auto fd = ConnectTcp(StorageAddr(), absl::Seconds(5));
     ASSERT_TRUE(fd.ok());
-    ASSERT_TRUE(PresentCredential(fd->get(), cluster_->credential(), absl::Seconds(5), "storage")
-                    .ok());
+    ASSERT_TRUE(
+        PresentCredential(fd->get(), cluster_->credential(), absl::Seconds(5), "storage").ok());
     data::RequestHeader write;
     write.set_request_id(1);
     write.set_op(data::WRITE);
@@ -215,8 +213,8 @@ TEST_F(BadInputTest, FrameCutOffMidPayloadStoresNothingAndTheServerGoesOn) {
   {
     auto fd = ConnectTcp(StorageAddr(), absl::Seconds(5));
     ASSERT_TRUE(fd.ok());
-    ASSERT_TRUE(PresentCredential(fd->get(), cluster_->credential(), absl::Seconds(5), "storage")
-                    .ok());
+    ASSERT_TRUE(
+        PresentCredential(fd->get(), cluster_->credential(), absl::Seconds(5), "storage").ok());
     char prefix[kFramePrefixSize];
     EncodeFramePrefix({100, 0}, prefix);
     const std::string bytes = std::string(prefix, sizeof(prefix)) + "\x08\x01";
@@ -241,8 +239,8 @@ TEST_F(BadInputTest, RepeatedAndOutOfOrderRequestIdsAreEachAnswered) {
   auto fd = ConnectTcp(StorageAddr(), absl::Seconds(5));
   ASSERT_TRUE(fd.ok());
   ASSERT_TRUE(SetSocketTimeouts(fd->get(), absl::Seconds(10)).ok());
-  ASSERT_TRUE(PresentCredential(fd->get(), cluster_->credential(), absl::Seconds(5), "storage")
-                  .ok());
+  ASSERT_TRUE(
+      PresentCredential(fd->get(), cluster_->credential(), absl::Seconds(5), "storage").ok());
   // Pipelined, ids out of order and one repeated: the server does not
   // match requests up, it answers each one with its own id.
   const uint64_t ids[] = {9, 4, 9, 2};
@@ -305,9 +303,8 @@ TEST_F(BadInputTest, MetadataRpcsRefuseUnknownIdsInvalidNamesAndHugeLimits) {
     EXPECT_EQ(errno_of(stub->DeclareCheckpoint(&c, req, &reply)), absl::StrCat(ENOENT));
   }
   // Invalid names, for mkdir and as a rename target.
-  for (const std::string& name :
-       {std::string(""), std::string("/"), std::string("a/b"), std::string("."),
-        std::string(".."), std::string("a\0b", 3)}) {
+  for (const std::string& name : {std::string(""), std::string("/"), std::string("a/b"),
+                                  std::string("."), std::string(".."), std::string("a\0b", 3)}) {
     grpc::ClientContext c;
     context(c);
     meta::MkdirRequest req;

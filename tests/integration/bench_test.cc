@@ -151,7 +151,7 @@ TEST_F(BenchTest, MountAgainstPlainDirectory) {
   EXPECT_TRUE(absl::StrContains(output, "fuse.ckptfs")) << output;
   // The baseline's disk is reported on when it has one (not on tmpfs or
   // overlay): its busy time, and what it wrote during the saves.
-  struct stat st{};
+  struct stat st {};
   ASSERT_EQ(::stat(plain.c_str(), &st), 0);
   const std::string uevent =
       absl::StrCat("/sys/dev/block/", major(st.st_dev), ":", minor(st.st_dev), "/uevent");

@@ -76,8 +76,8 @@ TEST_F(CheckpointCommitTest, AllRanksCommitTogetherDurablyAndLatestNamesIt) {
   std::vector<std::unique_ptr<SyscallTrace>> traces;
   std::string why;
   for (int i = 0; i < kStorageServers; ++i) {
-    traces.push_back(SyscallTrace::Attach(cluster().storage_pid(i), "syncfs",
-                                          cluster().root(), &why));
+    traces.push_back(
+        SyscallTrace::Attach(cluster().storage_pid(i), "syncfs", cluster().root(), &why));
     if (traces.back() == nullptr) break;
   }
   auto last = StartSave(ckpt, kRanks - 1, save);
@@ -125,8 +125,7 @@ TEST_F(CheckpointCommitTest, AllRanksCommitTogetherDurablyAndLatestNamesIt) {
   EXPECT_STREQ(target, "step_100");
   EXPECT_EQ(LatestOf(RunDir()), "step_100");
   EXPECT_EQ(ListNames(RunDir()), (std::vector<std::string>{"latest", "step_100"}));
-  EXPECT_EQ(Verify(ckpt, {"--ranks", "4", "--files", "2", "--bytes", kThreeMiB}),
-            "VERIFY ok\n");
+  EXPECT_EQ(Verify(ckpt, {"--ranks", "4", "--files", "2", "--bytes", kThreeMiB}), "VERIFY ok\n");
   // A commit of a committed checkpoint returns at once with the same outcome.
   out.clear();
   EXPECT_EQ(Ckptfs(absl::StrCat("ckpt commit ", ckpt, " 2"), &out), 0) << out;
@@ -140,8 +139,7 @@ TEST_F(CheckpointCommitTest, AllRanksCommitTogetherDurablyAndLatestNamesIt) {
   EXPECT_TRUE(WaitFor([&] { return StateOf(ckpt) == "committed"; }, absl::Seconds(30)))
       << StateOf(ckpt);
   EXPECT_EQ(LatestOf(RunDir()), "step_100");
-  EXPECT_EQ(Verify(ckpt, {"--ranks", "4", "--files", "2", "--bytes", kThreeMiB}),
-            "VERIFY ok\n");
+  EXPECT_EQ(Verify(ckpt, {"--ranks", "4", "--files", "2", "--bytes", kThreeMiB}), "VERIFY ok\n");
 }
 
 // Point 2: a rank killed mid-save never commits; after the timeout every
@@ -150,8 +148,8 @@ TEST_F(CheckpointCommitTest, AllRanksCommitTogetherDurablyAndLatestNamesIt) {
 TEST_F(CheckpointCommitTest, KilledRankTimesOutAndAbortsForEveryone) {
   ASSERT_TRUE(SaveCheckpoint(RunDir() + "/step_1", 1));
   const std::string ckpt = RunDir() + "/step_2";
-  const std::vector<std::string> save = {"--declare", "3", "--timeout-s", "10",
-                                         "--bytes",   kThreeMiB};
+  const std::vector<std::string> save = {"--declare", "3",       "--timeout-s",
+                                         "10",        "--bytes", kThreeMiB};
   std::vector<std::unique_ptr<RankProcess>> ranks;
   for (int r = 0; r < 3; ++r) {
     std::vector<std::string> args = save;
@@ -251,12 +249,12 @@ TEST_F(CheckpointCommitTest, FailedWriteAbortsForEveryone) {
 // directory the whole time never sees a committed checkpoint incomplete.
 TEST_F(CheckpointCommitTest, MetaRestartWhileRanksWaitNeverHalfCommits) {
   constexpr int kRanks = 4;
-  const std::vector<std::string> save = {"--declare", "4",   "--timeout-s", "120",
-                                         "--files",   "2",   "--bytes",     "524288"};
+  const std::vector<std::string> save = {"--declare", "4", "--timeout-s", "120",
+                                         "--files",   "2", "--bytes",     "524288"};
   ASSERT_TRUE(SaveCheckpoint(RunDir() + "/step_1", kRanks, save));
   const std::string stop_file = cluster().root() + "/stop-watching";
-  auto watcher = StartRank({"watch", RunDir(), "--stop-file", stop_file, "--ranks", "4",
-                            "--files", "2", "--bytes", "524288"});
+  auto watcher = StartRank({"watch", RunDir(), "--stop-file", stop_file, "--ranks", "4", "--files",
+                            "2", "--bytes", "524288"});
 
   auto restart_meta = [&] {
     ASSERT_TRUE(cluster().StopMeta(SIGKILL).ok());
@@ -278,8 +276,7 @@ TEST_F(CheckpointCommitTest, MetaRestartWhileRanksWaitNeverHalfCommits) {
     const std::string state = StateOf(ckpt);
     if (*results.begin() == "ok ") {
       EXPECT_EQ(state, "committed");
-      EXPECT_EQ(Verify(ckpt, {"--ranks", "4", "--files", "2", "--bytes", "524288"}),
-                "VERIFY ok\n");
+      EXPECT_EQ(Verify(ckpt, {"--ranks", "4", "--files", "2", "--bytes", "524288"}), "VERIFY ok\n");
     } else {
       EXPECT_EQ(state, "aborted");
       EXPECT_EQ(ListNames(ckpt), std::vector<std::string>{});

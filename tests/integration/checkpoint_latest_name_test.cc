@@ -56,12 +56,12 @@ int WriteLatestAsDeepSpeed(const std::string& save_dir, const std::string& tag,
 // What DeepSpeed does on load: read the tag back. "" on failure.
 std::string ReadLatestAsDeepSpeed(const std::string& save_dir) {
   std::string out;
-  const int status = RunShell(
-      absl::StrCat("/usr/bin/python3 -c 'import os, sys\n"
-                   "with open(os.path.join(sys.argv[1], \"latest\"), \"r\") as f:\n"
-                   "    sys.stdout.write(f.read().strip())' '",
-                   save_dir, "' 2>&1"),
-      &out);
+  const int status =
+      RunShell(absl::StrCat("/usr/bin/python3 -c 'import os, sys\n"
+                            "with open(os.path.join(sys.argv[1], \"latest\"), \"r\") as f:\n"
+                            "    sys.stdout.write(f.read().strip())' '",
+                            save_dir, "' 2>&1"),
+               &out);
   return status == 0 ? out : "";
 }
 
@@ -135,16 +135,14 @@ TEST_F(CheckpointLatestNameTest, ASymlinkOfAnotherNameFollowsTheCommits) {
   EXPECT_EQ(::setxattr(RunDir().c_str(), kLatestNameXattr, "notes", 5, 0), -1);
   EXPECT_EQ(errno, EEXIST);
   out.clear();
-  EXPECT_EQ(Ckptfs(absl::StrCat("ckpt latest-name ", RunDir(), " --set notes"), &out), 1)
-      << out;
+  EXPECT_EQ(Ckptfs(absl::StrCat("ckpt latest-name ", RunDir(), " --set notes"), &out), 1) << out;
   EXPECT_NE(out.find("has that name"), std::string::npos) << out;
   EXPECT_EQ(ReadLink(RunDir() + "/latest_committed"), "step_2");
   EXPECT_EQ(*ReadWholeFile(RunDir() + "/notes"), "mine");
 
   // --set renames it; --default brings `latest` back.
   out.clear();
-  ASSERT_EQ(Ckptfs(absl::StrCat("ckpt latest-name ", RunDir(), " --set newest"), &out), 0)
-      << out;
+  ASSERT_EQ(Ckptfs(absl::StrCat("ckpt latest-name ", RunDir(), " --set newest"), &out), 0) << out;
   EXPECT_FALSE(Exists(RunDir() + "/latest_committed"));
   EXPECT_EQ(ReadLink(RunDir() + "/newest"), "step_2");
   out.clear();

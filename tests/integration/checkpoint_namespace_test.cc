@@ -180,16 +180,16 @@ TEST_F(CheckpointNamespaceTest, DcpSaveSequenceCommits) {
   const std::string ckpt = RunDir() + "/step_500";
   std::vector<std::unique_ptr<RankProcess>> ranks;
   for (int r = 0; r < kRanks; ++r) {
-    ranks.push_back(StartSave(ckpt, r, {"--declare", "3", "--dcp", "--ranks", "3", "--bytes",
-                                        "2500000"}));
+    ranks.push_back(
+        StartSave(ckpt, r, {"--declare", "3", "--dcp", "--ranks", "3", "--bytes", "2500000"}));
   }
   for (auto& p : ranks) {
     RankResult r = p->Wait();
     EXPECT_EQ(r.result, "ok") << r.log;
     EXPECT_EQ(r.state, "committed") << r.log;
   }
-  EXPECT_EQ(ListNames(ckpt), (std::vector<std::string>{".metadata", "__0_0.distcp",
-                                                       "__1_0.distcp", "__2_0.distcp"}));
+  EXPECT_EQ(ListNames(ckpt), (std::vector<std::string>{".metadata", "__0_0.distcp", "__1_0.distcp",
+                                                       "__2_0.distcp"}));
   EXPECT_EQ(Verify(ckpt, {"--ranks", "3", "--bytes", "2500000", "--dcp"}), "VERIFY ok\n");
   // The .metadata is the new one.
   std::string out;
@@ -247,8 +247,7 @@ TEST_F(CheckpointNamespaceTest, RetentionReclaimsOlderCheckpoints) {
   // statfs: every server reports the disk they share, so the 64 MiB come
   // back several times over; half of it once is the bar (other processes
   // write to the same disk meanwhile).
-  EXPECT_TRUE(WaitFor([&] { return FreeBytes(mnt()) >= free_full + kBig / 2; },
-                      absl::Seconds(30)))
+  EXPECT_TRUE(WaitFor([&] { return FreeBytes(mnt()) >= free_full + kBig / 2; }, absl::Seconds(30)))
       << "statfs free " << free_full << " -> " << FreeBytes(mnt());
 
   // `ckptfs ckpt rm` removes a committed one; `latest` stays on step_3.

@@ -41,8 +41,8 @@ class CheckpointReadersTest : public CheckpointTest {
   // file that nobody opens — and opens the shard; the descriptor.
   int CommitAndOpenStep1() {
     shard_ = TestData(kShardBytes, 7);
-    EXPECT_TRUE(CommitFiles(Step1(), {{"rank_0.pt", shard_}, {"rank_1.pt", TestData(3 << 20, 9)}})
-                    .ok())
+    EXPECT_TRUE(
+        CommitFiles(Step1(), {{"rank_0.pt", shard_}, {"rank_1.pt", TestData(3 << 20, 9)}}).ok())
         << Logs();
     ino_ = InoOf(Shard());
     unopened_ino_ = InoOf(Step1() + "/rank_1.pt");
@@ -104,8 +104,7 @@ TEST_F(CheckpointReadersTest, RetentionKeepsAnOpenShardReadableUntilItCloses) {
   ASSERT_GE(fd, 0);
   EXPECT_EQ(ReadAndCompare(fd, 0, kShardBytes / 2), "");
 
-  ASSERT_TRUE(CommitFiles(RunDir() + "/step_2", {{"rank_0.pt", TestData(4096, 8)}}).ok())
-      << Logs();
+  ASSERT_TRUE(CommitFiles(RunDir() + "/step_2", {{"rank_0.pt", TestData(4096, 8)}}).ok()) << Logs();
   EXPECT_EQ(Gone(Step1()), "") << "retention (keep 1) did not remove step_1";
   EXPECT_EQ(LatestOf(RunDir()), "step_2");
   ASSERT_TRUE(WaitUnopenedReclaimed()) << "the unopened file of step_1 kept its chunks";
@@ -115,8 +114,8 @@ TEST_F(CheckpointReadersTest, RetentionKeepsAnOpenShardReadableUntilItCloses) {
 
   const absl::Time closed = absl::Now();
   ::close(fd);
-  EXPECT_TRUE(WaitFor([&] { return ChunkFilesOf(cluster(), ino_) == 0; },
-                      absl::Seconds(kOrphanGraceS / 2)))
+  EXPECT_TRUE(
+      WaitFor([&] { return ChunkFilesOf(cluster(), ino_) == 0; }, absl::Seconds(kOrphanGraceS / 2)))
       << "the chunks of step_1's shard were not reclaimed after its handle closed";
   EXPECT_LT(absl::Now() - closed, absl::Seconds(kOrphanGraceS / 2));
 }
@@ -135,8 +134,8 @@ TEST_F(CheckpointReadersTest, CkptRmKeepsAnOpenShardReadableUntilItCloses) {
   EXPECT_GT(ChunkFilesOf(cluster(), ino_), 0) << "chunks gone while the handle is open";
 
   ::close(fd);
-  EXPECT_TRUE(WaitFor([&] { return ChunkFilesOf(cluster(), ino_) == 0; },
-                      absl::Seconds(kOrphanGraceS / 2)))
+  EXPECT_TRUE(
+      WaitFor([&] { return ChunkFilesOf(cluster(), ino_) == 0; }, absl::Seconds(kOrphanGraceS / 2)))
       << "the chunks of step_1's shard were not reclaimed after its handle closed";
 }
 
@@ -147,8 +146,8 @@ TEST_F(CheckpointReadersTest, AnUnopenedCheckpointIsReclaimedAtOnce) {
   ::close(fd);
   ASSERT_TRUE(CommitFiles(RunDir() + "/step_2", {{"rank_0.pt", TestData(4096, 8)}}).ok());
   EXPECT_EQ(Gone(Step1()), "");
-  EXPECT_TRUE(WaitFor([&] { return ChunkFilesOf(cluster(), ino_) == 0; },
-                      absl::Seconds(kOrphanGraceS / 2)))
+  EXPECT_TRUE(
+      WaitFor([&] { return ChunkFilesOf(cluster(), ino_) == 0; }, absl::Seconds(kOrphanGraceS / 2)))
       << "a removed checkpoint nobody reads waited for the orphan grace";
   EXPECT_TRUE(WaitUnopenedReclaimed());
 }

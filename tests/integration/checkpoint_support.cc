@@ -87,9 +87,8 @@ std::unique_ptr<SyscallTrace> SyscallTrace::Attach(pid_t pid, const std::string&
   }
   const std::string out = absl::StrCat(dir, "/strace-", pid, ".out");
   const std::string log = absl::StrCat(dir, "/strace-", pid, ".log");
-  auto child = ChildProcess::Start({kStrace, "-f", "-e", "trace=" + syscalls, "-o", out, "-p",
-                                    absl::StrCat(pid)},
-                                   log);
+  auto child = ChildProcess::Start(
+      {kStrace, "-f", "-e", "trace=" + syscalls, "-o", out, "-p", absl::StrCat(pid)}, log);
   if (!child.ok()) {
     *why = std::string(child.status().message());
     return nullptr;
@@ -232,8 +231,7 @@ absl::Status CommitFiles(const std::string& dir, const CheckpointFiles& files) {
         return ErrnoStatus(errno, "mkdir " + sub);
       }
     }
-    if (absl::Status written = WriteWholeFile(absl::StrCat(dir, "/", name), data);
-        !written.ok()) {
+    if (absl::Status written = WriteWholeFile(absl::StrCat(dir, "/", name), data); !written.ok()) {
       return written;
     }
   }

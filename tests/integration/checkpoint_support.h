@@ -13,8 +13,8 @@
 #include <functional>
 #include <memory>
 #include <optional>
-#include <utility>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -29,11 +29,11 @@ namespace ckptfs::testing {
 // What a rank process printed.
 struct RankResult {
   bool finished = false;  // exited within the wait
-  int exit_status = -1;  // its exit status (0: the script ran as planned)
-  std::string result;  // "ok", "error", or "" if it printed no RESULT
-  std::string errname;  // "ETIMEDOUT", ... for "error"
-  std::string state;  // user.ckptfs.state after the commit returned
-  std::string log;  // everything it printed, for failure messages
+  int exit_status = -1;   // its exit status (0: the script ran as planned)
+  std::string result;     // "ok", "error", or "" if it printed no RESULT
+  std::string errname;    // "ETIMEDOUT", ... for "error"
+  std::string state;      // user.ckptfs.state after the commit returned
+  std::string log;        // everything it printed, for failure messages
 };
 
 // A process running checkpoint_rank.py.

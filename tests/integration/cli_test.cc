@@ -92,7 +92,8 @@ class CliTest : public ::testing::Test {
     if (IsCkptfsMount(mnt_)) RunShell("fusermount3 -u -z " + mnt_, nullptr);
     EXPECT_EQ(down, 0) << out;
     EXPECT_TRUE(left.empty()) << "`ckptfs down` left running (now killed):\n"
-                              << absl::StrJoin(named, "\n") << "\n" << out;
+                              << absl::StrJoin(named, "\n") << "\n"
+                              << out;
     RemoveTree(root_);
   }
   std::string Ckptfs() const { return BinDir() + "/ckptfs"; }
@@ -137,8 +138,8 @@ TEST_F(CliTest, BusyPortIsRefusedClearly) {
   ASSERT_TRUE(blocker.ok());
   std::string out;
   EXPECT_NE(RunShell(Up(), &out), 0) << out;
-  EXPECT_NE(out.find(absl::StrCat(base_)), std::string::npos) << "message should name the port: "
-                                                              << out;
+  EXPECT_NE(out.find(absl::StrCat(base_)), std::string::npos)
+      << "message should name the port: " << out;
   EXPECT_FALSE(IsCkptfsMount(mnt_));
 }
 

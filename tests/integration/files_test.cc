@@ -42,7 +42,7 @@ void ExpectRoundTrip(const std::string& path, size_t size, uint64_t seed) {
 }
 
 TEST_F(FilesTest, SizesAroundChunkBoundariesRoundTrip) {
-  const std::vector<size_t> sizes = {0, 1, kChunk - 1, kChunk, kChunk + 1, 3 * kChunk + 17,
+  const std::vector<size_t> sizes = {0,         1, kChunk - 1, kChunk, kChunk + 1, 3 * kChunk + 17,
                                      100u << 20};
   for (size_t size : sizes) {
     SCOPED_TRACE(size);
@@ -256,7 +256,8 @@ TEST_F(FilesTest, XattrsSetGetListRemove) {
   const ssize_t n = ::listxattr(path.c_str(), list, sizeof(list));
   ASSERT_GT(n, 0);
   std::set<std::string> names;
-  for (ssize_t i = 0; i < n; i += static_cast<ssize_t>(strlen(list + i)) + 1) names.insert(list + i);
+  for (ssize_t i = 0; i < n; i += static_cast<ssize_t>(strlen(list + i)) + 1)
+    names.insert(list + i);
   EXPECT_EQ(names, (std::set<std::string>{"user.rank", "user.step"}));
   ASSERT_EQ(::removexattr(path.c_str(), "user.step"), 0);
   EXPECT_EQ(::getxattr(path.c_str(), "user.step", buf, sizeof(buf)), -1);

@@ -8,8 +8,8 @@
 // had, so it comes back as the same server.
 #include <errno.h>
 #include <fcntl.h>
-#include <sys/statvfs.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <algorithm>

@@ -1,8 +1,8 @@
 // See local_cluster.h.
 #include "tests/integration/local_cluster.h"
 
-#include <grpcpp/grpcpp.h>
 #include <fcntl.h>
+#include <grpcpp/grpcpp.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/stat.h>
@@ -12,11 +12,11 @@
 #include <algorithm>
 #include <cerrno>
 #include <filesystem>
-#include <functional>
-#include <set>
 #include <fstream>
+#include <functional>
 #include <iterator>
 #include <random>
+#include <set>
 #include <sstream>
 
 #include "absl/strings/match.h"
@@ -116,8 +116,8 @@ absl::StatusOr<uint16_t> PickFreePort() {
     uint16_t wanted = 0;  // the kernel's choice, when no range is left below
     if (below > kLowest + 1000) {
       absl::MutexLock lock(&mu);
-      wanted = static_cast<uint16_t>(
-          std::uniform_int_distribution<int>(kLowest, below - 1)(*random));
+      wanted =
+          static_cast<uint16_t>(std::uniform_int_distribution<int>(kLowest, below - 1)(*random));
     }
     auto fd = ListenTcp(HostPort{"127.0.0.1", wanted});
     if (!fd.ok()) {
@@ -270,16 +270,16 @@ absl::Status LocalCluster::StartStorage(int i) {
   // (tests run in parallel): then the server exits saying so, and it gets
   // another port (it registers its address, so the cluster follows).
   for (int attempt = 0;; ++attempt) {
-    std::vector<std::string> argv = {BinDir() + "/ckptfs-storage",
-                                     "--listen=" + storage_address(i), "--data_dir=" + dir,
-                                     "--meta=" + meta_address(), "--heartbeat_interval_s=1"};
+    std::vector<std::string> argv = {BinDir() + "/ckptfs-storage", "--listen=" + storage_address(i),
+                                     "--data_dir=" + dir, "--meta=" + meta_address(),
+                                     "--heartbeat_interval_s=1"};
     if (!credential_file_.empty()) argv.push_back("--credential_file=" + credential_file_);
     for (const auto& f : options_.storage_flags) argv.push_back(f);
     const std::string log = absl::StrCat(root_, "/storage-", i, ".log");
     // The log is appended to across restarts: read only this start's part.
     std::error_code ec;
-    const uintmax_t log_start = std::filesystem::exists(log, ec)
-                                    ? std::filesystem::file_size(log, ec) : 0;
+    const uintmax_t log_start =
+        std::filesystem::exists(log, ec) ? std::filesystem::file_size(log, ec) : 0;
     auto this_start = [&] {
       std::ifstream in(log, std::ios::binary);
       in.seekg(static_cast<std::streamoff>(log_start));
@@ -343,9 +343,8 @@ absl::StatusOr<std::string> LocalCluster::Mount(const std::string& name,
   std::vector<std::string> argv = {BinDir() + "/ckptfs-fuse", "--meta=" + meta_address(),
                                    "--mountpoint=" + mountpoint, "--foreground"};
   const bool own_credential =
-      std::any_of(extra_flags.begin(), extra_flags.end(), [](const std::string& f) {
-        return absl::StartsWith(f, "--credential_file=");
-      });
+      std::any_of(extra_flags.begin(), extra_flags.end(),
+                  [](const std::string& f) { return absl::StartsWith(f, "--credential_file="); });
   if (!credential_file_.empty() && !own_credential) {
     argv.push_back("--credential_file=" + credential_file_);
   }
@@ -357,12 +356,11 @@ absl::StatusOr<std::string> LocalCluster::Mount(const std::string& name,
   if (!child.ok()) return child.status();
   ChildProcess* daemon = child->get();
   mounts_[mountpoint] = *std::move(child);
-  absl::Status s = WaitUntil(kStartTimeout, "the mount", [&] {
-    return !daemon->Running() || IsCkptfsMount(mountpoint);
-  });
+  absl::Status s = WaitUntil(kStartTimeout, "the mount",
+                             [&] { return !daemon->Running() || IsCkptfsMount(mountpoint); });
   if (!s.ok() || !daemon->Running()) {
-    return absl::UnavailableError(absl::StrCat("ckptfs-fuse did not mount ", mountpoint, ":\n",
-                                               daemon->LogTail()));
+    return absl::UnavailableError(
+        absl::StrCat("ckptfs-fuse did not mount ", mountpoint, ":\n", daemon->LogTail()));
   }
   return mountpoint;
 }

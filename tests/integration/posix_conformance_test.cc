@@ -188,8 +188,7 @@ TEST_P(PosixConformanceTest, CpArchiveWithHardLinksSnapshotsATree) {
   ASSERT_TRUE(WriteWholeFile(Path("run/a.pt"), TestData(1 << 20, 3)).ok());
   ASSERT_TRUE(WriteWholeFile(Path("run/b.pt"), TestData(3 << 20, 4)).ok());
   std::string output;
-  ASSERT_EQ(RunShell(absl::StrCat("cp -al '", Path("run"), "' '", Path("snap"), "' 2>&1"),
-                     &output),
+  ASSERT_EQ(RunShell(absl::StrCat("cp -al '", Path("run"), "' '", Path("snap"), "' 2>&1"), &output),
             0)
       << output;
   for (const char* name : {"a.pt", "b.pt"}) {
@@ -282,12 +281,11 @@ TEST_P(PosixConformanceTest, DeviceNodesKeepModeOwnerAndRdev) {
   EXPECT_EQ(blk.st_uid, 1000u);
   EXPECT_EQ(blk.st_gid, 1001u);
   // Creating one is the kernel's CAP_MKNOD check; another user is refused.
-  EXPECT_EQ(AsNobody([&] {
-              return ::mknod(Path("nobody-null").c_str(), S_IFCHR | 0666, makedev(1, 3)) == 0
-                         ? 0
-                         : errno;
-            }),
-            EPERM);
+  EXPECT_EQ(
+      AsNobody([&] {
+        return ::mknod(Path("nobody-null").c_str(), S_IFCHR | 0666, makedev(1, 3)) == 0 ? 0 : errno;
+      }),
+      EPERM);
   // Mounts are nodev: the node is kept, not opened as a device.
   const int fd = ::open(Path("null").c_str(), O_RDONLY);
   EXPECT_EQ(fd, -1);
@@ -424,14 +422,12 @@ TEST_P(PosixConformanceTest, NamespaceOperationsSetParentTimesAndNlink) {
   EXPECT_EQ(Stat(dir).st_nlink, 2u);
 }
 
-INSTANTIATE_TEST_SUITE_P(Redundancy, PosixConformanceTest,
-                         ::testing::Values(Redundancy{"OneCopy", "", ""},
-                                           Redundancy{"TwoCopies", "user.ckptfs.replicas", "2"},
-                                           Redundancy{"ErasureCode2Plus1", "user.ckptfs.ec",
-                                                      "2+1"}),
-                         [](const ::testing::TestParamInfo<Redundancy>& info) {
-                           return std::string(info.param.name);
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    Redundancy, PosixConformanceTest,
+    ::testing::Values(Redundancy{"OneCopy", "", ""},
+                      Redundancy{"TwoCopies", "user.ckptfs.replicas", "2"},
+                      Redundancy{"ErasureCode2Plus1", "user.ckptfs.ec", "2+1"}),
+    [](const ::testing::TestParamInfo<Redundancy>& info) { return std::string(info.param.name); });
 
 }  // namespace
 }  // namespace ckptfs::testing

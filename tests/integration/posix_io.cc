@@ -117,7 +117,8 @@ void MountedClusterTest::SetUp() {
   // A parameterized test's name holds a '/' ("Name/Param").
   test_dir_ = absl::StrCat(mountpoint_, "/", absl::StrReplaceAll(info->name(), {{"/", "_"}}));
   ASSERT_EQ(::mkdir(test_dir_.c_str(), 0755), 0)
-      << "mkdir " << test_dir_ << ": " << strerror(errno) << "\n" << cluster_->DescribeLogs();
+      << "mkdir " << test_dir_ << ": " << strerror(errno) << "\n"
+      << cluster_->DescribeLogs();
 }
 
 }  // namespace ckptfs::testing

@@ -120,8 +120,8 @@ TEST(RestartTest, MetaKilledAndRestartedDuringASaveStormWritersCarryOn) {
       for (int n = 0; !stop.load(); ++n) {
         StormFile f{w, n, restarted.load(), absl::OkStatus()};
         if (!f.after_restart) begun_before_kill.fetch_add(1);
-        f.closed = WriteWholeFile(StormPath(dir, w, n),
-                                  TestData(StormFileSize(w, n), StormSeed(w, n)));
+        f.closed =
+            WriteWholeFile(StormPath(dir, w, n), TestData(StormFileSize(w, n), StormSeed(w, n)));
         if (f.after_restart && f.closed.ok()) saved_after_restart.fetch_add(1);
         absl::MutexLock lock(&mu);
         files.push_back(std::move(f));

@@ -120,7 +120,8 @@ TEST_F(TorchTest, LoadThroughADirectIoReadsMountIsEqual) {
   const std::string ckpt = TestDir() + "/rank_00003.pt";
   std::string out;
   ASSERT_EQ(RunShell(absl::StrCat(kPython, " ", save, " ", ckpt), &out), 0)
-      << out << "\n" << cluster().DescribeLogs();
+      << out << "\n"
+      << cluster().DescribeLogs();
   absl::StatusOr<std::string> direct = cluster().Mount("direct", {"--direct_io_reads"});
   ASSERT_TRUE(direct.ok()) << direct.status();
   const std::string through_direct = *direct + ckpt.substr(mnt().size());

@@ -185,8 +185,7 @@ TEST_F(CheckpointBarrierTest, TimeoutAbortsEveryWaiterAndReclaimsAtOnce) {
   for (auto* call : {&rank0, &rank1}) {
     auto result = (*call)->Wait();
     EXPECT_ERRNO(result, ETIMEDOUT);
-    EXPECT_TRUE(absl::StrContains(result.status().message(), "missing rank 2"))
-        << result.status();
+    EXPECT_TRUE(absl::StrContains(result.status().message(), "missing rank 2")) << result.status();
   }
   auto info = ckpts_->Get(ckpt);
   ASSERT_TRUE(info.ok());
@@ -229,8 +228,8 @@ TEST_F(CheckpointBarrierTest, AFileOpenForWritingAbortsWithEbusyNamingIt) {
   for (auto* call : {&rank0, &rank1}) {
     auto result = (*call)->Wait();
     EXPECT_ERRNO(result, EBUSY);
-    EXPECT_TRUE(absl::StrContains(result.status().message(),
-                                  "ckpt/sub/open.pt is still open for writing"))
+    EXPECT_TRUE(
+        absl::StrContains(result.status().message(), "ckpt/sub/open.pt is still open for writing"))
         << result.status();
   }
   EXPECT_EQ(ckpts_->Get(ckpt)->state(), ABORTED);
@@ -371,7 +370,7 @@ TEST_F(CheckpointBarrierTest, AChangeDuringTheSyncIsVerifiedAgain) {
   storage_.Hold();
   auto rank0 = StartCommit(ckpt, 0);
   storage_.WaitForRequests(1);  // the committer is in its sync
-  CreateRequest create;  // a writer appears meanwhile
+  CreateRequest create;         // a writer appears meanwhile
   create.set_parent(ckpt);
   create.set_name("late.pt");
   create.set_mode(0644);

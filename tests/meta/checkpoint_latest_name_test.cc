@@ -23,9 +23,9 @@ TEST(LatestNameRulesTest, AFileNameOrNothing) {
   EXPECT_EQ(**ParseLatestName(std::string(255, 'a')), std::string(255, 'a'));
   EXPECT_FALSE(ParseLatestName("")->has_value());
   EXPECT_FALSE(ParseLatestName("\n")->has_value());
-  for (const std::string& bad : {std::string("a/b"), std::string("."), std::string(".."),
-                                 std::string("/"), std::string(256, 'a'), std::string("a\0b", 3),
-                                 std::string("\xff\xfe")}) {
+  for (const std::string& bad :
+       {std::string("a/b"), std::string("."), std::string(".."), std::string("/"),
+        std::string(256, 'a'), std::string("a\0b", 3), std::string("\xff\xfe")}) {
     absl::StatusOr<std::optional<std::string>> parsed = ParseLatestName(bad);
     ASSERT_FALSE(parsed.ok()) << bad;
     EXPECT_EQ(ErrnoOf(parsed.status()), EINVAL) << bad;

@@ -89,9 +89,9 @@ TEST_F(CheckpointNamespaceTest, TimeoutComesFromRequestDirectoryParentOrDefault)
   set.set_ino(b);
   set.set_value("7\n");
   ASSERT_OK(ns_->SetXattr(set));
-  EXPECT_EQ(Declare(a, 1)->timeout_s(), 30u);       // the parent's
-  EXPECT_EQ(Declare(b, 1)->timeout_s(), 7u);        // its own
-  EXPECT_EQ(Declare(c, 1, 3)->timeout_s(), 3u);     // the request's
+  EXPECT_EQ(Declare(a, 1)->timeout_s(), 30u);                    // the parent's
+  EXPECT_EQ(Declare(b, 1)->timeout_s(), 7u);                     // its own
+  EXPECT_EQ(Declare(c, 1, 3)->timeout_s(), 3u);                  // the request's
   EXPECT_EQ(Declare(Dir(kRootIno, "d"), 1)->timeout_s(), 600u);  // the service's
 }
 

@@ -82,8 +82,7 @@ class CheckpointServiceTest : public ::testing::Test {
     return stub_->DeclareCheckpoint(Context().get(), request, info ? info : &ignored);
   }
 
-  grpc::Status Commit(uint64_t dir, uint32_t rank, CheckpointInfo* info,
-                      uint32_t wait_ms = 60000) {
+  grpc::Status Commit(uint64_t dir, uint32_t rank, CheckpointInfo* info, uint32_t wait_ms = 60000) {
     CommitCheckpointRequest request;
     request.set_ino(dir);
     request.set_rank(rank);

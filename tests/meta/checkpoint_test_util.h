@@ -55,8 +55,8 @@ class CheckpointFixture : public NamespaceFixture {
     Committer::Options commit_options;
     commit_options.sync_timeout = absl::Seconds(10);
     committer_ = std::make_unique<Committer>(ckpts_.get(), membership_.get(), commit_options);
-    coordinator_ = std::make_unique<CheckpointCoordinator>(ckpts_.get(), committer_.get(),
-                                                           &clock_, coordinator_options_);
+    coordinator_ = std::make_unique<CheckpointCoordinator>(ckpts_.get(), committer_.get(), &clock_,
+                                                           coordinator_options_);
     ASSERT_OK(coordinator_->Start());
   }
   void DropCheckpointParts() {
@@ -95,8 +95,7 @@ class CheckpointFixture : public NamespaceFixture {
     return file->ino();
   }
 
-  std::shared_ptr<CommitCall> StartCommit(uint64_t ckpt, uint32_t rank,
-                                          uint32_t wait_ms = 600000) {
+  std::shared_ptr<CommitCall> StartCommit(uint64_t ckpt, uint32_t rank, uint32_t wait_ms = 600000) {
     auto call = std::make_shared<CommitCall>();
     coordinator_->Commit(ckpt, rank, wait_ms, [call](absl::StatusOr<CheckpointInfo> result) {
       call->result = std::move(result);

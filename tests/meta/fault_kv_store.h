@@ -50,8 +50,7 @@ class FaultKvStore : public KvStore {
     return base_->Get(key);
   }
   absl::StatusOr<std::vector<KeyValue>> Scan(absl::string_view prefix,
-                                             absl::string_view start_after,
-                                             size_t limit) override {
+                                             absl::string_view start_after, size_t limit) override {
     return base_->Scan(prefix, start_after, limit);
   }
   absl::StatusOr<int64_t> Commit(const Txn& txn) override {

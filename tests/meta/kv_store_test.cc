@@ -31,8 +31,7 @@ struct Backend {
 void PrintTo(const Backend& backend, std::ostream* os) { *os << backend.name; }
 
 Backend RocksDbBackend() {
-  return Backend{"RocksDb",
-                 [](const std::string& dir) -> absl::StatusOr<std::unique_ptr<KvStore>> {
+  return Backend{"RocksDb", [](const std::string& dir) -> absl::StatusOr<std::unique_ptr<KvStore>> {
                    auto store = RocksDbKvStore::Open(dir, RocksDbKvStore::Options{});
                    if (!store.ok()) return store.status();
                    return std::unique_ptr<KvStore>(*std::move(store));
@@ -40,8 +39,7 @@ Backend RocksDbBackend() {
 }
 
 Backend MemoryBackend() {
-  return Backend{"Memory",
-                 [](const std::string&) -> absl::StatusOr<std::unique_ptr<KvStore>> {
+  return Backend{"Memory", [](const std::string&) -> absl::StatusOr<std::unique_ptr<KvStore>> {
                    return std::unique_ptr<KvStore>(std::make_unique<MemoryKvStore>());
                  }};
 }
@@ -281,9 +279,7 @@ TEST_P(KvStoreTest, RunTxnReturnsBodyErrorsWithoutCommitting) {
   EXPECT_FALSE(kv_->Get("k")->has_value());
 }
 
-std::string BackendName(const ::testing::TestParamInfo<Backend>& info) {
-  return info.param.name;
-}
+std::string BackendName(const ::testing::TestParamInfo<Backend>& info) { return info.param.name; }
 
 // A commit over many keys (the iterator walk of RocksDbKvStore: Next
 // between neighbours, a seek across a gap, keys past the last one) holds

@@ -130,8 +130,8 @@ TEST_F(MetaDaemonTest, ServesAndExitsCleanlyAndPromptlyOnSigterm) {
   EXPECT_TRUE(absl::StrContains(meta.Log(), absl::StrCat("serving on 127.0.0.1:", port)));
   // A connected client (as mounts and storage servers are) must not hold up
   // the shutdown.
-  auto stub = MetaService::NewStub(grpc::CreateChannel(absl::StrCat("127.0.0.1:", port),
-                                                       grpc::InsecureChannelCredentials()));
+  auto stub = MetaService::NewStub(
+      grpc::CreateChannel(absl::StrCat("127.0.0.1:", port), grpc::InsecureChannelCredentials()));
   grpc::ClientContext context;
   context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
   InodeRequest root;
@@ -194,8 +194,8 @@ TEST_F(MetaDaemonTest, CommitTimeoutFlagIsCheckedAndApplied) {
   flags.push_back("--commit_timeout_s=7");
   MetaProcess meta(flags, LogPath("meta"));
   ASSERT_TRUE(meta.WaitServing(absl::Seconds(20))) << meta.Log();
-  auto stub = MetaService::NewStub(grpc::CreateChannel(absl::StrCat("127.0.0.1:", port),
-                                                       grpc::InsecureChannelCredentials()));
+  auto stub = MetaService::NewStub(
+      grpc::CreateChannel(absl::StrCat("127.0.0.1:", port), grpc::InsecureChannelCredentials()));
   auto deadline = [] { return std::chrono::system_clock::now() + std::chrono::seconds(10); };
   grpc::ClientContext mkdir_context;
   mkdir_context.set_deadline(deadline());
@@ -257,8 +257,8 @@ TEST_F(MetaDaemonTest, KillNineLosesNothingCommitted) {
   {
     MetaProcess meta(flags, LogPath("before"));
     ASSERT_TRUE(meta.WaitServing(absl::Seconds(20))) << meta.Log();
-    auto stub = MetaService::NewStub(grpc::CreateChannel(absl::StrCat("127.0.0.1:", port),
-                                                         grpc::InsecureChannelCredentials()));
+    auto stub = MetaService::NewStub(
+        grpc::CreateChannel(absl::StrCat("127.0.0.1:", port), grpc::InsecureChannelCredentials()));
     auto context = [] {
       auto c = std::make_unique<grpc::ClientContext>();
       c->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
@@ -291,8 +291,8 @@ TEST_F(MetaDaemonTest, KillNineLosesNothingCommitted) {
   }
   MetaProcess meta(flags, LogPath("after"));
   ASSERT_TRUE(meta.WaitServing(absl::Seconds(20))) << meta.Log();
-  auto stub = MetaService::NewStub(grpc::CreateChannel(absl::StrCat("127.0.0.1:", port),
-                                                       grpc::InsecureChannelCredentials()));
+  auto stub = MetaService::NewStub(
+      grpc::CreateChannel(absl::StrCat("127.0.0.1:", port), grpc::InsecureChannelCredentials()));
   grpc::ClientContext c1;
   c1.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
   LookupRequest lookup;

@@ -57,15 +57,15 @@ int ErrnoOf(const absl::StatusOr<T>& result) {
 
 // EXPECT_ERRNO(ns.Lookup(1, "x"), ENOENT)
 #define EXPECT_ERRNO(expr, err) EXPECT_EQ(::ckptfs::meta::ErrnoOf(expr), (err)) << #expr
-#define ASSERT_OK(expr)                                 \
-  do {                                                  \
-    const auto& _st = (expr);                           \
-    ASSERT_TRUE(_st.ok()) << #expr << ": " << _st;      \
+#define ASSERT_OK(expr)                            \
+  do {                                             \
+    const auto& _st = (expr);                      \
+    ASSERT_TRUE(_st.ok()) << #expr << ": " << _st; \
   } while (0)
-#define EXPECT_OK(expr)                                 \
-  do {                                                  \
-    const auto& _st = (expr);                           \
-    EXPECT_TRUE(_st.ok()) << #expr << ": " << _st;      \
+#define EXPECT_OK(expr)                            \
+  do {                                             \
+    const auto& _st = (expr);                      \
+    EXPECT_TRUE(_st.ok()) << #expr << ": " << _st; \
   } while (0)
 
 inline std::ostream& operator<<(std::ostream& os, const absl::Status& status) {
@@ -94,8 +94,8 @@ class NamespaceFixture : public ::testing::Test {
       ASSERT_TRUE(store.ok()) << store.status();
       store_ = *std::move(store);
     }
-    membership_ = std::make_unique<Membership>(store_.get(), &clock_,
-                                               Membership::Options{absl::Seconds(10)});
+    membership_ =
+        std::make_unique<Membership>(store_.get(), &clock_, Membership::Options{absl::Seconds(10)});
     ns_ = std::make_unique<Namespace>(store_.get(), membership_.get(), &clock_, options_);
     ASSERT_OK(ns_->Init());
   }

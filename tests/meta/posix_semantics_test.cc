@@ -183,8 +183,8 @@ TEST_F(PosixSemanticsTest, KillSetIdClearsSetUidAndExecutableSetGid) {
     uint32_t mode;
     uint32_t after;
   };
-  const Case cases[] = {{04777, 0777}, {06777, 0777}, {06767, 02767}, {02755, 0755},
-                        {02745, 02745}, {0755, 0755}, {04700, 0700}};
+  const Case cases[] = {{04777, 0777},  {06777, 0777}, {06767, 02767}, {02755, 0755},
+                        {02745, 02745}, {0755, 0755},  {04700, 0700}};
   for (const Case& c : cases) {
     SCOPED_TRACE(testing::Message() << std::oct << c.mode);
     auto file = CreateFile(kRootIno, "f", c.mode);

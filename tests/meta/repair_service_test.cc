@@ -203,8 +203,7 @@ TEST_F(RepairServiceTest, MovingAnOrphanMovesItsReclamationRecord) {
   ASSERT_TRUE(stored->has_value());
   OrphanRecord orphan;
   ASSERT_TRUE(orphan.ParseFromString((*stored)->value));
-  EXPECT_EQ(std::vector<uint32_t>(orphan.layout().stripe().begin(),
-                                  orphan.layout().stripe().end()),
+  EXPECT_EQ(std::vector<uint32_t>(orphan.layout().stripe().begin(), orphan.layout().stripe().end()),
             StripeOf(moved));
   EXPECT_EQ(orphan.layout().stripe(1), c);
 }
@@ -313,8 +312,8 @@ class LossyMoveService final : public MetaService::CallbackService {
                                              const MoveStripeServerRequest* request,
                                              AttrReply* reply) override {
     ++moves;
-    absl::StatusOr<Attr> moved = ns_->MoveStripeServer(
-        request->ino(), request->from_server_id(), request->to_server_id());
+    absl::StatusOr<Attr> moved =
+        ns_->MoveStripeServer(request->ino(), request->from_server_id(), request->to_server_id());
     grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
     if (lose_replies.load() > 0) {
       --lose_replies;
@@ -326,8 +325,8 @@ class LossyMoveService final : public MetaService::CallbackService {
     return reactor;
   }
 
-  grpc::ServerUnaryReactor* GetAttr(grpc::CallbackServerContext* ctx,
-                                    const InodeRequest* request, AttrReply* reply) override {
+  grpc::ServerUnaryReactor* GetAttr(grpc::CallbackServerContext* ctx, const InodeRequest* request,
+                                    AttrReply* reply) override {
     absl::StatusOr<Attr> attr = ns_->GetAttr(request->ino());
     if (attr.ok()) *reply->mutable_attr() = *attr;
     grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();

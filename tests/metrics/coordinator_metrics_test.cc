@@ -7,8 +7,8 @@
 #include <memory>
 #include <vector>
 
-#include "common/metrics/metrics.h"
 #include "absl/time/clock.h"
+#include "common/metrics/metrics.h"
 #include "gtest/gtest.h"
 #include "tests/meta/checkpoint_test_util.h"
 #include "tests/metrics/exposition_parser.h"

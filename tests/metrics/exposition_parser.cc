@@ -28,10 +28,14 @@ bool ParseName(absl::string_view& in, std::string* name) {
 }
 
 bool ParseValue(absl::string_view text, double* value) {
-  if (text == "+Inf") *value = HUGE_VAL;
-  else if (text == "-Inf") *value = -HUGE_VAL;
-  else if (text == "NaN") *value = NAN;
-  else return absl::SimpleAtod(text, value) && !text.empty();
+  if (text == "+Inf")
+    *value = HUGE_VAL;
+  else if (text == "-Inf")
+    *value = -HUGE_VAL;
+  else if (text == "NaN")
+    *value = NAN;
+  else
+    return absl::SimpleAtod(text, value) && !text.empty();
   return true;
 }
 
@@ -56,9 +60,12 @@ bool ParseLabels(absl::string_view& in, std::map<std::string, std::string>* labe
         if (in.empty()) return false;
         const char e = in[0];
         in.remove_prefix(1);
-        if (e == 'n') value += '\n';
-        else if (e == '\\' || e == '"') value += e;
-        else return false;
+        if (e == 'n')
+          value += '\n';
+        else if (e == '\\' || e == '"')
+          value += e;
+        else
+          return false;
       } else if (c == '\n') {
         return false;
       } else {
@@ -98,10 +105,10 @@ absl::Status CheckHistograms(const Exposition& e) {
     if (e.types.at(family) != "histogram") continue;
     std::map<std::string, std::string> labels = s.labels;
     Series& one = series[{family, [&] {
-      auto l = labels;
-      l.erase("le");
-      return l;
-    }()}];
+                            auto l = labels;
+                            l.erase("le");
+                            return l;
+                          }()}];
     if (absl::EndsWith(s.name, "_bucket")) {
       auto le = labels.find("le");
       double bound;

@@ -180,8 +180,7 @@ TEST_F(HttpServerTest, DestructionWithAClientConnectedMidRequestReturns) {
   server_.reset();
   EXPECT_EQ(ReadReply(client.get()).status, 0);
   // The port is released: a new connection is refused.
-  absl::StatusOr<UniqueFd> again =
-      ConnectTcp(HostPort{"127.0.0.1", port_}, absl::Seconds(2));
+  absl::StatusOr<UniqueFd> again = ConnectTcp(HostPort{"127.0.0.1", port_}, absl::Seconds(2));
   EXPECT_FALSE(again.ok());
 }
 
@@ -193,8 +192,7 @@ TEST(MetricsListenTest, BusyPortAndBadAddressFailClearly) {
   auto busy = StartMetricsServer(absl::StrCat("127.0.0.1:", port), &registry);
   ASSERT_FALSE(busy.ok());
   EXPECT_EQ(ErrnoFromStatus(busy.status()), EADDRINUSE);
-  EXPECT_TRUE(absl::StrContains(busy.status().message(), "--metrics_listen"))
-      << busy.status();
+  EXPECT_TRUE(absl::StrContains(busy.status().message(), "--metrics_listen")) << busy.status();
   EXPECT_TRUE(absl::StrContains(busy.status().message(), absl::StrCat(port))) << busy.status();
   auto bad = StartMetricsServer("no-port-here", &registry);
   ASSERT_FALSE(bad.ok());

@@ -46,8 +46,8 @@ absl::StatusOr<std::string> Scrape(uint16_t port) {
     all.append(buf, static_cast<size_t>(n));
   }
   if (!absl::StartsWith(all, "HTTP/1.1 200 ")) {
-    return absl::InternalError(absl::StrCat("scrape of port ", port, " answered: ",
-                                            all.substr(0, 200)));
+    return absl::InternalError(
+        absl::StrCat("scrape of port ", port, " answered: ", all.substr(0, 200)));
   }
   const size_t end = all.find("\r\n\r\n");
   if (end == std::string::npos) return absl::InternalError("no end of the response head");

@@ -69,7 +69,8 @@ TEST(MetricsDeathTest, SameNameWithAnotherTypeAborts) {
 TEST(MetricsTest, LabelValuesAndHelpAreEscapedAndParseBack) {
   Registry registry;
   const std::string nasty = "a\"b\\c\nd";
-  registry.Counter("t_total", "line one\nline two \\ end", {"path"}).WithLabels({nasty})
+  registry.Counter("t_total", "line one\nline two \\ end", {"path"})
+      .WithLabels({nasty})
       .Increment(7);
   const std::string text = registry.Render();
   EXPECT_TRUE(absl::StrContains(text, R"(t_total{path="a\"b\\c\nd"} 7)")) << text;
@@ -102,8 +103,8 @@ TEST(MetricsTest, OutputIsOrderedByNameThenLabelsAndDeterministic) {
 
 TEST(MetricsTest, HistogramBucketsAreCumulativeInclusiveAndInfEqualsCount) {
   Registry registry;
-  Histogram& h = registry.Histogram("t_seconds", "latency", {"op"}, {0.1, 1, 10})
-                     .WithLabels({"READ"});
+  Histogram& h =
+      registry.Histogram("t_seconds", "latency", {"op"}, {0.1, 1, 10}).WithLabels({"READ"});
   for (double v : {0.05, 0.1, 0.5, 1.0, 5.0, 100.0, 1000.0}) h.Observe(v);
   const Exposition e = Parse(registry);  // checks monotone buckets and +Inf == count
   EXPECT_EQ(e.types.at("t_seconds"), "histogram");
@@ -111,7 +112,7 @@ TEST(MetricsTest, HistogramBucketsAreCumulativeInclusiveAndInfEqualsCount) {
     const auto* s = e.Find("t_seconds_bucket", {{"op", "READ"}, {"le", le}});
     return s == nullptr ? -1 : s->value;
   };
-  EXPECT_EQ(bucket("0.1"), 2);   // 0.05 and 0.1: a bound is inclusive
+  EXPECT_EQ(bucket("0.1"), 2);  // 0.05 and 0.1: a bound is inclusive
   EXPECT_EQ(bucket("1"), 4);
   EXPECT_EQ(bucket("10"), 5);
   EXPECT_EQ(bucket("+Inf"), 7);
@@ -122,8 +123,7 @@ TEST(MetricsTest, HistogramBucketsAreCumulativeInclusiveAndInfEqualsCount) {
 
 TEST(MetricsTest, LatencyBucketsParseAsAscendingBounds) {
   Registry registry;
-  Histogram& h =
-      registry.Histogram("t_latency_seconds", "l", {}, LatencyBuckets()).WithLabels({});
+  Histogram& h = registry.Histogram("t_latency_seconds", "l", {}, LatencyBuckets()).WithLabels({});
   h.ObserveDuration(absl::Milliseconds(3));
   const Exposition e = Parse(registry);
   EXPECT_EQ(e.Find("t_latency_seconds_bucket", {{"le", "0.0025"}})->value, 0);

@@ -89,11 +89,11 @@ TEST_F(EcRepairIt, RepairRestoresADeletedAndAGarbledFragmentAndVerifyAgrees) {
       absl::StrCat("ckpt verify ", *mnt, "/d --meta ", cluster_->meta_address());
   std::string output;
   EXPECT_NE(RunCkptfs(verify, &output), 0) << output;
-  EXPECT_TRUE(absl::StrContains(output, absl::StrCat("fragment 3 of 6 (storage server ",
-                                                     deleted_id, ")")))
+  EXPECT_TRUE(
+      absl::StrContains(output, absl::StrCat("fragment 3 of 6 (storage server ", deleted_id, ")")))
       << output;
-  EXPECT_TRUE(absl::StrContains(output, absl::StrCat("fragment 6 of 6 (storage server ",
-                                                     garbled_id, ")")))
+  EXPECT_TRUE(
+      absl::StrContains(output, absl::StrCat("fragment 6 of 6 (storage server ", garbled_id, ")")))
       << output;
 
   const std::string repair = absl::StrCat("repair --meta ", cluster_->meta_address());
@@ -160,9 +160,9 @@ TEST_F(EcRepairIt, ADeadServersFragmentsAreDecodedOntoASpare) {
   ASSERT_NO_FATAL_FAILURE(WaitAlive(alive));
 
   std::string output;
-  EXPECT_EQ(RunCkptfs(absl::StrCat("repair --move-after-s 0 --meta ", cluster_->meta_address()),
-                      &output),
-            0)
+  EXPECT_EQ(
+      RunCkptfs(absl::StrCat("repair --move-after-s 0 --meta ", cluster_->meta_address()), &output),
+      0)
       << output;
   std::cerr << output;
   EXPECT_FALSE(absl::StrContains(output, " 0 copies moved")) << output;

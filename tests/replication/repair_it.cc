@@ -56,9 +56,8 @@ class RepairIt : public ReplicationTest {
       const std::string slice = want.substr(i * layout.chunk_size(), layout.chunk_size());
       for (const auto& [id, bytes] : copies[i]) {
         // A failed read is "!" and its errno.
-        EXPECT_TRUE(SameBytes(bytes, slice))
-            << "inode " << ino << " chunk " << i << " on server " << id
-            << (bytes.size() < 8 ? ": " + bytes : "");
+        EXPECT_TRUE(SameBytes(bytes, slice)) << "inode " << ino << " chunk " << i << " on server "
+                                             << id << (bytes.size() < 8 ? ": " + bytes : "");
       }
     }
   }

@@ -63,8 +63,7 @@ class DownableTransport : public ChunkTransport {
                                                  " bytes on storage server ", server_id));
       }
     }
-    return servers_->WriteChunk(server_id, ino, chunk_index, offset, data, length, replace,
-                                crc32c);
+    return servers_->WriteChunk(server_id, ino, chunk_index, offset, data, length, replace, crc32c);
   }
   absl::StatusOr<size_t> ReadChunk(uint32_t server_id, uint64_t ino, uint64_t chunk_index,
                                    uint32_t offset, void* buf, size_t length) override {
@@ -94,9 +93,9 @@ class DownableTransport : public ChunkTransport {
     return down_.count(server_id) > 0;
   }
   static absl::Status Refused(uint32_t server_id) {
-    return ErrnoStatusWithCode(absl::StatusCode::kUnavailable, ECONNREFUSED,
-                               absl::StrCat("storage server ", server_id,
-                                            " unreachable: connect: Connection refused"));
+    return ErrnoStatusWithCode(
+        absl::StatusCode::kUnavailable, ECONNREFUSED,
+        absl::StrCat("storage server ", server_id, " unreachable: connect: Connection refused"));
   }
 
   testing::FakeChunkTransport* const servers_;
@@ -177,8 +176,7 @@ TEST_F(ReplicaIoTest, AWriteFailsWhenOneCopyFails) {
   absl::Status status = Write(0, "lost");
   ASSERT_FALSE(status.ok());
   EXPECT_EQ(ErrnoFromStatus(status), ECONNREFUSED) << status;
-  EXPECT_NE(status.message().find("copy 2 of 2 (storage server 2)"), std::string::npos)
-      << status;
+  EXPECT_NE(status.message().find("copy 2 of 2 (storage server 2)"), std::string::npos) << status;
   // The copy that could be written was: the failure is the file's to report.
   EXPECT_EQ(servers_.ChunkBytes(1, kIno, 0), "lost");
   // A chunk whose copies avoid the down server is written.
@@ -203,8 +201,7 @@ TEST_F(ReplicaIoTest, ReadsFallOverToTheOtherCopy) {
       // error: AShortCopyWithTheOtherDownIsAnErrorNotZeros).
       const std::string expected = "data of " + std::to_string(i);
       absl::StatusOr<std::string> got = Read(i, expected.size());
-      ASSERT_TRUE(got.ok()) << "server " << down << " down, chunk " << i << ": "
-                            << got.status();
+      ASSERT_TRUE(got.ok()) << "server " << down << " down, chunk " << i << ": " << got.status();
       EXPECT_EQ(*got, expected);
     }
     transport_.SetDown(down, false);
@@ -275,7 +272,7 @@ TEST_F(ReplicaIoTest, AHoleIsWhereEveryCopyLacksTheChunk) {
   // One copy missing, the other's server down: not a hole, a failure.
   ASSERT_TRUE(Write(5, "five").ok());
   ASSERT_TRUE(servers_.TrimChunks(2, kIno, 0, 1024).ok());  // copy 0 of chunk 5
-  transport_.SetDown(3, true);                               // copy 1 of chunk 5
+  transport_.SetDown(3, true);                              // copy 1 of chunk 5
   got = Read(5, 64);
   ASSERT_FALSE(got.ok());
   EXPECT_NE(ErrnoFromStatus(got.status()), ENOENT) << got.status();
@@ -363,7 +360,7 @@ TEST_F(ReplicaIoTest, ATruncateThatFailsOnOneCopyFailsTheCall) {
 // A partial write (offset > 0) to a copy whose chunk was lost rebuilds
 // that copy from the other one, never zeros where the other copy has data.
 TEST_F(ReplicaIoTest, APartialWriteRebuildsACopyThatLostItsChunk) {
-  ASSERT_TRUE(Write(0, "0123456789").ok());              // servers 1 and 2
+  ASSERT_TRUE(Write(0, "0123456789").ok());                 // servers 1 and 2
   ASSERT_TRUE(servers_.TrimChunks(1, kIno, 0, 1024).ok());  // server 1 lost it
   absl::Status status = WriteAt(0, 4, "AB");
   ASSERT_TRUE(status.ok()) << status;
@@ -388,7 +385,7 @@ TEST_F(ReplicaIoTest, APartialWriteIntoAHoleMakesTheSameZerosOnEveryCopy) {
   EXPECT_EQ(servers_.ChunkBytes(2, kIno, 5), want);
   EXPECT_EQ(servers_.ChunkBytes(3, kIno, 5), want);
   // Copies of different lengths, both short of the write: the longer wins.
-  ASSERT_TRUE(Write(6, "abcdef").ok());                     // servers 3 and 4
+  ASSERT_TRUE(Write(6, "abcdef").ok());  // servers 3 and 4
   ASSERT_TRUE(servers_.TrimChunks(4, kIno, 6 * 1024 + 3, 1024).ok());
   ASSERT_EQ(servers_.ChunkBytes(4, kIno, 6), "abc");
   ASSERT_TRUE(WriteAt(6, 8, "z").ok());

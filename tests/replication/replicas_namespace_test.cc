@@ -116,7 +116,8 @@ TEST_F(ReplicasNamespaceTest, ErasureCodeFromTheDirectoryNeedsKPlusMServers) {
   ASSERT_OK(ns_->SetXattr(set));
   absl::StatusOr<Attr> wide = CreateFile(dir->ino(), "wide");
   EXPECT_EQ(ErrnoOf(wide), ENOSPC) << wide.status();
-  EXPECT_TRUE(absl::StrContains(wide.status().message(), "needs 4 storage servers")) << wide.status();
+  EXPECT_TRUE(absl::StrContains(wide.status().message(), "needs 4 storage servers"))
+      << wide.status();
   AddServer("uuid-d");
   wide = CreateFile(dir->ino(), "wide");
   ASSERT_TRUE(wide.ok()) << wide.status();

@@ -46,8 +46,7 @@ TEST_F(ReplicationTest, EveryChunkHasACopyOnEachServerItsPlacementNames) {
     for (int s = 0; s < 3; ++s) {
       if (HasChunkFile(s, attr->ino(), i)) holders.insert(s);
     }
-    EXPECT_EQ(holders, (std::set<int>{index.at(placed[0]), index.at(placed[1])}))
-        << "chunk " << i;
+    EXPECT_EQ(holders, (std::set<int>{index.at(placed[0]), index.at(placed[1])})) << "chunk " << i;
   }
   absl::StatusOr<std::string> back = ReadFile(*client_, attr->ino());
   ASSERT_TRUE(back.ok()) << back.status();
@@ -148,8 +147,8 @@ TEST_F(ReplicationTest, ADirectorySettingGivesItsFilesCopies) {
   EXPECT_EQ(copies, 1);
   // And its data survives a server.
   const std::map<uint32_t, int> index = ServerIndexes();
-  ASSERT_TRUE(cluster_->StopStorage(index.at(client::ServerForChunk(attr->layout(), 0)), SIGKILL)
-                  .ok());
+  ASSERT_TRUE(
+      cluster_->StopStorage(index.at(client::ServerForChunk(attr->layout(), 0)), SIGKILL).ok());
   std::unique_ptr<client::Client> reader = Connect();
   absl::StatusOr<std::string> back = ReadFile(*reader, attr->ino());
   ASSERT_TRUE(back.ok()) << back.status();
@@ -241,8 +240,10 @@ TEST_F(ReplicationTest, APartialWriteRebuildsACopyThatLostItsChunk) {
   data.replace(kChunk + 1000, patch.size(), patch);
 
   // Both copies whole and the same (chunk files hold no timestamps).
-  absl::StatusOr<std::string> a = ckptfs::testing::ReadWholeFile(ChunkPath(holders[0], attr->ino(), 1));
-  absl::StatusOr<std::string> b = ckptfs::testing::ReadWholeFile(ChunkPath(holders[1], attr->ino(), 1));
+  absl::StatusOr<std::string> a =
+      ckptfs::testing::ReadWholeFile(ChunkPath(holders[0], attr->ino(), 1));
+  absl::StatusOr<std::string> b =
+      ckptfs::testing::ReadWholeFile(ChunkPath(holders[1], attr->ino(), 1));
   ASSERT_TRUE(a.ok()) << a.status();
   ASSERT_TRUE(b.ok()) << b.status();
   EXPECT_TRUE(SameBytes(*a, *b));

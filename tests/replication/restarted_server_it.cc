@@ -36,8 +36,7 @@ std::string Bytes(size_t n, uint32_t seed) {
   return s;
 }
 
-class RestartedServerTest : public ReplicationTest,
-                            public ::testing::WithParamInterface<bool> {
+class RestartedServerTest : public ReplicationTest, public ::testing::WithParamInterface<bool> {
  protected:
   bool local_writes() const { return GetParam(); }
 
@@ -136,8 +135,8 @@ TEST_P(RestartedServerTest, ACheckpointFsyncedBeforeARestartCommits) {
   auto step = client_->MkdirAll("/d/run/step_1", 0755);
   ASSERT_TRUE(step.ok()) << step.status();
   ASSERT_TRUE(client_->DeclareCheckpoint(step->ino(), 1).ok());
-  auto created = client_->Create(step->ino(), "rank_0.pt", 0644, 0, 0,
-                                 O_WRONLY | O_CREAT | O_TRUNC);
+  auto created =
+      client_->Create(step->ino(), "rank_0.pt", 0644, 0, 0, O_WRONLY | O_CREAT | O_TRUNC);
   ASSERT_TRUE(created.ok()) << created.status();
   const std::string data = Bytes(4 * kChunk, 4);
   ASSERT_TRUE(created->file->Write(0, data.data(), data.size()).ok());

@@ -80,7 +80,8 @@ TEST_F(ReplicationTest, ScrubberFindsAFlippedBitReadsStayGoodAndRepairRestoresTh
     const uint32_t other = ReplicaServer(attr->layout(), chunk, 1 - copy);
     bad.push_back({chunk, index_of.at(flipped), index_of.at(other)});
   }
-  for (const Bad& b : bad) ASSERT_NO_FATAL_FAILURE(FlipDataByte(ChunkPath(b.bad_server, ino, b.chunk)));
+  for (const Bad& b : bad)
+    ASSERT_NO_FATAL_FAILURE(FlipDataByte(ChunkPath(b.bad_server, ino, b.chunk)));
 
   // Reads never return the flipped bytes: the server refuses a copy that
   // fails its CRC (EIO) and the client asks the other copy; later the
@@ -114,8 +115,9 @@ TEST_F(ReplicationTest, ScrubberFindsAFlippedBitReadsStayGoodAndRepairRestoresTh
 
   // `ckptfs status` shows what the scrubbers found (each server reports in
   // its heartbeat, every second here).
-  const std::string status_cmd = absl::StrCat(ckptfs::testing::BinDir(), "/ckptfs status --json --meta ",
-                                              cluster_->meta_address(), " 2>&1");
+  const std::string status_cmd =
+      absl::StrCat(ckptfs::testing::BinDir(), "/ckptfs status --json --meta ",
+                   cluster_->meta_address(), " 2>&1");
   std::string status;
   const absl::Time status_deadline = absl::Now() + absl::Seconds(30);
   for (;;) {

@@ -79,13 +79,15 @@ size_t SaveSize(int writer, int n) {
 uint64_t SaveSeed(int writer, int n) {
   return (static_cast<uint64_t>(writer + 1) << 32) | static_cast<uint64_t>(n);
 }
-std::string SaveData(int writer, int n) { return TestData(SaveSize(writer, n), SaveSeed(writer, n)); }
+std::string SaveData(int writer, int n) {
+  return TestData(SaveSize(writer, n), SaveSeed(writer, n));
+}
 
 struct Save {
   int writer = 0;
   int n = 0;
   int checkpoint = 0;
-  uint64_t ino = 0;   // 0 when create failed
+  uint64_t ino = 0;     // 0 when create failed
   absl::Status status;  // of create, the first failed write, or close
 };
 
@@ -107,8 +109,7 @@ std::string Difference(const std::string& got, const std::string& want) {
   if (i < got.size() && i < want.size()) {
     absl::StrAppend(&out, ", first difference at offset ", i, ": byte ",
                     static_cast<int>(static_cast<unsigned char>(got[i])), " (want ",
-                    static_cast<int>(static_cast<unsigned char>(want[i])), "), chunk ",
-                    i / kChunk);
+                    static_cast<int>(static_cast<unsigned char>(want[i])), "), chunk ", i / kChunk);
   }
   return out;
 }
@@ -126,7 +127,8 @@ class SoakTest : public ReplicationTest {
   // closes; counts the bytes writes accepted into bytes_written_.
   absl::Status SaveFile(client::Client& client, uint64_t dir, int writer, int n, uint64_t* ino) {
     const std::string data = SaveData(writer, n);
-    auto created = client.Create(dir, absl::StrCat("f", n), 0644, 0, 0, O_WRONLY | O_CREAT | O_EXCL);
+    auto created =
+        client.Create(dir, absl::StrCat("f", n), 0644, 0, 0, O_WRONLY | O_CREAT | O_EXCL);
     if (!created.ok()) return created.status();
     *ino = created->attr.ino();
     for (size_t done = 0; done < data.size();) {
@@ -144,16 +146,17 @@ class SoakTest : public ReplicationTest {
 
   // Reads the file `ino` that should hold save N of `writer`; a difference is
   // a loss. Returns whether it read back exact.
-  bool VerifySave(client::Client& client, int writer, int n, uint64_t ino,
-                  absl::string_view why) {
+  bool VerifySave(client::Client& client, int writer, int n, uint64_t ino, absl::string_view why) {
     const std::string want = SaveData(writer, n);
     absl::StatusOr<std::string> got = ReadFile(client, ino);
     if (!got.ok()) {
-      Loss(absl::StrCat(why, " w", writer, " f", n, " (inode ", ino, "): read ", got.status().ToString()));
+      Loss(absl::StrCat(why, " w", writer, " f", n, " (inode ", ino, "): read ",
+                        got.status().ToString()));
       return false;
     }
     if (*got != want) {
-      Loss(absl::StrCat(why, " w", writer, " f", n, " (inode ", ino, "): ", Difference(*got, want)));
+      Loss(
+          absl::StrCat(why, " w", writer, " f", n, " (inode ", ino, "): ", Difference(*got, want)));
       return false;
     }
     bytes_verified_.fetch_add(want.size());
@@ -181,7 +184,8 @@ TEST_F(SoakTest, WritersLoseNothingWhileStorageServersAreKilledAndRestarted) {
                     "--output-on-failure (CKPTFS_SOAK_SECONDS, default 300)";
   }
   const absl::Duration duration = absl::Seconds(EnvInt("CKPTFS_SOAK_SECONDS", 300));
-  const absl::Duration kill_every = absl::Seconds(std::max(1, EnvInt("CKPTFS_SOAK_KILL_EVERY_S", 60)));
+  const absl::Duration kill_every =
+      absl::Seconds(std::max(1, EnvInt("CKPTFS_SOAK_KILL_EVERY_S", 60)));
   const absl::Duration down = absl::Seconds(EnvInt("CKPTFS_SOAK_DOWN_S", 10));
   const double bytes_per_s_each = EnvInt("CKPTFS_SOAK_MB_PER_S", 20) * 1048576.0 / kWriters;
   ASSERT_NO_FATAL_FAILURE(StartCluster(kServers, 2));
@@ -321,7 +325,8 @@ TEST_F(SoakTest, WritersLoseNothingWhileStorageServersAreKilledAndRestarted) {
     }
     ++kills;
     absl::SleepFor(down);
-    if (absl::Status s = cluster_->StartStorage(server); !s.ok()) fault_errors.push_back(s.ToString());
+    if (absl::Status s = cluster_->StartStorage(server); !s.ok())
+      fault_errors.push_back(s.ToString());
   }
   sleep_until(end);
   for (size_t t = 0; t < kWriters; ++t) threads[t].join();
@@ -388,8 +393,8 @@ TEST_F(SoakTest, WritersLoseNothingWhileStorageServersAreKilledAndRestarted) {
       ++committed;
       const std::vector<int>& made = saves_in[{w, k}];
       if (info.files() != made.size()) {
-        Loss(absl::StrCat("w", w, " c", k, " committed with ", info.files(), " files, its writer made ",
-                          made.size()));
+        Loss(absl::StrCat("w", w, " c", k, " committed with ", info.files(),
+                          " files, its writer made ", made.size()));
       }
       uint64_t want_bytes = 0;
       for (int n : made) want_bytes += SaveSize(w, n);
@@ -402,7 +407,8 @@ TEST_F(SoakTest, WritersLoseNothingWhileStorageServersAreKilledAndRestarted) {
       for (const meta::DirEntry& e : entries->entries()) {
         int n = -1;
         auto save = e.name().size() > 1 && absl::SimpleAtoi(e.name().substr(1), &n)
-                        ? by_name.find({w, n}) : by_name.end();
+                        ? by_name.find({w, n})
+                        : by_name.end();
         if (save == by_name.end() || save->second->checkpoint != k ||
             save->second->ino != e.ino()) {
           Loss(absl::StrCat("w", w, " c", k, " committed with a file no save made: ", e.name(),
@@ -427,10 +433,9 @@ TEST_F(SoakTest, WritersLoseNothingWhileStorageServersAreKilledAndRestarted) {
       if (c.writer != w || !c.status.ok()) continue;
       auto state = states.find(c.checkpoint);
       if (state == states.end() || state->second != meta::COMMITTED) {
-        Loss(absl::StrCat("w", w, " c", c.checkpoint,
-                          ": its commit returned COMMITTED, the service lists it as ",
-                          state == states.end() ? "missing"
-                                                : meta::CheckpointState_Name(state->second)));
+        Loss(absl::StrCat(
+            "w", w, " c", c.checkpoint, ": its commit returned COMMITTED, the service lists it as ",
+            state == states.end() ? "missing" : meta::CheckpointState_Name(state->second)));
       }
     }
   }
@@ -478,13 +483,13 @@ TEST_F(SoakTest, WritersLoseNothingWhileStorageServersAreKilledAndRestarted) {
   std::cerr << absl::StrCat(
       "soak: ", absl::FormatDuration(storm), " storm, ", kWriters, " writers, ", kReaders,
       " readers; saves ok ", saves_ok, " (", removed_with_abort,
-      " of them removed with their aborted checkpoint)", " / failed ", saves.size() - static_cast<size_t>(saves_ok),
-      "; checkpoints committed ", committed, " (", committed_failed_saves,
-      " files of them saves that failed) / aborted ", aborted, " / other ", other_state,
-      " (commits returned ok ", commits_ok, " / an error ", commits_failed, ", not attempted ",
-      not_committed, "); reads ok ", reads_ok_.load(), " / failed ",
-      reads_failed_.load(), " / wrong ", reads_wrong_.load(), "; kills ", kills, " (each restarted ",
-      absl::FormatDuration(down), " later); bytes written ",
+      " of them removed with their aborted checkpoint)", " / failed ",
+      saves.size() - static_cast<size_t>(saves_ok), "; checkpoints committed ", committed, " (",
+      committed_failed_saves, " files of them saves that failed) / aborted ", aborted, " / other ",
+      other_state, " (commits returned ok ", commits_ok, " / an error ", commits_failed,
+      ", not attempted ", not_committed, "); reads ok ", reads_ok_.load(), " / failed ",
+      reads_failed_.load(), " / wrong ", reads_wrong_.load(), "; kills ", kills,
+      " (each restarted ", absl::FormatDuration(down), " later); bytes written ",
       bytes_written_.load(), ", bytes verified ", bytes_verified_.load(), " in ",
       absl::FormatDuration(verify_time), "; losses ", losses, "\n");
   for (const std::string& m : messages) std::cerr << "  loss: " << m << "\n";

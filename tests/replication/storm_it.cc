@@ -80,10 +80,10 @@ TEST_F(ReplicationTest, AServerKilledDuringASaveStormLosesNothingSaved) {
   }
   // The same through a Client that reads the live servers' chunk files in
   // place: the dead server's chunks come from their other copies.
-  metrics::Counter& local_reads = metrics::Registry::Default()
-                                      .Counter("ckptfs_client_local_chunk_reads_total", "",
-                                               {"result"})
-                                      .WithLabels({"local"});
+  metrics::Counter& local_reads =
+      metrics::Registry::Default()
+          .Counter("ckptfs_client_local_chunk_reads_total", "", {"result"})
+          .WithLabels({"local"});
   std::unique_ptr<client::Client> local_reader = Connect(/*local_reads=*/true);
   ASSERT_NE(local_reader, nullptr);
   const uint64_t local_before = local_reads.value();

@@ -113,13 +113,12 @@ TEST(BufferPoolTest, CancelWithdrawsAWaiterAndUnblocksThoseBehindIt) {
   auto big = pool->TakeOrWait(2 * kBlockSize, [&](BufferPool::Lease) { big_granted = true; });
   ASSERT_NE(big.second, 0u);
   std::optional<BufferPool::Lease> small_lease;
-  auto small = pool->TakeOrWait(kBlockSize, [&](BufferPool::Lease lease) {
-    small_lease = std::move(lease);
-  });
+  auto small = pool->TakeOrWait(kBlockSize,
+                                [&](BufferPool::Lease lease) { small_lease = std::move(lease); });
   ASSERT_NE(small.second, 0u);  // queued behind the big one, though a block is free
   EXPECT_TRUE(pool->Cancel(big.second));
   EXPECT_FALSE(big_granted);
-  ASSERT_TRUE(small_lease.has_value());  // the free block went to the next waiter
+  ASSERT_TRUE(small_lease.has_value());      // the free block went to the next waiter
   EXPECT_FALSE(pool->Cancel(small.second));  // already granted
   EXPECT_FALSE(pool->Cancel(12345));
 }

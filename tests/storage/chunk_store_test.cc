@@ -13,8 +13,8 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
-#include <set>
 #include <fstream>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -356,8 +356,8 @@ TEST_F(ChunkStoreTest, ReadersSeeWholeVersionsDuringRewrites) {
       const std::string& data = i % 2 ? a : b;
       ASSERT_TRUE(store_->Write(**ring, {70, 0}, 0, absl::string_view(data), true).ok());
       // Merges rewrite the chunk too.
-      ASSERT_TRUE(store_->Write(**ring, {70, 0}, 5, absl::string_view(data.data() + 5, 10),
-                                false).ok());
+      ASSERT_TRUE(
+          store_->Write(**ring, {70, 0}, 5, absl::string_view(data.data() + 5, 10), false).ok());
     }
     done = true;
   });
@@ -448,10 +448,12 @@ TEST_F(ChunkStoreTest, ForEachChunkVisitsEveryStoredChunkAndStopsWhenAsked) {
   ASSERT_TRUE(store_->Trim(*ring_, 70, 0, 4096).ok());
   for (uint32_t index : {0u, 1u, 9u}) written.erase({70, index});
   std::set<std::pair<uint64_t, uint32_t>> seen;
-  ASSERT_TRUE(store_->ForEachChunk([&](ChunkKey key) {
-    seen.insert({key.ino, key.index});
-    return true;
-  }).ok());
+  ASSERT_TRUE(store_
+                  ->ForEachChunk([&](ChunkKey key) {
+                    seen.insert({key.ino, key.index});
+                    return true;
+                  })
+                  .ok());
   EXPECT_EQ(seen, written);
   int visits = 0;
   ASSERT_TRUE(store_->ForEachChunk([&](ChunkKey) { return ++visits < 2; }).ok());
@@ -476,8 +478,7 @@ TEST_F(ChunkStoreTest, ScrubPassesGoodChunksAndQuarantinesACorruptOne) {
   // and a repair may fill it again.
   EXPECT_EQ(ErrnoFromStatus(ReadAll({9, 1}).status()), ENOENT);
   std::vector<std::string> aside;
-  for (const auto& entry :
-       std::filesystem::directory_iterator(dir_.path() + "/quarantine")) {
+  for (const auto& entry : std::filesystem::directory_iterator(dir_.path() + "/quarantine")) {
     aside.push_back(entry.path().filename().string());
   }
   ASSERT_EQ(aside.size(), 1u);

@@ -53,8 +53,7 @@ TEST_F(RegistrationTest, RegistersThenHeartbeatsWithCapacity) {
   EXPECT_EQ(meta->last_register().uuid(), "0123abcd-0000-4000-8000-000000000001");
   EXPECT_GT(meta->last_register().capacity_bytes(), 0u);
   // Absolute and resolved, for clients on this host (client/local_chunk_transport.h).
-  EXPECT_EQ(meta->last_register().data_dir(),
-            std::filesystem::canonical(dir_.path()).string());
+  EXPECT_EQ(meta->last_register().data_dir(), std::filesystem::canonical(dir_.path()).string());
   EXPECT_EQ(meta->last_heartbeat().server_id(), 7u);
   EXPECT_GT(meta->last_heartbeat().capacity_bytes(), 0u);
   EXPECT_EQ(registration->server_id(), 7u);
@@ -65,14 +64,12 @@ TEST_F(RegistrationTest, RegistersThenHeartbeatsWithCapacity) {
 TEST_F(RegistrationTest, RetriesUntilTheServiceAppears) {
   const uint16_t port = UnusedPort();
   ASSERT_NE(port, 0);
-  auto registration =
-      Registration::Start(MakeOptions(absl::StrCat("127.0.0.1:", port)), *store_);
+  auto registration = Registration::Start(MakeOptions(absl::StrCat("127.0.0.1:", port)), *store_);
   absl::SleepFor(absl::Milliseconds(300));
   EXPECT_FALSE(registration->server_id().has_value());
   auto meta = FakeMeta::Start(port, 3);
   ASSERT_NE(meta, nullptr);
-  ASSERT_TRUE(WaitFor([&] { return registration->server_id().has_value(); },
-                      absl::Seconds(15)));
+  ASSERT_TRUE(WaitFor([&] { return registration->server_id().has_value(); }, absl::Seconds(15)));
   EXPECT_EQ(registration->server_id(), 3u);
 }
 

@@ -28,8 +28,9 @@ class ScrubberTest : public ::testing::Test {
   }
 
   void Put(ChunkKey key, size_t size) {
-    ASSERT_TRUE(store_->Write(*ring_, key, 0, std::string(size, static_cast<char>('a' + key.index)),
-                              /*replace=*/true)
+    ASSERT_TRUE(store_
+                    ->Write(*ring_, key, 0, std::string(size, static_cast<char>('a' + key.index)),
+                            /*replace=*/true)
                     .ok());
   }
 

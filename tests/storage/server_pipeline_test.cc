@@ -77,9 +77,9 @@ data::RequestHeader ReadHeader(uint64_t id, uint64_t ino, uint32_t index, uint32
 std::string Frame(const data::RequestHeader& header, const std::string& payload = "") {
   std::string out(kFramePrefixSize, '\0');
   header.AppendToString(&out);
-  EncodeFramePrefix({static_cast<uint32_t>(out.size() - kFramePrefixSize),
-                     static_cast<uint32_t>(payload.size())},
-                    out.data());
+  EncodeFramePrefix(
+      {static_cast<uint32_t>(out.size() - kFramePrefixSize), static_cast<uint32_t>(payload.size())},
+      out.data());
   return out + payload;
 }
 
@@ -139,8 +139,7 @@ class PipelineTest : public ::testing::Test {
   absl::StatusOr<std::string> Read(DataConnection& c, uint64_t ino, uint32_t index,
                                    uint32_t length) {
     std::string out(length, '\0');
-    auto response = c.Call(ReadHeader(0, ino, index, length), nullptr, 0, out.data(),
-                           out.size());
+    auto response = c.Call(ReadHeader(0, ino, index, length), nullptr, 0, out.data(), out.size());
     if (!response.ok()) return response.status();
     out.resize(response->payload_len);
     return out;
@@ -185,8 +184,8 @@ TEST_F(PipelineTest, EagainIsRetried) {
   const std::string frame = Frame(WriteHeader(2, 11, 0, data), data);
   ASSERT_TRUE(SendAll(raw.get(), frame.data(), kFramePrefixSize).ok());
   ASSERT_TRUE(Eventually([&] { return server_->stats().retries > 0; }));
-  ASSERT_TRUE(SendAll(raw.get(), frame.data() + kFramePrefixSize,
-                      frame.size() - kFramePrefixSize).ok());
+  ASSERT_TRUE(
+      SendAll(raw.get(), frame.data() + kFramePrefixSize, frame.size() - kFramePrefixSize).ok());
   auto reply = ReadRawReply(raw.get());
   ASSERT_TRUE(reply.ok()) << reply.status();
   EXPECT_EQ(reply->header.error(), 0) << reply->header.message();
@@ -461,7 +460,7 @@ TEST_F(PipelineTest, PeerStalledInsideAFrameIsClosed) {
   const std::string data = Pattern(1 << 20, 6);
   const std::string frame = Frame(WriteHeader(1, 6, 0, data), data);
   ASSERT_TRUE(SendAll(raw.get(), frame.data(), 1000).ok());  // then nothing
-  EXPECT_EQ(RecvOneByte(raw.get()), 0);  // the server hung up
+  EXPECT_EQ(RecvOneByte(raw.get()), 0);                      // the server hung up
   EXPECT_TRUE(Eventually([&] { return PoolIdle(); }));
   EXPECT_TRUE(Eventually([&] { return server_->active_connections() == 0; }));
 }

@@ -82,9 +82,8 @@ class ServerTest : public ::testing::Test {
     return c.Call(request, data.data(), data.size(), nullptr, 0).status();
   }
 
-  absl::StatusOr<std::string> Read(DataConnection& c, uint64_t ino, uint32_t index,
-                                   uint32_t offset, uint32_t length,
-                                   uint32_t* chunk_length = nullptr) {
+  absl::StatusOr<std::string> Read(DataConnection& c, uint64_t ino, uint32_t index, uint32_t offset,
+                                   uint32_t length, uint32_t* chunk_length = nullptr) {
     data::RequestHeader request;
     request.set_op(data::READ);
     request.set_ino(ino);

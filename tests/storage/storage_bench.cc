@@ -72,9 +72,9 @@ double CpuSeconds(pid_t pid) {
 std::string Frame(const data::RequestHeader& header, size_t payload_len) {
   std::string out(kFramePrefixSize, '\0');
   header.AppendToString(&out);
-  EncodeFramePrefix({static_cast<uint32_t>(out.size() - kFramePrefixSize),
-                     static_cast<uint32_t>(payload_len)},
-                    out.data());
+  EncodeFramePrefix(
+      {static_cast<uint32_t>(out.size() - kFramePrefixSize), static_cast<uint32_t>(payload_len)},
+      out.data());
   return out;
 }
 
@@ -139,8 +139,8 @@ int Main() {
   if (::mkdtemp(dir.data()) == nullptr) return 1;
   std::vector<std::string> args = {binary, absl::StrCat("--listen=127.0.0.1:", port),
                                    "--data_dir=" + dir, "--log_level=warning"};
-  for (absl::string_view extra : absl::StrSplit(absl::GetFlag(FLAGS_server_args), ',',
-                                                absl::SkipEmpty())) {
+  for (absl::string_view extra :
+       absl::StrSplit(absl::GetFlag(FLAGS_server_args), ',', absl::SkipEmpty())) {
     args.emplace_back(extra);
   }
   const pid_t pid = ::fork();
@@ -199,11 +199,12 @@ int Main() {
       for (auto& t : threads) t.join();
       const double seconds = absl::ToDoubleSeconds(absl::Now() - t0);
       const double cpu = CpuSeconds(pid) - cpu0;
-      std::printf("%s %s clients=%d depth=%d chunk=%zuMiB: %.2f GB/s (%.2f GiB in %.2f s), "
-                  "server CPU %.2f s = %.3f s/GiB%s\n",
-                  write ? "WRITE" : "READ ", binary.c_str(), clients, depth, chunk >> 20,
-                  gib * double(1u << 30) / seconds / 1e9, gib, seconds, cpu, cpu / gib,
-                  failures ? " FAILED" : "");
+      std::printf(
+          "%s %s clients=%d depth=%d chunk=%zuMiB: %.2f GB/s (%.2f GiB in %.2f s), "
+          "server CPU %.2f s = %.3f s/GiB%s\n",
+          write ? "WRITE" : "READ ", binary.c_str(), clients, depth, chunk >> 20,
+          gib * double(1u << 30) / seconds / 1e9, gib, seconds, cpu, cpu / gib,
+          failures ? " FAILED" : "");
       if (failures) rc = 1;
     }
   } else {

@@ -104,8 +104,7 @@ class StorageProcessTest : public ::testing::Test {
   // ConnectWhenUp, once the server's own log says it serves on `port`: a
   // port freed by a killed server may be taken meanwhile by another test's
   // process, which a bare connect would reach instead.
-  static std::unique_ptr<DataConnection> ConnectWhenServing(uint16_t port,
-                                                            const std::string& log) {
+  static std::unique_ptr<DataConnection> ConnectWhenServing(uint16_t port, const std::string& log) {
     const std::string line = absl::StrCat("serving on 127.0.0.1:", port);
     if (!WaitFor([&] { return ReadFile(log).find(line) != std::string::npos; },
                  absl::Seconds(20))) {
@@ -277,8 +276,8 @@ TEST_F(StorageProcessTest, DataPathFlagsOutOfRangeExitTwo) {
 TEST_F(StorageProcessTest, ServesWithTheSmallestDataPathSettings) {
   const uint16_t port = UnusedPort();
   std::vector<std::string> args = Args(port, dir_.path() + "/data");
-  for (const char* flag : {"--buffer_pool_mb=65", "--net_threads=1", "--disk_threads=1",
-                           "--zero_copy_send"}) {
+  for (const char* flag :
+       {"--buffer_pool_mb=65", "--net_threads=1", "--disk_threads=1", "--zero_copy_send"}) {
     args.push_back(flag);
   }
   const pid_t pid = Spawn(args, dir_.path() + "/log");
@@ -316,10 +315,10 @@ TEST_F(StorageProcessTest, LogsItsServerIdOnceRegistered) {
   args.push_back("--heartbeat_interval_s=1");
   const std::string log = dir_.path() + "/log";
   const pid_t pid = Spawn(args, log);
-  const std::string want = absl::StrCat("ckptfs-storage: serving on 127.0.0.1:", port,
-                                        " as server 5");
-  EXPECT_TRUE(WaitFor([&] { return ReadFile(log).find(want) != std::string::npos; },
-                      absl::Seconds(20)))
+  const std::string want =
+      absl::StrCat("ckptfs-storage: serving on 127.0.0.1:", port, " as server 5");
+  EXPECT_TRUE(
+      WaitFor([&] { return ReadFile(log).find(want) != std::string::npos; }, absl::Seconds(20)))
       << ReadFile(log);
   EXPECT_TRUE(WaitFor([&] { return meta->heartbeats() >= 1; }, absl::Seconds(10)));
   EXPECT_EQ(meta->last_register().address(), absl::StrCat("127.0.0.1:", port));

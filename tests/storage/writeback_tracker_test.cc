@@ -17,15 +17,13 @@ namespace {
 
 const absl::Status kWritebackError = ErrnoStatus(EIO, "syncfs /data: Input/output error");
 
-void Publish(WritebackTracker& tracker, ChunkKey key) {
-  tracker.Published(key, tracker.Writing());
-}
+void Publish(WritebackTracker& tracker, ChunkKey key) { tracker.Published(key, tracker.Writing()); }
 
 TEST(WritebackTrackerTest, AFailureLosesWhatWasNotDurableUntilItIsWrittenAgain) {
   WritebackTracker tracker;
   Publish(tracker, {1, 0});
   Publish(tracker, {2, 0});
-  tracker.Synced(2, tracker.BeginSync());  // inode 2 is durable
+  tracker.Synced(2, tracker.BeginSync());        // inode 2 is durable
   const uint64_t in_flight = tracker.Writing();  // inode 3 being written
   tracker.Failed(kWritebackError);
   tracker.Published({3, 0}, in_flight);

@@ -26,6 +26,7 @@
 #include <string>
 #include <vector>
 
+#include <grpcpp/grpcpp.h>
 #include "absl/status/statusor.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
@@ -35,7 +36,6 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
-#include <grpcpp/grpcpp.h>
 
 #include "proto/meta.grpc.pb.h"
 #include "tools/bench/barrier_storm.h"
@@ -143,9 +143,9 @@ uint64_t PeakResidentBytes(pid_t pid) {
   while (std::getline(status, line)) {
     uint64_t kib = 0;
     if (absl::StartsWith(line, "VmHWM:") &&
-        absl::SimpleAtoi(absl::StripAsciiWhitespace(
-                             absl::StripSuffix(absl::string_view(line).substr(6), "kB")),
-                         &kib)) {
+        absl::SimpleAtoi(
+            absl::StripAsciiWhitespace(absl::StripSuffix(absl::string_view(line).substr(6), "kB")),
+            &kib)) {
       return kib << 10;
     }
   }
@@ -194,16 +194,15 @@ class OwnCluster {
     std::optional<uint16_t> port = tools::FindFreePortRange("127.0.0.1", 20000, 2, {});
     if (!port) return absl::UnavailableError("no two free ports on 127.0.0.1");
     cluster->address_ = absl::StrCat("127.0.0.1:", *port);
-    absl::Status started = cluster->Spawn(
-        {*meta_binary, absl::StrCat("--listen=", cluster->address_),
-         absl::StrCat("--data_dir=", cluster->dir_, "/meta"), "--replicas=1"},
-        "meta", *port);
+    absl::Status started =
+        cluster->Spawn({*meta_binary, absl::StrCat("--listen=", cluster->address_),
+                        absl::StrCat("--data_dir=", cluster->dir_, "/meta"), "--replicas=1"},
+                       "meta", *port);
     if (!started.ok()) return started;
-    started = cluster->Spawn(
-        {*storage_binary, absl::StrCat("--listen=127.0.0.1:", *port + 1),
-         absl::StrCat("--data_dir=", cluster->dir_, "/storage"),
-         absl::StrCat("--meta=", cluster->address_)},
-        "storage", *port + 1);
+    started = cluster->Spawn({*storage_binary, absl::StrCat("--listen=127.0.0.1:", *port + 1),
+                              absl::StrCat("--data_dir=", cluster->dir_, "/storage"),
+                              absl::StrCat("--meta=", cluster->address_)},
+                             "storage", *port + 1);
     if (!started.ok()) return started;
     if (absl::Status alive = cluster->AwaitLiveServer(); !alive.ok()) return alive;
     return cluster;
@@ -220,8 +219,7 @@ class OwnCluster {
  private:
   explicit OwnCluster(std::string dir) : dir_(std::move(dir)) {}
 
-  absl::Status Spawn(const std::vector<std::string>& argv, const std::string& name,
-                     uint16_t port) {
+  absl::Status Spawn(const std::vector<std::string>& argv, const std::string& name, uint16_t port) {
     const std::string log = absl::StrCat(dir_, "/", name, ".log");
     absl::StatusOr<tools::ProcessRecord> record = tools::SpawnDetached(argv, log);
     if (!record.ok()) return record.status();
@@ -268,8 +266,8 @@ class OwnCluster {
 int Main(int argc, char** argv) {
   const Flags flags = ParseFlags(argc, argv);
   std::vector<std::vector<std::string>> rows = {
-      {"ranks", "ranks/client", "long polls", "declare s", "arrivals s", "release p50 ms", "release p99 ms", "release max ms",
-       "service release ms", "meta CPU s", "meta peak RSS"}};
+      {"ranks", "ranks/client", "long polls", "declare s", "arrivals s", "release p50 ms",
+       "release p99 ms", "release max ms", "service release ms", "meta CPU s", "meta peak RSS"}};
   for (uint32_t ranks : flags.ranks) {
     std::unique_ptr<OwnCluster> own;
     std::string address = flags.meta;
@@ -290,10 +288,10 @@ int Main(int argc, char** argv) {
     options.files_per_rank = flags.files_per_rank;
     options.ranks_per_client = flags.ranks_per_client;
     options.channels = flags.channels;
-    options.name = absl::StrCat("barrier-bench-", getpid(), "-", ranks, "-",
-                                absl::ToUnixMillis(absl::Now()));
-    std::fprintf(stderr, "ckptfs-barrier-bench: %u ranks, %u per client, against %s...\n",
-                 ranks, flags.ranks_per_client, address.c_str());
+    options.name =
+        absl::StrCat("barrier-bench-", getpid(), "-", ranks, "-", absl::ToUnixMillis(absl::Now()));
+    std::fprintf(stderr, "ckptfs-barrier-bench: %u ranks, %u per client, against %s...\n", ranks,
+                 flags.ranks_per_client, address.c_str());
     // The files' creation is not the barrier's work: CPU is sampled from the
     // declare on.
     double cpu_before = 0;
@@ -320,12 +318,13 @@ int Main(int argc, char** argv) {
                     pid > 0 ? tools::FormatBytes(PeakResidentBytes(pid)) : "-"});
   }
   std::fputs(tools::FormatTable(rows).c_str(), stdout);
-  std::fputs("release: from the last commit sent to the reply of the rank's client's long "
-             "poll (this process and the service share the machine's cores); a client's other "
-             "ranks send no_wait arrivals. service release: the service's own log, from the "
-             "last arrival it counted to the last waiting commit it answered. meta CPU s: the "
-             "service's CPU time from the declare to the last release.\n",
-             stdout);
+  std::fputs(
+      "release: from the last commit sent to the reply of the rank's client's long "
+      "poll (this process and the service share the machine's cores); a client's other "
+      "ranks send no_wait arrivals. service release: the service's own log, from the "
+      "last arrival it counted to the last waiting commit it answered. meta CPU s: the "
+      "service's CPU time from the declare to the last release.\n",
+      stdout);
   return 0;
 }
 

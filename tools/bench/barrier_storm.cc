@@ -114,8 +114,8 @@ absl::StatusOr<BarrierStormResult> RunBarrierStorm(const BarrierStormOptions& op
   std::mt19937_64 random(std::random_device{}());
   for (uint32_t rank = 0; rank < options.ranks; ++rank) {
     for (uint32_t f = 0; f < options.files_per_rank; ++f) {
-      absl::Status made = MakeClosedFile(setup, *dir, absl::StrCat("rank_", rank, "_", f),
-                                         random() | 1);
+      absl::Status made =
+          MakeClosedFile(setup, *dir, absl::StrCat("rank_", rank, "_", f), random() | 1);
       if (!made.ok()) return made;
     }
   }
@@ -141,7 +141,7 @@ absl::StatusOr<BarrierStormResult> RunBarrierStorm(const BarrierStormOptions& op
   auto polls = [per_client](uint32_t rank) { return rank % per_client == 0; };
   std::vector<std::unique_ptr<RankCall>> calls(options.ranks);
   absl::Mutex mu;
-  uint32_t finished = 0;  // guarded by mu
+  uint32_t finished = 0;      // guarded by mu
   bool all_finished = false;  // guarded by mu
   const uint32_t total = options.ranks;
   for (uint32_t rank = 0; rank < options.ranks; ++rank) {

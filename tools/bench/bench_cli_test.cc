@@ -136,9 +136,9 @@ TEST_F(BenchCliTest, SmallStormWithBaseline) {
   ASSERT_EQ(o.exit_code, 0) << o.out << o.err;
   // The summary: ratios first, every phase but commit (a plain directory).
   EXPECT_TRUE(absl::StrContains(o.out, "A/B (median of ratios)")) << o.out;
-  for (const char* row : {"aggregate GB/s", "MLPerf throughput GB/s", "rank time p99 s",
-                          "time to first byte p50 s", "bytes verified", "rank CPU s/GiB",
-                          "rank kernel CPU s/GiB"}) {
+  for (const char* row :
+       {"aggregate GB/s", "MLPerf throughput GB/s", "rank time p99 s", "time to first byte p50 s",
+        "bytes verified", "rank CPU s/GiB", "rank kernel CPU s/GiB"}) {
     EXPECT_TRUE(absl::StrContains(o.out, row)) << row << "\n" << o.out;
   }
   EXPECT_TRUE(absl::StrContains(o.out, "is not ckptfs")) << o.out;

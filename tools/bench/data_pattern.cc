@@ -56,8 +56,8 @@ DataPattern::DataPattern(uint64_t seed, uint32_t rank, uint32_t file)
   std::memcpy(out + kPeriod, out, kPageBytes);
   uint64_t seed_mix = seed;
   const uint64_t seed_byte = SplitMix64(seed_mix) & 0xFF;
-  stamp_word2_ = (kStampMagic << 56) | (seed_byte << 48) |
-                 (uint64_t{rank & 0xFFFFFFu} << 24) | uint64_t{file & 0xFFFFFFu};
+  stamp_word2_ = (kStampMagic << 56) | (seed_byte << 48) | (uint64_t{rank & 0xFFFFFFu} << 24) |
+                 uint64_t{file & 0xFFFFFFu};
 }
 
 void DataPattern::StampBytes(uint64_t page, uint8_t out[kStampBytes]) const {
@@ -78,8 +78,8 @@ std::optional<DataPattern::Stamp> DataPattern::DecodeStamp(const uint8_t bytes[k
 std::string DataPattern::DescribeForeignPage(const uint8_t page_bytes[kStampBytes]) {
   std::optional<Stamp> stamp = DecodeStamp(page_bytes);
   if (!stamp.has_value()) return "";
-  return absl::StrFormat("the page there holds rank %u file %u page %u (offset %u)",
-                         stamp->rank, stamp->file, stamp->page, stamp->page * kPageBytes);
+  return absl::StrFormat("the page there holds rank %u file %u page %u (offset %u)", stamp->rank,
+                         stamp->file, stamp->page, stamp->page * kPageBytes);
 }
 
 void DataPattern::Fill(uint64_t offset, void* dst, size_t size) const {

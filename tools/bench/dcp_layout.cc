@@ -30,9 +30,9 @@ absl::StatusOr<std::vector<DcpItem>> WriteDcpShard(ByteSink& sink,
 
 std::string DcpMetadata(int ranks, uint64_t seed, const std::vector<TorchTensor>& tensors,
                         const std::vector<DcpItem>& items) {
-  std::string text = absl::StrFormat(
-      "ckptfs-bench dcp metadata v1: %d ranks, %u tensors per rank, seed %u\n", ranks,
-      tensors.size(), seed);
+  std::string text =
+      absl::StrFormat("ckptfs-bench dcp metadata v1: %d ranks, %u tensors per rank, seed %u\n",
+                      ranks, tensors.size(), seed);
   for (int rank = 0; rank < ranks; ++rank) {
     const std::string file = DcpShardName(rank);
     for (size_t i = 0; i < tensors.size() && i < items.size(); ++i) {

@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
@@ -49,15 +49,16 @@ class TraceTest : public ::testing::Test {
   std::vector<Event> Trace(const std::string& kind, int ranks, uint64_t bytes_per_rank,
                            uint64_t tensor_bytes) {
     const std::string log = dir_.path() + "/strace.log";
-    const std::string command = absl::StrCat(
-        kStrace, " -f -y -s 0 -e trace=", kTraced, " -o ", log, " ", CKPTFS_BENCH_TRACE_PATH,
-        " save ", kind, " ", dir_.path(), " step ", ranks, " ", bytes_per_rank, " ",
-        tensor_bytes, " 2>&1");
+    const std::string command =
+        absl::StrCat(kStrace, " -f -y -s 0 -e trace=", kTraced, " -o ", log, " ",
+                     CKPTFS_BENCH_TRACE_PATH, " save ", kind, " ", dir_.path(), " step ", ranks,
+                     " ", bytes_per_rank, " ", tensor_bytes, " 2>&1");
     FILE* pipe = ::popen(command.c_str(), "r");
     std::string output;
     char buf[4096];
     size_t n;
-    while (pipe != nullptr && (n = std::fread(buf, 1, sizeof(buf), pipe)) > 0) output.append(buf, n);
+    while (pipe != nullptr && (n = std::fread(buf, 1, sizeof(buf), pipe)) > 0)
+      output.append(buf, n);
     const int status = pipe != nullptr ? ::pclose(pipe) : -1;
     if (output.find("ptrace") != std::string::npos) {
       skipped_ = true;
@@ -77,8 +78,8 @@ class TraceTest : public ::testing::Test {
       if (space == absl::string_view::npos || paren == absl::string_view::npos) continue;
       Event event;
       // strace pads the pid ("817   mkdir(" for a short pid).
-      event.call = std::string(
-          absl::StripAsciiWhitespace(line.substr(space + 1, paren - space - 1)));
+      event.call =
+          std::string(absl::StripAsciiWhitespace(line.substr(space + 1, paren - space - 1)));
       const size_t eq = line.rfind(") = ");
       if (eq == absl::string_view::npos) continue;
       absl::string_view result = line.substr(eq + 4);

@@ -29,8 +29,7 @@ std::optional<std::string> ReadWholeFile(const std::string& path) {
 
 }  // namespace
 
-absl::StatusOr<DiskCounters> ParseDiskStats(absl::string_view diskstats,
-                                            absl::string_view device) {
+absl::StatusOr<DiskCounters> ParseDiskStats(absl::string_view diskstats, absl::string_view device) {
   for (absl::string_view line : absl::StrSplit(diskstats, '\n')) {
     std::vector<absl::string_view> fields =
         absl::StrSplit(line, absl::ByAnyChar(" \t"), absl::SkipEmpty());
@@ -61,7 +60,7 @@ std::optional<std::string> ParseUeventDevName(absl::string_view uevent) {
 }
 
 std::optional<std::string> DiskHolding(const std::string& path) {
-  struct stat st{};
+  struct stat st {};
   if (::stat(path.c_str(), &st) != 0 || major(st.st_dev) == 0) return std::nullopt;
   std::optional<std::string> uevent = ReadWholeFile(
       absl::StrCat("/sys/dev/block/", major(st.st_dev), ":", minor(st.st_dev), "/uevent"));

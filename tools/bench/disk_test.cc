@@ -85,8 +85,7 @@ TEST(DiskTest, MeterSeesAWriteThatReachesTheDeviceHoldingIt) {
   std::unique_ptr<char, decltype(&std::free)> block(static_cast<char*>(memory), &std::free);
   std::memset(block.get(), 'x', kBytes);
   bool direct = true;
-  UniqueFd fd(
-      ::open(file.path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_DIRECT, 0600));
+  UniqueFd fd(::open(file.path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_DIRECT, 0600));
   if (!fd.valid() && errno == EINVAL) {
     direct = false;
     fd = UniqueFd(::open(file.path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));

@@ -42,9 +42,9 @@ struct PhaseRecord {
   std::string target;  // "A" or "B"
   int repeat = 0;      // 0-based
   Phase phase = Phase::kSave;
-  std::vector<RankRecord> ranks;  // in rank order
-  double rank_cpu_s = 0;         // user + system
-  double rank_system_cpu_s = 0;  // of that, in the kernel (a plain directory's write path)
+  std::vector<RankRecord> ranks;       // in rank order
+  double rank_cpu_s = 0;               // user + system
+  double rank_system_cpu_s = 0;        // of that, in the kernel (a plain directory's write path)
   std::optional<double> target_cpu_s;  // none: no target process known
   uint64_t verified_bytes = 0;         // load phases
   std::optional<DiskUse> disk;         // none: no disk measured

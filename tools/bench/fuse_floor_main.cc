@@ -67,7 +67,7 @@ struct Node {
   gid_t gid = 0;
   uint64_t size = 0;
   uint32_t nlink = 1;
-  uint64_t lookups = 0;       // the kernel's references (lookup/create minus forget)
+  uint64_t lookups = 0;  // the kernel's references (lookup/create minus forget)
   struct timespec mtime = {};
   absl::btree_map<std::string, fuse_ino_t> children;  // directories
 };
@@ -402,8 +402,7 @@ void SetCacheMode(struct fuse_file_info* fi) {
 void Create(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode,
             struct fuse_file_info* fi) {
   struct fuse_entry_param e;
-  const int err =
-      TreeOf(req).Make(parent, name, S_IFREG | (mode & 07777), fuse_req_ctx(req), &e);
+  const int err = TreeOf(req).Make(parent, name, S_IFREG | (mode & 07777), fuse_req_ctx(req), &e);
   if (err != 0) return (void)fuse_reply_err(req, err);
   SetCacheMode(fi);
   if (fuse_reply_create(req, &e, fi) != 0) TreeOf(req).Forget(e.ino, 1);
@@ -476,9 +475,9 @@ void ReadDir(fuse_req_t req, fuse_ino_t, size_t size, off_t offset, struct fuse_
   std::vector<char> buf(size);
   size_t used = 0;
   for (size_t i = static_cast<size_t>(offset); i < listing.size(); ++i) {
-    const size_t need = fuse_add_direntry(req, buf.data() + used, size - used,
-                                          listing[i].first.c_str(), &listing[i].second,
-                                          static_cast<off_t>(i + 1));
+    const size_t need =
+        fuse_add_direntry(req, buf.data() + used, size - used, listing[i].first.c_str(),
+                          &listing[i].second, static_cast<off_t>(i + 1));
     if (need > size - used) break;
     used += need;
   }
@@ -569,7 +568,8 @@ int main(int argc, char** argv) {
     } else {
       struct fuse_loop_config* config = fuse_loop_cfg_create();
       fuse_loop_cfg_set_clone_fd(config, 1);
-      fuse_loop_cfg_set_max_threads(config, static_cast<unsigned>(absl::GetFlag(FLAGS_max_threads)));
+      fuse_loop_cfg_set_max_threads(config,
+                                    static_cast<unsigned>(absl::GetFlag(FLAGS_max_threads)));
       fuse_loop_cfg_set_idle_threads(config, static_cast<unsigned>(absl::GetFlag(FLAGS_threads)));
       const int loop = fuse_session_loop_mt(se, config);
       fuse_loop_cfg_destroy(config);

@@ -23,8 +23,8 @@
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
-#include <iostream>
 #include <functional>
+#include <iostream>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -94,7 +94,8 @@ struct Round {
 };
 
 absl::StatusOr<Round> RunRound(Client& client, const Options& options, int round) {
-  const std::string dir_name = absl::StrCat("meta-bench-", absl::ToUnixMicros(absl::Now()), "-", round);
+  const std::string dir_name =
+      absl::StrCat("meta-bench-", absl::ToUnixMicros(absl::Now()), "-", round);
   absl::StatusOr<meta::Attr> dir = client.Mkdir(kRootIno, dir_name, 0755, 0, 0);
   if (!dir.ok()) return dir.status();
   const uint64_t dir_ino = dir->ino();
@@ -138,7 +139,8 @@ absl::StatusOr<Round> RunRound(Client& client, const Options& options, int round
       if (!page->more()) break;
     }
     if (entries != options.files) {
-      return absl::InternalError(absl::StrCat("readdir listed ", entries, " entries, not ", options.files));
+      return absl::InternalError(
+          absl::StrCat("readdir listed ", entries, " entries, not ", options.files));
     }
   }
   result.listing_ms = absl::ToDoubleMilliseconds(absl::Now() - start) / options.listings;
@@ -155,11 +157,11 @@ int Main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     auto value = [&]() -> std::string { return i + 1 < argc ? argv[++i] : ""; };
-    int* number = arg == "--files" ? &options.files
-                  : arg == "--threads" ? &options.threads
-                  : arg == "--repeat" ? &options.repeat
+    int* number = arg == "--files"      ? &options.files
+                  : arg == "--threads"  ? &options.threads
+                  : arg == "--repeat"   ? &options.repeat
                   : arg == "--listings" ? &options.listings
-                  : nullptr;
+                                        : nullptr;
     if (arg == "--meta") {
       const std::string spec = value();
       if (spec.empty()) return Usage("--meta needs [LABEL=]HOST:PORT");
@@ -206,9 +208,9 @@ int Main(int argc, char** argv) {
       rounds[options.targets[t].label].push_back(*round);
     }
   }
-  std::vector<std::vector<std::string>> rows = {
-      {"BACKEND", "CREATE+CLOSE/s", "STAT/s", absl::StrCat("READDIR ", options.files, " (ms)"),
-       "READDIR entries/s"}};
+  std::vector<std::vector<std::string>> rows = {{"BACKEND", "CREATE+CLOSE/s", "STAT/s",
+                                                 absl::StrCat("READDIR ", options.files, " (ms)"),
+                                                 "READDIR entries/s"}};
   for (const Target& target : options.targets) {
     std::vector<double> create, stat, listing;
     for (const Round& round : rounds[target.label]) {

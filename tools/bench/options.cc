@@ -218,11 +218,12 @@ absl::StatusOr<ParsedCommandLine> ParseCommandLine(const std::vector<std::string
     if (!item.empty()) o.target_procs.emplace_back(item);
   }
   o.disk = flags.Get("disk");
-  if (flags.Given("disk") &&
-      (o.disk.empty() || o.disk == "." || o.disk == ".." ||
-       o.disk.find_first_of("/ \t") != std::string::npos)) {
-    return Usage(absl::StrCat("--disk takes a device name as /proc/diskstats lists it (\"vda\", "
-                              "\"nvme0n1\") or \"none\", got \"", o.disk, "\""));
+  if (flags.Given("disk") && (o.disk.empty() || o.disk == "." || o.disk == ".." ||
+                              o.disk.find_first_of("/ \t") != std::string::npos)) {
+    return Usage(
+        absl::StrCat("--disk takes a device name as /proc/diskstats lists it (\"vda\", "
+                     "\"nvme0n1\") or \"none\", got \"",
+                     o.disk, "\""));
   }
   o.json_path = flags.Get("json");
   o.plot_path = flags.Get("plot");

@@ -162,12 +162,12 @@ TEST(CommandLineTest, HelpExplainsEveryFlagWithExamples) {
   ASSERT_TRUE(parsed.ok());
   EXPECT_TRUE(parsed->help);
   const std::string help = HelpText();
-  for (const char* flag : {"--dir",      "--native",         "--meta",          "--baseline",
-                           "--threads",  "--workload",       "--ranks",         "--size",
-                           "--io-size",  "--tensor-size",    "--max-write",     "--preset",
-                           "--scale",    "--seed",           "--phases",        "--repeat",
-                           "--commit",   "--commit-timeout", "--phase-timeout", "--target-procs",
-                           "--progress", "--json",           "--plot",          "--disk"}) {
+  for (const char* flag :
+       {"--dir",       "--native", "--meta",           "--baseline",      "--threads",
+        "--workload",  "--ranks",  "--size",           "--io-size",       "--tensor-size",
+        "--max-write", "--preset", "--scale",          "--seed",          "--phases",
+        "--repeat",    "--commit", "--commit-timeout", "--phase-timeout", "--target-procs",
+        "--progress",  "--json",   "--plot",           "--disk"}) {
     EXPECT_NE(help.find(std::string("\n  ") + flag + " "), std::string::npos) << flag;
   }
   EXPECT_NE(help.find("Examples:"), std::string::npos);

@@ -42,8 +42,8 @@ using SampleFn = std::function<void(int64_t now_ns, uint64_t bytes, int ranks_do
 
 struct RankRun {
   std::vector<RankRecord> ranks;  // in the order of the `ranks` argument
-  double rank_cpu_s = 0;         // user + system
-  double rank_system_cpu_s = 0;  // of that, in the kernel
+  double rank_cpu_s = 0;          // user + system
+  double rank_system_cpu_s = 0;   // of that, in the kernel
 };
 
 class RankExecutor {

@@ -59,8 +59,7 @@ class RankIo {
   // A setxattr may block (a checkpoint commit waits for every rank).
   virtual absl::Status SetXattr(absl::string_view path, absl::string_view name,
                                 absl::string_view value) = 0;
-  virtual absl::StatusOr<std::string> GetXattr(absl::string_view path,
-                                               absl::string_view name) = 0;
+  virtual absl::StatusOr<std::string> GetXattr(absl::string_view path, absl::string_view name) = 0;
 };
 
 // POSIX calls under `root`, an existing directory.

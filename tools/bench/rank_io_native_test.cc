@@ -22,11 +22,11 @@ class NativeRankIoTest : public ::testing::Test {
   void SetUp() override {
     client::ClientOptions options;
     options.io_threads = 4;
-    client_ = client::Client::CreateWithServices(
-        options,
-        std::make_unique<client::testing::FakeMetaClient>(std::vector<uint32_t>{1, 2, 3},
-                                                          256 * 1024),
-        std::make_unique<client::testing::FakeChunkTransport>());
+    client_ =
+        client::Client::CreateWithServices(options,
+                                           std::make_unique<client::testing::FakeMetaClient>(
+                                               std::vector<uint32_t>{1, 2, 3}, 256 * 1024),
+                                           std::make_unique<client::testing::FakeChunkTransport>());
     ASSERT_TRUE(client_->MkdirAll("/bench", 0755).ok());
     io_ = MakeNativeRankIo(client_.get(), "/bench");
   }

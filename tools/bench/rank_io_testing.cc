@@ -14,8 +14,8 @@ namespace ckptfs::bench::testing {
 
 TempDir::TempDir() {
   const char* tmp = std::getenv("TMPDIR");
-  std::string pattern = absl::StrCat(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp",
-                                     "/ckptfs-bench-test-XXXXXX");
+  std::string pattern =
+      absl::StrCat(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp", "/ckptfs-bench-test-XXXXXX");
   if (::mkdtemp(pattern.data()) != nullptr) path_ = pattern;
 }
 

@@ -39,9 +39,9 @@ BenchResult SyntheticResult() {
         record.rank_cpu_s = 0.25;
         record.target_cpu_s = 0.5;
         // The disk: busy half of every storm, 1 GB written or read per second of it.
-        record.disk = DiskUse{static_cast<uint64_t>(save_s) * 1'000'000'000,
-                              static_cast<uint64_t>(save_s) * 1'000'000'000,
-                              static_cast<double>(save_s) / 2};
+        record.disk =
+            DiskUse{static_cast<uint64_t>(save_s) * 1'000'000'000,
+                    static_cast<uint64_t>(save_s) * 1'000'000'000, static_cast<double>(save_s) / 2};
         ProgressSegment seg{target, repeat, phase, t};
         result.segments.push_back(seg);
         for (int rank = 0; rank < 3; ++rank) {

@@ -26,7 +26,6 @@
 namespace ckptfs::bench {
 namespace {
 
-
 // CKPTFS_BENCH_TEST_DIE_RANK: which rank dies in its save, and how.
 struct DieHook {
   enum How { kExit, kSignal, kHang };
@@ -140,9 +139,10 @@ class Runner {
     probe.Start();
     if (!probe.Stop().has_value()) {
       if (!options_.disk.empty()) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "--disk ", options_.disk, ": /proc/diskstats lists no such device (names as in "
-            "/sys/block: vda, nvme0n1, md0; or none)"));
+        return absl::InvalidArgumentError(
+            absl::StrCat("--disk ", options_.disk,
+                         ": /proc/diskstats lists no such device (names as in "
+                         "/sys/block: vda, nvme0n1, md0; or none)"));
       }
       Note(absl::StrCat("disk ", result_.disk, " (", result_.disk_reason,
                         ") is not in /proc/diskstats: no disk figures"));

@@ -52,7 +52,7 @@ struct BenchResult {
   // it was chosen ("--disk", "holds B's directory", ...).
   std::string disk;
   std::string disk_reason;
-  int64_t start_ns = 0;            // CLOCK_MONOTONIC
+  int64_t start_ns = 0;  // CLOCK_MONOTONIC
   int64_t end_ns = 0;
 };
 

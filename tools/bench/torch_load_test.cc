@@ -3,8 +3,8 @@
 // CRC and offset, and torch.save of what was loaded reproduces our bytes
 // exactly (same container, pickle, alignment and CRCs). Skipped only when
 // /usr/bin/python3 cannot import torch.
-#include <isa-l/crc.h>
 #include <fcntl.h>
+#include <isa-l/crc.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -53,14 +53,13 @@ CommandResult RunCommand(const std::string& command) {
 }
 
 bool TorchAvailable() {
-  static const bool available =
-      RunCommand(absl::StrCat(kPython, " -c 'import torch'")).rc == 0;
+  static const bool available = RunCommand(absl::StrCat(kPython, " -c 'import torch'")).rc == 0;
   return available;
 }
 
 // Runs `script` (written to a file in `dir`) with `args`.
 CommandResult RunPython(const std::string& dir, const std::string& script,
-              const std::vector<std::string>& args) {
+                        const std::vector<std::string>& args) {
   const std::string path = dir + "/check.py";
   std::ofstream(path) << script;
   std::string command = absl::StrCat(kPython, " ", path);

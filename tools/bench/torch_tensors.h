@@ -32,7 +32,7 @@ absl::string_view TorchDtypeName(TorchDtype dtype);
 int TorchDtypeSize(TorchDtype dtype);
 
 struct TorchTensor {
-  std::string name;            // the state-dict key, "layers.7.weight"
+  std::string name;  // the state-dict key, "layers.7.weight"
   TorchDtype dtype = TorchDtype::kUInt8;
   std::vector<int64_t> shape;  // row-major, contiguous
   uint64_t nbytes = 0;         // the storage's size

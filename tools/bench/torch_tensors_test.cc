@@ -39,12 +39,15 @@ TEST(Pickle, LoneTensorMatchesPython) {
   t.shape = {2, 2};
   t.nbytes = 8;
   t.storage_key = "5";  // a lone tensor's storage is always "0"
-  const std::string expected =
-      std::string("\x80\x02""ctorch._utils\n_rebuild_tensor_v2\nq\x00((X\x07\x00\x00\x00storageq"
-                  "\x01""ctorch\nBFloat16Storage\nq\x02X\x01\x00\x00\x00""0q\x03X\x03\x00\x00\x00"
-                  "cpuq\x04K\x04tq\x05QK\x00K\x02K\x02\x86q\x06K\x02K\x01\x86q\x07\x89"
-                  "ccollections\nOrderedDict\nq\x08)Rq\ttq\nRq\x0b.",
-                  157);
+  const std::string expected = std::string(
+      "\x80\x02"
+      "ctorch._utils\n_rebuild_tensor_v2\nq\x00((X\x07\x00\x00\x00storageq"
+      "\x01"
+      "ctorch\nBFloat16Storage\nq\x02X\x01\x00\x00\x00"
+      "0q\x03X\x03\x00\x00\x00"
+      "cpuq\x04K\x04tq\x05QK\x00K\x02K\x02\x86q\x06K\x02K\x01\x86q\x07\x89"
+      "ccollections\nOrderedDict\nq\x08)Rq\ttq\nRq\x0b.",
+      157);
   EXPECT_EQ(PickleTensor(t), expected);
 }
 

@@ -64,8 +64,7 @@ std::string TorchArchiveName(absl::string_view path) {
 TorchZipWriter::TorchZipWriter(ByteSink& sink, std::string archive_name)
     : sink_(sink), archive_name_(std::move(archive_name)), start_(sink.offset()) {}
 
-absl::StatusOr<bool> TorchZipWriter::StartRecord(const Entry& entry,
-                                                 const std::string& full_name) {
+absl::StatusOr<bool> TorchZipWriter::StartRecord(const Entry& entry, const std::string& full_name) {
   const uint64_t offset = entry.local_header_offset;
   const bool zip64 = NeedsZip64(entry.size, offset);
   const std::string zip64_extra = zip64 ? Zip64Extra(entry.size, offset) : "";
@@ -114,8 +113,7 @@ absl::Status TorchZipWriter::FinishRecord(const Entry& entry, const std::string&
     if (absl::Status status = sink_.Literal(descriptor); !status.ok()) return status;
   }
   // The central directory entry (mz_zip_writer_create_central_dir_header).
-  const std::string zip64_extra =
-      zip64 ? Zip64Extra(entry.size, entry.local_header_offset) : "";
+  const std::string zip64_extra = zip64 ? Zip64Extra(entry.size, entry.local_header_offset) : "";
   std::string& cd = central_dir_;
   Le32(cd, 0x02014b50);
   Le16(cd, 0);  // version made by
@@ -151,8 +149,8 @@ absl::Status TorchZipWriter::WriteRecord(absl::string_view name, absl::string_vi
   if (!bytes.empty()) {
     if (absl::Status status = sink_.Literal(bytes); !status.ok()) return status;
   }
-  entry.crc = crc32_gzip_refl(0, reinterpret_cast<const unsigned char*>(bytes.data()),
-                              bytes.size());
+  entry.crc =
+      crc32_gzip_refl(0, reinterpret_cast<const unsigned char*>(bytes.data()), bytes.size());
   return FinishRecord(entry, full_name, *zip64);
 }
 
@@ -215,8 +213,7 @@ absl::Status TorchZipWriter::WriteEndOfFile() {
 absl::Status WriteTorchSave(ByteSink& sink, absl::string_view archive_name,
                             const std::vector<TorchTensor>& tensors) {
   TorchZipWriter zip(sink, std::string(archive_name));
-  if (absl::Status status = zip.WriteRecord("data.pkl", PickleStateDict(tensors));
-      !status.ok()) {
+  if (absl::Status status = zip.WriteRecord("data.pkl", PickleStateDict(tensors)); !status.ok()) {
     return status;
   }
   // torch.save writes the storages in sorted(str) key order.

@@ -51,8 +51,7 @@ DryRun Measure(Emit emit) {
   return run;
 }
 
-DryRun MeasureTorch(const std::vector<TorchTensor>& tensors,
-                    absl::string_view file) {
+DryRun MeasureTorch(const std::vector<TorchTensor>& tensors, absl::string_view file) {
   return Measure([&](ByteSink& sink) {
     WriteTorchSave(sink, TorchArchiveName(file), tensors).IgnoreError();  // counting: no errors
     return std::vector<DcpItem>{};
@@ -82,10 +81,12 @@ absl::Status SaveRaw(RankIo& io, const WorkloadSpec& spec, int rank, const std::
   absl::StatusOr<int> handle = io.Create(path);
   if (!handle.ok()) return handle.status();
   const DataPattern pattern(spec.seed, rank, FileId(spec.kind, 0));
-  ScratchBuffer buffer = ScratchBuffer::Acquire(std::min<uint64_t>(spec.io_size, spec.bytes_per_rank));
+  ScratchBuffer buffer =
+      ScratchBuffer::Acquire(std::min<uint64_t>(spec.io_size, spec.bytes_per_rank));
   absl::Status status;
   for (uint64_t offset = 0; offset < spec.bytes_per_rank && status.ok();) {
-    const size_t n = static_cast<size_t>(std::min<uint64_t>(spec.io_size, spec.bytes_per_rank - offset));
+    const size_t n =
+        static_cast<size_t>(std::min<uint64_t>(spec.io_size, spec.bytes_per_rank - offset));
     pattern.Fill(offset, buffer.data(), n);
     status = io.Write(*handle, buffer.data(), n);
     if (status.ok() && progress != nullptr) progress->OnBytes(n);
@@ -99,8 +100,8 @@ absl::Status SaveTorch(RankIo& io, const WorkloadSpec& spec, int rank, const std
                        absl::string_view file, ProgressSink* progress) {
   const std::vector<TorchTensor> tensors = RankTensors(spec.bytes_per_rank, spec.tensor_bytes);
   const std::string pickle = PickleStateDict(tensors);
-  const uint64_t largest =
-      std::max<uint64_t>(std::min(spec.tensor_bytes, spec.bytes_per_rank), pickle.size() + 128 * (tensors.size() + 2));
+  const uint64_t largest = std::max<uint64_t>(std::min(spec.tensor_bytes, spec.bytes_per_rank),
+                                              pickle.size() + 128 * (tensors.size() + 2));
   ScratchBuffer buffer = ScratchBuffer::Acquire(WriteBufferBytes(largest, spec.max_write_bytes));
   const DataPattern pattern(spec.seed, rank, FileId(spec.kind, 0));
 
@@ -189,12 +190,11 @@ absl::StatusOr<WorkloadSpec> SpecFromPreset(absl::string_view name, double scale
     if (p.name == name) preset = &p;
   }
   if (preset == nullptr) {
-    return absl::InvalidArgumentError(absl::StrCat("unknown preset \"", name, "\": choose ",
-                                                   absl::StrJoin(names, ", ")));
+    return absl::InvalidArgumentError(
+        absl::StrCat("unknown preset \"", name, "\": choose ", absl::StrJoin(names, ", ")));
   }
   if (!(scale > 0 && scale <= 1)) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("--scale must be in (0, 1], got %g", scale));
+    return absl::InvalidArgumentError(absl::StrFormat("--scale must be in (0, 1], got %g", scale));
   }
   const double total = static_cast<double>(preset->total_bytes) * scale;
   WorkloadSpec spec;
@@ -289,8 +289,7 @@ absl::StatusOr<RankTimes> FinalizeSave(RankIo& io, const WorkloadSpec& spec,
     status = CloseAfter(io, *handle, status);
     if (!status.ok()) return status;
     // "delete in-case other checkpoints were present", then publish.
-    if (absl::Status unlinked = io.Unlink(final_path);
-        !unlinked.ok() && !IsGone(unlinked)) {
+    if (absl::Status unlinked = io.Unlink(final_path); !unlinked.ok() && !IsGone(unlinked)) {
       return unlinked;
     }
     if (absl::Status renamed = io.Rename(tmp, final_path); !renamed.ok()) return renamed;
@@ -311,33 +310,31 @@ absl::StatusOr<RankTimes> LoadRank(RankIo& io, const WorkloadSpec& spec, int sha
   absl::Status status;
   switch (spec.kind) {
     case WorkloadKind::kRaw:
-      status = VerifyFile(io, spec, shard, 0, path, spec.bytes_per_rank, buffer, sink, times,
-                          [&](ByteSink& verify) {
-                            return verify.Payload(spec.bytes_per_rank, false).status();
-                          });
+      status = VerifyFile(
+          io, spec, shard, 0, path, spec.bytes_per_rank, buffer, sink, times,
+          [&](ByteSink& verify) { return verify.Payload(spec.bytes_per_rank, false).status(); });
       break;
     case WorkloadKind::kTorch: {
-      const std::vector<TorchTensor> tensors =
-          RankTensors(spec.bytes_per_rank, spec.tensor_bytes);
+      const std::vector<TorchTensor> tensors = RankTensors(spec.bytes_per_rank, spec.tensor_bytes);
       const uint64_t size = MeasureTorch(tensors, file).file_bytes;
-      status = VerifyFile(io, spec, shard, 0, path, size, buffer, sink, times,
-                          [&](ByteSink& verify) {
-                            return WriteTorchSave(verify, TorchArchiveName(file), tensors);
-                          });
+      status =
+          VerifyFile(io, spec, shard, 0, path, size, buffer, sink, times, [&](ByteSink& verify) {
+            return WriteTorchSave(verify, TorchArchiveName(file), tensors);
+          });
       break;
     }
     case WorkloadKind::kDcp: {
       // FileSystemReader: every rank reads .metadata, then its items.
       const std::string text = MetadataText(spec);
-      status = VerifyFile(io, spec, shard, 0, JoinPath(step_dir, kDcpMetadataName), text.size(),
-                          buffer, sink, times,
-                          [&](ByteSink& verify) { return verify.Literal(text); });
+      status =
+          VerifyFile(io, spec, shard, 0, JoinPath(step_dir, kDcpMetadataName), text.size(), buffer,
+                     sink, times, [&](ByteSink& verify) { return verify.Literal(text); });
       if (!status.ok()) break;
-      const std::vector<TorchTensor> tensors =
-          RankTensors(spec.bytes_per_rank, spec.tensor_bytes);
+      const std::vector<TorchTensor> tensors = RankTensors(spec.bytes_per_rank, spec.tensor_bytes);
       const uint64_t size = MeasureDcp(tensors).file_bytes;
-      status = VerifyFile(io, spec, shard, 0, path, size, buffer, sink, times,
-                          [&](ByteSink& verify) { return WriteDcpShard(verify, tensors).status(); });
+      status =
+          VerifyFile(io, spec, shard, 0, path, size, buffer, sink, times,
+                     [&](ByteSink& verify) { return WriteDcpShard(verify, tensors).status(); });
       break;
     }
   }

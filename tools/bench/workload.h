@@ -101,7 +101,7 @@ struct RankTimes {
   int64_t start_ns = 0;       // CLOCK_MONOTONIC (comparable across processes)
   int64_t first_byte_ns = 0;  // load: when the first byte arrived; save: 0
   int64_t end_ns = 0;
-  uint64_t bytes = 0;         // file bytes written or read (payload + container)
+  uint64_t bytes = 0;  // file bytes written or read (payload + container)
 };
 
 // The files rank `rank` writes, relative to the step directory.

@@ -218,8 +218,8 @@ absl::Status VerifySink::Fill() {
   absl::StatusOr<size_t> n = io_.Read(handle_, buffer_.data(), io_size_);
   if (!n.ok()) return n.status();
   if (*n == 0) {
-    return absl::DataLossError(absl::StrFormat(
-        "%s: file ends at offset %u, %u bytes expected", path_, offset_, expected_size_));
+    return absl::DataLossError(absl::StrFormat("%s: file ends at offset %u, %u bytes expected",
+                                               path_, offset_, expected_size_));
   }
   if (first_byte_ns_ == 0) first_byte_ns_ = MonotonicNs();
   if (progress_ != nullptr) progress_->OnBytes(*n);
@@ -231,13 +231,13 @@ absl::Status VerifySink::Fill() {
 
 absl::Status VerifySink::Mismatch(uint64_t offset, uint8_t expected, uint8_t found,
                                   absl::string_view what) const {
-  std::string message =
-      absl::StrFormat("%s: byte at offset %u is 0x%02x, expected 0x%02x (%s)", path_, offset,
-                      found, expected, what);
+  std::string message = absl::StrFormat("%s: byte at offset %u is 0x%02x, expected 0x%02x (%s)",
+                                        path_, offset, found, expected, what);
   // Name what landed there when the start of its page is at hand.
   const uint64_t page_start = offset / DataPattern::kPageBytes * DataPattern::kPageBytes;
   const uint64_t buffer_start = offset_ - used_;
-  if (page_start >= buffer_start && page_start + DataPattern::kStampBytes <= offset_ - used_ + have_) {
+  if (page_start >= buffer_start &&
+      page_start + DataPattern::kStampBytes <= offset_ - used_ + have_) {
     const std::string foreign =
         DataPattern::DescribeForeignPage(buffer_.data() + (page_start - buffer_start));
     if (!foreign.empty()) absl::StrAppend(&message, "; ", foreign);
@@ -272,8 +272,7 @@ absl::StatusOr<uint32_t> VerifySink::Payload(uint64_t size, bool want_crc) {
     const size_t n = static_cast<size_t>(std::min<uint64_t>(size - done, have_ - used_));
     const uint8_t* got = buffer_.data() + used_;
     if (std::optional<size_t> bad = pattern_.FirstMismatch(offset_, got, n); bad.has_value()) {
-      return Mismatch(offset_ + *bad, pattern_.ExpectedByte(offset_ + *bad), got[*bad],
-                      "payload");
+      return Mismatch(offset_ + *bad, pattern_.ExpectedByte(offset_ + *bad), got[*bad], "payload");
     }
     if (want_crc) crc = ZipCrc(crc, got, n);
     used_ += n;
@@ -292,8 +291,8 @@ absl::Status VerifySink::Finish() {
     bytes_read_ += *n;
   }
   if (used_ < have_) {
-    return absl::DataLossError(absl::StrFormat(
-        "%s: file is longer than the %u bytes expected", path_, expected_size_));
+    return absl::DataLossError(
+        absl::StrFormat("%s: file is longer than the %u bytes expected", path_, expected_size_));
   }
   return absl::OkStatus();
 }

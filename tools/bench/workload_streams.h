@@ -129,8 +129,7 @@ class VerifySink : public ByteSink {
   // Reads `path` (open as `handle`) in `io_size` pieces into `buffer`
   // (at least io_size bytes). `expected_size` is for messages.
   VerifySink(RankIo& io, int handle, std::string path, const DataPattern& pattern,
-             ScratchBuffer& buffer, size_t io_size, uint64_t expected_size,
-             ProgressSink* progress);
+             ScratchBuffer& buffer, size_t io_size, uint64_t expected_size, ProgressSink* progress);
   absl::Status Literal(absl::string_view bytes) override;
   absl::StatusOr<uint32_t> Payload(uint64_t size, bool want_crc) override;
   absl::Status Flush() override { return absl::OkStatus(); }
@@ -156,9 +155,9 @@ class VerifySink : public ByteSink {
   const size_t io_size_;
   const uint64_t expected_size_;
   ProgressSink* const progress_;
-  size_t have_ = 0;       // bytes in buffer_
-  size_t used_ = 0;       // of which consumed
-  uint64_t offset_ = 0;   // file offset of buffer_[used_]
+  size_t have_ = 0;      // bytes in buffer_
+  size_t used_ = 0;      // of which consumed
+  uint64_t offset_ = 0;  // file offset of buffer_[used_]
   uint64_t bytes_read_ = 0;
   int64_t first_byte_ns_ = 0;
 };

@@ -111,9 +111,7 @@ class WorkloadTest : public ::testing::TestWithParam<WorkloadKind> {
     ASSERT_TRUE(fin.ok()) << fin.status();
   }
 
-  std::string Path(int rank) const {
-    return dir_.path() + "/step/" + RankFiles(spec_, rank)[0];
-  }
+  std::string Path(int rank) const { return dir_.path() + "/step/" + RankFiles(spec_, rank)[0]; }
 
   absl::Status Load(int shard) { return LoadRank(*io_, spec_, shard, "step", nullptr).status(); }
 
@@ -282,7 +280,8 @@ TEST(WorkloadPattern, RawIsIoSizeWritesAndOneFsync) {
   spec.kind = WorkloadKind::kRaw;
   spec.bytes_per_rank = 5 * (1 << 20) + 1000;
   ASSERT_TRUE(SaveRank(io, spec, 0, "", nullptr).ok());
-  EXPECT_EQ(io.write_sizes(), (std::vector<size_t>{1 << 20, 1 << 20, 1 << 20, 1 << 20, 1 << 20, 1000}));
+  EXPECT_EQ(io.write_sizes(),
+            (std::vector<size_t>{1 << 20, 1 << 20, 1 << 20, 1 << 20, 1 << 20, 1000}));
   EXPECT_EQ(io.fsyncs(), 1);
 }
 

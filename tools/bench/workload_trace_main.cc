@@ -40,7 +40,8 @@ int Main(int argc, char** argv) {
   if (!absl::SimpleAtoi(argv[5], &spec.ranks) || !absl::SimpleAtoi(argv[6], &spec.bytes_per_rank) ||
       !absl::SimpleAtoi(argv[7], &spec.tensor_bytes) ||
       (argc > 8 && !absl::SimpleAtoi(argv[8], &io_size))) {
-    return Fail(absl::InvalidArgumentError("RANKS, BYTES_PER_RANK, TENSOR_BYTES, IO_SIZE: numbers"));
+    return Fail(
+        absl::InvalidArgumentError("RANKS, BYTES_PER_RANK, TENSOR_BYTES, IO_SIZE: numbers"));
   }
   spec.io_size = io_size;
   const std::string step_dir = argv[4];

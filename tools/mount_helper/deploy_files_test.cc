@@ -48,10 +48,10 @@ std::map<std::string, std::string> HelpfullDefaults(const std::string& program, 
     std::vector<absl::string_view> entries = absl::StrSplit(section, "\n    --");
     for (size_t i = 1; i < entries.size(); ++i) {
       // One line, whitespace runs collapsed: help and default wrap anywhere.
-      const std::string entry = absl::StrJoin(
-          absl::StrSplit(entries[i].substr(0, entries[i].find("\n\n")), absl::ByAnyChar(" \n"),
-                         absl::SkipEmpty()),
-          " ");
+      const std::string entry =
+          absl::StrJoin(absl::StrSplit(entries[i].substr(0, entries[i].find("\n\n")),
+                                       absl::ByAnyChar(" \n"), absl::SkipEmpty()),
+                        " ");
       const size_t name_end = entry.find(' ');
       const size_t value_at = entry.rfind("; default: ");
       if (name_end == absl::string_view::npos || value_at == absl::string_view::npos) continue;
@@ -91,16 +91,16 @@ void ExpectConfigMatches(const std::string& program, const std::string& conf) {
   for (const auto& [name, value] : own) {
     auto it = listed.find(name);
     if (it == listed.end()) {
-      ADD_FAILURE() << path << " does not list --" << name << " of " << program
-                    << " (default " << value << ")";
+      ADD_FAILURE() << path << " does not list --" << name << " of " << program << " (default "
+                    << value << ")";
     } else {
-      EXPECT_EQ(it->second, value) << path << ": --" << name << " differs from "
-                                   << program << "'s default";
+      EXPECT_EQ(it->second, value)
+          << path << ": --" << name << " differs from " << program << "'s default";
     }
   }
   for (const auto& [name, value] : listed) {
-    EXPECT_TRUE(all.count(name) == 1) << path << " lists --" << name << ", which " << program
-                                      << " does not have";
+    EXPECT_TRUE(all.count(name) == 1)
+        << path << " lists --" << name << ", which " << program << " does not have";
   }
 }
 

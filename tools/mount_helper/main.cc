@@ -104,8 +104,8 @@ int Main(int argc, char** argv) {
   if (!invocation.ok()) return Fail(std::string(invocation.status().message()), kExitUsage);
   for (const std::string& arg : invocation->args) {
     if (absl::StartsWith(arg, "--flagfile=") && access(arg.c_str() + 11, R_OK) != 0) {
-      return Fail(absl::StrCat("cannot read the config file ", arg.substr(11), ": ",
-                               std::strerror(errno)));
+      return Fail(
+          absl::StrCat("cannot read the config file ", arg.substr(11), ": ", std::strerror(errno)));
     }
   }
   const std::string daemon = FindFuseDaemon();
@@ -140,10 +140,12 @@ int Main(int argc, char** argv) {
   }
   if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return 0;
   if (log.valid()) std::cerr << LogSince(invocation->log_file, log_start);
-  return Fail(absl::StrCat(
-      "ckptfs-fuse ", WIFEXITED(status) ? absl::StrCat("exited with status ", WEXITSTATUS(status))
-                                        : absl::StrCat("died of signal ", WTERMSIG(status)),
-      "; the mount did not happen", log.valid() ? absl::StrCat(" (log: ", invocation->log_file, ")") : ""));
+  return Fail(absl::StrCat("ckptfs-fuse ",
+                           WIFEXITED(status)
+                               ? absl::StrCat("exited with status ", WEXITSTATUS(status))
+                               : absl::StrCat("died of signal ", WTERMSIG(status)),
+                           "; the mount did not happen",
+                           log.valid() ? absl::StrCat(" (log: ", invocation->log_file, ")") : ""));
 }
 
 }  // namespace

@@ -78,7 +78,8 @@ pid_t FindDaemon(const std::string& mountpoint) {
     std::ifstream in(entry.path() / "cmdline", std::ios::binary);
     std::string cmdline((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
     for (char& c : cmdline) c = c == '\0' ? ' ' : c;
-    if (absl::StrContains(cmdline, "ckptfs-fuse") && absl::StrContains(cmdline + " ", needle + " ")) {
+    if (absl::StrContains(cmdline, "ckptfs-fuse") &&
+        absl::StrContains(cmdline + " ", needle + " ")) {
       return static_cast<pid_t>(std::stol(name));
     }
   }

@@ -25,26 +25,16 @@ struct CkptfsOption {
 // The ckptfs-fuse flags a mount may set (fuse/main.cc). Values are checked
 // by ckptfs-fuse itself, which names the flag in its error.
 constexpr std::array<CkptfsOption, 21> kCkptfsOptions = {{
-    {"threads", ValueKind::kValue},
-    {"max_threads", ValueKind::kValue},
-    {"attr_timeout_s", ValueKind::kValue},
-    {"entry_timeout_s", ValueKind::kValue},
-    {"dir_timeout_s", ValueKind::kValue},
-    {"log_level", ValueKind::kValue},
-    {"direct_io_writes", ValueKind::kBool},
-    {"direct_io_reads", ValueKind::kBool},
-    {"writeback_cache", ValueKind::kBool},
-    {"splice", ValueKind::kBool},
-    {"max_background", ValueKind::kValue},
-    {"write_buffer_mb", ValueKind::kValue},
-    {"idle_buffer_mb", ValueKind::kValue},
-    {"read_cache_mb", ValueKind::kValue},
-    {"readahead_chunks", ValueKind::kValue},
-    {"local_reads", ValueKind::kBool},
-    {"local_writes", ValueKind::kBool},
-    {"max_inflight_chunks", ValueKind::kValue},
-    {"read_ahead_kb", ValueKind::kValue},
-    {"metrics_listen", ValueKind::kValue},
+    {"threads", ValueKind::kValue},          {"max_threads", ValueKind::kValue},
+    {"attr_timeout_s", ValueKind::kValue},   {"entry_timeout_s", ValueKind::kValue},
+    {"dir_timeout_s", ValueKind::kValue},    {"log_level", ValueKind::kValue},
+    {"direct_io_writes", ValueKind::kBool},  {"direct_io_reads", ValueKind::kBool},
+    {"writeback_cache", ValueKind::kBool},   {"splice", ValueKind::kBool},
+    {"max_background", ValueKind::kValue},   {"write_buffer_mb", ValueKind::kValue},
+    {"idle_buffer_mb", ValueKind::kValue},   {"read_cache_mb", ValueKind::kValue},
+    {"readahead_chunks", ValueKind::kValue}, {"local_reads", ValueKind::kBool},
+    {"local_writes", ValueKind::kBool},      {"max_inflight_chunks", ValueKind::kValue},
+    {"read_ahead_kb", ValueKind::kValue},    {"metrics_listen", ValueKind::kValue},
     {"credential_file", ValueKind::kValue},
 }};
 
@@ -55,12 +45,10 @@ constexpr std::array<absl::string_view, 12> kDroppedOptions = {
     "owner",    "group", "rw",     "_netdev", "nofail", "default_permissions"};
 
 bool IsDropped(absl::string_view name) {
-  if (absl::StartsWith(name, "x-") || name == "comment" || name == "fsname" ||
-      name == "subtype") {
+  if (absl::StartsWith(name, "x-") || name == "comment" || name == "fsname" || name == "subtype") {
     return true;
   }
-  return std::find(kDroppedOptions.begin(), kDroppedOptions.end(), name) !=
-         kDroppedOptions.end();
+  return std::find(kDroppedOptions.begin(), kDroppedOptions.end(), name) != kDroppedOptions.end();
 }
 
 const CkptfsOption* FindCkptfsOption(absl::string_view name) {
@@ -75,8 +63,8 @@ absl::StatusOr<std::string> BoolValue(absl::string_view name, absl::string_view 
   if (!has_value) return std::string("true");
   if (value == "1" || value == "true" || value == "yes" || value == "on") return "true";
   if (value == "0" || value == "false" || value == "no" || value == "off") return "false";
-  return absl::InvalidArgumentError(
-      absl::StrCat("option ", name, "=", value, ": the value must be 1/0, true/false, yes/no or on/off"));
+  return absl::InvalidArgumentError(absl::StrCat(
+      "option ", name, "=", value, ": the value must be 1/0, true/false, yes/no or on/off"));
 }
 
 absl::Status MissingValue(absl::string_view name, absl::string_view example) {
@@ -112,10 +100,16 @@ absl::StatusOr<MountRequest> ParseMountArgs(const std::vector<std::string>& args
       // Combined switches, e.g. -nv.
       for (char c : arg.substr(1)) {
         switch (c) {
-          case 'f': request.fake = true; break;
-          case 'v': request.verbose = true; break;
-          case 's': break;  // sloppy: unknown options are libfuse's to judge
-          case 'n': break;  // no mtab: there is none to write
+          case 'f':
+            request.fake = true;
+            break;
+          case 'v':
+            request.verbose = true;
+            break;
+          case 's':
+            break;  // sloppy: unknown options are libfuse's to judge
+          case 'n':
+            break;  // no mtab: there is none to write
           default:
             return absl::InvalidArgumentError(
                 absl::StrCat("unknown switch -", std::string(1, c),
@@ -138,9 +132,9 @@ absl::StatusOr<MountRequest> ParseMountArgs(const std::vector<std::string>& args
   request.mountpoint = positional[1];
   const size_t colon = request.source.rfind(':');
   if (colon == std::string::npos || colon == 0 || colon + 1 == request.source.size()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "the source \"", request.source,
-        "\" is not the metadata service's HOST:PORT (e.g. 127.0.0.1:7000)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("the source \"", request.source,
+                     "\" is not the metadata service's HOST:PORT (e.g. 127.0.0.1:7000)"));
   }
   return request;
 }

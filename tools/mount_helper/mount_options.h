@@ -33,11 +33,11 @@ namespace ckptfs::tools {
 
 // What mount(8) asked for.
 struct MountRequest {
-  std::string source;      // the metadata service, HOST:PORT
-  std::string mountpoint;  // as given
+  std::string source;                // the metadata service, HOST:PORT
+  std::string mountpoint;            // as given
   std::vector<std::string> options;  // split at commas, empty items dropped
-  bool fake = false;     // -f: do everything but the mount (print the command)
-  bool verbose = false;  // -v: print the command before running it
+  bool fake = false;                 // -f: do everything but the mount (print the command)
+  bool verbose = false;              // -v: print the command before running it
 };
 
 // Parses the helper's arguments (argv[1..]). InvalidArgument, with a message

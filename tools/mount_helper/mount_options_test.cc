@@ -27,8 +27,8 @@ std::vector<std::string> Translate(const std::vector<std::string>& args,
 }
 
 TEST(ParseMountArgs, TakesWhatMountPassesInAnyOrder) {
-  MountRequest r = Parse({"127.0.0.1:7000", "/checkpoints", "-o", "rw,threads=8", "-n", "-t",
-                          "fuse.ckptfs"});
+  MountRequest r =
+      Parse({"127.0.0.1:7000", "/checkpoints", "-o", "rw,threads=8", "-n", "-t", "fuse.ckptfs"});
   EXPECT_EQ(r.source, "127.0.0.1:7000");
   EXPECT_EQ(r.mountpoint, "/checkpoints");
   EXPECT_THAT(r.options, ElementsAre("rw", "threads=8"));
@@ -46,19 +46,21 @@ TEST(ParseMountArgs, RejectsWhatItCannotMount) {
               HasSubstr("unexpected argument \"/extra\""));
   EXPECT_THAT(ParseMountArgs({"metahost", "/m"}).status().message(), HasSubstr("HOST:PORT"));
   EXPECT_THAT(ParseMountArgs({"host:", "/m"}).status().message(), HasSubstr("HOST:PORT"));
-  EXPECT_THAT(ParseMountArgs({"a:1", "/m", "-o"}).status().message(), HasSubstr("-o needs a value"));
-  EXPECT_THAT(ParseMountArgs({"a:1", "/m", "-x"}).status().message(), HasSubstr("unknown switch -x"));
+  EXPECT_THAT(ParseMountArgs({"a:1", "/m", "-o"}).status().message(),
+              HasSubstr("-o needs a value"));
+  EXPECT_THAT(ParseMountArgs({"a:1", "/m", "-x"}).status().message(),
+              HasSubstr("unknown switch -x"));
 }
 
 TEST(TranslateMount, CkptfsOptionsBecomeFlagsOthersGoToTheKernel) {
-  EXPECT_THAT(Translate({"h:7000", "/c", "-o",
-                         "defaults,_netdev,nofail,x-systemd.automount,comment=x,rw,threads=32,"
-                         "splice,direct_io_writes=0,allow_other,noatime,local_reads,"
-                         "direct_io_reads,max_read=131072"}),
-              ElementsAre("--meta=h:7000", "--mountpoint=/c", "--threads=32", "--splice=true",
-                          "--direct_io_writes=false", "--local_reads=true",
-                          "--direct_io_reads=true",
-                          "--fuse_options=allow_other,noatime,max_read=131072"));
+  EXPECT_THAT(
+      Translate({"h:7000", "/c", "-o",
+                 "defaults,_netdev,nofail,x-systemd.automount,comment=x,rw,threads=32,"
+                 "splice,direct_io_writes=0,allow_other,noatime,local_reads,"
+                 "direct_io_reads,max_read=131072"}),
+      ElementsAre("--meta=h:7000", "--mountpoint=/c", "--threads=32", "--splice=true",
+                  "--direct_io_writes=false", "--local_reads=true", "--direct_io_reads=true",
+                  "--fuse_options=allow_other,noatime,max_read=131072"));
 }
 
 TEST(TranslateMount, ConfigComesFirstSoMountOptionsOverrideIt) {

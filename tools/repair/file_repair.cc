@@ -72,14 +72,14 @@ class LiveServersOnly : public client::ChunkTransport {
   bool IsLive(uint32_t id) const { return live_.count(id) != 0; }
 
   using ChunkTransport::WriteChunk;
-  absl::Status WriteChunk(uint32_t server_id, uint64_t ino, uint64_t chunk_index,
-                          uint32_t offset, const void* data, size_t length, bool replace,
+  absl::Status WriteChunk(uint32_t server_id, uint64_t ino, uint64_t chunk_index, uint32_t offset,
+                          const void* data, size_t length, bool replace,
                           std::optional<uint32_t> crc32c) override {
     if (!IsLive(server_id)) return Dead(server_id);
     return base_.WriteChunk(server_id, ino, chunk_index, offset, data, length, replace, crc32c);
   }
-  absl::Status FillChunk(uint32_t server_id, uint64_t ino, uint64_t chunk_index,
-                         const void* data, size_t length) override {
+  absl::Status FillChunk(uint32_t server_id, uint64_t ino, uint64_t chunk_index, const void* data,
+                         size_t length) override {
     if (!IsLive(server_id)) return Dead(server_id);
     return base_.FillChunk(server_id, ino, chunk_index, data, length);
   }
@@ -109,14 +109,14 @@ class LiveServersOnly : public client::ChunkTransport {
 
 // What a fragment's server holds at the start of it: its header.
 struct StoredHeader {
-  absl::Status read;  // the READ's failure (ENOENT: no chunk file)
+  absl::Status read;   // the READ's failure (ENOENT: no chunk file)
   bool valid = false;  // the magic is right
   uint32_t length = 0;
   uint64_t write_id = 0;
 };
 
-StoredHeader ReadStoredHeader(client::ChunkTransport& transport, uint32_t server_id,
-                              uint64_t ino, uint64_t chunk_index) {
+StoredHeader ReadStoredHeader(client::ChunkTransport& transport, uint32_t server_id, uint64_t ino,
+                              uint64_t chunk_index) {
   StoredHeader header;
   unsigned char buf[client::kFragmentHeaderSize] = {};
   absl::StatusOr<size_t> n = transport.ReadChunk(server_id, ino, chunk_index, 0, buf, sizeof buf);
@@ -138,8 +138,8 @@ StoredHeader ReadStoredHeader(client::ChunkTransport& transport, uint32_t server
 
 // True when no live fragment server of the chunk has a chunk file for it
 // (a hole, as far as the live servers tell).
-bool MissingOnEveryLiveServer(LiveServersOnly& transport, const meta::Layout& layout,
-                              uint64_t ino, uint64_t chunk_index) {
+bool MissingOnEveryLiveServer(LiveServersOnly& transport, const meta::Layout& layout, uint64_t ino,
+                              uint64_t chunk_index) {
   for (uint32_t id : ReplicaServers(layout, chunk_index)) {
     if (!transport.IsLive(id)) continue;
     if (ErrnoFromStatus(ReadStoredHeader(transport, id, ino, chunk_index).read) != ENOENT) {
@@ -173,8 +173,8 @@ FileRepairer::FileRepairer(RepairMeta* meta, client::ChunkTransport* transport,
                            absl::Duration move_after)
     : meta_(meta), transport_(transport), move_after_(move_after) {}
 
-FileRepairer::Copy FileRepairer::ReadCopy(uint32_t server_id, uint64_t ino,
-                                          uint64_t chunk_index, uint32_t chunk_size) {
+FileRepairer::Copy FileRepairer::ReadCopy(uint32_t server_id, uint64_t ino, uint64_t chunk_index,
+                                          uint32_t chunk_size) {
   Copy copy;
   copy.server_id = server_id;
   copy.bytes.resize(chunk_size);
@@ -264,8 +264,8 @@ FileRepairResult FileRepairer::Repair(const std::string& path, meta::Attr attr,
           Name(path, attr.ino()), ": ", dead_text,
           IsErasureCoded(attr.layout()) ? " holds fragments of its erasure-coded chunks"
                                         : " holds copies of its chunks",
-          ", and no live server outside its stripe [",
-          absl::StrJoin(attr.layout().stripe(), ","), "] can take them"));
+          ", and no live server outside its stripe [", absl::StrJoin(attr.layout().stripe(), ","),
+          "] can take them"));
       continue;
     }
     // The spare is outside the stripe, so nothing it holds of this inode is
@@ -277,8 +277,7 @@ FileRepairResult FileRepairer::Repair(const std::string& path, meta::Attr attr,
         !cleared.ok()) {
       result.unrepairable = true;
       result.problems.push_back(absl::StrCat(Name(path, attr.ino()), ": clearing spare server ",
-                                             spare->id(), " before the move: ",
-                                             cleared.message()));
+                                             spare->id(), " before the move: ", cleared.message()));
       continue;
     }
     const MoveOutcome outcome = IsErasureCoded(attr.layout())
@@ -293,9 +292,9 @@ FileRepairResult FileRepairer::Repair(const std::string& path, meta::Attr attr,
         if (!fresh.ok()) {
           if (ErrnoFromStatus(fresh.status()) == ENOENT) return result;
           result.unrepairable = true;
-          result.problems.push_back(absl::StrCat(Name(path, attr.ino()),
-                                                 ": re-reading its layout after a move: ",
-                                                 fresh.status().message()));
+          result.problems.push_back(
+              absl::StrCat(Name(path, attr.ino()),
+                           ": re-reading its layout after a move: ", fresh.status().message()));
           return result;
         }
         attr = *std::move(fresh);
@@ -327,10 +326,10 @@ void FileRepairer::SyncRebuilt(const std::string& path, uint64_t ino, FileRepair
   for (const auto& [server_id, unsynced] : rebuilt_) {
     if (absl::Status synced = transport_->SyncChunks(server_id, ino); !synced.ok()) {
       result.unrepairable = true;
-      result.problems.push_back(absl::StrCat(
-          Name(path, ino), ": ", unsynced.copies, " copies written again on server ", server_id,
-          " could not be made durable there (", synced.message(),
-          "); the next pass checks them again"));
+      result.problems.push_back(absl::StrCat(Name(path, ino), ": ", unsynced.copies,
+                                             " copies written again on server ", server_id,
+                                             " could not be made durable there (", synced.message(),
+                                             "); the next pass checks them again"));
       continue;
     }
     result.copies_rebuilt += unsynced.copies;
@@ -398,9 +397,8 @@ FileRepairer::MoveOutcome FileRepairer::MoveOff(const std::string& path, meta::A
     }
     for (const Copy& other : good) {
       if (!SameWithin(good[0].bytes, other.bytes, length)) {
-        return fail(absl::StrCat(ChunkName(path, ino, i), ": copies on servers ",
-                                 good[0].server_id, " and ", other.server_id,
-                                 " differ, so neither is copied"));
+        return fail(absl::StrCat(ChunkName(path, ino, i), ": copies on servers ", good[0].server_id,
+                                 " and ", other.server_id, " differ, so neither is copied"));
       }
     }
     const Copy& source = *std::max_element(
@@ -409,8 +407,8 @@ FileRepairer::MoveOutcome FileRepairer::MoveOff(const std::string& path, meta::A
     absl::Status written = transport_->WriteChunk(spare, ino, i, 0, source.bytes.data(),
                                                   source.bytes.size(), /*replace=*/true);
     if (!written.ok()) {
-      return fail(absl::StrCat(ChunkName(path, ino, i), ": writing its copy onto server ",
-                               spare, ": ", written.message()));
+      return fail(absl::StrCat(ChunkName(path, ino, i), ": writing its copy onto server ", spare,
+                               ": ", written.message()));
     }
     ++moved;
     bytes += source.bytes.size();
@@ -423,8 +421,8 @@ FileRepairer::MoveOutcome FileRepairer::MoveOff(const std::string& path, meta::A
   return outcome;
 }
 
-void FileRepairer::CheckChunk(const std::string& path, const meta::Attr& attr,
-                              uint64_t chunk_index, FileRepairResult& result) {
+void FileRepairer::CheckChunk(const std::string& path, const meta::Attr& attr, uint64_t chunk_index,
+                              FileRepairResult& result) {
   const meta::Layout& layout = attr.layout();
   const uint64_t ino = attr.ino();
   std::vector<Copy> copies;
@@ -453,8 +451,8 @@ void FileRepairer::CheckChunk(const std::string& path, const meta::Attr& attr,
         break;
       case Copy::State::kFailed:
         result.unrepairable = true;
-        result.problems.push_back(absl::StrCat(name, ": reading its copy on server ",
-                                               copy.server_id, ": ", copy.error));
+        result.problems.push_back(
+            absl::StrCat(name, ": reading its copy on server ", copy.server_id, ": ", copy.error));
         break;
     }
   }
@@ -471,9 +469,9 @@ void FileRepairer::CheckChunk(const std::string& path, const meta::Attr& attr,
   for (const Copy* other : good) {
     if (!SameWithin(good[0]->bytes, other->bytes, length)) {
       result.unrepairable = true;
-      result.problems.push_back(absl::StrCat(
-          name, ": copies on servers ", good[0]->server_id, " and ", other->server_id,
-          " differ (a write that failed on one of them); left as they are"));
+      result.problems.push_back(
+          absl::StrCat(name, ": copies on servers ", good[0]->server_id, " and ", other->server_id,
+                       " differ (a write that failed on one of them); left as they are"));
       return;
     }
   }
@@ -506,16 +504,14 @@ void FileRepairer::CheckChunk(const std::string& path, const meta::Attr& attr,
   }
 }
 
-FileRepairer::MoveOutcome FileRepairer::MoveFragmentsOff(const std::string& path,
-                                                         meta::Attr& attr, uint32_t dead,
-                                                         uint32_t spare,
+FileRepairer::MoveOutcome FileRepairer::MoveFragmentsOff(const std::string& path, meta::Attr& attr,
+                                                         uint32_t dead, uint32_t spare,
                                                          FileRepairResult& result) {
   const meta::Layout& layout = attr.layout();
   const uint64_t ino = attr.ino();
   LiveServersOnly live(*transport_, servers_);
   auto fail = [&](std::string problem) {
-    result.problems.push_back(
-        absl::StrCat(problem, "; its fragments stay on dead server ", dead));
+    result.problems.push_back(absl::StrCat(problem, "; its fragments stay on dead server ", dead));
     return MoveOutcome::kFailed;
   };
   const uint64_t chunks = client::ChunkCount(attr.size(), layout.chunk_size());
@@ -556,14 +552,13 @@ FileRepairer::MoveOutcome FileRepairer::MoveFragmentsOff(const std::string& path
 }
 
 void FileRepairer::CheckFragments(const std::string& path, const meta::Attr& attr,
-                                  uint64_t chunk_index, int64_t now_ms,
-                                  FileRepairResult& result) {
+                                  uint64_t chunk_index, int64_t now_ms, FileRepairResult& result) {
   const meta::Layout& layout = attr.layout();
   const uint64_t ino = attr.ino();
   const std::string name = ChunkName(path, ino, chunk_index);
   LiveServersOnly live(*transport_, servers_);
-  absl::StatusOr<client::DecodedChunk> chunk = client::ReadWholeChunkFragments(
-      live, nullptr, layout, ino, chunk_index, /*check_all=*/true);
+  absl::StatusOr<client::DecodedChunk> chunk =
+      client::ReadWholeChunkFragments(live, nullptr, layout, ino, chunk_index, /*check_all=*/true);
   if (!chunk.ok()) {
     if (ErrnoFromStatus(chunk.status()) == ENOENT ||
         MissingOnEveryLiveServer(live, layout, ino, chunk_index)) {
@@ -587,13 +582,13 @@ void FileRepairer::CheckFragments(const std::string& path, const meta::Attr& att
     const int err = ErrnoFromStatus(why);
     if (err == ENOENT) {
       const std::vector<char> fragment = client::EncodeFragment(layout, *chunk, r);
-      absl::Status filled = transport_->FillChunk(id, ino, chunk_index, fragment.data(),
-                                                  fragment.size());
+      absl::Status filled =
+          transport_->FillChunk(id, ino, chunk_index, fragment.data(), fragment.size());
       if (ErrnoFromStatus(filled) == EEXIST) continue;  // a writer stored it meanwhile
       if (!filled.ok()) {
         result.unrepairable = true;
-        result.problems.push_back(absl::StrCat(which, " is missing; filling it: ",
-                                               filled.message()));
+        result.problems.push_back(
+            absl::StrCat(which, " is missing; filling it: ", filled.message()));
         continue;
       }
       Rebuilt(id, fragment.size());
@@ -607,21 +602,24 @@ void FileRepairer::CheckFragments(const std::string& path, const meta::Attr& att
     // EIO: the server's CRC32C check, a bad header, bytes that differ from
     // what the version encodes to (all corrupt), or another version.
     const StoredHeader header = ReadStoredHeader(*transport_, id, ino, chunk_index);
-    const bool other_version = header.read.ok() && header.valid &&
-                               (header.write_id != chunk->write_id ||
-                                header.length != chunk->length);
+    const bool other_version =
+        header.read.ok() && header.valid &&
+        (header.write_id != chunk->write_id || header.length != chunk->length);
     if (other_version && written_ms_ago < kQuietBeforeRewriteMs) {
       // See kQuietBeforeRewriteMs: maybe a write in flight.
-      result.problems.push_back(absl::StrCat(
-          which, " holds another version of the chunk; the file is being written (last "
-          "written ", std::max<int64_t>(0, written_ms_ago) / 1000, " s ago), so it is left"));
+      result.problems.push_back(
+          absl::StrCat(which,
+                       " holds another version of the chunk; the file is being written (last "
+                       "written ",
+                       std::max<int64_t>(0, written_ms_ago) / 1000, " s ago), so it is left"));
       continue;
     }
     if (other_version && !StillTheSame(live, layout, ino, chunk_index, *chunk, r)) {
       // See kQuietBeforeRewriteMs: the chunk changed between two reads.
-      result.problems.push_back(absl::StrCat(
-          which, " holds another version of the chunk, and the chunk changed while it was "
-          "checked: it is being written, so it is left"));
+      result.problems.push_back(
+          absl::StrCat(which,
+                       " holds another version of the chunk, and the chunk changed while it was "
+                       "checked: it is being written, so it is left"));
       continue;
     }
     const std::vector<char> fragment = client::EncodeFragment(layout, *chunk, r);
@@ -629,9 +627,9 @@ void FileRepairer::CheckFragments(const std::string& path, const meta::Attr& att
                                                   fragment.size(), /*replace=*/true);
     if (!written.ok()) {
       result.unrepairable = true;
-      result.problems.push_back(absl::StrCat(
-          which, other_version ? " holds another version" : " is corrupt",
-          "; rewriting it: ", written.message()));
+      result.problems.push_back(
+          absl::StrCat(which, other_version ? " holds another version" : " is corrupt",
+                       "; rewriting it: ", written.message()));
       continue;
     }
     Rebuilt(id, fragment.size());

@@ -67,7 +67,7 @@ struct FileRepairResult {
   uint64_t copies_rebuilt = 0;  // missing or corrupt copies written again, and synced
   uint64_t copies_moved = 0;    // copies written onto a replacement server, and synced
   uint64_t bytes_written = 0;
-  bool unrepairable = false;    // something is still wrong (see problems)
+  bool unrepairable = false;  // something is still wrong (see problems)
   // For people, one line each, naming the file, chunk and servers.
   std::vector<std::string> problems;
 };
@@ -100,8 +100,8 @@ class FileRepairer {
   // After the chunks are on `spare`: moves the stripe entry (kMoved, `attr`
   // updated), or kStale on ESTALE, or kFailed through `fail(problem)`.
   template <typename Fail>
-  MoveOutcome FinishMove(const std::string& path, meta::Attr& attr, uint32_t dead,
-                         uint32_t spare, Fail& fail);
+  MoveOutcome FinishMove(const std::string& path, meta::Attr& attr, uint32_t dead, uint32_t spare,
+                         Fail& fail);
   MoveOutcome MoveOff(const std::string& path, meta::Attr& attr, uint32_t dead, uint32_t spare,
                       FileRepairResult& result);
   // The same for an erasure-coded file: each fragment `dead` holds is

@@ -35,8 +35,7 @@ class RepairMeta {
   // Every `from` in the file's stripe becomes `to` (proto/meta.proto,
   // MoveStripeServerRequest): the new attributes; ESTALE when the stripe no
   // longer holds `from`, EINVAL when `to` is unknown or already in it.
-  virtual absl::StatusOr<meta::Attr> MoveStripeServer(uint64_t ino, uint32_t from,
-                                                      uint32_t to) = 0;
+  virtual absl::StatusOr<meta::Attr> MoveStripeServer(uint64_t ino, uint32_t from, uint32_t to) = 0;
   // Hands the service the repairer's progress (`ckptfs status` shows it).
   virtual absl::Status ReportRepair(const meta::RepairReport& report) = 0;
 };

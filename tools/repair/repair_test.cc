@@ -45,7 +45,7 @@ class TestMeta : public RepairMeta {
     uint64_t ino;
     uint32_t from;
     uint32_t to;
-    int chunks_on_to;  // chunks of the file `to` held when the move came
+    int chunks_on_to;   // chunks of the file `to` held when the move came
     int durable_on_to;  // of those, the ones a SYNC had made durable there
   };
 
@@ -358,8 +358,7 @@ TEST_F(RepairTest, ErasureCodedOtherVersionIsRewrittenOnlyOnceTheFileIsQuiet) {
   WriteEcFile(transport_, attr);
   const auto before = Snapshot(transport_, 18);
   // Fragment 2 (server 2) of another write of chunk 0.
-  const std::vector<char> other =
-      client::EncodeFragment(attr.layout(), EcChunk(attr, 0, 4242), 1);
+  const std::vector<char> other = client::EncodeFragment(attr.layout(), EcChunk(attr, 0, 4242), 1);
   ASSERT_TRUE(transport_.WriteChunk(2, 18, 0, 0, other.data(), other.size(), true).ok());
 
   FileRepairResult result = Repair(18);

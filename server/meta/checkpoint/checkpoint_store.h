@@ -31,8 +31,8 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "absl/time/time.h"
 #include "absl/strings/string_view.h"
+#include "absl/time/time.h"
 #include "proto/meta.pb.h"
 #include "proto/meta_store.pb.h"
 #include "server/meta/checkpoint/subtree.h"

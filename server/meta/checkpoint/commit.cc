@@ -22,8 +22,7 @@ namespace {
 // (common/placement.h), with the incarnations of each that acknowledged
 // writes of it not known to be synced. An incarnation of a server the file
 // no longer uses (its stripe moved off it) is not asked for.
-void AddChunkServers(const InodeRecord& inode,
-                     std::map<uint32_t, std::set<uint64_t>>& servers) {
+void AddChunkServers(const InodeRecord& inode, std::map<uint32_t, std::set<uint64_t>>& servers) {
   const Attr& attr = inode.attr();
   const Layout& layout = attr.layout();
   if (attr.size() == 0 || layout.chunk_size() == 0 || layout.stripe_size() == 0) return;
@@ -36,7 +35,6 @@ void AddChunkServers(const InodeRecord& inode,
     }
   }
 }
-
 
 }  // namespace
 
@@ -85,8 +83,7 @@ absl::StatusOr<CheckpointStore::Prepared> CheckpointStore::PrepareCommit(uint64_
   return prepared;
 }
 
-absl::Status CheckpointStore::StageCommit(MetaTxn& txn, InodeRecord& dir,
-                                          const Prepared& prepared,
+absl::Status CheckpointStore::StageCommit(MetaTxn& txn, InodeRecord& dir, const Prepared& prepared,
                                           std::optional<uint64_t>& latest_ino,
                                           CheckpointInfo& committed) {
   const int64_t now_ns = clock_->NowNs();
@@ -102,8 +99,8 @@ absl::Status CheckpointStore::StageCommit(MetaTxn& txn, InodeRecord& dir,
   absl::StatusOr<InodeRecord> run_dir = GetDir(txn, dir.parent());
   if (!run_dir.ok()) return run_dir.status();
   int64_t inode_delta = 0;
-  if (absl::Status latest = PointLatestAt(txn, *inodes_, latest_ino, *run_dir, info->name(),
-                                          now_ns, inode_delta);
+  if (absl::Status latest =
+          PointLatestAt(txn, *inodes_, latest_ino, *run_dir, info->name(), now_ns, inode_delta);
       !latest.ok()) {
     return latest;
   }
@@ -162,9 +159,8 @@ absl::StatusOr<CheckpointStore::Finished> CheckpointStore::FinishCommit(uint64_t
     const std::vector<Compare> now = txn.txn().SortedCompares();
     auto at = now.begin();
     for (const auto& [key, version] : prepared_reads) {
-      at = std::lower_bound(at, now.end(), key, [](const Compare& c, absl::string_view k) {
-        return c.key < k;
-      });
+      at = std::lower_bound(at, now.end(), key,
+                            [](const Compare& c, absl::string_view k) { return c.key < k; });
       if (at == now.end() || at->key != key || at->version != version) return changed();
     }
     absl::Status staged = StageCommit(txn, *dir, prepared, latest_ino, finished.info);
@@ -184,8 +180,8 @@ absl::StatusOr<CheckpointInfo> CheckpointStore::Abort(uint64_t ino, int err,
   return std::move(ended->info);
 }
 
-absl::StatusOr<CheckpointStore::Ended> CheckpointStore::AbortIfPending(
-    uint64_t ino, int err, absl::string_view reason) {
+absl::StatusOr<CheckpointStore::Ended> CheckpointStore::AbortIfPending(uint64_t ino, int err,
+                                                                       absl::string_view reason) {
   absl::StatusOr<std::vector<uint32_t>> arrived = Arrivals(ino);
   if (!arrived.ok()) return arrived.status();
   // Set by the body that stages the abort; RunTxn returns OK only once the
@@ -206,7 +202,8 @@ absl::StatusOr<CheckpointStore::Ended> CheckpointStore::AbortIfPending(
         absl::flat_hash_set<uint64_t> linked_seen;  // files of several names, counted once
         for (const SubtreeEntry& entry : *subtree) {
           if (entry.inode.attr().type() != REGULAR) continue;
-          if (entry.inode.attr().nlink() > 1 && !linked_seen.insert(entry.inode.attr().ino()).second) {
+          if (entry.inode.attr().nlink() > 1 &&
+              !linked_seen.insert(entry.inode.attr().ino()).second) {
             continue;
           }
           ++files;

@@ -36,9 +36,8 @@ absl::StatusOr<CheckpointStore::Ended> Committer::Run(uint64_t ino) {
       if (!finished->applied) {
         // Another metadata server on the same store ended it first: its
         // commit (or abort), not this server's, and that server logs it.
-        CKPTFS_LOG(kInfo) << "checkpoint " << finished->info.name() << " (inode " << ino
-                          << ") was " << (finished->info.state() == COMMITTED
-                                              ? "committed" : "aborted")
+        CKPTFS_LOG(kInfo) << "checkpoint " << finished->info.name() << " (inode " << ino << ") was "
+                          << (finished->info.state() == COMMITTED ? "committed" : "aborted")
                           << " by another server meanwhile";
       } else if (finished->info.state() == COMMITTED) {
         CKPTFS_LOG(kInfo) << "checkpoint " << finished->info.name() << " (inode " << ino
@@ -47,17 +46,18 @@ absl::StatusOr<CheckpointStore::Ended> Committer::Run(uint64_t ino) {
                           << " bytes; verified in "
                           << absl::FormatDuration(sync_start - prepare_start) << ", synced "
                           << prepared->servers.size() << " storage servers in "
-                          << absl::FormatDuration(finish_start - sync_start)
-                          << ", recorded in " << absl::FormatDuration(absl::Now() - finish_start);
+                          << absl::FormatDuration(finish_start - sync_start) << ", recorded in "
+                          << absl::FormatDuration(absl::Now() - finish_start);
       }
       return CheckpointStore::Ended{std::move(finished->info), finished->applied};
     }
     CKPTFS_LOG(kInfo) << "checkpoint " << prepared->info.name() << " (inode " << ino
                       << ") changed while it was being committed; verifying it again";
   }
-  return store_->AbortIfPending(ino, EBUSY,
-                                absl::StrCat("checkpoint kept changing while it was being committed (",
-                                             options_.max_rounds, " attempts)"));
+  return store_->AbortIfPending(
+      ino, EBUSY,
+      absl::StrCat("checkpoint kept changing while it was being committed (", options_.max_rounds,
+                   " attempts)"));
 }
 
 }  // namespace ckptfs::meta

@@ -23,10 +23,9 @@ constexpr size_t kMissingRanksNamed = 8;
 
 std::string TimeoutReason(const Barrier& barrier) {
   const CheckpointInfo& info = barrier.info();
-  std::string reason =
-      absl::StrCat("checkpoint ", info.name(), " timed out: ", barrier.arrived(), " of ",
-                   info.ranks(), " ranks committed within ", info.timeout_s(),
-                   " s of the first commit");
+  std::string reason = absl::StrCat("checkpoint ", info.name(), " timed out: ", barrier.arrived(),
+                                    " of ", info.ranks(), " ranks committed within ",
+                                    info.timeout_s(), " s of the first commit");
   const std::vector<uint32_t> missing = barrier.Missing(kMissingRanksNamed);
   if (!missing.empty()) {
     absl::StrAppend(&reason, " (missing rank", missing.size() > 1 ? "s " : " ",
@@ -110,8 +109,7 @@ absl::Status CheckpointCoordinator::Start() {
   for (uint64_t ino : *pending) {
     absl::StatusOr<CheckpointInfo> info = store_->Get(ino);
     if (!info.ok()) {
-      CKPTFS_LOG(kWarning) << "cannot resume checkpoint " << ino << ": "
-                           << info.status().message();
+      CKPTFS_LOG(kWarning) << "cannot resume checkpoint " << ino << ": " << info.status().message();
       continue;
     }
     if (info->state() != PENDING || info->first_commit_ms() == 0) continue;
@@ -122,9 +120,9 @@ absl::Status CheckpointCoordinator::Start() {
     barrier = std::make_unique<Barrier>(*info, *arrivals);
     if (barrier->complete()) QueueCommit(ino, *barrier);
     ++resumed;
-    CKPTFS_LOG(kInfo) << "resumed the commit barrier of checkpoint " << info->name()
-                      << " (inode " << ino << "): " << barrier->arrived() << " of "
-                      << info->ranks() << " ranks arrived";
+    CKPTFS_LOG(kInfo) << "resumed the commit barrier of checkpoint " << info->name() << " (inode "
+                      << ino << "): " << barrier->arrived() << " of " << info->ranks()
+                      << " ranks arrived";
   }
   {
     absl::MutexLock lock(&mu_);
@@ -179,10 +177,9 @@ void CheckpointCoordinator::QueueCommit(uint64_t ino, Barrier& barrier) {
 }
 
 void CheckpointCoordinator::Commit(uint64_t ino, uint32_t rank, uint32_t wait_ms, Done done) {
-  const absl::Duration wait =
-      wait_ms == 0 ? options_.default_poll
-                   : std::clamp(absl::Milliseconds(wait_ms), absl::Milliseconds(1),
-                                options_.max_poll);
+  const absl::Duration wait = wait_ms == 0 ? options_.default_poll
+                                           : std::clamp(absl::Milliseconds(wait_ms),
+                                                        absl::Milliseconds(1), options_.max_poll);
   Arrive(ino, rank, wait, std::move(done));
 }
 
@@ -190,8 +187,8 @@ void CheckpointCoordinator::CommitNoWait(uint64_t ino, uint32_t rank, Done done)
   Arrive(ino, rank, std::nullopt, std::move(done));
 }
 
-void CheckpointCoordinator::Arrive(uint64_t ino, uint32_t rank,
-                                   std::optional<absl::Duration> wait, Done done) {
+void CheckpointCoordinator::Arrive(uint64_t ino, uint32_t rank, std::optional<absl::Duration> wait,
+                                   Done done) {
   bool refused = false;
   {
     absl::MutexLock lock(&mu_);
@@ -431,8 +428,8 @@ void CheckpointCoordinator::Look(bool only_new_arrivals) {
       if (err == ENOENT || err == EINVAL || err == ENOTDIR) {  // removed meanwhile
         Forget(ino, info.status());
       } else {
-        CKPTFS_LOG(kDebug) << "cannot look at checkpoint " << ino << " in the store: "
-                           << info.status().message();
+        CKPTFS_LOG(kDebug) << "cannot look at checkpoint " << ino
+                           << " in the store: " << info.status().message();
       }
       continue;
     }
@@ -459,8 +456,7 @@ void CheckpointCoordinator::Look(bool only_new_arrivals) {
     }
     absl::MutexLock lock(&mu_);
     auto it = barriers_.find(ino);
-    if (it != barriers_.end() && it->second->complete() && !it->second->ending &&
-        !stopping_) {
+    if (it != barriers_.end() && it->second->complete() && !it->second->ending && !stopping_) {
       QueueCommit(ino, *it->second);
     }
   }
@@ -566,14 +562,13 @@ void CheckpointCoordinator::CommitLoop() {
       if (ended->applied) {
         (ended->info.state() == COMMITTED ? Metrics().committed : Metrics().aborted).Increment();
       }
-      Conclude(ino, ended->info,
-               CommitTiming{started, absl::Now(), ThreadCpuTime() - started_cpu},
+      Conclude(ino, ended->info, CommitTiming{started, absl::Now(), ThreadCpuTime() - started_cpu},
                /*seen_only=*/!ended->applied);
       continue;
     }
-    absl::StatusOr<CheckpointInfo> outcome =
-        ended.ok() ? absl::StatusOr<CheckpointInfo>(ended->info)
-                   : absl::StatusOr<CheckpointInfo>(ended.status());
+    absl::StatusOr<CheckpointInfo> outcome = ended.ok()
+                                                 ? absl::StatusOr<CheckpointInfo>(ended->info)
+                                                 : absl::StatusOr<CheckpointInfo>(ended.status());
     const int err = outcome.ok() ? 0 : ErrnoFromStatus(outcome.status());
     if (err == ENOENT || err == EINVAL || err == ENOTDIR) {  // removed meanwhile
       Forget(ino, outcome.status());
@@ -662,15 +657,15 @@ void CheckpointCoordinator::Conclude(uint64_t ino, const CheckpointInfo& info,
       std::string parts;
       if (timing.has_value()) {
         parts = absl::StrCat(" (the commit started after ", ms(timing->started - last_arrival),
-                             " ms and ran ", ms(timing->finished - timing->started),
-                             " ms, CPU ", ms(timing->cpu), " ms; ");
+                             " ms and ran ", ms(timing->finished - timing->started), " ms, CPU ",
+                             ms(timing->cpu), " ms; ");
       } else {
         parts = " (";
       }
       absl::StrAppend(&parts, "answering took ", ms(answered - answering), " ms, CPU ",
                       ms(answering_cpu), " ms)");
-      CKPTFS_LOG(kInfo) << "checkpoint " << info.name() << " (" << ino << ") committed: "
-                        << info.ranks() << " ranks, " << waiters.size()
+      CKPTFS_LOG(kInfo) << "checkpoint " << info.name() << " (" << ino
+                        << ") committed: " << info.ranks() << " ranks, " << waiters.size()
                         << " waiting commits answered " << ms(answered - last_arrival)
                         << " ms after the last arrival" << parts;
     }
@@ -691,8 +686,8 @@ void CheckpointCoordinator::Conclude(uint64_t ino, const CheckpointInfo& info,
     return;
   }
   for (uint64_t gone : *removed) {
-    Forget(gone, ErrnoStatus(ENOENT, absl::StrCat("checkpoint ", gone,
-                                                  " was removed by retention")));
+    Forget(gone,
+           ErrnoStatus(ENOENT, absl::StrCat("checkpoint ", gone, " was removed by retention")));
     (void)store_->DropArrivals(gone);
   }
   if (!removed->empty()) OnOrphans();
@@ -717,11 +712,11 @@ absl::Duration CheckpointCoordinator::Answer(std::vector<Barrier::Waiter>& waite
 }
 
 absl::Status CheckpointCoordinator::Remove(uint64_t run_dir, absl::string_view name,
-                                          const CheckpointStore::RemoveOnly* only) {
+                                           const CheckpointStore::RemoveOnly* only) {
   absl::StatusOr<uint64_t> ino = store_->Remove(run_dir, name, only);
   if (!ino.ok()) return ino.status();
-  CKPTFS_LOG(kInfo) << "removed checkpoint " << name << " (inode " << *ino
-                    << ") of directory " << run_dir;
+  CKPTFS_LOG(kInfo) << "removed checkpoint " << name << " (inode " << *ino << ") of directory "
+                    << run_dir;
   Forget(*ino, ErrnoStatus(ENOENT, absl::StrCat("checkpoint ", name, " was removed")));
   if (absl::Status dropped = store_->DropArrivals(*ino); !dropped.ok()) {
     CKPTFS_LOG(kWarning) << "cannot drop the arrival records of checkpoint " << *ino << ": "

@@ -36,16 +36,15 @@
 // arrival died or is slow). Several servers may still run the commit; the
 // commit and abort transactions compare the checkpoint's PENDING state, so
 // one applies and the others find it COMMITTED (or ABORTED, or REMOVING
-// once a name in it was removed) and answer their waiters with it. A barrier past its deadline loads the stored
-// arrivals before it aborts (and commits instead if they are all there).
-// Only the server whose commit or abort transaction applied (the store
-// says so: CheckpointStore::Ended::applied) counts it in the metrics, logs
-// it as committed, applies the run directory's retention and wakes the
-// orphan reclaimer; a server that lost the race, even one whose commit ran
-// to the end after a slow SYNC, only answers its waiters (retention there
-// would count the loser's checkpoint as the newest and could remove a newer
-// one committed meanwhile). Every server that sees the end drops the arrival
-// records (the ending server may have died before it did).
+// once a name in it was removed) and answer their waiters with it. A barrier past its deadline
+// loads the stored arrivals before it aborts (and commits instead if they are all there). Only the
+// server whose commit or abort transaction applied (the store says so:
+// CheckpointStore::Ended::applied) counts it in the metrics, logs it as committed, applies the run
+// directory's retention and wakes the orphan reclaimer; a server that lost the race, even one whose
+// commit ran to the end after a slow SYNC, only answers its waiters (retention there would count
+// the loser's checkpoint as the newest and could remove a newer one committed meanwhile). Every
+// server that sees the end drops the arrival records (the ending server may have died before it
+// did).
 //
 // Metrics (the default registry): ckptfs_meta_checkpoint_barriers_open,
 // ckptfs_meta_checkpoint_ranks_arrived and ckptfs_meta_checkpoint_waiting_commits

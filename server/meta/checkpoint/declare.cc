@@ -46,15 +46,14 @@ absl::StatusOr<CheckpointInfo> CheckpointStore::Declare(const DeclareCheckpointR
           const CheckpointInfo& info = dir->checkpoint().info();
           if (info.ranks() != request.ranks()) {
             return ErrnoStatus(EINVAL, absl::StrCat("checkpoint ", ino, " is declared for ",
-                                                    info.ranks(), " ranks, not ",
-                                                    request.ranks()));
+                                                    info.ranks(), " ranks, not ", request.ranks()));
           }
           return info;  // harmless re-declaration: commits only the compare
         }
         if (dir->in_checkpoint() != 0) {
-          return ErrnoStatus(EINVAL, absl::StrCat("directory ", ino, " is inside checkpoint ",
-                                                  dir->in_checkpoint(),
-                                                  "; checkpoints do not nest"));
+          return ErrnoStatus(EINVAL,
+                             absl::StrCat("directory ", ino, " is inside checkpoint ",
+                                          dir->in_checkpoint(), "; checkpoints do not nest"));
         }
         absl::StatusOr<InodeRecord> parent = GetDir(txn, dir->parent());
         if (!parent.ok()) return parent.status();
@@ -73,10 +72,15 @@ absl::StatusOr<CheckpointInfo> CheckpointStore::Declare(const DeclareCheckpointR
             absl::StatusOr<CheckpointState> other = GoverningState(txn, entry.inode);
             if (!other.ok()) return other.status();
             if (*other != CHECKPOINT_STATE_UNSPECIFIED) {
-              return ErrnoStatus(EINVAL, absl::StrCat(
-                  "directory ", ino, " holds \"", entry.path, "\", a hard link to a file of "
-                  "checkpoint ", entry.inode.in_checkpoint(), "; a file belongs to one "
-                  "checkpoint at most (copy it, or remove the link, before declaring)"));
+              return ErrnoStatus(
+                  EINVAL,
+                  absl::StrCat(
+                      "directory ", ino, " holds \"", entry.path,
+                      "\", a hard link to a file of "
+                      "checkpoint ",
+                      entry.inode.in_checkpoint(),
+                      "; a file belongs to one "
+                      "checkpoint at most (copy it, or remove the link, before declaring)"));
             }
           }
           entry.inode.set_in_checkpoint(ino);

@@ -22,10 +22,14 @@ absl::StatusOr<CheckpointState> GoverningState(MetaTxn& txn, const InodeRecord& 
 
 absl::string_view EndedStateText(CheckpointState state) {
   switch (state) {
-    case COMMITTED: return "committed";
-    case ABORTED: return "aborted";
-    case REMOVING: return "being removed";
-    default: return "pending";
+    case COMMITTED:
+      return "committed";
+    case ABORTED:
+      return "aborted";
+    case REMOVING:
+      return "being removed";
+    default:
+      return "pending";
   }
 }
 
@@ -35,11 +39,10 @@ absl::Status RequireMutable(MetaTxn& txn, const InodeRecord& inode, absl::string
   if (!IsEnded(*state)) return absl::OkStatus();
   const uint64_t ckpt = CheckpointOf(inode);
   const std::string where =
-      *state == REMOVING
-          ? absl::StrCat("checkpoint ", ckpt, ", which is being removed and")
-          : absl::StrCat(EndedStateText(*state), " checkpoint ", ckpt, ", which");
-  return ErrnoStatus(EROFS, absl::StrCat(op, ": inode ", inode.attr().ino(), " is inside ",
-                                         where, " can no longer change (unlink and rmdir "
+      *state == REMOVING ? absl::StrCat("checkpoint ", ckpt, ", which is being removed and")
+                         : absl::StrCat(EndedStateText(*state), " checkpoint ", ckpt, ", which");
+  return ErrnoStatus(EROFS, absl::StrCat(op, ": inode ", inode.attr().ino(), " is inside ", where,
+                                         " can no longer change (unlink and rmdir "
                                          "are the only changes it takes)"));
 }
 

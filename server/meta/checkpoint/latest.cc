@@ -85,9 +85,12 @@ absl::Status RemoveSymlink(MetaTxn& txn, InodeRecord& run_dir, absl::string_view
 
 absl::string_view KindOf(const InodeRecord& inode) {
   switch (inode.attr().type()) {
-    case REGULAR: return "a regular file";
-    case DIRECTORY: return "a directory";
-    default: return "an entry";
+    case REGULAR:
+      return "a regular file";
+    case DIRECTORY:
+      return "a directory";
+    default:
+      return "an entry";
   }
 }
 
@@ -101,9 +104,9 @@ std::optional<std::string> LatestPointerName(const InodeRecord& run_dir) {
   return *std::move(name);
 }
 
-absl::Status PointLatestAt(MetaTxn& txn, InodeAllocator& inodes,
-                           std::optional<uint64_t>& new_ino, InodeRecord& run_dir,
-                           absl::string_view target, int64_t now_ns, int64_t& inode_delta) {
+absl::Status PointLatestAt(MetaTxn& txn, InodeAllocator& inodes, std::optional<uint64_t>& new_ino,
+                           InodeRecord& run_dir, absl::string_view target, int64_t now_ns,
+                           int64_t& inode_delta) {
   const std::optional<std::string> name = LatestPointerName(run_dir);
   if (!name.has_value()) return absl::OkStatus();
   return PointAt(txn, inodes, new_ino, run_dir, *name, target, now_ns, inode_delta);
@@ -116,8 +119,7 @@ absl::Status RemoveLatest(MetaTxn& txn, InodeRecord& run_dir, int64_t now_ns,
   return RemoveSymlink(txn, run_dir, *name, now_ns, inode_delta);
 }
 
-absl::StatusOr<std::optional<std::string>> LatestTarget(MetaTxn& txn,
-                                                        const InodeRecord& run_dir) {
+absl::StatusOr<std::optional<std::string>> LatestTarget(MetaTxn& txn, const InodeRecord& run_dir) {
   const std::optional<std::string> name = LatestPointerName(run_dir);
   if (!name.has_value()) return std::optional<std::string>();
   absl::StatusOr<std::optional<InodeRecord>> latest = ReadEntry(txn, run_dir.attr().ino(), *name);
@@ -159,10 +161,9 @@ absl::StatusOr<std::optional<std::string>> NewestCommitted(MetaTxn& txn, uint64_
   return newest;
 }
 
-absl::Status MoveLatestOff(MetaTxn& txn, InodeAllocator& inodes,
-                           std::optional<uint64_t>& new_ino, InodeRecord& run_dir,
-                           absl::string_view name, uint64_t ckpt, int64_t now_ns,
-                           int64_t& inode_delta) {
+absl::Status MoveLatestOff(MetaTxn& txn, InodeAllocator& inodes, std::optional<uint64_t>& new_ino,
+                           InodeRecord& run_dir, absl::string_view name, uint64_t ckpt,
+                           int64_t now_ns, int64_t& inode_delta) {
   absl::StatusOr<std::optional<std::string>> latest = LatestTarget(txn, run_dir);
   if (!latest.ok()) return latest.status();
   if (!latest->has_value() || **latest != name) return absl::OkStatus();

@@ -37,14 +37,13 @@ std::optional<std::string> LatestPointerName(const InodeRecord& run_dir);
 // target never changes: mounts cache it per inode). `run_dir` is the
 // directory as read through `txn`; when its entry changes it is updated and
 // staged, and `inode_delta` grows by the inodes added less those deleted.
-absl::Status PointLatestAt(MetaTxn& txn, InodeAllocator& inodes,
-                           std::optional<uint64_t>& new_ino, InodeRecord& run_dir,
-                           absl::string_view target, int64_t now_ns, int64_t& inode_delta);
+absl::Status PointLatestAt(MetaTxn& txn, InodeAllocator& inodes, std::optional<uint64_t>& new_ino,
+                           InodeRecord& run_dir, absl::string_view target, int64_t now_ns,
+                           int64_t& inode_delta);
 
 // Stages the removal of `run_dir`'s pointer, if it has one
 // (`inode_delta` shrinks by one).
-absl::Status RemoveLatest(MetaTxn& txn, InodeRecord& run_dir, int64_t now_ns,
-                          int64_t& inode_delta);
+absl::Status RemoveLatest(MetaTxn& txn, InodeRecord& run_dir, int64_t now_ns, int64_t& inode_delta);
 
 // The target of `run_dir`'s pointer; nullopt if it has none.
 absl::StatusOr<std::optional<std::string>> LatestTarget(MetaTxn& txn, const InodeRecord& run_dir);
@@ -59,10 +58,9 @@ absl::StatusOr<std::optional<std::string>> NewestCommitted(MetaTxn& txn, uint64_
 // valid (removed, or no longer committed) does to the pointer: if it names
 // it, it moves to the newest other COMMITTED checkpoint, or goes when there
 // is none. `run_dir`, `new_ino` and `inode_delta` as for PointLatestAt.
-absl::Status MoveLatestOff(MetaTxn& txn, InodeAllocator& inodes,
-                           std::optional<uint64_t>& new_ino, InodeRecord& run_dir,
-                           absl::string_view name, uint64_t ckpt, int64_t now_ns,
-                           int64_t& inode_delta);
+absl::Status MoveLatestOff(MetaTxn& txn, InodeAllocator& inodes, std::optional<uint64_t>& new_ino,
+                           InodeRecord& run_dir, absl::string_view name, uint64_t ckpt,
+                           int64_t now_ns, int64_t& inode_delta);
 
 // Stages the pointer of `run_dir` changing its name from `from` to `to`
 // (nullopt: no pointer), what setting or removing user.ckptfs.latest_name

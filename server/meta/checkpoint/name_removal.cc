@@ -13,8 +13,7 @@
 namespace ckptfs::meta {
 
 absl::Status BeforeNameRemoval(MetaTxn& txn, InodeAllocator& inodes,
-                               std::optional<uint64_t>& new_ino, InodeRecord& dir,
-                               int64_t now_ns) {
+                               std::optional<uint64_t>& new_ino, InodeRecord& dir, int64_t now_ns) {
   const uint64_t ckpt_ino = CheckpointOf(dir);
   if (ckpt_ino == 0) return absl::OkStatus();
   // The checkpoint directory: `dir` itself, or read here (and staged here).
@@ -46,9 +45,9 @@ absl::Status BeforeNameRemoval(MetaTxn& txn, InodeAllocator& inodes,
 }
 
 absl::Status BeforeCheckpointDirRemoval(MetaTxn& txn, InodeAllocator& inodes,
-                                        std::optional<uint64_t>& new_ino,
-                                        const InodeRecord& ckpt, InodeRecord& run_dir,
-                                        absl::string_view name, int64_t now_ns) {
+                                        std::optional<uint64_t>& new_ino, const InodeRecord& ckpt,
+                                        InodeRecord& run_dir, absl::string_view name,
+                                        int64_t now_ns) {
   const uint64_t ino = ckpt.attr().ino();
   if (ckpt.checkpoint().info().state() == PENDING) {
     return ErrnoStatus(EBUSY, absl::StrCat("rmdir: directory ", ino, " (\"", name,

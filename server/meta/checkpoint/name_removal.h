@@ -35,8 +35,7 @@ namespace ckptfs::meta {
 // for the entry it removes. `new_ino` as for PointLatestAt (latest.h):
 // kept across retries of the transaction.
 absl::Status BeforeNameRemoval(MetaTxn& txn, InodeAllocator& inodes,
-                               std::optional<uint64_t>& new_ino, InodeRecord& dir,
-                               int64_t now_ns);
+                               std::optional<uint64_t>& new_ino, InodeRecord& dir, int64_t now_ns);
 
 // Stages what rmdir of checkpoint directory `ckpt`, entry `name` of
 // `run_dir`, does besides removing it: if `latest` names it, it moves to the
@@ -44,9 +43,9 @@ absl::Status BeforeNameRemoval(MetaTxn& txn, InodeAllocator& inodes,
 // PENDING. Both were read through `txn`; the caller stages `run_dir`
 // afterwards, and checks that `ckpt` is empty (ENOTEMPTY).
 absl::Status BeforeCheckpointDirRemoval(MetaTxn& txn, InodeAllocator& inodes,
-                                        std::optional<uint64_t>& new_ino,
-                                        const InodeRecord& ckpt, InodeRecord& run_dir,
-                                        absl::string_view name, int64_t now_ns);
+                                        std::optional<uint64_t>& new_ino, const InodeRecord& ckpt,
+                                        InodeRecord& run_dir, absl::string_view name,
+                                        int64_t now_ns);
 
 }  // namespace ckptfs::meta
 

@@ -18,52 +18,49 @@
 namespace ckptfs::meta {
 
 absl::StatusOr<uint64_t> CheckpointStore::Remove(uint64_t run_dir, absl::string_view name,
-                                                  const RemoveOnly* only) {
+                                                 const RemoveOnly* only) {
   if (absl::Status valid = ValidateName(name); !valid.ok()) return valid;
   std::optional<uint64_t> latest_ino;  // allocated once, kept across retries
-  return RunTxn<uint64_t>(
-      kv_, "remove checkpoint", [&](MetaTxn& txn) -> absl::StatusOr<uint64_t> {
-        absl::StatusOr<InodeRecord> parent = GetDir(txn, run_dir);
-        if (!parent.ok()) return parent.status();
-        absl::StatusOr<std::optional<DentryRecord>> dentry = txn.GetDentry(run_dir, name);
-        if (!dentry.ok()) return dentry.status();
-        if (!dentry->has_value()) {
-          return ErrnoStatus(ENOENT, absl::StrCat("no entry \"", name, "\" in directory ",
-                                                  run_dir));
-        }
-        absl::StatusOr<InodeRecord> dir = txn.GetInode((*dentry)->ino());
-        if (!dir.ok()) return dir.status();
-        const uint64_t ino = dir->attr().ino();
-        if (!IsCheckpointDir(*dir)) {
-          return ErrnoStatus(EINVAL, absl::StrCat("\"", name, "\" in directory ", run_dir,
-                                                  " is not a checkpoint"));
-        }
-        if (only != nullptr &&
-            (ino != only->ino || (only->state != CHECKPOINT_STATE_UNSPECIFIED &&
-                                  dir->checkpoint().info().state() != only->state))) {
-          return ErrnoStatus(ESTALE, absl::StrCat("\"", name, "\" in directory ", run_dir,
-                                                  " is no longer the checkpoint to remove"));
-        }
-        absl::StatusOr<std::vector<SubtreeEntry>> subtree = ReadSubtree(txn, ino);
-        if (!subtree.ok()) return subtree.status();
-        const int64_t now_ns = clock_->NowNs();
-        int64_t inode_delta =
-            -StageSubtreeRemoval(txn, *subtree, now_ns / 1'000'000, BusyGraceMs());
-        txn.Delete(DentryKey(run_dir, name));
-        txn.Delete(InodeKey(ino));
-        txn.Delete(PendingCheckpointKey(ino));
-        --inode_delta;
-        parent->mutable_attr()->set_nlink(parent->attr().nlink() - 1);
-        TouchDir(*parent, now_ns);
-        txn.PutInode(*parent);
-        if (absl::Status moved = MoveLatestOff(txn, *inodes_, latest_ino, *parent, name, ino,
-                                               now_ns, inode_delta);
-            !moved.ok()) {
-          return moved;
-        }
-        if (absl::Status count = txn.AddInodeCount(inode_delta); !count.ok()) return count;
-        return ino;
-      });
+  return RunTxn<uint64_t>(kv_, "remove checkpoint", [&](MetaTxn& txn) -> absl::StatusOr<uint64_t> {
+    absl::StatusOr<InodeRecord> parent = GetDir(txn, run_dir);
+    if (!parent.ok()) return parent.status();
+    absl::StatusOr<std::optional<DentryRecord>> dentry = txn.GetDentry(run_dir, name);
+    if (!dentry.ok()) return dentry.status();
+    if (!dentry->has_value()) {
+      return ErrnoStatus(ENOENT, absl::StrCat("no entry \"", name, "\" in directory ", run_dir));
+    }
+    absl::StatusOr<InodeRecord> dir = txn.GetInode((*dentry)->ino());
+    if (!dir.ok()) return dir.status();
+    const uint64_t ino = dir->attr().ino();
+    if (!IsCheckpointDir(*dir)) {
+      return ErrnoStatus(
+          EINVAL, absl::StrCat("\"", name, "\" in directory ", run_dir, " is not a checkpoint"));
+    }
+    if (only != nullptr &&
+        (ino != only->ino || (only->state != CHECKPOINT_STATE_UNSPECIFIED &&
+                              dir->checkpoint().info().state() != only->state))) {
+      return ErrnoStatus(ESTALE, absl::StrCat("\"", name, "\" in directory ", run_dir,
+                                              " is no longer the checkpoint to remove"));
+    }
+    absl::StatusOr<std::vector<SubtreeEntry>> subtree = ReadSubtree(txn, ino);
+    if (!subtree.ok()) return subtree.status();
+    const int64_t now_ns = clock_->NowNs();
+    int64_t inode_delta = -StageSubtreeRemoval(txn, *subtree, now_ns / 1'000'000, BusyGraceMs());
+    txn.Delete(DentryKey(run_dir, name));
+    txn.Delete(InodeKey(ino));
+    txn.Delete(PendingCheckpointKey(ino));
+    --inode_delta;
+    parent->mutable_attr()->set_nlink(parent->attr().nlink() - 1);
+    TouchDir(*parent, now_ns);
+    txn.PutInode(*parent);
+    if (absl::Status moved =
+            MoveLatestOff(txn, *inodes_, latest_ino, *parent, name, ino, now_ns, inode_delta);
+        !moved.ok()) {
+      return moved;
+    }
+    if (absl::Status count = txn.AddInodeCount(inode_delta); !count.ok()) return count;
+    return ino;
+  });
 }
 
 absl::StatusOr<std::vector<uint64_t>> CheckpointStore::Retain(uint64_t ckpt) {
@@ -113,9 +110,8 @@ absl::StatusOr<std::vector<uint64_t>> CheckpointStore::Retain(uint64_t ckpt) {
       if (err == ENOENT || err == EINVAL || err == ESTALE) continue;  // changed meanwhile
       return ino.status();
     }
-    CKPTFS_LOG(kInfo) << "retention of directory " << run_dir << " (keep " << *keep
-                      << ") removed " << EndedStateText(victim->state()) << " checkpoint "
-                      << victim->name();
+    CKPTFS_LOG(kInfo) << "retention of directory " << run_dir << " (keep " << *keep << ") removed "
+                      << EndedStateText(victim->state()) << " checkpoint " << victim->name();
     removed.push_back(*ino);
   }
   return removed;

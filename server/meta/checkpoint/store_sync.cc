@@ -22,13 +22,13 @@ absl::Status SyncOne(Membership& membership, uint32_t id, const std::set<uint64_
                      absl::Duration timeout) {
   absl::StatusOr<std::optional<ServerInfo>> server = membership.GetServer(id);
   if (!server.ok()) {
-    return ErrnoStatus(EIO, absl::StrCat("sync of storage server ", id, " failed: ",
-                                         server.status().message()));
+    return ErrnoStatus(
+        EIO, absl::StrCat("sync of storage server ", id, " failed: ", server.status().message()));
   }
   if (!server->has_value()) return absl::OkStatus();  // never registered: stores nothing
   auto failed = [&](const absl::Status& why) {
-    return ErrnoStatus(EIO, absl::StrCat("sync of storage server ", id, " (",
-                                         (*server)->address(), ") failed: ", why.message()));
+    return ErrnoStatus(EIO, absl::StrCat("sync of storage server ", id, " (", (*server)->address(),
+                                         ") failed: ", why.message()));
   };
   absl::StatusOr<HostPort> address = ParseHostPort((*server)->address());
   if (!address.ok()) return failed(address.status());
@@ -52,14 +52,13 @@ absl::Status SyncStorageServers(Membership& membership,
                                 const std::map<uint32_t, std::set<uint64_t>>& servers,
                                 absl::Duration timeout) {
   const std::vector<std::pair<uint32_t, std::set<uint64_t>>> targets(servers.begin(),
-                                                                      servers.end());
+                                                                     servers.end());
   std::vector<absl::Status> results(targets.size());
   std::vector<std::thread> threads;
   threads.reserve(targets.size());
   for (size_t i = 0; i < targets.size(); ++i) {
-    threads.emplace_back([&, i] {
-      results[i] = SyncOne(membership, targets[i].first, targets[i].second, timeout);
-    });
+    threads.emplace_back(
+        [&, i] { results[i] = SyncOne(membership, targets[i].first, targets[i].second, timeout); });
   }
   for (std::thread& thread : threads) thread.join();
   for (const absl::Status& result : results) {

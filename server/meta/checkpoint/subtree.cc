@@ -84,8 +84,8 @@ absl::Status VisitSubtree(MetaTxn& txn, uint64_t root, bool read_ahead,
     Pending current = std::move(stack.back());
     stack.pop_back();
     if (current.depth >= kMaxDepth) {
-      return ErrnoStatus(ELOOP, absl::StrCat("directory tree under inode ", root,
-                                             " is deeper than ", kMaxDepth));
+      return ErrnoStatus(
+          ELOOP, absl::StrCat("directory tree under inode ", root, " is deeper than ", kMaxDepth));
     }
     absl::StatusOr<std::vector<std::pair<std::string, DentryRecord>>> entries =
         ListEntries(txn, current.dir);
@@ -138,8 +138,8 @@ absl::StatusOr<std::string> NameInParent(MetaTxn& txn, uint64_t parent, uint64_t
   return ErrnoStatus(ENOENT, absl::StrCat("directory ", parent, " has no entry for inode ", ino));
 }
 
-int64_t StageSubtreeRemoval(MetaTxn& txn, const std::vector<SubtreeEntry>& entries,
-                            int64_t now_ms, int64_t grace_ms) {
+int64_t StageSubtreeRemoval(MetaTxn& txn, const std::vector<SubtreeEntry>& entries, int64_t now_ms,
+                            int64_t grace_ms) {
   // The names each inode loses here: a file linked several times inside the
   // subtree is seen once per name, and one linked from outside keeps those.
   absl::flat_hash_map<uint64_t, uint32_t> names_removed;

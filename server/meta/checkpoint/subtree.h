@@ -62,14 +62,13 @@ absl::StatusOr<std::string> NameInParent(MetaTxn& txn, uint64_t parent, uint64_t
 // Stages the removal of every entry of `entries` (a ReadSubtree result):
 // dentries deleted; an inode with hard links outside the subtree loses the
 // names it had inside and is kept; other directories, symlinks and special
-// files deleted, regular files made orphans due for reclamation at `now_ms` + `grace_ms`, and before that as
-// soon as no reader holds them (OrphanRecord.reclaim_when_unread: at once
-// for a file nobody has open) — unless the file has a registered writer,
-// whose writes still in flight would recreate chunks after an early trim.
-// Returns the number of inodes deleted outright; the caller adds -that to
-// the inode count once (AddInodeCount reads the shard once per transaction).
-int64_t StageSubtreeRemoval(MetaTxn& txn, const std::vector<SubtreeEntry>& entries,
-                            int64_t now_ms, int64_t grace_ms);
+// files deleted, regular files made orphans due for reclamation at `now_ms` + `grace_ms`, and
+// before that as soon as no reader holds them (OrphanRecord.reclaim_when_unread: at once for a file
+// nobody has open) — unless the file has a registered writer, whose writes still in flight would
+// recreate chunks after an early trim. Returns the number of inodes deleted outright; the caller
+// adds -that to the inode count once (AddInodeCount reads the shard once per transaction).
+int64_t StageSubtreeRemoval(MetaTxn& txn, const std::vector<SubtreeEntry>& entries, int64_t now_ms,
+                            int64_t grace_ms);
 
 }  // namespace ckptfs::meta
 

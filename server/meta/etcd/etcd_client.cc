@@ -126,12 +126,11 @@ absl::Status EtcdClient::Call(
     SkipMember(member);
     unknown_outcome = true;
     if (absl::Now() + backoff >= deadline) {
-      return ErrnoStatus(EIO, absl::StrCat("etcd ", what, ": no member of ",
-                                           absl::StrJoin(options_.endpoints, ", "),
-                                           " answered within ",
-                                           absl::FormatDuration(options_.call_timeout),
-                                           "; last error from ", member.address, ": ",
-                                           status.error_message()));
+      return ErrnoStatus(
+          EIO,
+          absl::StrCat("etcd ", what, ": no member of ", absl::StrJoin(options_.endpoints, ", "),
+                       " answered within ", absl::FormatDuration(options_.call_timeout),
+                       "; last error from ", member.address, ": ", status.error_message()));
     }
     CKPTFS_LOG(kWarning) << "etcd member " << member.address << " failed " << what << " ("
                          << status.error_message() << "); trying the next member";

@@ -42,14 +42,14 @@ EtcdKvStore::EtcdKvStore(std::shared_ptr<EtcdClient> client, Options options)
 
 EtcdKvStore::~EtcdKvStore() = default;
 
-absl::StatusOr<std::unique_ptr<EtcdKvStore>> EtcdKvStore::Open(
-    std::shared_ptr<EtcdClient> client, Options options) {
+absl::StatusOr<std::unique_ptr<EtcdKvStore>> EtcdKvStore::Open(std::shared_ptr<EtcdClient> client,
+                                                               Options options) {
   if (options.key_prefix.empty()) {
     return absl::InvalidArgumentError("the etcd key prefix must not be empty (e.g. /ckptfs/)");
   }
   if (client->options().call_timeout > kMarkerTtl / 4) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "the etcd call timeout must be at most ", absl::FormatDuration(kMarkerTtl / 4)));
+    return absl::InvalidArgumentError(absl::StrCat("the etcd call timeout must be at most ",
+                                                   absl::FormatDuration(kMarkerTtl / 4)));
   }
   std::unique_ptr<EtcdKvStore> store(new EtcdKvStore(std::move(client), std::move(options)));
   const std::string& prefix = store->options_.key_prefix;

@@ -18,9 +18,8 @@ std::string EtcdServerLock::LockKey(const std::string& key_prefix) {
 absl::StatusOr<std::unique_ptr<EtcdServerLock>> EtcdServerLock::Acquire(
     std::shared_ptr<EtcdClient> client, Options options, std::function<void()> on_lost) {
   const std::string key = options.key.empty() ? LockKey(options.key_prefix) : options.key;
-  const absl::Time give_up = options.wait == absl::InfiniteDuration()
-                                 ? absl::InfiniteFuture()
-                                 : absl::Now() + options.wait;
+  const absl::Time give_up = options.wait == absl::InfiniteDuration() ? absl::InfiniteFuture()
+                                                                      : absl::Now() + options.wait;
   std::string logged_holder;
   // Between attempts: give up when told to stop or when `wait` has passed.
   auto pause = [&](const absl::Status& why) -> absl::Status {
@@ -91,9 +90,8 @@ absl::StatusOr<std::unique_ptr<EtcdServerLock>> EtcdServerLock::Acquire(
                           << "(orphan reclaimer) of the etcd prefix " << options.key_prefix
                           << "; this one takes them over when it stops";
       } else {
-        CKPTFS_LOG(kInfo) << "standby: metadata server " << holder
-                          << " serves the etcd prefix " << options.key_prefix
-                          << "; taking over when it stops";
+        CKPTFS_LOG(kInfo) << "standby: metadata server " << holder << " serves the etcd prefix "
+                          << options.key_prefix << "; taking over when it stops";
       }
       logged_holder = holder;
     }
@@ -105,8 +103,8 @@ absl::StatusOr<std::unique_ptr<EtcdServerLock>> EtcdServerLock::Acquire(
   }
 }
 
-EtcdServerLock::EtcdServerLock(std::shared_ptr<EtcdClient> client, Options options,
-                               int64_t lease, std::function<void()> on_lost)
+EtcdServerLock::EtcdServerLock(std::shared_ptr<EtcdClient> client, Options options, int64_t lease,
+                               std::function<void()> on_lost)
     : client_(std::move(client)),
       options_(std::move(options)),
       lease_(lease),

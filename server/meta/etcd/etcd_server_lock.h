@@ -39,7 +39,7 @@ class EtcdServerLock {
     // The key to hold; empty: LockKey(key_prefix). (A shared server's
     // presence key, etcd_serving_mode.h, is held the same way.)
     std::string key;
-    std::string holder;                   // who we are, e.g. "127.0.0.1:7000 pid 123"
+    std::string holder;  // who we are, e.g. "127.0.0.1:7000 pid 123"
     absl::Duration ttl = absl::Seconds(10);
     // Longest wait for a lock another server holds (InfiniteDuration: wait
     // as a standby until it is free).
@@ -56,8 +56,9 @@ class EtcdServerLock {
   // and while etcd cannot be reached (logging each failure). When `wait`
   // passes: DEADLINE_EXCEEDED with the holder's name, or the last etcd
   // error; CANCELLED when options.cancelled says so.
-  static absl::StatusOr<std::unique_ptr<EtcdServerLock>> Acquire(
-      std::shared_ptr<EtcdClient> client, Options options, std::function<void()> on_lost);
+  static absl::StatusOr<std::unique_ptr<EtcdServerLock>> Acquire(std::shared_ptr<EtcdClient> client,
+                                                                 Options options,
+                                                                 std::function<void()> on_lost);
 
   EtcdServerLock(const EtcdServerLock&) = delete;
   EtcdServerLock& operator=(const EtcdServerLock&) = delete;

@@ -22,9 +22,7 @@ std::string SharedHolderName(const std::string& listen, int pid) {
   return absl::StrCat(listen, " (pid ", pid, kSharedTag);
 }
 
-bool IsSharedHolderName(const std::string& holder) {
-  return absl::EndsWith(holder, kSharedTag);
-}
+bool IsSharedHolderName(const std::string& holder) { return absl::EndsWith(holder, kSharedTag); }
 
 std::string SharedPresencePrefix(const std::string& key_prefix) {
   return absl::StrCat(absl::StripSuffix(key_prefix, "/"), ".shared/");
@@ -58,9 +56,8 @@ absl::Status CheckNoExclusiveServer(EtcdClient& client, const std::string& key_p
 }
 
 absl::StatusOr<std::unique_ptr<SharedPresence>> SharedPresence::Register(
-    std::shared_ptr<EtcdClient> client, const std::string& key_prefix,
-    const std::string& holder, absl::Duration ttl, absl::Duration wait,
-    std::function<void(const absl::Status&)> on_conflict) {
+    std::shared_ptr<EtcdClient> client, const std::string& key_prefix, const std::string& holder,
+    absl::Duration ttl, absl::Duration wait, std::function<void(const absl::Status&)> on_conflict) {
   char host[256] = {};
   if (gethostname(host, sizeof(host) - 1) != 0) host[0] = '\0';
   absl::BitGen bits;

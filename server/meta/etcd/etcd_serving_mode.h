@@ -70,8 +70,8 @@ class SharedPresence {
   // then runs CheckNoExclusiveServer. On any failure the key is removed
   // and the error returned.
   static absl::StatusOr<std::unique_ptr<SharedPresence>> Register(
-      std::shared_ptr<EtcdClient> client, const std::string& key_prefix,
-      const std::string& holder, absl::Duration ttl, absl::Duration wait,
+      std::shared_ptr<EtcdClient> client, const std::string& key_prefix, const std::string& holder,
+      absl::Duration ttl, absl::Duration wait,
       std::function<void(const absl::Status&)> on_conflict);
 
   SharedPresence(const SharedPresence&) = delete;

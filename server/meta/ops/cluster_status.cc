@@ -37,8 +37,8 @@ absl::StatusOr<ClusterStatusReply> MetaServiceImpl::BuildClusterStatus() {
     reply.set_copies(1);
     reply.set_ec_data(ec.k);
     reply.set_ec_parity(ec.m);
-    reply.set_redundancy(absl::StrCat("erasure coding ", ec.k, "+", ec.m, " (survives ", ec.m,
-                                      " lost servers)"));
+    reply.set_redundancy(
+        absl::StrCat("erasure coding ", ec.k, "+", ec.m, " (survives ", ec.m, " lost servers)"));
   } else {
     reply.set_copies(copies);
     reply.set_redundancy(copies <= 1 ? std::string("none (1 copy)")

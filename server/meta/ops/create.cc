@@ -77,16 +77,15 @@ absl::StatusOr<CreateReply> Namespace::Create(const CreateRequest& request) {
       // one created the file then; answering EEXIST would leave that
       // registration with no handle to release it (and the file busy for a
       // checkpoint commit forever).
-      const bool retried = request.exclusive() && request.writer_handle() != 0 &&
-                           existing->attr().type() == REGULAR &&
-                           absl::c_linear_search(existing->writer_handles(),
-                                                 request.writer_handle());
+      const bool retried =
+          request.exclusive() && request.writer_handle() != 0 &&
+          existing->attr().type() == REGULAR &&
+          absl::c_linear_search(existing->writer_handles(), request.writer_handle());
       if (request.exclusive() && !retried) {
         return NameExistsError(request.name(), request.parent());
       }
       if (existing->attr().type() == DIRECTORY) {
-        return ErrnoStatus(EISDIR, absl::StrCat("create: \"", request.name(),
-                                                "\" is a directory"));
+        return ErrnoStatus(EISDIR, absl::StrCat("create: \"", request.name(), "\" is a directory"));
       }
       if (existing->attr().type() != REGULAR) {
         return NameExistsError(request.name(), request.parent());
@@ -94,8 +93,7 @@ absl::StatusOr<CreateReply> Namespace::Create(const CreateRequest& request) {
       // Opening an existing file changes it only when truncating or
       // registering a writer; a plain open is allowed anywhere.
       if (request.truncate() || request.writer_handle() != 0) {
-        if (absl::Status writable = RequireMutable(txn, *existing, "create");
-            !writable.ok()) {
+        if (absl::Status writable = RequireMutable(txn, *existing, "create"); !writable.ok()) {
           return writable;
         }
       }
@@ -126,8 +124,8 @@ absl::StatusOr<CreateReply> Namespace::Create(const CreateRequest& request) {
     *inode.mutable_attr()->mutable_layout() = *std::move(layout);
     ResetWritten(*inode.mutable_written());
     AddWriter(inode, request.writer_handle());
-    if (absl::Status linked = LinkNewInode(txn, request.parent(), *parent, request.name(), inode,
-                                           now);
+    if (absl::Status linked =
+            LinkNewInode(txn, request.parent(), *parent, request.name(), inode, now);
         !linked.ok()) {
       return linked;
     }
@@ -163,7 +161,8 @@ absl::StatusOr<Attr> Namespace::Mkdir(const MkdirRequest& request) {
       }
     }
     parent->mutable_attr()->set_nlink(parent->attr().nlink() + 1);  // the new ".."
-    if (absl::Status linked = LinkNewInode(txn, request.parent(), *parent, request.name(), dir, now);
+    if (absl::Status linked =
+            LinkNewInode(txn, request.parent(), *parent, request.name(), dir, now);
         !linked.ok()) {
       return linked;
     }
@@ -201,8 +200,8 @@ absl::StatusOr<Attr> Namespace::Symlink(const SymlinkRequest& request) {
     InodeRecord link = NewInode(*ino, SYMLINK, 0777, request.uid(), request.gid(), now);
     link.set_symlink_target(request.target());
     link.mutable_attr()->set_size(request.target().size());
-    if (absl::Status linked = LinkNewInode(txn, request.parent(), *parent, request.name(), link,
-                                           now);
+    if (absl::Status linked =
+            LinkNewInode(txn, request.parent(), *parent, request.name(), link, now);
         !linked.ok()) {
       return linked;
     }
@@ -233,9 +232,10 @@ absl::StatusOr<Attr> Namespace::Mknod(const MknodRequest& request) {
     if (!ino.ok()) return ino.status();
     const int64_t now = clock_->NowNs();
     InodeRecord node = NewInode(*ino, *type, request.mode(), request.uid(), request.gid(), now);
-    if (*type == CHAR_DEVICE || *type == BLOCK_DEVICE) node.mutable_attr()->set_rdev(request.rdev());
-    if (absl::Status linked = LinkNewInode(txn, request.parent(), *parent, request.name(), node,
-                                           now);
+    if (*type == CHAR_DEVICE || *type == BLOCK_DEVICE)
+      node.mutable_attr()->set_rdev(request.rdev());
+    if (absl::Status linked =
+            LinkNewInode(txn, request.parent(), *parent, request.name(), node, now);
         !linked.ok()) {
       return linked;
     }

@@ -62,16 +62,18 @@ absl::StatusOr<Attr> Namespace::Link(const LinkRequest& request) {
     const uint64_t to = CheckpointOf(*parent);
     if (from != to && !(to == 0 && IsEnded(*state))) {
       const std::string why =
-          from == 0 ? absl::StrCat("directory ", request.new_parent(), " is inside checkpoint ",
-                                   to, " and the file is not")
-                    : absl::StrCat("the file belongs to ", EndedStateText(*state),
-                                   " checkpoint ", from,
-                                   to == 0 ? ", which must be committed before its files get "
-                                             "names outside it"
-                                           : absl::StrCat(" and directory ", request.new_parent(),
-                                                          " to checkpoint ", to));
-      return ErrnoStatus(EXDEV, absl::StrCat("link: inode ", request.ino(), " cannot be linked "
-                                             "into directory ", request.new_parent(), ": ", why));
+          from == 0
+              ? absl::StrCat("directory ", request.new_parent(), " is inside checkpoint ", to,
+                             " and the file is not")
+              : absl::StrCat("the file belongs to ", EndedStateText(*state), " checkpoint ", from,
+                             to == 0 ? ", which must be committed before its files get "
+                                       "names outside it"
+                                     : absl::StrCat(" and directory ", request.new_parent(),
+                                                    " to checkpoint ", to));
+      return ErrnoStatus(EXDEV, absl::StrCat("link: inode ", request.ino(),
+                                             " cannot be linked "
+                                             "into directory ",
+                                             request.new_parent(), ": ", why));
     }
     if (absl::Status free = RequireFreeName(txn, request.new_parent(), request.new_name());
         !free.ok()) {

@@ -34,8 +34,8 @@ void ReplaceInStripe(Layout& layout, uint32_t from, uint32_t to) {
 }  // namespace
 
 absl::StatusOr<Attr> Namespace::MoveStripeServer(uint64_t ino, uint32_t from, uint32_t to) {
-  const std::string what = absl::StrCat("move the copies of inode ", ino, " from storage server ",
-                                        from, " to ", to);
+  const std::string what =
+      absl::StrCat("move the copies of inode ", ino, " from storage server ", from, " to ", to);
   if (from == to) {
     return ErrnoStatus(EINVAL, absl::StrCat(what, ": the two servers are the same"));
   }
@@ -52,20 +52,22 @@ absl::StatusOr<Attr> Namespace::MoveStripeServer(uint64_t ino, uint32_t from, ui
     absl::StatusOr<InodeRecord> inode = txn.GetInode(ino);
     if (!inode.ok()) return inode.status();
     switch (inode->attr().type()) {
-      case REGULAR: break;
-      case DIRECTORY: return ErrnoStatus(EISDIR, absl::StrCat(what, ": it is a directory"));
-      default: return ErrnoStatus(EINVAL, absl::StrCat(what, ": it is not a regular file"));
+      case REGULAR:
+        break;
+      case DIRECTORY:
+        return ErrnoStatus(EISDIR, absl::StrCat(what, ": it is a directory"));
+      default:
+        return ErrnoStatus(EINVAL, absl::StrCat(what, ": it is not a regular file"));
     }
     Layout* layout = inode->mutable_attr()->mutable_layout();
     if (!StripeHolds(*layout, from)) {
-      return ErrnoStatus(ESTALE, absl::StrCat(what, ": its stripe [",
-                                              absl::StrJoin(layout->stripe(), ","),
-                                              "] no longer holds server ", from));
+      return ErrnoStatus(ESTALE,
+                         absl::StrCat(what, ": its stripe [", absl::StrJoin(layout->stripe(), ","),
+                                      "] no longer holds server ", from));
     }
     if (StripeHolds(*layout, to)) {
       // Two copies of a chunk must be on two servers.
-      return ErrnoStatus(EINVAL, absl::StrCat(what, ": server ", to,
-                                              " is already in its stripe [",
+      return ErrnoStatus(EINVAL, absl::StrCat(what, ": server ", to, " is already in its stripe [",
                                               absl::StrJoin(layout->stripe(), ","), "]"));
     }
     ReplaceInStripe(*layout, from, to);

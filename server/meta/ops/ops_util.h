@@ -83,8 +83,7 @@ bool RemoveWriter(InodeRecord& inode, uint64_t writer);
 // OK unless `inode` is a checkpoint directory, which a rename does not
 // replace: EROFS once it ended, EBUSY while it is pending. (rmdir has its
 // own rule, checkpoint/name_removal.h; defined in ops/remove.cc.)
-absl::Status RequireNotCheckpointDir(MetaTxn& txn, const InodeRecord& inode,
-                                     absl::string_view op);
+absl::Status RequireNotCheckpointDir(MetaTxn& txn, const InodeRecord& inode, absl::string_view op);
 
 // Stages the removal of one name of `inode` (the dentry itself is the
 // caller's): an inode that keeps other hard links loses one from nlink and

@@ -37,8 +37,8 @@ absl::StatusOr<ReadDirReply> Namespace::ReadDir(uint64_t ino, absl::string_view 
   MetaTxn txn(kv_);
   absl::StatusOr<InodeRecord> dir = GetDir(txn, ino);
   if (!dir.ok()) return dir.status();
-  size_t page = limit == 0 ? options_.readdir_default_limit
-                           : std::min(limit, options_.readdir_max_limit);
+  size_t page =
+      limit == 0 ? options_.readdir_default_limit : std::min(limit, options_.readdir_max_limit);
   page = std::max<size_t>(page, 1);
   const std::string prefix = DentryPrefix(ino);
   ReadDirReply reply;
@@ -56,8 +56,7 @@ absl::StatusOr<ReadDirReply> Namespace::ReadDir(uint64_t ino, absl::string_view 
     for (const KeyValue& kv : *entries) {
       // Long names could push a full page past gRPC's 4 MiB message limit:
       // end the page early instead (the caller follows `more`).
-      if (reply_bytes + kv.key.size() - prefix.size() + kDirEntryOverhead >
-              kMaxReadDirReplyBytes &&
+      if (reply_bytes + kv.key.size() - prefix.size() + kDirEntryOverhead > kMaxReadDirReplyBytes &&
           reply.entries_size() > 0) {
         reply.set_more(true);
         return reply;

@@ -38,8 +38,7 @@ absl::StatusOr<Named> ReadNamed(MetaTxn& txn, uint64_t parent, absl::string_view
 
 }  // namespace
 
-absl::Status RequireNotCheckpointDir(MetaTxn& txn, const InodeRecord& inode,
-                                     absl::string_view op) {
+absl::Status RequireNotCheckpointDir(MetaTxn& txn, const InodeRecord& inode, absl::string_view op) {
   if (!IsCheckpointDir(inode)) return absl::OkStatus();
   if (absl::Status writable = RequireMutable(txn, inode, op); !writable.ok()) return writable;
   return ErrnoStatus(EBUSY, absl::StrCat(op, ": directory ", inode.attr().ino(),

@@ -89,9 +89,10 @@ absl::Status Namespace::Rename(const RenameRequest& request) {
     }
     const bool hard_linked = !src_is_dir && src->attr().nlink() > 1;
     if (hard_linked && crossing) {
-      return ErrnoStatus(EXDEV, absl::StrCat("rename: \"", request.name(), "\" has ",
-                                             src->attr().nlink(), " hard links and cannot move "
-                                             "across a checkpoint boundary without them"));
+      return ErrnoStatus(EXDEV,
+                         absl::StrCat("rename: \"", request.name(), "\" has ", src->attr().nlink(),
+                                      " hard links and cannot move "
+                                      "across a checkpoint boundary without them"));
     }
 
     absl::StatusOr<std::optional<DentryRecord>> dst_dentry =
@@ -114,8 +115,8 @@ absl::Status Namespace::Rename(const RenameRequest& request) {
       }
       if (IsDir(*target)) {
         if (!src_is_dir) {
-          return ErrnoStatus(EISDIR, absl::StrCat("rename: target \"", request.new_name(),
-                                                  "\" is a directory"));
+          return ErrnoStatus(
+              EISDIR, absl::StrCat("rename: target \"", request.new_name(), "\" is a directory"));
         }
         absl::StatusOr<bool> has_entries = txn.DirHasEntries(target->attr().ino());
         if (!has_entries.ok()) return has_entries.status();

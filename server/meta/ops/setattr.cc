@@ -30,12 +30,12 @@ absl::StatusOr<Attr> Namespace::SetAttr(const SetAttrRequest& request) {
     const int64_t now = clock_->NowNs();
     if (valid & SET_SIZE) {
       if (attr->type() == DIRECTORY) {
-        return ErrnoStatus(EISDIR, absl::StrCat("truncate: inode ", request.ino(),
-                                                " is a directory"));
+        return ErrnoStatus(EISDIR,
+                           absl::StrCat("truncate: inode ", request.ino(), " is a directory"));
       }
       if (attr->type() != REGULAR) {
-        return ErrnoStatus(EINVAL, absl::StrCat("truncate: inode ", request.ino(),
-                                                " is not a regular file"));
+        return ErrnoStatus(
+            EINVAL, absl::StrCat("truncate: inode ", request.ino(), " is not a regular file"));
       }
       attr->set_size(request.size());
       attr->set_mtime_ns(now);

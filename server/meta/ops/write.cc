@@ -20,13 +20,14 @@ namespace {
 
 absl::Status RequireRegular(const InodeRecord& inode, absl::string_view op) {
   switch (inode.attr().type()) {
-    case REGULAR: return absl::OkStatus();
+    case REGULAR:
+      return absl::OkStatus();
     case DIRECTORY:
-      return ErrnoStatus(EISDIR, absl::StrCat(op, ": inode ", inode.attr().ino(),
-                                              " is a directory"));
+      return ErrnoStatus(EISDIR,
+                         absl::StrCat(op, ": inode ", inode.attr().ino(), " is a directory"));
     default:
-      return ErrnoStatus(EINVAL, absl::StrCat(op, ": inode ", inode.attr().ino(),
-                                              " is not a regular file"));
+      return ErrnoStatus(
+          EINVAL, absl::StrCat(op, ": inode ", inode.attr().ino(), " is not a regular file"));
   }
 }
 
@@ -35,11 +36,11 @@ absl::Status RequireRegular(const InodeRecord& inode, absl::string_view op) {
 bool KeepUnsynced(InodeRecord& inode, const CommitWriteRequest& request) {
   bool added = false;
   for (const StorageIncarnation& reported : request.unsynced()) {
-    const bool known = std::any_of(
-        inode.unsynced().begin(), inode.unsynced().end(), [&](const StorageIncarnation& kept) {
-          return kept.server_id() == reported.server_id() &&
-                 kept.incarnation() == reported.incarnation();
-        });
+    const bool known = std::any_of(inode.unsynced().begin(), inode.unsynced().end(),
+                                   [&](const StorageIncarnation& kept) {
+                                     return kept.server_id() == reported.server_id() &&
+                                            kept.incarnation() == reported.incarnation();
+                                   });
     if (known) continue;
     *inode.add_unsynced() = reported;
     added = true;
@@ -55,12 +56,12 @@ bool ForgetSynced(InodeRecord& inode, const CommitWriteRequest& request) {
   const int before = kept->size();
   kept->erase(std::remove_if(kept->begin(), kept->end(),
                              [&](const StorageIncarnation& one) {
-                               return std::any_of(
-                                   request.synced().begin(), request.synced().end(),
-                                   [&](const StorageIncarnation& synced) {
-                                     return synced.server_id() == one.server_id() &&
-                                            synced.incarnation() == one.incarnation();
-                                   });
+                               return std::any_of(request.synced().begin(), request.synced().end(),
+                                                  [&](const StorageIncarnation& synced) {
+                                                    return synced.server_id() == one.server_id() &&
+                                                           synced.incarnation() ==
+                                                               one.incarnation();
+                                                  });
                              }),
               kept->end());
   return kept->size() != before;
@@ -86,8 +87,7 @@ absl::StatusOr<Attr> Namespace::Open(const OpenRequest& request) {
         !regular.ok()) {
       return regular;
     }
-    if (absl::Status writable = RequireMutable(txn, *inode, "open for writing");
-        !writable.ok()) {
+    if (absl::Status writable = RequireMutable(txn, *inode, "open for writing"); !writable.ok()) {
       return writable;
     }
     bool changed = AddWriter(*inode, request.writer_handle());
@@ -107,7 +107,7 @@ absl::StatusOr<Attr> Namespace::Open(const OpenRequest& request) {
 }
 
 absl::StatusOr<Attr> Namespace::CommitWrite(uint64_t ino, uint64_t size, int64_t mtime_ns,
-                                             bool durable) {
+                                            bool durable) {
   CommitWriteRequest request;
   request.set_ino(ino);
   request.set_size(size);

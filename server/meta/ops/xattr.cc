@@ -23,8 +23,8 @@ namespace {
 
 absl::Status ValidateXattrName(absl::string_view name) {
   if (name.empty() || name.size() > kMaxXattrNameLength) {
-    return ErrnoStatus(ERANGE, absl::StrCat("xattr name of ", name.size(),
-                                            " bytes; must be 1..", kMaxXattrNameLength));
+    return ErrnoStatus(ERANGE, absl::StrCat("xattr name of ", name.size(), " bytes; must be 1..",
+                                            kMaxXattrNameLength));
   }
   if (absl::StrContains(name, absl::string_view("\0", 1))) {
     return ErrnoStatus(EINVAL, "xattr name contains NUL");
@@ -39,11 +39,12 @@ absl::Status NoData(uint64_t ino, absl::string_view name) {
 // Stages what user.ckptfs.latest_name of `dir` changing to `value`
 // (nullopt: removed) does to its latest symlink, before the caller stores
 // the value in `dir`. EINVAL unless `dir` is a directory.
-absl::Status RenameLatestFor(MetaTxn& txn, InodeAllocator& inodes,
-                             std::optional<uint64_t>& new_ino, InodeRecord& dir,
-                             const std::optional<std::string>& value, int64_t now_ns) {
+absl::Status RenameLatestFor(MetaTxn& txn, InodeAllocator& inodes, std::optional<uint64_t>& new_ino,
+                             InodeRecord& dir, const std::optional<std::string>& value,
+                             int64_t now_ns) {
   if (dir.attr().type() != DIRECTORY) {
-    return ErrnoStatus(EINVAL, absl::StrCat(kLatestNameXattr, " is set on a run directory (the "
+    return ErrnoStatus(EINVAL, absl::StrCat(kLatestNameXattr,
+                                            " is set on a run directory (the "
                                             "parent of checkpoints), not on inode ",
                                             dir.attr().ino()));
   }
@@ -54,8 +55,8 @@ absl::Status RenameLatestFor(MetaTxn& txn, InodeAllocator& inodes,
     to = *std::move(parsed);
   }
   int64_t inode_delta = 0;
-  if (absl::Status renamed = RenameLatest(txn, inodes, new_ino, dir, LatestPointerName(dir), to,
-                                          now_ns, inode_delta);
+  if (absl::Status renamed =
+          RenameLatest(txn, inodes, new_ino, dir, LatestPointerName(dir), to, now_ns, inode_delta);
       !renamed.ok()) {
     return renamed;
   }
@@ -107,7 +108,8 @@ absl::Status Namespace::SetXattr(const SetXattrRequest& request) {
     }
     if ((replicas || ec) && inode->attr().type() != DIRECTORY) {
       // A file's copies are fixed by its layout when it is created.
-      return ErrnoStatus(EINVAL, absl::StrCat(request.name(), " is set on a directory (for the "
+      return ErrnoStatus(EINVAL, absl::StrCat(request.name(),
+                                              " is set on a directory (for the "
                                               "files created in it), not on inode ",
                                               request.ino()));
     }
