@@ -1,6 +1,6 @@
 // ChunkRequestScope: the client's metrics of one chunk request to a storage
 // server, kept by the real transports (uring_chunk_transport.cc,
-// data_chunk_transport.cc) around each call:
+// blocking_chunk_transport.cc) around each call:
 //
 //   ckptfs_client_chunk_requests_total{op}            requests finished
 //   ckptfs_client_chunk_request_duration_seconds{op}  call to answer, retries included

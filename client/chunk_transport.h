@@ -3,7 +3,7 @@
 //
 // The real implementations speak the framed data protocol over TCP:
 // uring_chunk_transport.h (the default: one io_uring event loop, many
-// requests in flight per connection) and data_chunk_transport.h (a blocking
+// requests in flight per connection) and blocking_chunk_transport.h (a blocking
 // connection per request in flight, kept for comparison); the fake
 // (client/testing/fake_chunk_transport.h) keeps chunks in memory and can
 // inject failures. Each call blocks until the server answers; callers run

@@ -20,17 +20,17 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
-#include "client/checkpoint_xattrs.h"
+#include "client/blocking_chunk_transport.h"
+#include "client/checkpoint_xattr_parsing.h"
 #include "client/client_impl.h"
-#include "client/data_chunk_transport.h"
 #include "client/grpc_meta_client.h"
 #include "client/local_chunk_transport.h"
 #include "client/uring_chunk_transport.h"
 #include "common/credential.h"
+#include "common/entry_name.h"
 #include "common/errno_status.h"
 #include "common/log.h"
 #include "common/meta_channel.h"
-#include "common/names.h"
 
 namespace ckptfs::client {
 namespace {
@@ -51,7 +51,7 @@ absl::StatusOr<std::unique_ptr<ChunkTransport>> MakeNetworkTransport(
     CKPTFS_LOG(kWarning) << "io_uring data transport unavailable (" << made.status().message()
                          << "); using blocking connections";
   }
-  auto blocking = std::make_unique<DataChunkTransport>(meta, options.data_timeout, credential);
+  auto blocking = std::make_unique<BlockingChunkTransport>(meta, options.data_timeout, credential);
   if (absl::Status status = blocking->RefreshServers(); !status.ok()) return status;
   return std::unique_ptr<ChunkTransport>(std::move(blocking));
 }

@@ -17,7 +17,7 @@
 // write is registered with the metadata service as a writer of its file
 // until its Flush or Close, so a checkpoint never commits a file still being
 // written. The checkpoint calls are methods here and also extended
-// attributes (client/checkpoint_xattrs.h) that SetXattr / GetXattr serve, so
+// attributes (client/checkpoint_xattr_parsing.h) that SetXattr / GetXattr serve, so
 // a program and the FUSE mount behave the same.
 //
 // Thread-safety: every method may be called from any thread concurrently.
@@ -61,7 +61,7 @@ struct ClientOptions {
   // thread with an io_uring carries them all, many in flight on each of a
   // few connections per server (client/uring_chunk_transport.h). kBlocking:
   // each request in flight holds a blocking connection of its own
-  // (client/data_chunk_transport.h), kept for comparison and used when
+  // (client/blocking_chunk_transport.h), kept for comparison and used when
   // io_uring is unavailable.
   enum class DataTransport { kUring, kBlocking };
   DataTransport data_transport = DataTransport::kUring;
@@ -173,7 +173,7 @@ class Client {
   // One page of entries after `start_after` in bytewise name order.
   absl::StatusOr<meta::ReadDirReply> ReadDir(uint64_t ino, absl::string_view start_after,
                                              uint32_t limit);
-  // The checkpoint names of client/checkpoint_xattrs.h are served here:
+  // The checkpoint names of client/checkpoint_xattr_parsing.h are served here:
   // setting user.ckptfs.ranks declares, user.ckptfs.commit commits (blocks
   // like CommitCheckpoint, `cancel` as there), user.ckptfs.remove removes;
   // getting user.ckptfs.{state,ranks,info,checkpoints,latest} formats the

@@ -16,11 +16,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "client/checkpoint_xattrs.h"
+#include "client/checkpoint_xattr_parsing.h"
 #include "client/client.h"
 #include "client/client_impl.h"
+#include "common/entry_name.h"
 #include "common/errno_status.h"
-#include "common/names.h"
 
 namespace ckptfs::client {
 namespace {

@@ -15,9 +15,9 @@
 #include "client/client_impl.h"
 #include "client/layout.h"
 #include "client/stripe_ops.h"
+#include "common/entry_name.h"
 #include "common/errno_status.h"
 #include "common/log.h"
-#include "common/names.h"
 
 namespace ckptfs::client {
 

@@ -15,7 +15,7 @@
 // close, garbage, no reply by the per-request deadline `timeout`) fails
 // every request in flight on that connection; each is then sent once more
 // on a fresh connection (the server's other connections dialed before the
-// failure are retired), as DataChunkTransport does: every request is safe
+// failure are retired), as BlockingChunkTransport does: every request is safe
 // to repeat, except that a WRITE sent in full on a connection that timed
 // out is not (the slow server may still apply it, after a newer write of
 // the chunk). A request that never left the client is resent freely. Every
@@ -45,7 +45,7 @@
 #include "client/meta_client.h"
 #include "client/resend_stamp.h"
 #include "client/uring_data_loop.h"
-#include "common/net.h"
+#include "common/tcp.h"
 #include "proto/data.pb.h"
 
 namespace ckptfs::client {

@@ -57,7 +57,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
-#include "common/net.h"
+#include "common/tcp.h"
 #include "common/unique_fd.h"
 #include "proto/data.pb.h"
 

@@ -34,7 +34,7 @@ namespace ckptfs {
 std::string CheckpointStateName(meta::CheckpointState state);
 
 // The user.ckptfs.remove value "NAME/INO/STATE": remove checkpoint `name`
-// only while it is still inode `ino` in `state` (client/checkpoint_xattrs.h
+// only while it is still inode `ino` in `state` (client/checkpoint_xattr_parsing.h
 // parses it).
 std::string CheckpointRemovalValue(absl::string_view name, uint64_t ino,
                                    meta::CheckpointState state);

@@ -21,7 +21,7 @@
 #include "common/data_connection.h"
 #include "common/errno_status.h"
 #include "common/frame.h"
-#include "common/net.h"
+#include "common/tcp.h"
 #include "common/unique_fd.h"
 #include "proto/data.pb.h"
 

@@ -16,7 +16,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "common/net.h"
+#include "common/tcp.h"
 #include "common/unique_fd.h"
 #include "proto/data.pb.h"
 

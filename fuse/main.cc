@@ -48,7 +48,7 @@
 #include "common/credential.h"
 #include "common/log.h"
 #include "common/metrics/http_server.h"
-#include "common/net.h"
+#include "common/tcp.h"
 #include "common/unique_fd.h"
 #include "fuse/filesystem.h"
 #include "fuse/mount.h"

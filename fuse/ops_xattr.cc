@@ -1,7 +1,7 @@
 // Extended-attribute operations: setxattr, getxattr, listxattr,
 // removexattr. Values live in the metadata service (which also reads
 // user.ckptfs.* attributes such as the per-directory chunk size). The
-// checkpoint names (client/checkpoint_xattrs.h: ranks, commit, remove,
+// checkpoint names (client/checkpoint_xattr_parsing.h: ranks, commit, remove,
 // state, info, checkpoints, latest) are served by the Client, exactly as for
 // a program using libckptfs.
 //
@@ -10,7 +10,7 @@
 // workers for many ranks to wait at once (MountOptions::max_threads). The
 // kernel holds the directory's inode lock through a setxattr, so only the
 // getxattr form lets several local ranks wait on one checkpoint together
-// (client/checkpoint_xattrs.h). A signal to the waiting process makes the
+// (client/checkpoint_xattr_parsing.h). A signal to the waiting process makes the
 // kernel send FUSE_INTERRUPT: the commit then returns EINTR at once (the
 // rank's arrival stays recorded; committing again waits for the same
 // outcome).
@@ -25,7 +25,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "client/cancellation.h"
-#include "client/checkpoint_xattrs.h"
+#include "client/checkpoint_xattr_parsing.h"
 #include "common/errno_status.h"
 #include "fuse/filesystem.h"
 #include "fuse/ops.h"

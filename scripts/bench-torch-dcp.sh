@@ -5,7 +5,7 @@
 #
 # Starts a local cluster (1 metadata server, 4 storage servers, 1 copy of
 # each chunk) under --work on free ports below the kernel's ephemeral
-# range, mounts it, and runs tools/bench/torch_storm.py, --ranks x --size,
+# range, mounts it, and runs bench/torch_storm.py, --ranks x --size,
 # --repeat alternating repeats (ckptfs, plain, ckptfs, plain, ...), once per
 # --runs entry:
 #   torch   torch.save / torch.load
@@ -161,7 +161,7 @@ for run in "${run_list[@]}"; do
   echo "== $run: torch_storm.py ${args[*]}"
   exec {log}> >(tee "$out/$run.log")
   tee_pid=$!
-  "$python" tools/bench/torch_storm.py --dir "$mnt/$run" --baseline "$plain/$run" \
+  "$python" bench/torch_storm.py --dir "$mnt/$run" --baseline "$plain/$run" \
     "${args[@]}" --json "$out/$run.json" >&"$log" 2>&1 &
   storm_pid=$!
   status=0

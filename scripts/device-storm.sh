@@ -10,7 +10,7 @@
 # (or $DEVICE_BUNDLE). `run` starts a local cluster there (1 metadata
 # server, 4 storage servers, 1 copy of each chunk, as the VM's figures),
 # mounts it, and runs against a plain directory on the same disk:
-#   - tools/bench/torch_storm.py: torch.save, torch.load and
+#   - bench/torch_storm.py: torch.save, torch.load and
 #     torch.distributed.checkpoint save/load of bf16 tensors on the GPU,
 #     STORM_RANKS ranks x STORM_SIZE (default 8 x 512M: 4 GiB a storm,
 #     within its time limit), 3 repeats;
@@ -105,7 +105,7 @@ run() {
   local json=${out:+--json $out/torch_storm.json}
   echo "== torch_storm: $ranks ranks x $size"
   # shellcheck disable=SC2086  # $json is two words or none
-  step "${STORM_TORCH_LIMIT:-240}" "$python" tools/bench/torch_storm.py --dir "$mnt/storm" \
+  step "${STORM_TORCH_LIMIT:-240}" "$python" bench/torch_storm.py --dir "$mnt/storm" \
     --baseline "$plain/storm" --ranks "$ranks" --size "$size" --repeat "$repeat" \
     --phase-timeout 60 $json
   local -A storms=([raw8]="--ranks 8 --size 256M" [raw32]="--ranks 32 --size 32M"

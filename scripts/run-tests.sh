@@ -2,15 +2,21 @@
 # The test command: installs what is missing (Debian packages, then the
 # build's Python environment with torch 2.13 and the frameworks the tests
 # drive, pinned), builds, and runs every test (unit and integration; C++ and
-# Python) with CTest. Needs root for apt-get and FUSE mounts.
+# Python) with CTest. Needs root for apt-get and FUSE mounts. Ends with the
+# wall time of each phase, also when one fails.
 # Usage: scripts/run-tests.sh [extra ctest args...]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD_DIR=${BUILD_DIR:-build}
 
-bash scripts/install-deps.sh
-bash scripts/install-python.sh test
-bash scripts/build.sh
+phases=()
+phase_start=$SECONDS
+run_phase() {  # run_phase NAME COMMAND...: runs it and records its wall time
+  local name=$1 start=$SECONDS
+  shift
+  "$@"
+  phases+=("$(printf '%-16s %5d s' "$name" $((SECONDS - start)))")
+}
 
 # Integration tests leave nothing behind on success or failure; should a test
 # binary be killed outright, unmount whatever it left under the temp dir.
@@ -19,8 +25,15 @@ cleanup() {
   for m in $(awk '$3 == "fuse.ckptfs" {print $2}' /proc/mounts | grep -E '/ckptfs-(it|cli)-' || true); do
     fusermount3 -u -z "$m" || true
   done
+  echo "== wall time per phase"
+  local line
+  for line in "${phases[@]}"; do echo "  $line"; done
+  printf '  %-16s %5d s\n' total $((SECONDS - phase_start))
 }
 trap cleanup EXIT
 
+run_phase install-deps bash scripts/install-deps.sh
+run_phase install-python bash scripts/install-python.sh test
+run_phase build bash scripts/build.sh
 cd "$BUILD_DIR"
-ctest --output-on-failure -j "$(nproc)" --timeout 900 "$@"
+run_phase ctest ctest --output-on-failure -j "$(nproc)" --timeout 900 "$@"

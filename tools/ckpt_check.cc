@@ -19,8 +19,8 @@
 #include "common/crc32c.h"
 #include "common/credential.h"
 #include "common/errno_status.h"
-#include "common/net.h"
 #include "common/placement.h"
+#include "common/tcp.h"
 #include "common/written_chunks.h"
 
 namespace ckptfs::tools {

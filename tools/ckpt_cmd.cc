@@ -1,5 +1,5 @@
 // `ckptfs ckpt declare|commit|keep|rm`: the writing half of checkpoint
-// transactions, through the mount's extended attributes (ckpt_xattrs.h);
+// transactions, through the mount's extended attributes (mount_transactions.h);
 // no metadata-service address is needed. Numbers are checked here (a usage
 // error, status 2) before anything is sent; what only the service can judge
 // (rank >= N, a re-declare with another N, a committed checkpoint) comes
@@ -15,8 +15,8 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "common/errno_status.h"
-#include "tools/ckpt_xattrs.h"
 #include "tools/commands.h"
+#include "tools/mount_transactions.h"
 
 namespace ckptfs::tools {
 namespace {

@@ -1,7 +1,7 @@
 // `ckptfs ckpt latest-name RUN_DIR [--set NAME | --none | --default]`: show
 // or change the name of the symlink by which a run directory points at its
 // newest committed checkpoint (user.ckptfs.latest_name, through the mount's
-// extended attributes; ckpt_xattrs.h). A framework that keeps its own file
+// extended attributes; mount_transactions.h). A framework that keeps its own file
 // called `latest` in the run directory (DeepSpeed) needs another name, or
 // none. The metadata service renames the symlink in the same transaction
 // and refuses (EEXIST) a name that a file or directory already has. Runs on
@@ -14,10 +14,10 @@
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
+#include "common/entry_name.h"
 #include "common/errno_status.h"
-#include "common/names.h"
-#include "tools/ckpt_xattrs.h"
 #include "tools/commands.h"
+#include "tools/mount_transactions.h"
 
 namespace ckptfs::tools {
 namespace {

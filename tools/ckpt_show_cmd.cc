@@ -1,5 +1,5 @@
 // `ckptfs ckpt state|ls`: the reading half of checkpoint transactions, from
-// the mount's extended attributes (ckpt_xattrs.h): one checkpoint's state
+// the mount's extended attributes (mount_transactions.h): one checkpoint's state
 // and numbers, or a run directory's checkpoints as a table (committed ones
 // only, unless --all). Runs on main's thread only.
 #include <algorithm>
@@ -9,8 +9,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/errno_status.h"
-#include "tools/ckpt_xattrs.h"
 #include "tools/commands.h"
+#include "tools/mount_transactions.h"
 #include "tools/table.h"
 
 namespace ckptfs::tools {

@@ -13,9 +13,9 @@
 #include "absl/strings/str_join.h"
 #include "common/errno_status.h"
 #include "tools/ckpt_check.h"
-#include "tools/ckpt_xattrs.h"
 #include "tools/cluster_address.h"
 #include "tools/commands.h"
+#include "tools/mount_transactions.h"
 #include "tools/table.h"
 
 namespace ckptfs::tools {

@@ -20,11 +20,11 @@
 #include "absl/time/clock.h"
 #include "tools/commands.h"
 #include "tools/data_dir_lock_probe.h"
+#include "tools/interruptible_wait.h"
 #include "tools/mounts.h"
 #include "tools/process.h"
 #include "tools/state_dir.h"
 #include "tools/table.h"
-#include "tools/waiting.h"
 
 namespace ckptfs::tools {
 namespace {

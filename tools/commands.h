@@ -38,7 +38,7 @@ CommandSpec StatusSpec();
 int RunStatus(const ParsedFlags& flags);
 
 // ckpt_cmd.cc, ckpt_show_cmd.cc: checkpoint transactions through a mount's
-// extended attributes (ckpt_xattrs.h).
+// extended attributes (mount_transactions.h).
 CommandSpec CkptDeclareSpec();
 int RunCkptDeclare(const ParsedFlags& flags);
 CommandSpec CkptCommitSpec();
@@ -65,7 +65,7 @@ CommandSpec CkptVerifySpec();
 int RunCkptVerify(const ParsedFlags& flags);
 
 // repair_cmd.cc: restore missing and corrupt copies, move copies off dead
-// servers (tools/repair/repair_pass.h); --watch keeps doing it.
+// servers (server/repair/repair_pass.h); --watch keeps doing it.
 CommandSpec RepairSpec();
 int RunRepair(const ParsedFlags& flags);
 

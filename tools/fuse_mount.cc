@@ -8,9 +8,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/errno_status.h"
+#include "tools/interruptible_wait.h"
 #include "tools/mounts.h"
 #include "tools/process.h"
-#include "tools/waiting.h"
 
 namespace ckptfs::tools {
 

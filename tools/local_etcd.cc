@@ -8,7 +8,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "common/net.h"
+#include "common/tcp.h"
 
 namespace ckptfs::tools {
 

@@ -15,11 +15,11 @@
 #include "tools/commands.h"
 #include "tools/daemon_binaries.h"
 #include "tools/fuse_mount.h"
+#include "tools/interruptible_wait.h"
 #include "tools/meta_probe.h"
 #include "tools/mounts.h"
 #include "tools/process.h"
 #include "tools/state_dir.h"
-#include "tools/waiting.h"
 
 namespace ckptfs::tools {
 namespace {

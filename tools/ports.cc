@@ -6,7 +6,7 @@
 
 #include "absl/time/time.h"
 #include "common/errno_status.h"
-#include "common/net.h"
+#include "common/tcp.h"
 
 namespace ckptfs::tools {
 

@@ -1,5 +1,5 @@
 // `ckptfs repair`: one pass of the repairer over the whole namespace
-// (tools/repair/repair_pass.h): missing and corrupt copies of replicated
+// (server/repair/repair_pass.h): missing and corrupt copies of replicated
 // chunks are restored from a good copy, and the copies held by a storage
 // server dead for --move-after-s are moved onto a live server outside the
 // file's stripe. Prints each problem and a summary; exit status 1 when
@@ -22,12 +22,12 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
-#include "client/data_chunk_transport.h"
+#include "client/blocking_chunk_transport.h"
 #include "client/grpc_meta_client.h"
+#include "server/repair/repair_meta.h"
+#include "server/repair/repair_pass.h"
 #include "tools/cluster_address.h"
 #include "tools/commands.h"
-#include "tools/repair/repair_meta.h"
-#include "tools/repair/repair_pass.h"
 
 namespace ckptfs::tools {
 namespace {
@@ -146,7 +146,7 @@ int RunRepair(const ParsedFlags& flags) {
   if (!credential.ok()) return Failure(spec, std::string(credential.status().message()));
 
   client::GrpcMetaClient meta(*address, kRpcTimeout, *credential);
-  client::DataChunkTransport transport(&meta, kDataTimeout, *credential);
+  client::BlockingChunkTransport transport(&meta, kDataTimeout, *credential);
   if (absl::Status s = transport.RefreshServers(); !s.ok()) {
     return Failure(spec, absl::StrCat("cannot list the storage servers of the metadata service at ",
                                       *address, ": ", s.message()));

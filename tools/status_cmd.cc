@@ -19,10 +19,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/errno_status.h"
-#include "tools/ckpt_xattrs.h"
 #include "tools/cluster_address.h"
 #include "tools/commands.h"
 #include "tools/meta_probe.h"
+#include "tools/mount_transactions.h"
 #include "tools/table.h"
 
 namespace ckptfs::tools {

@@ -5,7 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "tools/ckpt_xattrs.h"
+#include "tools/mount_transactions.h"
 
 namespace ckptfs::tools {
 

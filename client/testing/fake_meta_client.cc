@@ -10,9 +10,9 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "common/entry_name.h"
 #include "common/errno_status.h"
 #include "common/file_type.h"
-#include "common/names.h"
 #include "common/written_chunks.h"
 
 namespace ckptfs::client::testing {

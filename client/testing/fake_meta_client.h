@@ -41,7 +41,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "client/meta_client.h"
-#include "common/checkpoint_xattrs.h"
+#include "common/reserved_xattrs.h"
 
 namespace ckptfs::client::testing {
 

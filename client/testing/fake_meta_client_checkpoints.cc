@@ -10,10 +10,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
-#include "client/checkpoint_xattrs.h"
+#include "client/checkpoint_xattr_parsing.h"
 #include "client/testing/fake_meta_client.h"
+#include "common/entry_name.h"
 #include "common/errno_status.h"
-#include "common/names.h"
 
 namespace ckptfs::client::testing {
 namespace {

@@ -19,7 +19,7 @@
 #include "common/errno_status.h"
 #include "common/log.h"
 #include "common/metrics/exposition.h"
-#include "common/net.h"
+#include "common/tcp.h"
 
 namespace ckptfs::metrics {
 

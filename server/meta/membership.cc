@@ -8,7 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/errno_status.h"
 #include "common/log.h"
-#include "common/net.h"
+#include "common/tcp.h"
 #include "server/meta/keys.h"
 #include "server/meta/meta_txn.h"
 

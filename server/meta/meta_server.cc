@@ -13,14 +13,14 @@
 #include "common/credential.h"
 #include "common/errno_status.h"
 #include "common/metrics/grpc_server_metrics.h"
-#include "common/net.h"
+#include "common/tcp.h"
 
 namespace ckptfs::meta {
 
 namespace {
 
 // ParseHostPort, but also accepting port 0 ("pick a free port"), which
-// common/net.h refuses because no peer can be dialed there.
+// common/tcp.h refuses because no peer can be dialed there.
 absl::StatusOr<HostPort> ParseListenAddress(absl::string_view text) {
   if (absl::EndsWith(text, ":0")) {
     absl::StatusOr<HostPort> parsed =

@@ -21,7 +21,7 @@
 // themselves are in server/meta/checkpoint/): a new inode inherits
 // in_checkpoint from its parent; every mutating operation but Unlink and
 // Rmdir refuses, with EROFS, to change anything inside an ended (COMMITTED,
-// ABORTED or REMOVING) checkpoint (checkpoint/guard.h); the first Unlink or
+// ABORTED or REMOVING) checkpoint (checkpoint/mutation_guard.h); the first Unlink or
 // Rmdir inside a COMMITTED one makes it REMOVING and moves `latest` off it
 // (checkpoint/name_removal.h); a checkpoint directory is removed by
 // RemoveCheckpoint or, once ended and empty, by Rmdir (EBUSY while pending;
@@ -48,7 +48,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
-#include "common/checkpoint_xattrs.h"
+#include "common/reserved_xattrs.h"
 #include "proto/meta.pb.h"
 #include "proto/meta_store.pb.h"
 #include "server/meta/clock.h"
@@ -72,7 +72,7 @@ inline constexpr size_t kMaxXattrBytesPerInode = 1u << 20;
 // OK if `chunk_size` is a power of two in [kMinChunkSize, kMaxChunkSize].
 absl::Status ValidateChunkSize(uint64_t chunk_size);
 
-// The most copies kReplicasXattr (common/checkpoint_xattrs.h) or
+// The most copies kReplicasXattr (common/reserved_xattrs.h) or
 // Options::default_replicas may ask for.
 inline constexpr uint32_t kMaxReplicas = 8;
 

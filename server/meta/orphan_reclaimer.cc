@@ -12,7 +12,7 @@
 #include "common/data_connection.h"
 #include "common/errno_status.h"
 #include "common/log.h"
-#include "common/net.h"
+#include "common/tcp.h"
 
 namespace ckptfs::meta {
 

@@ -7,7 +7,7 @@
 // place. Buffers are meant to be allocated once and reused.
 //
 // A buffer either owns its heap memory or borrows memory it never frees
-// (Borrow: a slice of the server's BufferPool region, owned by a lease).
+// (Borrow: a slice of the server's PayloadArena region, owned by a lease).
 // Growing a borrowed buffer (Reserve past its capacity) switches it to
 // fresh owned heap memory; the borrowed slice is left to its owner.
 //

@@ -248,7 +248,7 @@ void Connection::OnHeader() {
   }
   phase_ = Phase::kWaitBuffer;
   auto [lease, ticket] = loop_.pool().TakeOrWait(
-      payload_part + read_part, [loop = &loop_, self = this](BufferPool::Lease granted) {
+      payload_part + read_part, [loop = &loop_, self = this](PayloadArena::Lease granted) {
         loop->Granted(self, std::move(granted));
       });
   if (!lease.has_value()) {
@@ -259,7 +259,7 @@ void Connection::OnHeader() {
   AfterBuffer();
 }
 
-void Connection::OnBufferGranted(BufferPool::Lease lease) {
+void Connection::OnBufferGranted(PayloadArena::Lease lease) {
   grant_pending_ = false;
   ticket_ = 0;
   if (closed_ || phase_ != Phase::kWaitBuffer) return;  // the lease goes back
@@ -268,7 +268,7 @@ void Connection::OnBufferGranted(BufferPool::Lease lease) {
   AfterBuffer();
 }
 
-void Connection::UseLease(BufferPool::Lease lease) {
+void Connection::UseLease(PayloadArena::Lease lease) {
   const size_t payload_part =
       request_->header.op() == data::WRITE ? RoundUpToBlock(frame_.payload_len) : 0;
   if (payload_part > 0) request_->payload = lease.View(0, payload_part);

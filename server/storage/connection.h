@@ -2,7 +2,7 @@
 // io_uring: no thread of its own, many requests in flight.
 //
 // Receiving: a frame's 12-byte prefix, then its header, then — once the
-// request's buffer is taken from the BufferPool — its payload, straight into
+// request's buffer is taken from the PayloadArena — its payload, straight into
 // that buffer (its only copy in user space). The request then goes to the
 // disk workers and the next frame is read at once, so a client may pipeline
 // requests; replies are sent in the order the disk finishes them, matched by
@@ -55,7 +55,7 @@
 #include "absl/time/time.h"
 #include "common/frame.h"
 #include "common/unique_fd.h"
-#include "server/storage/buffer_pool.h"
+#include "server/storage/payload_arena.h"
 #include "server/storage/request.h"
 
 namespace ckptfs::storage {
@@ -85,7 +85,7 @@ class Connection {
   void OnRecv(int res);
   void OnSend(int res, uint32_t flags, ZeroCopySend* zero_copy);
   // A request's buffer, granted by the pool after a wait.
-  void OnBufferGranted(BufferPool::Lease lease);
+  void OnBufferGranted(PayloadArena::Lease lease);
   // A request back from the disk workers.
   void OnDone(std::unique_ptr<Request> request);
   // Submits what could not be submitted earlier (the ring was full).
@@ -123,7 +123,7 @@ class Connection {
   void OnFrameBytes(size_t n);
   void OnPrefix();
   void OnHeader();
-  void UseLease(BufferPool::Lease lease);
+  void UseLease(PayloadArena::Lease lease);
   void AfterBuffer();
   void Dispatch();
   void NextFrame();

@@ -2,7 +2,7 @@
 // store (RequestHandler) so that the network loops never block on disk.
 //
 // Each worker owns an io_uring Ring for its O_DIRECT reads, writes and
-// fsyncs; the BufferPool's region is registered with every ring, so chunk
+// fsyncs; the PayloadArena's region is registered with every ring, so chunk
 // I/O on pool buffers runs as READ_FIXED / WRITE_FIXED. A finished request
 // goes to its RequestSink (the loop that received it), which sends the reply.
 // Requests run in the order they were submitted, up to `threads` at once;

@@ -16,7 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/errno_status.h"
 #include "common/log.h"
-#include "common/net.h"
+#include "common/tcp.h"
 
 namespace ckptfs::storage {
 namespace {
@@ -146,7 +146,7 @@ void EventLoop::Done(std::unique_ptr<Request> request) {
   Post(std::move(message));  // after Stop(): dropped, its lease returned
 }
 
-void EventLoop::Granted(Connection* connection, BufferPool::Lease lease) {
+void EventLoop::Granted(Connection* connection, PayloadArena::Lease lease) {
   Message message{Message::Kind::kGranted};
   message.connection = connection;
   message.lease = std::move(lease);

@@ -37,9 +37,9 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/unique_fd.h"
-#include "server/storage/buffer_pool.h"
 #include "server/storage/connection.h"
 #include "server/storage/disk_workers.h"
+#include "server/storage/payload_arena.h"
 #include "server/storage/request.h"
 
 namespace ckptfs::storage {
@@ -63,7 +63,7 @@ class EventLoop : public RequestSink {
 
   // What the loops of one server share; outlives them.
   struct Shared {
-    BufferPool* pool;
+    PayloadArena* pool;
     DiskWorkers* disk;
     std::atomic<size_t>* connections;  // served connections open, all loops
   };
@@ -98,7 +98,7 @@ class EventLoop : public RequestSink {
   // Shared::connections (the caller counted it), released when it closes.
   void Adopt(UniqueFd socket, std::string peer, absl::Status refusal, bool served);
   void Done(std::unique_ptr<Request> request) override;
-  void Granted(Connection* connection, BufferPool::Lease lease);
+  void Granted(Connection* connection, PayloadArena::Lease lease);
   Stats stats() const;
 
   // For Connection, on the loop thread.
@@ -106,7 +106,7 @@ class EventLoop : public RequestSink {
   // kernel takes nothing right now (then call RetryLater).
   io_uring_sqe* Sqe();
   void RetryLater(Connection* connection);
-  BufferPool& pool() { return *shared_.pool; }
+  PayloadArena& pool() { return *shared_.pool; }
   DiskWorkers& disk() { return *shared_.disk; }
   const Options& options() const { return options_; }
   bool zero_copy() const { return zero_copy_; }
@@ -138,7 +138,7 @@ class EventLoop : public RequestSink {
     bool served = false;
     std::unique_ptr<Request> request;
     Connection* connection = nullptr;
-    BufferPool::Lease lease;
+    PayloadArena::Lease lease;
   };
 
   EventLoop(const Options& options, Shared shared) : options_(options), shared_(shared) {}

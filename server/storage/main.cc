@@ -25,7 +25,7 @@
 #include "common/errno_status.h"
 #include "common/log.h"
 #include "common/metrics/http_server.h"
-#include "common/net.h"
+#include "common/tcp.h"
 #include "server/storage/chunk_store.h"
 #include "server/storage/data_dir.h"
 #include "server/storage/registration.h"

@@ -4,7 +4,7 @@
 //
 // Ownership moves with the std::unique_ptr: the loop owns it while the
 // frame arrives and while the reply is sent, a disk worker while it runs.
-// Its buffers are views into one BufferPool lease, held as long as the
+// Its buffers are views into one PayloadArena lease, held as long as the
 // request needs them (a WRITE's until the disk is done, a READ's until its
 // reply is sent).
 //
@@ -18,7 +18,7 @@
 
 #include "proto/data.pb.h"
 #include "server/storage/aligned_buffer.h"
-#include "server/storage/buffer_pool.h"
+#include "server/storage/payload_arena.h"
 #include "server/storage/request_handler.h"
 
 namespace ckptfs::storage {
@@ -36,7 +36,7 @@ class RequestSink {
 
 struct Request {
   data::RequestHeader header;
-  BufferPool::Lease lease;    // backs `payload` and `read_buffer`; may be empty
+  PayloadArena::Lease lease;  // backs `payload` and `read_buffer`; may be empty
   AlignedBuffer payload;      // WRITE: the payload (a view into `lease`)
   AlignedBuffer read_buffer;  // READ: where the chunk is read (a view into `lease`)
   Reply reply;                // set by the disk worker

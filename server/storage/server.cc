@@ -25,7 +25,7 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(ChunkStore& store, const H
   std::unique_ptr<Server> server(new Server(store, HostPort{listen.host, *port}, options));
   server->listen_fd_ = *std::move(fd);
 
-  auto pool = BufferPool::Create(options.buffer_pool_bytes);
+  auto pool = PayloadArena::Create(options.buffer_pool_bytes);
   if (!pool.ok()) return pool.status();
   server->pool_ = *std::move(pool);
   auto disk = DiskWorkers::Start(options.disk_threads, server->handler_, server->pool_->regions());
@@ -54,7 +54,7 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(ChunkStore& store, const H
   return server;
 }
 
-std::vector<metrics::CallbackHandle> Server::AddGauges(BufferPool* pool, ChunkStore* store) {
+std::vector<metrics::CallbackHandle> Server::AddGauges(PayloadArena* pool, ChunkStore* store) {
   metrics::Registry& r = metrics::Registry::Default();
   auto gauge = [&r](const char* name, const char* help) -> metrics::Gauge& {
     return r.Gauge(name, help, {}).WithLabels({});

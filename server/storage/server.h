@@ -1,7 +1,7 @@
 // Server: the storage server's data path. A few network event loops
 // (event_loop.h, one io_uring each) serve every connection — no thread per
 // connection — and a fixed pool of disk workers (disk_workers.h) runs the
-// requests against the ChunkStore. Payloads live in a BufferPool allocated
+// requests against the ChunkStore. Payloads live in a PayloadArena allocated
 // at start-up, so the server's memory does not grow with connections,
 // requests in flight or chunks stored.
 //
@@ -33,12 +33,12 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "common/metrics/metrics.h"
-#include "common/net.h"
+#include "common/tcp.h"
 #include "common/unique_fd.h"
-#include "server/storage/buffer_pool.h"
 #include "server/storage/chunk_store.h"
 #include "server/storage/disk_workers.h"
 #include "server/storage/event_loop.h"
+#include "server/storage/payload_arena.h"
 #include "server/storage/request_handler.h"
 
 namespace ckptfs::storage {
@@ -111,21 +111,21 @@ class Server {
   // Connections currently being served (for tests and status).
   size_t active_connections() const { return connections_.load(); }
   Stats stats() const;
-  BufferPool& buffer_pool() { return *pool_; }
+  PayloadArena& buffer_pool() { return *pool_; }
 
  private:
   Server(ChunkStore& store, HostPort address, Options options)
       : options_(options), handler_(store), address_(std::move(address)) {}
   // The scrape-time gauges of the pool and the disk (metrics.h): buffer-pool
   // capacity/used/waiting, disk capacity/free.
-  static std::vector<metrics::CallbackHandle> AddGauges(BufferPool* pool, ChunkStore* store);
+  static std::vector<metrics::CallbackHandle> AddGauges(PayloadArena* pool, ChunkStore* store);
   // On the first loop's thread: picks a loop for a new connection.
   void OnAccept(UniqueFd socket, std::string peer);
 
   const Options options_;
   RequestHandler handler_;
   const HostPort address_;
-  std::unique_ptr<BufferPool> pool_;
+  std::unique_ptr<PayloadArena> pool_;
   std::unique_ptr<DiskWorkers> disk_;
   std::vector<std::unique_ptr<EventLoop>> loops_;
   UniqueFd listen_fd_;

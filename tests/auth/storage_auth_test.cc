@@ -18,7 +18,7 @@
 #include "common/data_connection.h"
 #include "common/errno_status.h"
 #include "common/frame.h"
-#include "common/net.h"
+#include "common/tcp.h"
 #include "gtest/gtest.h"
 #include "proto/data.pb.h"
 #include "server/storage/chunk_store.h"

@@ -18,7 +18,7 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "client/cancellation.h"
-#include "client/checkpoint_xattrs.h"
+#include "client/checkpoint_xattr_parsing.h"
 #include "client/meta_client.h"
 #include "common/errno_status.h"
 #include "tests/client/client_fixture.h"

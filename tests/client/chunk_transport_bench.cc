@@ -24,7 +24,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
-#include "client/data_chunk_transport.h"
+#include "client/blocking_chunk_transport.h"
 #include "client/grpc_meta_client.h"
 #include "client/uring_chunk_transport.h"
 
@@ -87,7 +87,7 @@ int Main(int argc, char** argv) {
   std::vector<std::unique_ptr<ChunkTransport>> transports;
   for (const std::string& name : names) {
     if (name == "blocking") {
-      transports.push_back(std::make_unique<DataChunkTransport>(&meta, absl::Seconds(60)));
+      transports.push_back(std::make_unique<BlockingChunkTransport>(&meta, absl::Seconds(60)));
     } else {
       UringChunkTransport::Options options;
       options.connections_per_server = connections;

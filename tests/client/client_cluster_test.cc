@@ -157,7 +157,9 @@ TEST_F(ClientClusterTest, HardLinksAndSpecialFilesOnEveryRedundancy) {
     SCOPED_TRACE(xattr);
     auto dir = writer_->Mkdir(dir_, "r" + std::to_string(i), 0755, 0, 0);
     ASSERT_TRUE(dir.ok()) << dir.status();
-    if (*xattr != '\0') ASSERT_TRUE(writer_->SetXattr(dir->ino(), xattr, value, 0).ok());
+    if (*xattr != '\0') {
+      ASSERT_TRUE(writer_->SetXattr(dir->ino(), xattr, value, 0).ok());
+    }
     const std::string data = RandomBytes(3 * kChunk + 5, 100 + i++);
     auto created = writer_->Create(dir->ino(), "a", 0644, 0, 0, O_WRONLY | O_CREAT | O_TRUNC);
     ASSERT_TRUE(created.ok()) << created.status();

@@ -36,7 +36,7 @@
 #include "absl/time/time.h"
 #include "common/crc32c.h"
 #include "common/frame.h"
-#include "common/net.h"
+#include "common/tcp.h"
 #include "common/unique_fd.h"
 #include "gtest/gtest.h"
 #include "proto/data.pb.h"

@@ -20,7 +20,7 @@
 #include "client/testing/fake_meta_client.h"
 #include "common/crc32c.h"
 #include "common/errno_status.h"
-#include "common/net.h"
+#include "common/tcp.h"
 #include "gtest/gtest.h"
 #include "tests/client/pipelined_stand_in.h"
 

@@ -9,7 +9,7 @@
 #include <thread>
 
 #include "common/errno_status.h"
-#include "common/net.h"
+#include "common/tcp.h"
 #include "common/unique_fd.h"
 #include "gtest/gtest.h"
 #include "proto/data.pb.h"

@@ -12,7 +12,7 @@
 #include "common/chunk_format.h"
 #include "common/errno_status.h"
 #include "common/frame.h"
-#include "common/net.h"
+#include "common/tcp.h"
 #include "common/unique_fd.h"
 #include "proto/data.pb.h"
 #include "server/storage/chunk_store.h"

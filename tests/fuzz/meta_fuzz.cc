@@ -19,9 +19,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
-#include "common/checkpoint_xattrs.h"
+#include "common/entry_name.h"
 #include "common/errno_status.h"
-#include "common/names.h"
+#include "common/reserved_xattrs.h"
 #include "proto/meta.pb.h"
 #include "server/meta/checkpoint/checkpoint_store.h"
 #include "server/meta/clock.h"

@@ -25,7 +25,7 @@
 #include "common/data_connection.h"
 #include "common/errno_status.h"
 #include "common/frame.h"
-#include "common/net.h"
+#include "common/tcp.h"
 #include "gtest/gtest.h"
 #include "proto/data.pb.h"
 #include "proto/meta.grpc.pb.h"

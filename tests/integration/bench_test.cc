@@ -1,6 +1,6 @@
 // ckptfs-bench against a real ckptfs cluster: through the FUSE mount (--dir,
 // ranks are processes) and through libckptfs (--native, ranks are threads);
-// and tools/bench/torch_storm.py (real torch.save / torch.load storms) on
+// and bench/torch_storm.py (real torch.save / torch.load storms) on
 // the mount with the build's Python environment (torch 2.13), on the CPU.
 // Every byte loaded is verified by the tool; the commit phase runs when the
 // mount's barrier answers. `--commit auto` may only decide "off" on ckptfs

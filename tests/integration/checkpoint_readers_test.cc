@@ -14,11 +14,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "common/checkpoint_xattrs.h"
+#include "common/reserved_xattrs.h"
 #include "gtest/gtest.h"
 #include "tests/integration/checkpoint_support.h"
 #include "tests/integration/posix_io.h"
-#include "tools/ckpt_xattrs.h"
+#include "tools/mount_transactions.h"
 
 namespace ckptfs::testing {
 namespace {

@@ -22,7 +22,7 @@
 #include "gtest/gtest.h"
 #include "tests/integration/child_process.h"
 #include "tests/integration/local_cluster.h"
-#include "tools/ckpt_xattrs.h"
+#include "tools/mount_transactions.h"
 
 namespace ckptfs::testing {
 

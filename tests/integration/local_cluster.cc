@@ -26,7 +26,7 @@
 #include "absl/time/clock.h"
 #include "common/credential.h"
 #include "common/errno_status.h"
-#include "common/net.h"
+#include "common/tcp.h"
 #include "proto/meta.grpc.pb.h"
 
 #ifndef CKPTFS_BIN_DIR

@@ -20,7 +20,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "common/frame.h"
-#include "common/net.h"
+#include "common/tcp.h"
 #include "gtest/gtest.h"
 #include "proto/data.pb.h"
 

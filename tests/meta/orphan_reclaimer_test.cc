@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "absl/synchronization/mutex.h"
-#include "common/net.h"
+#include "common/tcp.h"
 #include "gtest/gtest.h"
 #include "proto/data.pb.h"
 #include "server/meta/keys.h"

@@ -11,7 +11,7 @@
 #include <cerrno>
 
 #include "gtest/gtest.h"
-#include "server/meta/checkpoint/guard.h"
+#include "server/meta/checkpoint/mutation_guard.h"
 #include "server/meta/keys.h"
 #include "tests/meta/checkpoint_test_util.h"
 

@@ -16,7 +16,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "common/errno_status.h"
-#include "common/net.h"
+#include "common/tcp.h"
 #include "gtest/gtest.h"
 #include "tests/metrics/exposition_parser.h"
 

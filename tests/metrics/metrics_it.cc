@@ -20,7 +20,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "common/net.h"
+#include "common/tcp.h"
 #include "gtest/gtest.h"
 #include "tests/integration/child_process.h"
 #include "tests/integration/local_cluster.h"

@@ -1,4 +1,4 @@
-"""tools/bench/torch_storm.py with --dcp-writer ckptfs on a real mount:
+"""bench/torch_storm.py with --dcp-writer ckptfs on a real mount:
 every phase runs against the mount and a plain directory, each DCP save on
 the mount is a committed checkpoint that the storm removes afterwards, the
 plain directory runs the writer's stock fallback, and a checkpoint the

@@ -21,7 +21,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "client/data_chunk_transport.h"
+#include "client/blocking_chunk_transport.h"
 #include "client/grpc_meta_client.h"
 #include "common/errno_status.h"
 #include "common/placement.h"
@@ -107,7 +107,7 @@ TEST_F(RepairIt, OnePassRestoresADeletedAndACorruptedCopy) {
   {
     client::GrpcMetaClient meta(cluster_->meta_address(), absl::Seconds(10),
                                 cluster_->credential());
-    client::DataChunkTransport transport(&meta, absl::Seconds(10), cluster_->credential());
+    client::BlockingChunkTransport transport(&meta, absl::Seconds(10), cluster_->credential());
     std::string buf(kChunk, '\0');
     absl::StatusOr<size_t> n =
         transport.ReadChunk(id_of[deleted_on], inos[0], 1, 0, buf.data(), buf.size());

@@ -30,8 +30,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
+#include "client/blocking_chunk_transport.h"
 #include "client/client.h"
-#include "client/data_chunk_transport.h"
 #include "client/file.h"
 #include "client/grpc_meta_client.h"
 #include "client/layout.h"
@@ -185,7 +185,7 @@ class ReplicationTest : public ::testing::Test {
     if (!attr.ok()) return all;
     client::GrpcMetaClient meta(cluster_->meta_address(), absl::Seconds(10),
                                 cluster_->credential());
-    client::DataChunkTransport transport(&meta, absl::Seconds(10), cluster_->credential());
+    client::BlockingChunkTransport transport(&meta, absl::Seconds(10), cluster_->credential());
     absl::Status listed = transport.RefreshServers();
     EXPECT_TRUE(listed.ok()) << listed;
     const meta::Layout& layout = attr->layout();

@@ -16,7 +16,7 @@
 #include "absl/time/clock.h"
 #include "common/errno_status.h"
 #include "common/grpc_status.h"
-#include "common/net.h"
+#include "common/tcp.h"
 #include "proto/meta.grpc.pb.h"
 
 namespace ckptfs::storage {

@@ -20,7 +20,7 @@
 #include "common/data_connection.h"
 #include "common/errno_status.h"
 #include "common/frame.h"
-#include "common/net.h"
+#include "common/tcp.h"
 #include "gtest/gtest.h"
 #include "proto/data.pb.h"
 #include "server/storage/server.h"
@@ -293,7 +293,7 @@ TEST_F(PipelineTest, PeerClosingWithRequestsInFlightDropsTheirReplies) {
 
 TEST_F(PipelineTest, ExhaustedPoolMakesWritesWaitThenSucceed) {
   ASSERT_NO_FATAL_FAILURE(StartServer(Server::Options()));
-  BufferPool& pool = server_->buffer_pool();
+  PayloadArena& pool = server_->buffer_pool();
   // Hold all but 512 KiB: no 1 MiB write fits until it is returned.
   auto held = pool.TryTake(pool.capacity() - (512 << 10));
   ASSERT_TRUE(held.has_value());
@@ -367,7 +367,7 @@ TEST_F(PipelineTest, ManyLargeWritesThroughASmallPoolAllSucceed) {
   }
   for (auto& writer : writers) writer.join();
   EXPECT_EQ(failed.load(), 0);
-  const BufferPool::Stats stats = server_->buffer_pool().stats();
+  const PayloadArena::Stats stats = server_->buffer_pool().stats();
   EXPECT_LE(stats.peak_in_use, stats.capacity);
   EXPECT_TRUE(Eventually([&] { return PoolIdle(); }));
 }

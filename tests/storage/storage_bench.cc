@@ -37,7 +37,7 @@
 #include "absl/time/clock.h"
 #include "common/crc32c.h"
 #include "common/frame.h"
-#include "common/net.h"
+#include "common/tcp.h"
 #include "proto/data.pb.h"
 
 ABSL_FLAG(std::string, server, "", "ckptfs-storage binary to measure");

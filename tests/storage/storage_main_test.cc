@@ -20,7 +20,7 @@
 #include "common/crc32c.h"
 #include "common/data_connection.h"
 #include "common/errno_status.h"
-#include "common/net.h"
+#include "common/tcp.h"
 #include "gtest/gtest.h"
 #include "proto/data.pb.h"
 #include "tests/storage/fake_meta.h"

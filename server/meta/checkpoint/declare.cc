@@ -5,7 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/errno_status.h"
 #include "server/meta/checkpoint/checkpoint_store.h"
-#include "server/meta/checkpoint/guard.h"
+#include "server/meta/checkpoint/mutation_guard.h"
 #include "server/meta/checkpoint/subtree.h"
 #include "server/meta/checkpoint/xattr_rules.h"
 #include "server/meta/keys.h"

@@ -6,7 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/errno_status.h"
 #include "server/meta/checkpoint/checkpoint_store.h"
-#include "server/meta/checkpoint/guard.h"
+#include "server/meta/checkpoint/mutation_guard.h"
 #include "server/meta/keys.h"
 #include "server/meta/ops/ops_util.h"
 

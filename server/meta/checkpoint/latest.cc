@@ -5,9 +5,9 @@
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
-#include "common/checkpoint_xattrs.h"
 #include "common/errno_status.h"
 #include "common/log.h"
+#include "common/reserved_xattrs.h"
 #include "server/meta/checkpoint/xattr_rules.h"
 #include "server/meta/keys.h"
 #include "server/meta/ops/ops_util.h"

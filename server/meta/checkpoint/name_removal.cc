@@ -5,8 +5,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/errno_status.h"
-#include "server/meta/checkpoint/guard.h"
 #include "server/meta/checkpoint/latest.h"
+#include "server/meta/checkpoint/mutation_guard.h"
 #include "server/meta/keys.h"
 #include "server/meta/ops/ops_util.h"
 

@@ -7,7 +7,7 @@
 // moves to the newest other committed checkpoint, or goes. An ABORTED or
 // REMOVING checkpoint lets names go as it is; inside a PENDING one names
 // come and go as anywhere else, but its directory is not rmdir'ed (EBUSY):
-// a barrier may be running. Everything else stays EROFS (guard.h).
+// a barrier may be running. Everything else stays EROFS (mutation_guard.h).
 //
 // Removed files follow the usual rules (ops_util.h, ReleaseInode): an
 // orphan that open handles still read until the orphan grace has passed.

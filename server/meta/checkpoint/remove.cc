@@ -4,12 +4,12 @@
 #include <cerrno>
 
 #include "absl/strings/str_cat.h"
+#include "common/entry_name.h"
 #include "common/errno_status.h"
 #include "common/log.h"
-#include "common/names.h"
 #include "server/meta/checkpoint/checkpoint_store.h"
-#include "server/meta/checkpoint/guard.h"
 #include "server/meta/checkpoint/latest.h"
+#include "server/meta/checkpoint/mutation_guard.h"
 #include "server/meta/checkpoint/subtree.h"
 #include "server/meta/checkpoint/xattr_rules.h"
 #include "server/meta/keys.h"

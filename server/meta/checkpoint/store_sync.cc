@@ -10,7 +10,7 @@
 #include "common/credential.h"
 #include "common/data_connection.h"
 #include "common/errno_status.h"
-#include "common/net.h"
+#include "common/tcp.h"
 #include "proto/data.pb.h"
 
 namespace ckptfs::meta {

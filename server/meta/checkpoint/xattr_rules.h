@@ -21,7 +21,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "common/checkpoint_xattrs.h"
+#include "common/reserved_xattrs.h"
 
 namespace ckptfs::meta {
 

@@ -16,9 +16,9 @@
 #include <cerrno>
 
 #include "absl/strings/str_cat.h"
+#include "common/entry_name.h"
 #include "common/errno_status.h"
-#include "common/names.h"
-#include "server/meta/checkpoint/guard.h"
+#include "server/meta/checkpoint/mutation_guard.h"
 #include "server/meta/keys.h"
 #include "server/meta/meta_txn.h"
 #include "server/meta/namespace.h"

@@ -3,8 +3,8 @@
 #include <cerrno>
 
 #include "absl/strings/str_cat.h"
+#include "common/entry_name.h"
 #include "common/errno_status.h"
-#include "common/names.h"
 #include "server/meta/meta_txn.h"
 #include "server/meta/namespace.h"
 #include "server/meta/ops/ops_util.h"

@@ -6,9 +6,9 @@
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
+#include "common/entry_name.h"
 #include "common/errno_status.h"
 #include "common/file_type.h"
-#include "common/names.h"
 #include "google/protobuf/stubs/common.h"
 #include "server/meta/keys.h"
 

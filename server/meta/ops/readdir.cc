@@ -7,7 +7,7 @@
 #include <cerrno>
 
 #include "common/errno_status.h"
-#include "server/meta/checkpoint/guard.h"
+#include "server/meta/checkpoint/mutation_guard.h"
 #include "server/meta/keys.h"
 #include "server/meta/meta_txn.h"
 #include "server/meta/namespace.h"

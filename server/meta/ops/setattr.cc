@@ -11,7 +11,7 @@
 #include "common/errno_status.h"
 #include "common/file_type.h"
 #include "common/written_chunks.h"
-#include "server/meta/checkpoint/guard.h"
+#include "server/meta/checkpoint/mutation_guard.h"
 #include "server/meta/meta_txn.h"
 #include "server/meta/namespace.h"
 #include "server/meta/ops/ops_util.h"
