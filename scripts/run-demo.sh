@@ -18,8 +18,21 @@ CKPTFS="$BUILD_DIR/bin/ckptfs"
 PYTHON="$BUILD_DIR/venv/bin/python"
 
 bash scripts/install-deps.sh
-bash scripts/install-python.sh demo
+# The Python environment is made while the programs build (pip mostly waits
+# on the disk, the compiler on the CPU); its output follows the build's.
+mkdir -p "$BUILD_DIR"
+PY_LOG="$BUILD_DIR/install-python.log"
+bash scripts/install-python.sh demo >"$PY_LOG" 2>&1 &
+py_pid=$!
+trap 'wait "$py_pid" 2>/dev/null || true' EXIT  # should the build fail
 BUILD_TARGETS="ckptfs ckptfs-meta ckptfs-storage ckptfs-fuse" bash scripts/build.sh
+if ! wait "$py_pid"; then
+  cat "$PY_LOG" >&2
+  echo "run-demo: making the Python environment failed (above; also in $PY_LOG)" >&2
+  exit 1
+fi
+trap - EXIT
+cat "$PY_LOG"
 
 if grep -qE " $MOUNTPOINT fuse\.ckptfs " /proc/mounts; then
   echo "== ckptfs is already mounted at $MOUNTPOINT; using it"

@@ -22,6 +22,7 @@ run_phase() {  # run_phase NAME COMMAND...: runs it and records its wall time
 # binary be killed outright, unmount whatever it left under the temp dir.
 cleanup() {
   local m
+  wait 2>/dev/null || true  # a Python install still running beside a failed build
   for m in $(awk '$3 == "fuse.ckptfs" {print $2}' /proc/mounts | grep -E '/ckptfs-(it|cli)-' || true); do
     fusermount3 -u -z "$m" || true
   done
@@ -33,7 +34,23 @@ cleanup() {
 trap cleanup EXIT
 
 run_phase install-deps bash scripts/install-deps.sh
-run_phase install-python bash scripts/install-python.sh test
+# The Python environment is made while the build runs (pip mostly waits on
+# the disk and the network, the compiler on the CPU); its output follows
+# the build's.
+mkdir -p "$BUILD_DIR"
+PY_LOG="$BUILD_DIR/install-python.log"
+(start=$SECONDS
+ bash scripts/install-python.sh test
+ echo $((SECONDS - start)) >"$BUILD_DIR/install-python.seconds") >"$PY_LOG" 2>&1 &
+py_pid=$!
 run_phase build bash scripts/build.sh
+if ! wait "$py_pid"; then
+  cat "$PY_LOG" >&2
+  echo "run-tests: making the Python environment failed (above; also in $PY_LOG)" >&2
+  exit 1
+fi
+cat "$PY_LOG"
+phases+=("$(printf '%-16s %5d s (beside the build)' install-python \
+  "$(cat "$BUILD_DIR/install-python.seconds")")")
 cd "$BUILD_DIR"
 run_phase ctest ctest --output-on-failure -j "$(nproc)" --timeout 900 "$@"
