@@ -134,6 +134,10 @@ def scenario_failing_rank(rank, world, args):
     return {"raised": False}
 
 
-if __name__ == "__main__":
+def main():
     rank_main({"save": scenario_save, "failing_rank": scenario_failing_rank},
               init=lambda rank, world: deepspeed.init_distributed(dist_backend="gloo"))
+
+
+if __name__ == "__main__":
+    main()

@@ -91,5 +91,9 @@ def scenario_train(rank, world, args):
             "process_index": training.process_index}
 
 
-if __name__ == "__main__":
+def main():
     rank_main({"train": scenario_train})
+
+
+if __name__ == "__main__":
+    main()

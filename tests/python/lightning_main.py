@@ -102,5 +102,9 @@ def scenario_fit(rank, world, args):
     }
 
 
-if __name__ == "__main__":
+def main():
     rank_main({"fit": scenario_fit})
+
+
+if __name__ == "__main__":
+    main()

@@ -128,7 +128,11 @@ def scenario_nvrx(rank, world, args):
             "loaded_equal": bool(torch.equal(loaded["weight"], state["weight"]))}
 
 
-if __name__ == "__main__":
+def main():
     rank_main({"save": scenario_save, "failing_write": scenario_failing_write,
                "nvrx": scenario_nvrx},
               init=lambda rank, world: dist.init_process_group("gloo"))
+
+
+if __name__ == "__main__":
+    main()

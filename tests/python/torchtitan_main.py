@@ -99,6 +99,10 @@ def scenario_train(rank, world, args):
             "digest": digest, "folder": folder}
 
 
-if __name__ == "__main__":
+def main():
     rank_main({"train": scenario_train},
               init=lambda rank, world: dist.init_process_group("gloo"))
+
+
+if __name__ == "__main__":
+    main()
