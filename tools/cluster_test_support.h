@@ -1,7 +1,7 @@
-// What the tools' tests against a real local cluster (real_cluster_test,
-// ops_cluster_test, etcd_up_test) share: whether this build's daemons and
-// /dev/fuse are usable, where to look for free ports, whether a process is
-// alive, a whole file's bytes.
+// What the tools' tests against a real local cluster
+// (cluster_scenario_test) use: whether this build's daemons and /dev/fuse
+// are usable, where to look for free ports, whether a process is alive, a
+// whole file's bytes.
 // Each test target defines CKPTFS_BUILD_BIN_DIR. Thread-safe (no state).
 #ifndef CKPTFS_TOOLS_CLUSTER_TEST_SUPPORT_H_
 #define CKPTFS_TOOLS_CLUSTER_TEST_SUPPORT_H_
