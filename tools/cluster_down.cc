@@ -1,9 +1,9 @@
 // `ckptfs down`: stops the local cluster recorded in a state directory:
 // unmounts (retrying while busy, naming the processes that hold it, then
 // detaching lazily), stops the FUSE daemon, the storage servers, the
-// metadata service (and its standby) and then the etcd members, if any
-// (SIGTERM, SIGKILL after a grace period), but only processes that are still
-// the ones `up` started. A storage server counts as stopped only once its
+// metadata service (and its standby) and then the etcd members, if any, one
+// at a time (SIGTERM, SIGKILL after a grace period), but only processes that
+// are still the ones `up` started. A storage server counts as stopped only once its
 // data directory's LOCK is free (tools/data_dir_lock_probe.h): one that
 // still holds it is stopped by that, whatever its record says; one that
 // cannot be stopped fails `down`, and so does a LOCK it cannot probe (it
@@ -161,7 +161,17 @@ int RunDown(const ParsedFlags& flags) {
         return true;
       });
     }
-    std::vector<StopOutcome> outcomes = StopProcesses(records, absl::Seconds(*grace));
+    std::vector<StopOutcome> outcomes;
+    if (rank == 3) {
+      // The etcd members one at a time: a member that stops while it leads
+      // first hands the leadership to a peer, and waits out etcd's request
+      // timeout (about 7 s) when every peer is stopping too.
+      for (const ProcessRecord& r : records) {
+        outcomes.push_back(StopProcesses({r}, absl::Seconds(*grace)).front());
+      }
+    } else {
+      outcomes = StopProcesses(records, absl::Seconds(*grace));
+    }
     for (size_t i = 0; i < group.size(); ++i) {
       DaemonResult result{Stopped(outcomes[i]), StopOutcomeName(outcomes[i])};
       if (outcomes[i] == StopOutcome::kNotRunning && group_was_running[i]) {
