@@ -5,6 +5,7 @@
 // metadata service killed while ranks wait never leaves a checkpoint
 // half-committed.
 #include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -148,21 +149,37 @@ TEST_F(CheckpointCommitTest, AllRanksCommitTogetherDurablyAndLatestNamesIt) {
 TEST_F(CheckpointCommitTest, KilledRankTimesOutAndAbortsForEveryone) {
   ASSERT_TRUE(SaveCheckpoint(RunDir() + "/step_1", 1));
   const std::string ckpt = RunDir() + "/step_2";
+  // Ranks 0 and 1 commit once `go` exists, made when both have written
+  // their file: they arrive together, so that a short barrier timeout
+  // cannot part them.
+  const std::string go = cluster().root() + "/go-step_2";
   const std::vector<std::string> save = {"--declare", "3",       "--timeout-s",
-                                         "10",        "--bytes", kThreeMiB};
+                                         "3",         "--bytes", kThreeMiB};
   std::vector<std::unique_ptr<RankProcess>> ranks;
   for (int r = 0; r < 3; ++r) {
     std::vector<std::string> args = save;
-    if (r == 2) args.push_back("--die-after-write");
+    if (r == 2) {
+      args.push_back("--die-after-write");
+    } else {
+      args.insert(args.end(), {"--wait-file", go});
+    }
     ranks.push_back(StartSave(ckpt, r, args));
   }
-  for (auto& p : ranks) ASSERT_TRUE(p->WaitReady()) << p->Log();
+  ASSERT_TRUE(ranks[2]->WaitReady()) << ranks[2]->Log();
   // The closed files' chunks are on the storage servers.
+  auto written = [&](const std::string& path) {
+    struct stat st {};
+    return ::stat(path.c_str(), &st) == 0 && st.st_size == std::stoll(kThreeMiB) &&
+           ChunkFilesOf(cluster(), st.st_ino) > 0;
+  };
+  ASSERT_TRUE(
+      WaitFor([&] { return written(ckpt + "/rank0_0.bin") && written(ckpt + "/rank1_0.bin"); },
+              absl::Seconds(60)))
+      << ranks[0]->Log() << ranks[1]->Log();
   const std::vector<uint64_t> inos = {InoOf(ckpt + "/rank0_0.bin"), InoOf(ckpt + "/rank1_0.bin"),
                                       InoOf(ckpt + "/rank2_0.bin")};
-  EXPECT_GT(ChunkFilesOf(cluster(), inos[0]), 0);
-  EXPECT_GT(ChunkFilesOf(cluster(), inos[1]), 0);
   ranks[2]->Kill();  // mid-save: its file was still open
+  ASSERT_TRUE(WriteWholeFile(go, "").ok());
 
   for (int r = 0; r < 2; ++r) {
     RankResult result = ranks[r]->Wait();
