@@ -18,13 +18,14 @@ from ckptfs.dcp import CkptfsReader, CkptfsWriter, NotCommittedError
 from ranks import require_all_ok, run_ranks
 
 WORLD = 4
-MIB = 24
+MIB = 8  # per rank: its file spans several 4 MiB chunks
+ASYNC_MIB = 24  # long enough a save for training steps beside it
 
 
-def save_step(run_dir, step, mode="sync", **args):
+def save_step(run_dir, step, mode="sync", mib=MIB, **args):
     """Every rank saves step_`step` (or each of `steps=[...]`) with CkptfsWriter."""
     return require_all_ok(run_ranks(WORLD, "ckptfs", run=run_dir, step=step, mode=mode,
-                                    mib=MIB, **args))
+                                    mib=mib, **args))
 
 
 def wait_for_state(path, wanted, timeout=60):
@@ -67,7 +68,7 @@ def test_save_commits_before_it_returns_and_reader_loads_latest(run_dir):
 
 @pytest.mark.parametrize("mode", ["async", "async_process"])
 def test_async_save_commits_when_the_background_save_ends(run_dir, mode):
-    reports = save_step(run_dir, None, steps=[100, 200], mode=mode)
+    reports = save_step(run_dir, None, steps=[100, 200], mode=mode, mib=ASYNC_MIB)
     for rank, report in enumerate(reports):
         assert [a["state"] for a in report["after_saves"]] == ["committed"] * 2, rank
         assert report["steps_while_saving"] > 0, "rank %d: training did not go on" % rank
