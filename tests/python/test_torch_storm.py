@@ -12,7 +12,7 @@ import sys
 import ckptfs
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-STORM = os.path.join(HERE, "..", "..", "tools", "bench", "torch_storm.py")
+STORM = os.path.join(HERE, "..", "..", "bench", "torch_storm.py")
 RANKS = 2
 REPEAT = 2
 
