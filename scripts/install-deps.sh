@@ -18,6 +18,8 @@ PACKAGES=(
   clang-14 libclang-rt-14-dev
   # the format check (tests/repo)
   clang-format-14
+  # the linker the build takes when present (cmake/CkptfsBuildCost.cmake)
+  mold
 )
 
 missing=()
