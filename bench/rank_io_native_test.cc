@@ -1,6 +1,6 @@
-// Tests of NativeRankIo over a Client on the in-memory fakes of
-// client/testing/ (no daemons): the RankIo calls, and every workload saved,
-// finalized and loaded back through it.
+// Tests of NativeRankIo over a Client on the metadata service in-process and
+// the in-memory chunk transport of client/testing/ (no daemons): the RankIo
+// calls, and every workload saved, finalized and loaded back through it.
 #include <cerrno>
 #include <memory>
 #include <string>
@@ -10,7 +10,7 @@
 #include "bench/workload.h"
 #include "client/client.h"
 #include "client/testing/fake_chunk_transport.h"
-#include "client/testing/fake_meta_client.h"
+#include "client/testing/in_process_meta.h"
 #include "common/errno_status.h"
 #include "gtest/gtest.h"
 
@@ -20,13 +20,16 @@ namespace {
 class NativeRankIoTest : public ::testing::Test {
  protected:
   void SetUp() override {
+    client::testing::InProcessMetaService::Options service_options;
+    service_options.storage_servers = 3;
+    service_options.default_chunk_size = 256 * 1024;
+    auto service = client::testing::InProcessMetaService::Start(service_options);
+    ASSERT_TRUE(service.ok()) << service.status();
+    service_ = *std::move(service);
     client::ClientOptions options;
     options.io_threads = 4;
-    client_ =
-        client::Client::CreateWithServices(options,
-                                           std::make_unique<client::testing::FakeMetaClient>(
-                                               std::vector<uint32_t>{1, 2, 3}, 256 * 1024),
-                                           std::make_unique<client::testing::FakeChunkTransport>());
+    client_ = client::Client::CreateWithServices(
+        options, service_->NewClient(), std::make_unique<client::testing::FakeChunkTransport>());
     ASSERT_TRUE(client_->MkdirAll("/bench", 0755).ok());
     io_ = MakeNativeRankIo(client_.get(), "/bench");
   }
@@ -57,6 +60,7 @@ class NativeRankIoTest : public ::testing::Test {
     ASSERT_TRUE(io_->Close(*h).ok());
   }
 
+  std::unique_ptr<client::testing::InProcessMetaService> service_;  // outlives client_
   std::unique_ptr<client::Client> client_;
   std::unique_ptr<RankIo> io_;
 };

@@ -92,6 +92,13 @@ GrpcMetaClient::GrpcMetaClient(std::string address, absl::Duration rpc_timeout,
       credential_(std::move(credential)),
       stub_(meta::MetaService::NewStub(MakeChannel(address_))) {}
 
+GrpcMetaClient::GrpcMetaClient(std::shared_ptr<grpc::Channel> channel, std::string address,
+                               absl::Duration rpc_timeout, std::string credential)
+    : address_(std::move(address)),
+      rpc_timeout_(rpc_timeout),
+      credential_(std::move(credential)),
+      stub_(meta::MetaService::NewStub(std::move(channel))) {}
+
 template <typename Request, typename Reply>
 absl::StatusOr<Reply> GrpcMetaClient::Call(const char* rpc, Retry retry,
                                            Method<Request, Reply> method, const Request& request,

@@ -15,6 +15,8 @@
 #ifndef CKPTFS_CLIENT_GRPC_META_CLIENT_H_
 #define CKPTFS_CLIENT_GRPC_META_CLIENT_H_
 
+#include <grpcpp/channel.h>
+
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -33,6 +35,10 @@ class GrpcMetaClient : public MetaClient {
   // Defaults to the one in $CKPTFS_CREDENTIAL_FILE, as ClientOptions does.
   GrpcMetaClient(std::string address, absl::Duration rpc_timeout,
                  std::string credential = CredentialFromEnvironment());
+  // Over `channel` as given (e.g. one into a server in this process:
+  // client/testing/in_process_meta.h); `address` only names it in errors.
+  GrpcMetaClient(std::shared_ptr<grpc::Channel> channel, std::string address,
+                 absl::Duration rpc_timeout, std::string credential);
 
   absl::StatusOr<meta::AttrReply> Lookup(const meta::LookupRequest& request) override;
   absl::StatusOr<meta::AttrReply> GetAttr(const meta::InodeRequest& request) override;

@@ -3,9 +3,11 @@
 //
 // The real implementation (grpc_meta_client.h) puts a deadline on every call
 // and turns gRPC statuses into absl::Status carrying the service's errno
-// (common/grpc_status.h); the fake (client/testing/fake_meta_client.h) keeps
-// a namespace in memory for unit tests. Code above this interface never sees
-// gRPC.
+// (common/grpc_status.h). Unit tests use it too, over an in-process channel
+// to the real service (client/testing/in_process_meta.h), often wrapped in a
+// decorator that counts, records and fails calls
+// (client/testing/recording_meta_client.h). Code above this interface never
+// sees gRPC.
 //
 // Transport errors (the service could not be reached, or did not answer
 // before the deadline) are marked (MetaTransportError) so that callers that
@@ -87,8 +89,8 @@ class MetaClient {
   // the last one). Not pure: the default answers UNIMPLEMENTED.
   virtual absl::Status ReportRepair(const meta::RepairReport& report);
 
-  // Status (`ckptfs status`). Not pure, so fakes need not implement them:
-  // the defaults answer UNIMPLEMENTED.
+  // Status (`ckptfs status`). Not pure, so implementations need not have
+  // them: the defaults answer UNIMPLEMENTED.
   // Announces this client; one short try, no retry (the next heartbeat is
   // the retry).
   virtual absl::StatusOr<meta::Empty> ClientHeartbeat(const meta::ClientHeartbeatRequest& request);

@@ -1,11 +1,12 @@
 // Checkpoint transactions through a real kernel mount (fixture:
-// mount_fixture.h, over the in-memory fakes): the xattrs and their errnos,
+// mount_fixture.h, over the metadata service in-process): the xattrs and their errnos,
 // a commit that blocks until every rank arrived while hundreds of ranks
 // wait at once (getxattr user.ckptfs.commit.R: a setxattr holds the
 // directory's inode lock) without starving other requests, close(2) releasing the
 // writer before it returns, a dup'd descriptor writing after a close, a
 // signal interrupting a waiting commit (EINTR, and the retry waits for the
-// same outcome), and EROFS inside a committed checkpoint.
+// same outcome), and EROFS inside a committed checkpoint, where only names
+// may be removed.
 #include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
@@ -15,6 +16,7 @@
 
 #include <atomic>
 #include <cerrno>
+#include <cstring>
 #include <string>
 #include <thread>
 #include <vector>
@@ -47,11 +49,19 @@ class CheckpointMountTest : public MountTest {
     return stat(P(name).c_str(), &st) == 0 ? st.st_ino : 0;
   }
 
-  // Waits until `n` commits block in the fake service; false if that does
-  // not happen within `limit` (the mount ran out of workers).
-  bool WaitForWaiters(int n, absl::Duration limit) {
+  // The ranks of checkpoint `ckpt` whose commit the service has recorded
+  // (ranks waiting for its outcome).
+  uint32_t Arrived(uint64_t ckpt) {
+    auto info = service_->Checkpoint(ckpt);
+    return info.ok() ? info->arrived() : 0;
+  }
+
+  // Waits until the service has recorded the commits of `n` ranks of
+  // checkpoint `ckpt`; false if that does not happen within `limit` (the
+  // mount ran out of workers).
+  bool WaitForArrivals(uint64_t ckpt, uint32_t n, absl::Duration limit) {
     const absl::Time give_up = absl::Now() + limit;
-    while (meta_->WaitingCommits() < n) {
+    while (Arrived(ckpt) < n) {
       if (absl::Now() > give_up) return false;
       absl::SleepFor(absl::Milliseconds(5));
     }
@@ -106,11 +116,16 @@ TEST_F(CheckpointMountTest, CommitAfterCloseCommitsAndListsTheCheckpoint) {
   EXPECT_EQ(errno, EROFS);
   EXPECT_EQ(truncate(P("run/step-1/model.pt").c_str(), 0), -1);
   EXPECT_EQ(errno, EROFS);
-  EXPECT_EQ(unlink(P("run/step-1/model.pt").c_str()), -1);
-  EXPECT_EQ(errno, EROFS);
   EXPECT_EQ(ReadFile("run/step-1/model.pt"), std::string(100000, 'm'));
+  // But names may be removed (frameworks delete their old checkpoints
+  // themselves): the first one ends the checkpoint, `latest` leaves it.
+  ASSERT_EQ(unlink(P("run/step-1/model.pt").c_str()), 0) << strerror(errno);
+  EXPECT_EQ(Get("run/step-1", "user.ckptfs.state"), "removing");
+  EXPECT_EQ(Get("run", "user.ckptfs.latest"), Errno(ENODATA));
+  EXPECT_EQ(open(P("run/step-1/model.pt").c_str(), O_WRONLY | O_CREAT, 0644), -1);
+  EXPECT_EQ(errno, EROFS);
 
-  // Removal goes through the run directory.
+  // Removal of the whole checkpoint goes through the run directory.
   ASSERT_EQ(Set("run", "user.ckptfs.remove", "step-1"), 0);
   struct stat st;
   EXPECT_EQ(stat(P("run/step-1").c_str(), &st), -1);
@@ -137,14 +152,14 @@ TEST_F(CheckpointMountTest, DupedDescriptorWritingAfterCloseRegistersAgain) {
   const int fd = open(P("step/f").c_str(), O_WRONLY | O_CREAT, 0644);
   ASSERT_GE(fd, 0);
   const ino_t ino = InodeOf("step/f");
-  ASSERT_EQ(meta_->WriterHandles(ino).size(), 1u);
+  ASSERT_EQ(service_->WriterHandles(ino).size(), 1u);
   const int dup_fd = dup(fd);
   ASSERT_GE(dup_fd, 0);
   ASSERT_EQ(write(fd, "ab", 2), 2);
   ASSERT_EQ(close(fd), 0);  // FUSE_FLUSH: released, though dup_fd stays open
-  EXPECT_TRUE(meta_->WriterHandles(ino).empty());
+  EXPECT_TRUE(service_->WriterHandles(ino).empty());
   ASSERT_EQ(write(dup_fd, "cd", 2), 2);
-  EXPECT_EQ(meta_->WriterHandles(ino).size(), 1u);
+  EXPECT_EQ(service_->WriterHandles(ino).size(), 1u);
   ASSERT_EQ(Set("step", "user.ckptfs.ranks", "1"), 0);
   EXPECT_EQ(Set("step", "user.ckptfs.commit", "0"), EBUSY);  // dup_fd still writes
   close(dup_fd);
@@ -157,6 +172,7 @@ TEST_F(CheckpointMountTest, HundredsOfRanksWaitWithoutStarvingTheMount) {
   // instead of hanging it.
   ASSERT_EQ(Set("step", "user.ckptfs.commit_timeout_s", "120"), 0);
   ASSERT_EQ(Set("step", "user.ckptfs.ranks", absl::StrCat(kRanks)), 0);
+  const uint64_t step = InodeOf("step");
   std::vector<std::thread> ranks;
   std::vector<std::string> results(kRanks);
   for (int rank = 0; rank < kRanks - 1; ++rank) {
@@ -167,9 +183,8 @@ TEST_F(CheckpointMountTest, HundredsOfRanksWaitWithoutStarvingTheMount) {
                                    : Get("step", absl::StrCat("user.ckptfs.commit.", rank).c_str());
     });
   }
-  const bool all_waiting = WaitForWaiters(kRanks - 1, absl::Seconds(100));
-  EXPECT_TRUE(all_waiting) << meta_->WaitingCommits() << " of " << kRanks - 1
-                           << " ranks got to wait";
+  const bool all_waiting = WaitForArrivals(step, kRanks - 1, absl::Seconds(100));
+  EXPECT_TRUE(all_waiting) << Arrived(step) << " of " << kRanks - 1 << " ranks got to wait";
   // The mount still serves everything else while they wait.
   EXPECT_EQ(WriteFile("elsewhere", "still served"), 0);
   EXPECT_EQ(ReadFile("elsewhere"), "still served");
@@ -208,21 +223,29 @@ TEST_F(CheckpointMountTest, SignalInterruptsAWaitingCommitAndTheRetryWaits) {
 
   ASSERT_EQ(mkdir(P("step").c_str(), 0755), 0);
   ASSERT_EQ(Set("step", "user.ckptfs.ranks", "2"), 0);
+  const uint64_t step = InodeOf("step");
   std::atomic<int> first{-1};
   std::atomic<int> retried{-1};
   std::thread waiter([&] {
     first = Set("step", "user.ckptfs.commit", "0");
     retried = Set("step", "user.ckptfs.commit", "0");
   });
-  if (WaitForWaiters(1, absl::Seconds(60))) {
+  int commits = 0;
+  if (WaitForArrivals(step, 1, absl::Seconds(60))) {
     // The waiter's request is in the daemon now: the signal makes the
     // kernel send FUSE_INTERRUPT for it.
+    commits = meta_->Calls("CommitCheckpoint");
     pthread_kill(waiter.native_handle(), SIGUSR1);
     while (first.load() == -1) absl::SleepFor(absl::Milliseconds(2));
   }
-  // The retry blocks again in the same barrier; rank 1 ends it (through
-  // getxattr: the waiter's setxattr holds the directory's inode lock).
-  EXPECT_TRUE(WaitForWaiters(1, absl::Seconds(60)));
+  // The retry reaches the service and waits in the same barrier; rank 1
+  // ends it (through getxattr: the waiter's setxattr holds the directory's
+  // inode lock).
+  const absl::Time give_up = absl::Now() + absl::Seconds(60);
+  while (meta_->Calls("CommitCheckpoint") == commits && absl::Now() < give_up) {
+    absl::SleepFor(absl::Milliseconds(5));
+  }
+  EXPECT_GT(meta_->Calls("CommitCheckpoint"), commits);
   EXPECT_EQ(Get("step", "user.ckptfs.commit.1"), "committed");
   waiter.join();
   sigaction(SIGUSR1, &previous, nullptr);

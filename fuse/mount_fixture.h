@@ -1,11 +1,14 @@
 // MountTest: a real kernel mount of ckptfs served in this process by a
-// Filesystem over the in-memory fakes of client/testing (no metadata
-// service, no storage servers), for the tests of the FUSE operations
-// (mount_test.cc, checkpoint_mount_test.cc).
+// Filesystem over a Client of client/testing: the metadata service
+// in-process (storage servers 1 and 2, 64 KiB chunks), its MetaClient
+// wrapped to count and fail calls, and the in-memory chunk transport (no
+// daemons), for the tests of the FUSE operations (mount_test.cc,
+// checkpoint_mount_test.cc).
 //
 // Needs root and /dev/fuse; SetUp skips the test otherwise. TearDown
 // unmounts (lazily if need be) and joins the session thread even when a
-// test fails. Thread-safety: test-thread only, except the fakes.
+// test fails; the service goes last. Thread-safety: test-thread only,
+// except the service, the wrapper and the transport.
 #ifndef CKPTFS_FUSE_MOUNT_FIXTURE_H_
 #define CKPTFS_FUSE_MOUNT_FIXTURE_H_
 
@@ -23,7 +26,8 @@
 #include "absl/status/status.h"
 #include "client/client.h"
 #include "client/testing/fake_chunk_transport.h"
-#include "client/testing/fake_meta_client.h"
+#include "client/testing/in_process_meta.h"
+#include "client/testing/recording_meta_client.h"
 #include "fuse/filesystem.h"
 #include "fuse/mount.h"
 #include "gtest/gtest.h"
@@ -31,7 +35,8 @@
 namespace ckptfs::fuse {
 
 using client::testing::FakeChunkTransport;
-using client::testing::FakeMetaClient;
+using client::testing::InProcessMetaService;
+using client::testing::RecordingMetaClient;
 
 class MountTest : public ::testing::Test {
  protected:
@@ -42,7 +47,13 @@ class MountTest : public ::testing::Test {
     char tmpl[] = "/tmp/ckptfs-fuse-test-XXXXXX";
     ASSERT_NE(mkdtemp(tmpl), nullptr);
     dir_ = tmpl;
-    auto meta = std::make_unique<FakeMetaClient>(std::vector<uint32_t>{1, 2}, 64 * 1024);
+    InProcessMetaService::Options service_options;
+    service_options.storage_servers = 2;
+    service_options.default_chunk_size = 64 * 1024;
+    auto service = InProcessMetaService::Start(service_options);
+    ASSERT_TRUE(service.ok()) << service.status();
+    service_ = *std::move(service);
+    auto meta = std::make_unique<RecordingMetaClient>(service_->NewClient());
     auto transport = std::make_unique<FakeChunkTransport>();
     meta_ = meta.get();
     transport_ = transport.get();
@@ -97,7 +108,8 @@ class MountTest : public ::testing::Test {
   }
 
   std::string dir_;
-  FakeMetaClient* meta_ = nullptr;
+  std::unique_ptr<InProcessMetaService> service_;  // outlives the mount
+  RecordingMetaClient* meta_ = nullptr;            // owned by fs_
   FakeChunkTransport* transport_ = nullptr;
   Filesystem* fs_ = nullptr;  // owned by mount_
   std::unique_ptr<Mount> mount_;

@@ -1,6 +1,6 @@
 // Tests of the FUSE operations through a real kernel mount, served in this
-// process by a Filesystem over the in-memory fakes of client/testing (no
-// metadata service, no storage servers). They check what only the FUSE
+// process by a Filesystem over the metadata service in-process and the
+// in-memory chunk transport of client/testing (no daemons). They check what only the FUSE
 // layer decides: errno mapping (never ENOSYS), where write errors surface
 // (close, fsync), xattr size queries and ERANGE, readdir offsets, rename
 // flags, setattr variants, unsupported node types, the negotiated max_write,
@@ -143,7 +143,7 @@ TEST_F(MountTest, ReadDirListsEverythingWithStableOffsets) {
   ASSERT_EQ(mkdir(P("big").c_str(), 0755), 0);
   struct stat dir_st;
   ASSERT_EQ(stat(P("big").c_str(), &dir_st), 0);
-  // Entries made behind the mount's back, straight in the fake service:
+  // Entries made behind the mount's back, straight at the service:
   // the test is about listing, not about creating.
   constexpr int kFiles = 3000;  // three ReadDir pages and many readdir calls
   for (int i = 0; i < kFiles; ++i) {

@@ -18,13 +18,13 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
-#include "client/testing/fake_meta_client.h"
 #include "common/crc32c.h"
 #include "common/errno_status.h"
 #include "common/frame.h"
 #include "common/tcp.h"
 #include "gtest/gtest.h"
 #include "proto/data.pb.h"
+#include "tests/client/address_book.h"
 
 namespace ckptfs::client {
 namespace {
@@ -136,40 +136,11 @@ class StandInStorage {
   std::vector<data::RequestHeader> writes_ ABSL_GUARDED_BY(mu_);
 };
 
-// The fake service, but storage servers at addresses the test chooses.
-class AddressBook : public testing::FakeMetaClient {
- public:
-  void Set(uint32_t id, std::string address) {
-    absl::MutexLock lock(&mu_);
-    addresses_[id] = std::move(address);
-  }
-  int list_calls() {
-    absl::MutexLock lock(&mu_);
-    return list_calls_;
-  }
-  absl::StatusOr<meta::ListServersReply> ListServers(const meta::Empty&) override {
-    absl::MutexLock lock(&mu_);
-    ++list_calls_;
-    meta::ListServersReply reply;
-    for (const auto& [id, address] : addresses_) {
-      meta::ServerInfo* info = reply.add_servers();
-      info->set_id(id);
-      info->set_address(address);
-    }
-    return reply;
-  }
-
- private:
-  absl::Mutex mu_;
-  std::map<uint32_t, std::string> addresses_ ABSL_GUARDED_BY(mu_);
-  int list_calls_ ABSL_GUARDED_BY(mu_) = 0;
-};
-
 TEST(BlockingChunkTransportTest, WriteReadAndHoles) {
   StandInStorage storage;
-  AddressBook meta;
-  meta.Set(1, storage.address());
-  BlockingChunkTransport transport(&meta, absl::Seconds(5));
+  AddressBook book;
+  ASSERT_EQ(book.Register("server-1", storage.address()), 1u);
+  BlockingChunkTransport transport(book.meta(), absl::Seconds(5));
   ASSERT_TRUE(transport.RefreshServers().ok());
   const std::string data = "checkpoint bytes";
   ASSERT_TRUE(transport.WriteChunk(1, 9, 3, 0, data.data(), data.size(), true).ok());
@@ -186,9 +157,9 @@ TEST(BlockingChunkTransportTest, WriteReadAndHoles) {
 
 TEST(BlockingChunkTransportTest, DroppedConnectionIsRedialedOnce) {
   StandInStorage storage;
-  AddressBook meta;
-  meta.Set(1, storage.address());
-  BlockingChunkTransport transport(&meta, absl::Seconds(5));
+  AddressBook book;
+  ASSERT_EQ(book.Register("server-1", storage.address()), 1u);
+  BlockingChunkTransport transport(book.meta(), absl::Seconds(5));
   ASSERT_TRUE(transport.WriteChunk(1, 9, 0, 0, "a", 1, true).ok());
   storage.drop_next = 1;
   ASSERT_TRUE(transport.WriteChunk(1, 9, 0, 1, "b", 1, false).ok());
@@ -214,9 +185,9 @@ TEST(BlockingChunkTransportTest, DroppedConnectionIsRedialedOnce) {
 
 TEST(BlockingChunkTransportTest, TimedOutWriteIsNotSentAgain) {
   StandInStorage storage;
-  AddressBook meta;
-  meta.Set(1, storage.address());
-  BlockingChunkTransport transport(&meta, absl::Seconds(1));
+  AddressBook book;
+  ASSERT_EQ(book.Register("server-1", storage.address()), 1u);
+  BlockingChunkTransport transport(book.meta(), absl::Seconds(1));
   ASSERT_TRUE(transport.WriteChunk(1, 9, 0, 0, "a", 1, true).ok());
   // The server is slow, not gone: a resend could land after a newer write
   // of the chunk once the slow original is applied, so it is not resent.
@@ -229,26 +200,27 @@ TEST(BlockingChunkTransportTest, TimedOutWriteIsNotSentAgain) {
 
 TEST(BlockingChunkTransportTest, UnknownServerIdRefreshesTheMap) {
   StandInStorage storage;
-  AddressBook meta;
-  BlockingChunkTransport transport(&meta, absl::Seconds(5));
+  AddressBook book;
+  BlockingChunkTransport transport(book.meta(), absl::Seconds(5));
   ASSERT_TRUE(transport.RefreshServers().ok());  // empty
-  meta.Set(5, storage.address());                // a server registers later
-  EXPECT_TRUE(transport.WriteChunk(5, 1, 0, 0, "x", 1, true).ok());
-  auto unknown = transport.WriteChunk(6, 1, 0, 0, "x", 1, true);
+  // A server registers later.
+  const uint32_t later = book.Register("later", storage.address());
+  EXPECT_TRUE(transport.WriteChunk(later, 1, 0, 0, "x", 1, true).ok());
+  auto unknown = transport.WriteChunk(later + 1, 1, 0, 0, "x", 1, true);
   ASSERT_FALSE(unknown.ok());
   EXPECT_NE(unknown.message().find("unknown"), absl::string_view::npos) << unknown;
 }
 
 TEST(BlockingChunkTransportTest, DeadServerIsAnError) {
-  AddressBook meta;
+  AddressBook book;
   uint16_t port = 0;
   {
     auto fd = ListenTcp(HostPort{"127.0.0.1", 0});  // bound, then closed
     ASSERT_TRUE(fd.ok());
     port = *LocalPort(fd->get());
   }
-  meta.Set(1, absl::StrCat("127.0.0.1:", port));
-  BlockingChunkTransport transport(&meta, absl::Seconds(2));
+  ASSERT_EQ(book.Register("gone", absl::StrCat("127.0.0.1:", port)), 1u);
+  BlockingChunkTransport transport(book.meta(), absl::Seconds(2));
   auto status = transport.WriteChunk(1, 1, 0, 0, "x", 1, true);
   ASSERT_FALSE(status.ok());
   EXPECT_EQ(status.code(), absl::StatusCode::kUnavailable);

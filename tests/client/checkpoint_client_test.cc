@@ -1,8 +1,9 @@
-// Client's checkpoint calls and the checkpoint xattrs over the in-memory
-// fakes: commit blocks until every rank arrived, aborts surface their errno
-// and reason, bad values change nothing, the read-side xattrs, retries
-// across a service that is restarting, interruption, and that nothing of a
-// committed checkpoint can be changed (EROFS before any storage is touched).
+// Client's checkpoint calls and the checkpoint xattrs over the metadata
+// service in-process (client_fixture.h): commit blocks until every rank
+// arrived, aborts surface their errno and reason, bad values change nothing,
+// the read-side xattrs, retries across a service that is restarting,
+// interruption, and that nothing of a committed checkpoint can be changed
+// (EROFS before any storage is touched) but its names removed.
 #include <fcntl.h>
 #include <sys/xattr.h>
 
@@ -51,9 +52,15 @@ class CheckpointClientTest : public ClientFixture {
     ASSERT_TRUE(created->file->Close().ok());
   }
 
-  // Waits until `n` commit polls block in the fake service.
-  void WaitForWaiters(int n) {
-    while (meta_->WaitingCommits() < n) absl::SleepFor(absl::Milliseconds(2));
+  // Waits until the service has recorded the commits of `n` ranks of
+  // checkpoint `dir` (ranks that wait for its outcome).
+  void WaitForArrivals(uint64_t dir, uint32_t n) {
+    while (true) {
+      auto info = service_->Checkpoint(dir);
+      ASSERT_TRUE(info.ok()) << info.status();
+      if (info->arrived() >= n) return;
+      absl::SleepFor(absl::Milliseconds(2));
+    }
   }
 
   int Errno(const absl::Status& status) { return ErrnoFromStatus(status); }
@@ -74,7 +81,7 @@ TEST_F(CheckpointClientTest, CommitBlocksUntilEveryRankArrived) {
       ++returned;
     });
   }
-  WaitForWaiters(3);
+  WaitForArrivals(dir, 3);
   // Several polls go by: nobody returns while rank 3 is missing.
   absl::SleepFor(absl::Milliseconds(500));
   EXPECT_EQ(returned.load(), 0);
@@ -91,6 +98,8 @@ TEST_F(CheckpointClientTest, CommitBlocksUntilEveryRankArrived) {
   EXPECT_EQ(last->files(), 4u);
   EXPECT_EQ(last->bytes(), 1000u + 1001 + 1002 + 1);
   EXPECT_EQ(*client_->GetXattr(run_, kLatestXattr), "step-1");
+  // The commit synced the storage servers holding the files' chunks.
+  EXPECT_GE(service_->storage_syncs(), 1);
   // Idempotent: a rank committing again gets the same outcome at once.
   auto again = client_->CommitCheckpoint(dir, 1);
   ASSERT_TRUE(again.ok());
@@ -105,7 +114,7 @@ TEST_F(CheckpointClientTest, FileLeftOpenAbortsWithEbusyForEveryRank) {
   ASSERT_TRUE(created->file->Write(0, "abc", 3).ok());  // never closed before the commit
   absl::Status first;
   std::thread rank0([&] { first = client_->CommitCheckpoint(dir, 0).status(); });
-  WaitForWaiters(1);
+  WaitForArrivals(dir, 1);
   absl::Status second = client_->CommitCheckpoint(dir, 1).status();
   rank0.join();
   EXPECT_EQ(Errno(first), EBUSY) << first;
@@ -224,7 +233,7 @@ TEST_F(CheckpointClientTest, GetxattrOfCommitRankCommits) {
   EXPECT_EQ(Errno(client_->SetXattr(dir, "user.ckptfs.commit.0", "", 0)), EINVAL);
   absl::StatusOr<std::string> rank0;
   std::thread waiter([&] { rank0 = client_->GetXattr(dir, "user.ckptfs.commit.0"); });
-  WaitForWaiters(1);
+  WaitForArrivals(dir, 1);
   EXPECT_EQ(*client_->GetXattr(dir, kStateXattr), "pending");
   absl::StatusOr<std::string> rank1 = client_->GetXattr(dir, "user.ckptfs.commit.1");
   waiter.join();
@@ -329,14 +338,16 @@ TEST_F(CheckpointClientTest, CancelledCommitReturnsEintrAndCanBeRepeated) {
   Cancellation cancel;
   absl::Status interrupted;
   std::thread rank0([&] { interrupted = client_->CommitCheckpoint(dir, 0, &cancel).status(); });
-  WaitForWaiters(1);
+  WaitForArrivals(dir, 1);
   cancel.Cancel();
   rank0.join();
   EXPECT_EQ(Errno(interrupted), EINTR) << interrupted;
-  // The retry waits for the same barrier.
+  // The retry waits for the same barrier: its commit reaches the service
+  // before rank 1's.
+  const int commits = meta_->Calls("CommitCheckpoint");
   absl::StatusOr<meta::CheckpointInfo> retried;
   std::thread again([&] { retried = client_->CommitCheckpoint(dir, 0); });
-  WaitForWaiters(1);
+  while (meta_->Calls("CommitCheckpoint") == commits) absl::SleepFor(absl::Milliseconds(2));
   ASSERT_TRUE(client_->CommitCheckpoint(dir, 1).ok());
   again.join();
   ASSERT_TRUE(retried.ok()) << retried.status();
@@ -363,13 +374,22 @@ TEST_F(CheckpointClientTest, CommittedCheckpointIsReadOnlyAndKeepsItsBytes) {
   truncate.set_valid(meta::SET_SIZE);
   truncate.set_size(0);
   EXPECT_EQ(Errno(client_->SetAttr(truncate).status()), EROFS);
-  EXPECT_EQ(Errno(client_->Unlink(dir, "model")), EROFS);
   EXPECT_EQ(Errno(client_->Rename(run_, "frozen", run_, "moved", false)), EROFS);
   EXPECT_EQ(Errno(client_->SetXattr(dir, "user.x", "1", 0)), EROFS);
 
   EXPECT_EQ(transport_->counts().trims, trims);  // nothing was trimmed
   EXPECT_TRUE(SameBytes(ReadAll(model->ino()), data));
-  EXPECT_TRUE(meta_->WriterHandles(model->ino()).empty());
+  EXPECT_TRUE(service_->WriterHandles(model->ino()).empty());
+
+  // Removing names is the one exception (frameworks delete their old
+  // checkpoints themselves): the first removal makes the checkpoint
+  // `removing` and takes `latest` off it, and nothing in it becomes
+  // writable.
+  ASSERT_TRUE(client_->Unlink(dir, "model").ok());
+  EXPECT_EQ(*client_->GetXattr(dir, kStateXattr), "removing");
+  EXPECT_EQ(ErrnoFromStatus(client_->GetXattr(run_, kLatestXattr).status()), ENODATA);
+  EXPECT_EQ(Errno(client_->Create(dir, "model", 0644, 0, 0, O_WRONLY | O_CREAT).status()), EROFS);
+  EXPECT_EQ(transport_->counts().trims, trims);
 }
 
 }  // namespace

@@ -1,6 +1,8 @@
-// A Client over the in-memory fakes (client/testing/), with the fakes kept
-// reachable for inspection and fault injection, and small helpers shared by
-// the client tests. Thread-safety: as the Client's.
+// A Client over the real metadata service in-process and the in-memory
+// chunk transport (client/testing/), with the service, the recording
+// wrapper of the client's MetaClient and the transport kept reachable for
+// inspection and fault injection, and small helpers shared by the client
+// tests. Thread-safety: as the Client's.
 #ifndef CKPTFS_TESTS_CLIENT_CLIENT_FIXTURE_H_
 #define CKPTFS_TESTS_CLIENT_CLIENT_FIXTURE_H_
 
@@ -13,7 +15,8 @@
 
 #include "client/client.h"
 #include "client/testing/fake_chunk_transport.h"
-#include "client/testing/fake_meta_client.h"
+#include "client/testing/in_process_meta.h"
+#include "client/testing/recording_meta_client.h"
 #include "gtest/gtest.h"
 
 namespace ckptfs::client {
@@ -32,11 +35,19 @@ class ClientFixture : public ::testing::Test {
     return options;
   }
 
-  // Replaces the client (and fakes) with one made with `options`.
+  // Replaces the client (and the service and transport) with one made with
+  // `options`: a fresh service with storage servers 1, 2 and 3, and files of
+  // kTestChunk chunks.
   void MakeClient(const ClientOptions& options) {
     client_.reset();
-    auto meta =
-        std::make_unique<testing::FakeMetaClient>(std::vector<uint32_t>{1, 2, 3}, kTestChunk);
+    service_.reset();
+    testing::InProcessMetaService::Options service_options;
+    service_options.storage_servers = 3;
+    service_options.default_chunk_size = kTestChunk;
+    auto service = testing::InProcessMetaService::Start(service_options);
+    ASSERT_TRUE(service.ok()) << service.status();
+    service_ = *std::move(service);
+    auto meta = std::make_unique<testing::RecordingMetaClient>(service_->NewClient());
     auto transport = std::make_unique<testing::FakeChunkTransport>();
     meta_ = meta.get();
     transport_ = transport.get();
@@ -86,8 +97,9 @@ class ClientFixture : public ::testing::Test {
     return s;
   }
 
+  std::unique_ptr<testing::InProcessMetaService> service_;  // outlives client_
   std::unique_ptr<Client> client_;
-  testing::FakeMetaClient* meta_ = nullptr;           // owned by client_
+  testing::RecordingMetaClient* meta_ = nullptr;      // owned by client_
   testing::FakeChunkTransport* transport_ = nullptr;  // owned by client_
 };
 

@@ -1,4 +1,5 @@
-// Client path helpers and namespace pass-through over the fake service.
+// Client path helpers and namespace pass-through over the metadata service
+// in-process (client_fixture.h).
 #include <fcntl.h>
 
 #include <cerrno>

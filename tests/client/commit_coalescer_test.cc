@@ -1,10 +1,10 @@
 // Commit coalescing (client/commit_coalescer.h) through one Client over the
-// fake metadata service, which counts long polls and no_wait arrivals: the
-// ranks committing a checkpoint through one client hold one long poll
-// between them, a bad rank's error stays its own, a cancelled poller hands
-// the poll to a waiting rank, a cancelled waiting rank returns EINTR
-// without waiting for the poll, and a checkpoint's group goes with its last
-// rank.
+// metadata service in-process, its calls counted by RecordingMetaClient
+// (long polls and no_wait arrivals): the ranks committing a checkpoint
+// through one client hold one long poll between them, a bad rank's error
+// stays its own, a cancelled poller hands the poll to a waiting rank, a
+// cancelled waiting rank returns EINTR without waiting for the poll, and a
+// checkpoint's group goes with its last rank.
 #include <atomic>
 #include <cerrno>
 #include <string>
@@ -39,17 +39,23 @@ class CommitCoalescerTest : public ClientFixture {
     return dir->ino();
   }
 
-  testing::FakeMetaClient::CommitCounts Counts() { return meta_->CommitCheckpointCounts(); }
+  testing::RecordingMetaClient::CommitCounts Counts() { return meta_->CommitCheckpointCounts(); }
 
-  // Until the fake has answered `n` no_wait arrivals.
+  // The ranks of checkpoint `dir` whose commit the service has recorded.
+  uint32_t Arrived(uint64_t dir) {
+    auto info = service_->Checkpoint(dir);
+    EXPECT_TRUE(info.ok()) << info.status();
+    return info.ok() ? info->arrived() : 0;
+  }
+
+  // Until `n` no_wait arrivals were answered.
   void WaitForArrivals(int n) {
     while (Counts().no_wait < n) absl::SleepFor(absl::Milliseconds(1));
   }
-  // Until `n` long polls were sent and one of them blocks in the fake.
-  void WaitForPoll(int n) {
-    while (Counts().long_polls < n || meta_->WaitingCommits() < 1) {
-      absl::SleepFor(absl::Milliseconds(1));
-    }
+  // Until `n` long polls of checkpoint `dir` were sent and the service has
+  // recorded a rank of it (the first poll's).
+  void WaitForPoll(uint64_t dir, int n) {
+    while (Counts().long_polls < n || Arrived(dir) < 1) absl::SleepFor(absl::Milliseconds(1));
   }
 };
 
@@ -66,7 +72,7 @@ TEST_F(CommitCoalescerTest, EightRanksOfOneClientHoldOneLongPoll) {
     ASSERT_TRUE(results[rank].ok()) << rank << ": " << results[rank].status();
     EXPECT_EQ(results[rank]->state(), meta::COMMITTED) << rank;
   }
-  const testing::FakeMetaClient::CommitCounts counts = Counts();
+  const testing::RecordingMetaClient::CommitCounts counts = Counts();
   EXPECT_EQ(counts.long_polls, 1);
   EXPECT_EQ(counts.long_polls_peak, 1);
   EXPECT_EQ(counts.no_wait, static_cast<int>(kRanks) - 1);
@@ -100,7 +106,7 @@ TEST_F(CommitCoalescerTest, ABadRankArrivingBesideThePollFailsAlone) {
   const uint64_t dir = Checkpoint("step-1", 2);
   absl::StatusOr<meta::CheckpointInfo> rank0;
   std::thread poller([&] { rank0 = client_->CommitCheckpoint(dir, 0); });
-  WaitForPoll(1);
+  WaitForPoll(dir, 1);
   EXPECT_EQ(ErrnoFromStatus(client_->CommitCheckpoint(dir, 5).status()), EINVAL);
   auto rank1 = client_->CommitCheckpoint(dir, 1);
   poller.join();
@@ -116,7 +122,7 @@ TEST_F(CommitCoalescerTest, ACancelledPollerGetsEintrAndAWaitingRankTakesOver) {
   Cancellation cancel0;
   absl::Status rank0;
   std::thread poller([&] { rank0 = client_->CommitCheckpoint(dir, 0, &cancel0).status(); });
-  WaitForPoll(1);
+  WaitForPoll(dir, 1);
   absl::StatusOr<meta::CheckpointInfo> rank1;
   std::thread waiter([&] { rank1 = client_->CommitCheckpoint(dir, 1); });
   WaitForArrivals(1);  // rank 1 arrived and waits on rank 0's poll
@@ -124,14 +130,14 @@ TEST_F(CommitCoalescerTest, ACancelledPollerGetsEintrAndAWaitingRankTakesOver) {
   poller.join();
   EXPECT_EQ(ErrnoFromStatus(rank0), EINTR) << rank0;
   // Rank 1 now holds the poll, and still gets the outcome.
-  WaitForPoll(2);
+  WaitForPoll(dir, 2);
   auto rank2 = client_->CommitCheckpoint(dir, 2);
   waiter.join();
   ASSERT_TRUE(rank2.ok()) << rank2.status();
   ASSERT_TRUE(rank1.ok()) << rank1.status();
   EXPECT_EQ(rank1->state(), meta::COMMITTED);
   EXPECT_EQ(rank2->state(), meta::COMMITTED);
-  const testing::FakeMetaClient::CommitCounts counts = Counts();
+  const testing::RecordingMetaClient::CommitCounts counts = Counts();
   EXPECT_EQ(counts.long_polls, 2);
   EXPECT_EQ(counts.long_polls_peak, 1);
 }
@@ -144,7 +150,7 @@ TEST_F(CommitCoalescerTest, ACancelledWaitingRankGetsEintrWithoutWaitingForThePo
     rank0 = client_->CommitCheckpoint(dir, 0);
     rank0_returned = true;
   });
-  WaitForPoll(1);
+  WaitForPoll(dir, 1);
   Cancellation cancel1;
   absl::Status rank1;
   std::thread waiter([&] { rank1 = client_->CommitCheckpoint(dir, 1, &cancel1).status(); });
@@ -176,7 +182,7 @@ TEST_F(CommitCoalescerTest, TwoCheckpointsPollSeparately) {
   absl::StatusOr<meta::CheckpointInfo> a0, b0;
   std::thread pa([&] { a0 = client_->CommitCheckpoint(a, 0); });
   std::thread pb([&] { b0 = client_->CommitCheckpoint(b, 0); });
-  while (Counts().long_polls < 2 || meta_->WaitingCommits() < 2) {
+  while (Counts().long_polls < 2 || Arrived(a) < 1 || Arrived(b) < 1) {
     absl::SleepFor(absl::Milliseconds(1));
   }
   EXPECT_EQ(Counts().long_polls_peak, 2);
@@ -190,22 +196,24 @@ TEST_F(CommitCoalescerTest, TwoCheckpointsPollSeparately) {
   EXPECT_EQ(b0->state(), meta::COMMITTED);
 }
 
-// The coalescer alone over the fake: a checkpoint's group lives while a
-// rank of it is in Round.
+// The coalescer alone over a client of the service: a checkpoint's group
+// lives while a rank of it is in Round.
 TEST(CommitCoalescerGroupsTest, AGroupIsDroppedWhenItsLastRankLeaves) {
-  testing::FakeMetaClient meta;
+  auto service = testing::InProcessMetaService::Start(testing::InProcessMetaService::Options());
+  ASSERT_TRUE(service.ok()) << service.status();
+  std::unique_ptr<MetaClient> meta = (*service)->NewClient();
   meta::MkdirRequest mkdir;
   mkdir.set_parent(kRootIno);
   mkdir.set_name("step");
   mkdir.set_mode(0755);
-  auto dir = meta.Mkdir(mkdir);
+  auto dir = meta->Mkdir(mkdir);
   ASSERT_TRUE(dir.ok()) << dir.status();
   const uint64_t ino = dir->attr().ino();
   meta::DeclareCheckpointRequest declare;
   declare.set_ino(ino);
   declare.set_ranks(2);
-  ASSERT_TRUE(meta.DeclareCheckpoint(declare).ok());
-  CommitCoalescer coalescer(&meta);
+  ASSERT_TRUE(meta->DeclareCheckpoint(declare).ok());
+  CommitCoalescer coalescer(meta.get());
   EXPECT_EQ(coalescer.ActiveCheckpoints(), 0u);
   absl::StatusOr<meta::CheckpointInfo> rank0;
   std::thread poller([&] {
@@ -213,7 +221,7 @@ TEST(CommitCoalescerGroupsTest, AGroupIsDroppedWhenItsLastRankLeaves) {
     rank0 = coalescer.Round(ino, 0, 600000, &arrived, nullptr);
     EXPECT_TRUE(arrived);
   });
-  while (meta.WaitingCommits() < 1) absl::SleepFor(absl::Milliseconds(1));
+  while ((*service)->Checkpoint(ino)->arrived() < 1) absl::SleepFor(absl::Milliseconds(1));
   EXPECT_EQ(coalescer.ActiveCheckpoints(), 1u);
   bool arrived = false;
   auto rank1 = coalescer.Round(ino, 1, 600000, &arrived, nullptr);

@@ -1,4 +1,5 @@
-// Threads over the fakes: concurrent writers of different files, concurrent
+// Threads over the in-process service and the fake transport
+// (client_fixture.h): concurrent writers of different files, concurrent
 // readers of one file (which share fetched chunks), and concurrent writers
 // of disjoint ranges of one file.
 #include <fcntl.h>
@@ -58,7 +59,7 @@ TEST_F(ConcurrencyTest, SixteenWritersOfDifferentFiles) {
   for (std::thread& t : threads) t.join();
   ASSERT_EQ(failures.load(), 0);
   for (int i = 0; i < kWriters; ++i) {
-    EXPECT_EQ(meta_->RecordedSize(inos[i]), data[i].size());
+    EXPECT_EQ(service_->RecordedSize(inos[i]), data[i].size());
     EXPECT_TRUE(SameBytes(ReadAll(inos[i]), data[i])) << "file " << i;
   }
 }
@@ -172,7 +173,7 @@ TEST_F(ConcurrencyTest, WritersOfDisjointRangesOfOneFile) {
   for (std::thread& t : threads) t.join();
   ASSERT_EQ(failures.load(), 0);
   ASSERT_TRUE(file->Close().ok());
-  EXPECT_EQ(meta_->RecordedSize(ino), data.size());
+  EXPECT_EQ(service_->RecordedSize(ino), data.size());
   EXPECT_TRUE(SameBytes(ReadAll(ino), data));
 }
 

@@ -1,4 +1,5 @@
-// Failure and flow-control behaviour of the file path over the fakes:
+// Failure and flow-control behaviour of the file path over the in-process
+// service and the fake transport (client_fixture.h):
 // storage failures surface in Write/Flush/Close (never silently), the
 // in-flight cap holds, read-ahead fetches each chunk once, fsync syncs each
 // server that got chunks, commits happen only when something was written,
@@ -44,7 +45,7 @@ TEST_F(FileErrorsTest, WriteFailureSurfacesInFlushWriteAndClose) {
   EXPECT_EQ(file->Close().code(), closed.code());  // idempotent
   // Nothing was committed as if it had worked: the only commits release the
   // writer and mark the file failed.
-  EXPECT_EQ(meta_->RecordedSize(ino), 0u);
+  EXPECT_EQ(service_->RecordedSize(ino), 0u);
   for (const meta::CommitWriteRequest& commit : meta_->CommitWrites()) {
     EXPECT_EQ(commit.size(), 0u);
     EXPECT_TRUE(commit.failed());
@@ -106,9 +107,9 @@ TEST_F(FileErrorsTest, CommitFailureIsReportedAndRetried) {
   absl::Status flushed = file->Flush();
   ASSERT_FALSE(flushed.ok());
   EXPECT_EQ(ErrnoFromStatus(flushed), EIO);
-  EXPECT_EQ(meta_->RecordedSize(ino), 0u);
+  EXPECT_EQ(service_->RecordedSize(ino), 0u);
   ASSERT_TRUE(file->Close().ok());  // commits again
-  EXPECT_EQ(meta_->RecordedSize(ino), 3u);
+  EXPECT_EQ(service_->RecordedSize(ino), 3u);
 }
 
 TEST_F(FileErrorsTest, FlushPublishesSizeOnlyAfterWrites) {
@@ -229,13 +230,22 @@ TEST_F(FileErrorsTest, FsyncSyncsEveryServerThatGotChunks) {
   auto file = CreateFile("fsync");
   const uint64_t ino = file->ino();
   const std::string data = RandomBytes(2ull * kTestChunk, 6);  // chunks 0 and 1
+  // The CommitWrite requests that asked for a durable commit.
+  auto durable = [&] {
+    std::vector<meta::CommitWriteRequest> asked;
+    for (const meta::CommitWriteRequest& commit : meta_->CommitWrites()) {
+      if (commit.durable()) asked.push_back(commit);
+    }
+    return asked;
+  };
   ASSERT_TRUE(file->Write(0, data.data(), data.size()).ok());
-  EXPECT_EQ(meta_->DurableCommits(), 0);  // nothing asked for durability yet
+  EXPECT_TRUE(durable().empty());  // nothing asked for durability yet
   ASSERT_TRUE(file->Fsync().ok());
-  EXPECT_EQ(meta_->RecordedSize(ino), data.size());
+  EXPECT_EQ(service_->RecordedSize(ino), data.size());
   // The size is committed durably too, not only the bytes.
-  EXPECT_EQ(meta_->DurableCommits(), 1);
-  EXPECT_EQ(meta_->DurableSize(ino), data.size());
+  ASSERT_EQ(durable().size(), 1u);
+  EXPECT_EQ(durable()[0].ino(), ino);
+  EXPECT_EQ(durable()[0].size(), data.size());
   auto attr = client_->GetAttr(ino);
   ASSERT_TRUE(attr.ok());
   const auto& stripe = attr->layout().stripe();
@@ -295,7 +305,7 @@ TEST_F(FileErrorsTest, ReaderCloseDoesNotWaitForWriters) {
   EXPECT_LT(absl::Now() - start, absl::Seconds(2));  // not the writer's 5 s
   EXPECT_EQ(meta_->Calls("CommitWrite"), 0);         // and commits nothing
   ASSERT_TRUE(writer->Close().ok());
-  EXPECT_EQ(meta_->RecordedSize(writer->ino()), chunk.size());
+  EXPECT_EQ(service_->RecordedSize(writer->ino()), chunk.size());
 }
 
 TEST_F(FileErrorsTest, WriteOnReadOnlyHandleIsEbadf) {

@@ -1,4 +1,5 @@
-// File data path over the fakes: byte-exact write/read of files at chunk
+// File data path over the in-process service and the fake transport
+// (client_fixture.h): byte-exact write/read of files at chunk
 // edges, random overwrites past the end against an in-memory model, holes,
 // truncate, O_TRUNC, O_APPEND, and two handles of one inode; reads as
 // views (ReadView) across chunk edges, holes and end of file, a view that
@@ -55,7 +56,7 @@ TEST_F(FileIoTest, SizesAtChunkEdgesReadBackExactly) {
     EXPECT_EQ(file->size(), size);
     const uint64_t ino = file->ino();
     ASSERT_TRUE(file->Close().ok());
-    EXPECT_EQ(meta_->RecordedSize(ino), size);  // close committed the size
+    EXPECT_EQ(service_->RecordedSize(ino), size);  // close committed the size
     EXPECT_TRUE(SameBytes(ReadAll(ino), data));
     auto attr = client_->GetAttr(ino);
     ASSERT_TRUE(attr.ok());
@@ -367,7 +368,7 @@ TEST_F(FileIoTest, CreateWithOTruncEmptiesStorageFirst) {
   EXPECT_FALSE(created->created);
   EXPECT_EQ(created->attr.size(), 0u);
   EXPECT_EQ(transport_->ChunkCount(ino), 0);  // trimmed before the service truncated
-  EXPECT_EQ(meta_->RecordedSize(ino), 0u);
+  EXPECT_EQ(service_->RecordedSize(ino), 0u);
   // Rewrite shorter, unaligned: no old byte may survive.
   const std::string new_data = RandomBytes(kTestChunk + 3, 13);
   ASSERT_TRUE(created->file->Write(0, new_data.data(), new_data.size()).ok());
@@ -435,7 +436,7 @@ TEST_F(FileIoTest, TwoHandlesSeeEachOthersWritesAndSize) {
   auto attr = client_->GetAttr(ino);
   ASSERT_TRUE(attr.ok());
   EXPECT_EQ(attr->size(), data.size());
-  EXPECT_EQ(meta_->RecordedSize(ino), 0u);
+  EXPECT_EQ(service_->RecordedSize(ino), 0u);
   std::string got(data.size(), '\0');
   auto n = (*reader)->Read(0, got.data(), got.size());
   ASSERT_TRUE(n.ok());
@@ -451,7 +452,7 @@ TEST_F(FileIoTest, TwoHandlesSeeEachOthersWritesAndSize) {
   ASSERT_TRUE((*second_writer)->Close().ok());
   ASSERT_TRUE((*reader)->Close().ok());
   ASSERT_TRUE(writer->Close().ok());
-  EXPECT_EQ(meta_->RecordedSize(ino), data.size());
+  EXPECT_EQ(service_->RecordedSize(ino), data.size());
 }
 
 TEST_F(FileIoTest, ReopenSeesAnotherClientsTruncate) {
@@ -764,13 +765,18 @@ TEST_F(FileIoTest, ManyThreadsTakeViewsOfOneFile) {
 }
 
 TEST_F(FileIoTest, ChunkSizeComesFromTheDirectory) {
-  auto dir = client_->Mkdir(kRootIno, "small", 0755, 0, 0);
+  constexpr uint32_t kChunk = 2 * kTestChunk;
+  auto dir = client_->Mkdir(kRootIno, "larger", 0755, 0, 0);
   ASSERT_TRUE(dir.ok());
-  ASSERT_TRUE(client_->SetXattr(dir->ino(), "user.ckptfs.chunk_size", "4096", 0).ok());
+  // A power of two from 64 KiB to 64 MiB.
+  EXPECT_EQ(ErrnoFromStatus(client_->SetXattr(dir->ino(), "user.ckptfs.chunk_size", "4096", 0)),
+            EINVAL);
+  ASSERT_TRUE(
+      client_->SetXattr(dir->ino(), "user.ckptfs.chunk_size", std::to_string(kChunk), 0).ok());
   auto created = client_->Create(dir->ino(), "f", 0644, 0, 0, O_RDWR | O_CREAT);
   ASSERT_TRUE(created.ok());
-  EXPECT_EQ(created->attr.layout().chunk_size(), 4096u);
-  const std::string data = RandomBytes(3 * 4096 + 5, 5);
+  EXPECT_EQ(created->attr.layout().chunk_size(), kChunk);
+  const std::string data = RandomBytes(3 * kChunk + 5, 5);
   ASSERT_TRUE(created->file->Write(0, data.data(), data.size()).ok());
   const uint64_t ino = created->file->ino();
   ASSERT_TRUE(created->file->Close().ok());

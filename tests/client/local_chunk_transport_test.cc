@@ -27,6 +27,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <string>
@@ -36,7 +37,8 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "client/testing/fake_chunk_transport.h"
-#include "client/testing/fake_meta_client.h"
+#include "client/testing/in_process_meta.h"
+#include "client/testing/recording_meta_client.h"
 #include "common/chunk_format.h"
 #include "common/crc32c.h"
 #include "common/errno_status.h"
@@ -253,38 +255,46 @@ TEST_F(LocalChunkTest, ALocalServerIsAliveWithThisUuidAndHoldsItsRunningLock) {
   EXPECT_FALSE(LocalChunkTransport::FindLocal(Info()).has_value());
 }
 
-// ListServers names server 1 with this test's directory and server 2 with
-// none (another host, or an older build); it can be made to fail.
-class LocalServersMeta : public testing::FakeMetaClient {
+// The metadata service in-process with two storage servers: server 1 with
+// this test's directory, server 2 with none (another host, or an older
+// build). Its ListServers calls are counted and can be made to fail.
+class LocalServersMeta {
  public:
-  explicit LocalServersMeta(meta::ServerInfo local) : local_(std::move(local)) {}
-  absl::StatusOr<meta::ListServersReply> ListServers(const meta::Empty&) override {
-    absl::MutexLock lock(&mu_);
-    ++list_calls_;
-    if (fail_) return ErrnoStatus(EHOSTUNREACH, "the metadata service is away");
-    meta::ListServersReply reply;
-    *reply.add_servers() = local_;
-    meta::ServerInfo* remote = reply.add_servers();
-    remote->set_id(2);
-    remote->set_address("127.0.0.1:7002");
-    remote->set_uuid("remote");
-    remote->set_alive(true);
-    return reply;
+  explicit LocalServersMeta(const meta::ServerInfo& local) {
+    testing::InProcessMetaService::Options options;
+    options.storage_servers = 0;
+    auto service = testing::InProcessMetaService::Start(options);
+    EXPECT_TRUE(service.ok()) << service.status();
+    if (!service.ok()) return;
+    service_ = *std::move(service);
+    meta::RegisterServerRequest request;
+    request.set_uuid(local.uuid());
+    request.set_address(local.address());
+    request.set_data_dir(local.data_dir());
+    EXPECT_EQ(Register(request), local.id());
+    request.set_uuid("remote");
+    request.set_address("127.0.0.1:7002");
+    request.clear_data_dir();
+    EXPECT_EQ(Register(request), 2u);
+    meta_ = std::make_unique<testing::RecordingMetaClient>(service_->NewClient());
   }
-  int list_calls() {
-    absl::MutexLock lock(&mu_);
-    return list_calls_;
-  }
-  void set_fail(bool fail) {
-    absl::MutexLock lock(&mu_);
-    fail_ = fail;
+  MetaClient* client() { return meta_.get(); }
+  int list_calls() { return meta_->Calls("ListServers"); }
+  // From now on every ListServers fails: the service is away.
+  void set_fail() {
+    meta_->FailNext("ListServers", ErrnoStatus(EHOSTUNREACH, "the metadata service is away"),
+                    std::numeric_limits<int>::max());
   }
 
  private:
-  const meta::ServerInfo local_;
-  absl::Mutex mu_;
-  int list_calls_ ABSL_GUARDED_BY(mu_) = 0;
-  bool fail_ ABSL_GUARDED_BY(mu_) = false;
+  uint32_t Register(const meta::RegisterServerRequest& request) {
+    auto id = service_->RegisterServer(request);
+    EXPECT_TRUE(id.ok()) << id.status();
+    return id.ok() ? *id : 0;
+  }
+
+  std::unique_ptr<testing::InProcessMetaService> service_;
+  std::unique_ptr<testing::RecordingMetaClient> meta_;  // goes first
 };
 
 TEST_F(LocalChunkTest, LocalChunksNeverReachTheNetwork) {
@@ -298,7 +308,7 @@ TEST_F(LocalChunkTest, LocalChunksNeverReachTheNetwork) {
   ASSERT_TRUE(network->WriteChunk(2, 4, 0, 0, remote.data(), remote.size(), true).ok());
   const std::string served = TestData(6000, 5);  // what server 1 answers for a chunk it has
   ASSERT_TRUE(network->WriteChunk(1, 4, 1, 0, served.data(), served.size(), true).ok());
-  LocalChunkTransport transport(std::move(owned), &meta, absl::Hours(1));
+  LocalChunkTransport transport(std::move(owned), meta.client(), absl::Hours(1));
 
   std::string out(20000, '\0');
   auto got = transport.ReadChunk(1, 4, 0, 0, out.data(), out.size());
@@ -377,7 +387,7 @@ TEST_F(LocalChunkTest, AKilledServersFilesAreNotReadInItsPlace) {
   auto owned = std::make_unique<testing::FakeChunkTransport>();
   testing::FakeChunkTransport* network = owned.get();
   network->SetServerDown(1, true);
-  LocalChunkTransport transport(std::move(owned), &meta, absl::Hours(1));
+  LocalChunkTransport transport(std::move(owned), meta.client(), absl::Hours(1));
   std::string out(20000, '\0');
   EXPECT_TRUE(transport.ReadChunk(1, 4, 0, 0, out.data(), out.size()).ok());
   EXPECT_EQ(network->counts().reads, 0);
@@ -395,7 +405,7 @@ TEST_F(LocalChunkTest, TheMapIsRefreshedInTheBackgroundAndKeptWhenTheServiceIsAw
   auto owned = std::make_unique<testing::FakeChunkTransport>();
   testing::FakeChunkTransport* network = owned.get();
   ASSERT_TRUE(network->WriteChunk(1, 4, 0, 0, "net", 3, true).ok());
-  LocalChunkTransport transport(std::move(owned), &meta, absl::Milliseconds(20));
+  LocalChunkTransport transport(std::move(owned), meta.client(), absl::Milliseconds(20));
   std::string out(20000, '\0');
   // Not running yet at the first load: over the network.
   auto got = transport.ReadChunk(1, 4, 0, 0, out.data(), out.size());
@@ -416,7 +426,7 @@ TEST_F(LocalChunkTest, TheMapIsRefreshedInTheBackgroundAndKeptWhenTheServiceIsAw
   EXPECT_EQ(*got, 10000u);
 
   // The service goes away: the map stays, reads stay local.
-  meta.set_fail(true);
+  meta.set_fail();
   const int calls = meta.list_calls();
   while (meta.list_calls() < calls + 3 && absl::Now() < deadline) {
     absl::SleepFor(absl::Milliseconds(10));
@@ -607,7 +617,7 @@ TEST_F(LocalChunkTest, WholeChunksOfALocalServerAreWrittenInPlace) {
   LocalServersMeta meta(Info());
   auto owned = std::make_unique<AdoptingTransport>(store_.get());
   AdoptingTransport* network = owned.get();
-  LocalChunkTransport transport(std::move(owned), &meta, absl::Hours(1));
+  LocalChunkTransport transport(std::move(owned), meta.client(), absl::Hours(1));
   const std::string data = TestData((3 << 20) + 5, 7);
   HugePageMemory memory = Aligned(data);
 
@@ -638,7 +648,7 @@ TEST_F(LocalChunkTest, WholeChunksOfALocalServerAreWrittenInPlace) {
   reads_only.writes = false;
   auto owned2 = std::make_unique<AdoptingTransport>(store_.get());
   AdoptingTransport* network2 = owned2.get();
-  LocalChunkTransport reader(std::move(owned2), &meta, absl::Hours(1), reads_only);
+  LocalChunkTransport reader(std::move(owned2), meta.client(), absl::Hours(1), reads_only);
   ASSERT_TRUE(reader.WriteChunk(1, 8, 5, 0, memory.data(), data.size(), true).ok());
   EXPECT_EQ(network2->adopts(), 0);
   EXPECT_EQ(network2->counts().writes, 1);
@@ -649,7 +659,7 @@ TEST_F(LocalChunkTest, WhatIsNotWrittenInPlaceGoesOverTheNetworkAndLeavesNothing
   LocalServersMeta meta(Info());
   auto owned = std::make_unique<AdoptingTransport>(store_.get());
   AdoptingTransport* network = owned.get();
-  LocalChunkTransport transport(std::move(owned), &meta, absl::Hours(1));
+  LocalChunkTransport transport(std::move(owned), meta.client(), absl::Hours(1));
   const std::string data = TestData(50000, 8);
   HugePageMemory memory = Aligned(data);
   auto write = [&](uint32_t index) {
@@ -688,7 +698,7 @@ TEST_F(LocalChunkTest, WhatIsNotWrittenInPlaceGoesOverTheNetworkAndLeavesNothing
   // bytes), nothing left in tmp/.
   auto owned2 = std::make_unique<AdoptingTransport>(store_.get());
   AdoptingTransport* network2 = owned2.get();
-  LocalChunkTransport transport2(std::move(owned2), &meta, absl::Hours(1));
+  LocalChunkTransport transport2(std::move(owned2), meta.client(), absl::Hours(1));
   network2->Refuse(ETIMEDOUT, /*after=*/true);
   ASSERT_TRUE(transport2.WriteChunk(1, 9, 6, 0, memory.data(), data.size(), true).ok());
   EXPECT_EQ(network2->adopts(), 1);
@@ -735,7 +745,7 @@ TEST_F(LocalChunkTest, AFileShorterThanTheStoredChunkIsNeverAdopted) {
   LocalServersMeta meta(Info());
   auto owned = std::make_unique<AdoptingTransport>(store_.get());
   AdoptingTransport* network = owned.get();
-  LocalChunkTransport transport(std::move(owned), &meta, absl::Hours(1));
+  LocalChunkTransport transport(std::move(owned), meta.client(), absl::Hours(1));
   const std::string front = TestData(4096, 34);
   HugePageMemory front_memory = Aligned(front);
   ASSERT_TRUE(transport.WriteChunk(1, 6, 2, 0, front_memory.data(), front.size(), false).ok());
@@ -753,7 +763,7 @@ TEST_F(LocalChunkTest, AServerThatCannotAdoptIsAskedAgainAfterAWhile) {
   AdoptingTransport* network = owned.get();
   LocalChunkUse use;
   use.adopt_retry = absl::Milliseconds(200);
-  LocalChunkTransport transport(std::move(owned), &meta, absl::Hours(1), use);
+  LocalChunkTransport transport(std::move(owned), meta.client(), absl::Hours(1), use);
   const std::string data = TestData(4096, 10);
   HugePageMemory memory = Aligned(data);
   network->Refuse(EOPNOTSUPP);
@@ -782,7 +792,7 @@ TEST_F(LocalChunkTest, AKilledServersChunksAreNotWrittenInItsPlace) {
   LocalServersMeta meta(Info());
   auto owned = std::make_unique<AdoptingTransport>(store_.get());
   AdoptingTransport* network = owned.get();
-  LocalChunkTransport transport(std::move(owned), &meta, absl::Hours(1));
+  LocalChunkTransport transport(std::move(owned), meta.client(), absl::Hours(1));
   const std::string data = TestData(8192, 9);
   HugePageMemory memory = Aligned(data);
   ASSERT_TRUE(transport.WriteChunk(1, 4, 0, 0, memory.data(), data.size(), true).ok());

@@ -1,8 +1,8 @@
 // A chunk that was written and then vanished from every storage server (a
 // replaced disk, a quarantined only copy, a power loss) reads as EIO naming
 // the inode and chunk, never as zeros; chunks never written (the holes of a
-// sparse file, a truncate up) still read as zeros. Over the in-memory fakes,
-// whose metadata service keeps the written chunk ranges as the real one.
+// sparse file, a truncate up) still read as zeros. Over the metadata service
+// in-process, which keeps the written chunk ranges, and the fake transport.
 #include <cerrno>
 #include <string>
 

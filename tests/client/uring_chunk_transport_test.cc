@@ -9,48 +9,23 @@
 
 #include <cerrno>
 #include <functional>
-#include <map>
 #include <memory>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/mutex.h"
-#include "client/testing/fake_meta_client.h"
 #include "common/crc32c.h"
 #include "common/errno_status.h"
 #include "common/tcp.h"
 #include "gtest/gtest.h"
+#include "tests/client/address_book.h"
 #include "tests/client/pipelined_stand_in.h"
 
 namespace ckptfs::client {
 namespace {
 
 using testing::PipelinedStandIn;
-
-// The fake service, but storage servers at addresses the test chooses.
-class AddressBook : public testing::FakeMetaClient {
- public:
-  void Set(uint32_t id, std::string address) {
-    absl::MutexLock lock(&mu_);
-    addresses_[id] = std::move(address);
-  }
-  absl::StatusOr<meta::ListServersReply> ListServers(const meta::Empty&) override {
-    absl::MutexLock lock(&mu_);
-    meta::ListServersReply reply;
-    for (const auto& [id, address] : addresses_) {
-      meta::ServerInfo* info = reply.add_servers();
-      info->set_id(id);
-      info->set_address(address);
-    }
-    return reply;
-  }
-
- private:
-  absl::Mutex mu_;
-  std::map<uint32_t, std::string> addresses_ ABSL_GUARDED_BY(mu_);
-};
 
 struct TransportSetup {
   absl::Duration timeout = absl::Seconds(20);
@@ -66,14 +41,14 @@ TransportSetup OneConnection() {
   return setup;
 }
 
-std::unique_ptr<UringChunkTransport> MakeTransport(AddressBook& meta,
+std::unique_ptr<UringChunkTransport> MakeTransport(AddressBook& book,
                                                    const TransportSetup& setup = {}) {
   UringChunkTransport::Options options;
   options.connections_per_server = setup.connections;
   options.loop.ring_entries = setup.ring_entries;
   options.loop.nonblocking_io_for_testing = setup.nonblocking;
   options.loop.payload_piece_bytes = setup.payload_piece_bytes;
-  auto transport = UringChunkTransport::Create(&meta, setup.timeout, options);
+  auto transport = UringChunkTransport::Create(book.meta(), setup.timeout, options);
   EXPECT_TRUE(transport.ok()) << transport.status();
   return transport.ok() ? *std::move(transport) : nullptr;
 }
@@ -109,13 +84,13 @@ std::string WriteAndReadBack(UringChunkTransport& transport, uint32_t id, int i,
 
 class UringChunkTransportTest : public ::testing::Test {
  protected:
-  UringChunkTransportTest() { meta_.Set(1, storage_.address()); }
+  UringChunkTransportTest() { EXPECT_EQ(book_.Register("server-1", storage_.address()), 1u); }
   PipelinedStandIn storage_;
-  AddressBook meta_;
+  AddressBook book_;
 };
 
 TEST_F(UringChunkTransportTest, WriteReadHolesAndServerErrors) {
-  auto transport = MakeTransport(meta_);
+  auto transport = MakeTransport(book_);
   ASSERT_TRUE(transport->RefreshServers().ok());
   const std::string data = "checkpoint bytes";
   ASSERT_TRUE(transport->WriteChunk(1, 9, 3, 0, data.data(), data.size(), true).ok());
@@ -144,7 +119,7 @@ TEST_F(UringChunkTransportTest, WriteReadHolesAndServerErrors) {
 
 TEST_F(UringChunkTransportTest, RepliesArrivingOneByteAtATime) {
   storage_.split_replies = true;
-  auto transport = MakeTransport(meta_);
+  auto transport = MakeTransport(book_);
   std::vector<std::string> errors(16);
   RunConcurrently(16, [&](int i) { errors[i] = WriteAndReadBack(*transport, 1, i, 700); });
   for (const std::string& e : errors) EXPECT_EQ(e, "");
@@ -157,7 +132,7 @@ TEST_F(UringChunkTransportTest, RepliesArrivingOneByteAtATime) {
 TEST_F(UringChunkTransportTest, PayloadChecksummedPieceByPieceCatchesACorruptPiece) {
   TransportSetup setup = OneConnection();
   setup.payload_piece_bytes = 4096;
-  auto transport = MakeTransport(meta_, setup);
+  auto transport = MakeTransport(book_, setup);
   const size_t size = (size_t{256} << 10) + 123;
   const std::string data = Content(7, size);
   ASSERT_TRUE(transport->WriteChunk(1, 5, 7, 0, data.data(), data.size(), true).ok());
@@ -183,7 +158,7 @@ TEST_F(UringChunkTransportTest, PayloadChecksummedPieceByPieceCatchesACorruptPie
   // The same with the whole payload in one recv.
   TransportSetup whole = OneConnection();
   whole.payload_piece_bytes = 0;
-  auto transport2 = MakeTransport(meta_, whole);
+  auto transport2 = MakeTransport(book_, whole);
   n = transport2->ReadChunk(1, 5, 7, 0, back.data(), back.size());
   ASSERT_TRUE(n.ok()) << n.status();
   EXPECT_EQ(back.substr(0, *n), data);
@@ -198,7 +173,7 @@ TEST_F(UringChunkTransportTest, EagainFromNonblockingSocketsIsRetried) {
   storage_.split_replies = true;
   TransportSetup setup;
   setup.nonblocking = true;
-  auto transport = MakeTransport(meta_, setup);
+  auto transport = MakeTransport(book_, setup);
   std::vector<std::string> errors(8);
   RunConcurrently(8, [&](int i) { errors[i] = WriteAndReadBack(*transport, 1, i, 500); });
   for (const std::string& e : errors) EXPECT_EQ(e, "");
@@ -209,11 +184,11 @@ TEST_F(UringChunkTransportTest, EagainFromNonblockingSocketsIsRetried) {
 TEST_F(UringChunkTransportTest, FullSocketsMakeSendsShortOrEagainAndTheyResume) {
   PipelinedStandIn slow;
   slow.read_delay_us = 2000;
-  meta_.Set(2, slow.address());
+  ASSERT_EQ(book_.Register("server-2", slow.address()), 2u);
   TransportSetup setup;
   setup.connections = 1;
   setup.nonblocking = true;
-  auto transport = MakeTransport(meta_, setup);
+  auto transport = MakeTransport(book_, setup);
   std::vector<std::string> errors(4);
   RunConcurrently(4, [&](int i) { errors[i] = WriteAndReadBack(*transport, 2, i, 4 << 20); });
   for (const std::string& e : errors) EXPECT_EQ(e, "");
@@ -223,12 +198,12 @@ TEST_F(UringChunkTransportTest, FullSocketsMakeSendsShortOrEagainAndTheyResume) 
 
 TEST_F(UringChunkTransportTest, FullSubmissionQueueWith200Callers) {
   PipelinedStandIn second;
-  meta_.Set(2, second.address());
+  ASSERT_EQ(book_.Register("server-2", second.address()), 2u);
   // One submission slot for 8 connections, each wanting a recv and a send.
   TransportSetup setup;
   setup.connections = 4;
   setup.ring_entries = 1;
-  auto transport = MakeTransport(meta_, setup);
+  auto transport = MakeTransport(book_, setup);
   std::vector<std::string> errors(200);
   RunConcurrently(200,
                   [&](int i) { errors[i] = WriteAndReadBack(*transport, 1 + i % 2, i, 3000 + i); });
@@ -238,7 +213,7 @@ TEST_F(UringChunkTransportTest, FullSubmissionQueueWith200Callers) {
 }
 
 TEST_F(UringChunkTransportTest, SixtyFourInFlightOnOneConnectionAnsweredNewestFirst) {
-  auto transport = MakeTransport(meta_, OneConnection());
+  auto transport = MakeTransport(book_, OneConnection());
   constexpr int kCalls = 64;
   for (int i = 0; i < kCalls; ++i) {
     const std::string data = Content(i, 1000 + i);
@@ -274,7 +249,7 @@ TEST_F(UringChunkTransportTest, SixtyFourInFlightOnOneConnectionAnsweredNewestFi
 }
 
 TEST_F(UringChunkTransportTest, ServerClosingMidFrameFailsOverToAFreshConnection) {
-  auto transport = MakeTransport(meta_, OneConnection());
+  auto transport = MakeTransport(book_, OneConnection());
   ASSERT_TRUE(transport->WriteChunk(1, 1, 0, 0, "x", 1, true).ok());
   // 16 requests in flight; the first reply stops halfway and the server
   // closes: all 16 fail on that connection and go again on a new one.
@@ -309,7 +284,7 @@ TEST_F(UringChunkTransportTest, ServerClosingMidFrameFailsOverToAFreshConnection
 // so that the server drops that attempt if it still holds it: a late
 // original never lands after the resend (server/storage/resend_fence.h).
 TEST_F(UringChunkTransportTest, AResentWriteSupersedesTheAttemptBeforeIt) {
-  auto transport = MakeTransport(meta_, OneConnection());
+  auto transport = MakeTransport(book_, OneConnection());
   ASSERT_TRUE(transport->WriteChunk(1, 4, 0, 0, "x", 1, true).ok());
   storage_.drop_next = 1;  // read, then the connection is cut unanswered
   ASSERT_TRUE(transport->WriteChunk(1, 4, 0, 0, "y", 1, true).ok());
@@ -331,7 +306,7 @@ TEST_F(UringChunkTransportTest, AResentWriteSupersedesTheAttemptBeforeIt) {
 }
 
 TEST_F(UringChunkTransportTest, ServerGoneIsACleanTransportError) {
-  auto transport = MakeTransport(meta_);
+  auto transport = MakeTransport(book_);
   ASSERT_TRUE(transport->WriteChunk(1, 1, 0, 0, "x", 1, true).ok());
   storage_.close_mid_frame_next = 1000;  // every reply cut short
   char buf[16];
@@ -347,7 +322,7 @@ TEST_F(UringChunkTransportTest, ServerGoneIsACleanTransportError) {
 TEST_F(UringChunkTransportTest, RequestsPastTheirDeadline) {
   TransportSetup setup;
   setup.timeout = absl::Seconds(2);
-  auto transport = MakeTransport(meta_, setup);
+  auto transport = MakeTransport(book_, setup);
   ASSERT_TRUE(transport->WriteChunk(1, 9, 0, 0, "a", 1, true).ok());
   // A READ that gets no answer fails its connection and is asked again.
   storage_.stall_next = 1;
@@ -365,7 +340,7 @@ TEST_F(UringChunkTransportTest, RequestsPastTheirDeadline) {
 }
 
 TEST_F(UringChunkTransportTest, GarbageOrUnexpectedRepliesBreakTheConnection) {
-  auto transport = MakeTransport(meta_, OneConnection());
+  auto transport = MakeTransport(book_, OneConnection());
   storage_.garbage_next = 1;
   ASSERT_TRUE(transport->WriteChunk(1, 1, 0, 0, "a", 1, true).ok());
   EXPECT_EQ(storage_.connections.load(), 2);
@@ -380,42 +355,44 @@ TEST_F(UringChunkTransportTest, GarbageOrUnexpectedRepliesBreakTheConnection) {
 
 TEST_F(UringChunkTransportTest, RefusedConnectionKeepsTheServersErrno) {
   storage_.refuse_with = EAGAIN;
-  auto transport = MakeTransport(meta_);
+  auto transport = MakeTransport(book_);
   absl::Status s = transport->WriteChunk(1, 1, 0, 0, "a", 1, true);
   EXPECT_EQ(ErrnoFromStatus(s), EAGAIN) << s;
   EXPECT_NE(s.message().find("too many connections"), absl::string_view::npos) << s;
 }
 
 TEST_F(UringChunkTransportTest, ServerMapIsRefreshedForUnknownIdsAndMovedServers) {
-  AddressBook meta;
-  auto transport = MakeTransport(meta);
+  AddressBook book;
+  auto transport = MakeTransport(book);
   ASSERT_TRUE(transport->RefreshServers().ok());  // empty
-  meta.Set(5, storage_.address());                // a server registers later
-  ASSERT_TRUE(transport->WriteChunk(5, 1, 0, 0, "x", 1, true).ok());
-  absl::Status unknown = transport->WriteChunk(6, 1, 0, 0, "x", 1, true);
+  // A server registers later.
+  const uint32_t later = book.Register("later", storage_.address());
+  ASSERT_TRUE(transport->WriteChunk(later, 1, 0, 0, "x", 1, true).ok());
+  absl::Status unknown = transport->WriteChunk(later + 1, 1, 0, 0, "x", 1, true);
   ASSERT_FALSE(unknown.ok());
   EXPECT_NE(unknown.message().find("unknown"), absl::string_view::npos) << unknown;
-  // Server 5 restarts elsewhere: its old connection fails, the map is
-  // loaded again, and the request reaches the new address.
+  // The server restarts elsewhere (the same data directory registers from
+  // another address): its old connection fails, the map is loaded again,
+  // and the request reaches the new address.
   PipelinedStandIn moved;
-  meta.Set(5, moved.address());
+  ASSERT_EQ(book.Register("later", moved.address()), later);
   storage_.Stop();
-  ASSERT_TRUE(transport->WriteChunk(5, 1, 0, 0, "y", 1, true).ok());
+  ASSERT_TRUE(transport->WriteChunk(later, 1, 0, 0, "y", 1, true).ok());
   EXPECT_EQ(moved.Chunk(1, 0), "y");
 }
 
 TEST_F(UringChunkTransportTest, DeadServerIsAnError) {
-  AddressBook meta;
+  AddressBook book;
   uint16_t port = 0;
   {
     auto fd = ListenTcp(HostPort{"127.0.0.1", 0});  // bound, then closed
     ASSERT_TRUE(fd.ok());
     port = *LocalPort(fd->get());
   }
-  meta.Set(1, absl::StrCat("127.0.0.1:", port));
+  ASSERT_EQ(book.Register("gone", absl::StrCat("127.0.0.1:", port)), 1u);
   TransportSetup setup;
   setup.timeout = absl::Seconds(2);
-  auto transport = MakeTransport(meta, setup);
+  auto transport = MakeTransport(book, setup);
   absl::Status s = transport->WriteChunk(1, 1, 0, 0, "x", 1, true);
   ASSERT_FALSE(s.ok());
   EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable);

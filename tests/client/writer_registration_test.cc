@@ -1,6 +1,7 @@
-// Writer registration of File handles (client/file.h) over the in-memory
-// fakes: the sequence of Create / Open / CommitWrite the service sees, so a
-// checkpoint commit knows which files are still being written.
+// Writer registration of File handles (client/file.h) over the metadata
+// service in-process: the sequence of Create / Open / CommitWrite the service
+// sees, and the writers it has registered, so a checkpoint commit knows
+// which files are still being written.
 #include <fcntl.h>
 
 #include <cerrno>
@@ -25,7 +26,7 @@ TEST_F(WriterRegistrationTest, CreateFlushReleaseSequence) {
   const uint64_t id = file.writer_handle();
   ASSERT_NE(id, 0u);
   EXPECT_EQ(meta_->Registrations(), std::vector<uint64_t>{id});
-  EXPECT_EQ(meta_->WriterHandles(file.ino()), Ids({id}));
+  EXPECT_EQ(service_->WriterHandles(file.ino()), Ids({id}));
 
   ASSERT_TRUE(file.Write(0, "hello", 5).ok());
   ASSERT_TRUE(file.Flush().ok());
@@ -35,12 +36,12 @@ TEST_F(WriterRegistrationTest, CreateFlushReleaseSequence) {
   EXPECT_EQ(commits[0].size(), 5u);
   EXPECT_EQ(commits[0].release_writer(), id);
   EXPECT_FALSE(commits[0].failed());
-  EXPECT_TRUE(meta_->WriterHandles(file.ino()).empty());
+  EXPECT_TRUE(service_->WriterHandles(file.ino()).empty());
 
   // Released already and nothing new: close (FUSE release) sends nothing.
   ASSERT_TRUE(file.Close().ok());
   EXPECT_EQ(meta_->CommitWrites().size(), 1u);
-  EXPECT_EQ(meta_->RecordedSize(file.ino()), 5u);
+  EXPECT_EQ(service_->RecordedSize(file.ino()), 5u);
 }
 
 TEST_F(WriterRegistrationTest, FlushReleasesEvenWithNothingWritten) {
@@ -52,7 +53,7 @@ TEST_F(WriterRegistrationTest, FlushReleasesEvenWithNothingWritten) {
   EXPECT_EQ(commits[0].release_writer(), file->writer_handle());
   EXPECT_EQ(commits[0].size(), 0u);
   EXPECT_EQ(commits[0].mtime_ns(), 0);  // a release alone changes no attribute
-  EXPECT_TRUE(meta_->WriterHandles(file->ino()).empty());
+  EXPECT_TRUE(service_->WriterHandles(file->ino()).empty());
 }
 
 TEST_F(WriterRegistrationTest, WriteAfterFlushRegistersAgain) {
@@ -62,12 +63,12 @@ TEST_F(WriterRegistrationTest, WriteAfterFlushRegistersAgain) {
   const uint64_t id = file->writer_handle();
   ASSERT_TRUE(file->Write(0, "ab", 2).ok());
   ASSERT_TRUE(file->Flush().ok());
-  EXPECT_TRUE(meta_->WriterHandles(file->ino()).empty());
+  EXPECT_TRUE(service_->WriterHandles(file->ino()).empty());
   ASSERT_TRUE(file->Write(2, "cd", 2).ok());
   EXPECT_EQ(meta_->Registrations(), (std::vector<uint64_t>{id, id}));
-  EXPECT_EQ(meta_->WriterHandles(file->ino()), Ids({id}));
+  EXPECT_EQ(service_->WriterHandles(file->ino()), Ids({id}));
   ASSERT_TRUE(file->Close().ok());  // the release of a handle still registered
-  EXPECT_TRUE(meta_->WriterHandles(file->ino()).empty());
+  EXPECT_TRUE(service_->WriterHandles(file->ino()).empty());
   std::vector<meta::CommitWriteRequest> commits = meta_->CommitWrites();
   ASSERT_EQ(commits.size(), 2u);
   EXPECT_EQ(commits[1].release_writer(), id);
@@ -87,9 +88,9 @@ TEST_F(WriterRegistrationTest, FailedWriteMarksTheFileFailed) {
   EXPECT_TRUE(commits[0].failed());
   EXPECT_EQ(commits[0].release_writer(), file->writer_handle());
   EXPECT_EQ(commits[0].size(), 0u);  // no size is published for a failed file
-  EXPECT_TRUE(meta_->Damaged(file->ino()));
-  EXPECT_TRUE(meta_->WriterHandles(file->ino()).empty());
-  EXPECT_EQ(meta_->RecordedSize(file->ino()), 0u);
+  EXPECT_TRUE(service_->Damaged(file->ino()));
+  EXPECT_TRUE(service_->WriterHandles(file->ino()).empty());
+  EXPECT_EQ(service_->RecordedSize(file->ino()), 0u);
 }
 
 TEST_F(WriterRegistrationTest, ReleaseThatFailedIsSentAgainByClose) {
@@ -98,10 +99,10 @@ TEST_F(WriterRegistrationTest, ReleaseThatFailedIsSentAgainByClose) {
   ASSERT_TRUE(file->Write(0, "x", 1).ok());
   meta_->FailNext("CommitWrite", ErrnoStatus(EIO, "injected"));
   EXPECT_FALSE(file->Flush().ok());
-  EXPECT_EQ(meta_->WriterHandles(file->ino()), Ids({file->writer_handle()}));
+  EXPECT_EQ(service_->WriterHandles(file->ino()), Ids({file->writer_handle()}));
   ASSERT_TRUE(file->Close().ok());
-  EXPECT_TRUE(meta_->WriterHandles(file->ino()).empty());
-  EXPECT_EQ(meta_->RecordedSize(file->ino()), 1u);
+  EXPECT_TRUE(service_->WriterHandles(file->ino()).empty());
+  EXPECT_EQ(service_->RecordedSize(file->ino()), 1u);
 }
 
 TEST_F(WriterRegistrationTest, ReadOnlyHandlesNeverRegister) {
@@ -125,11 +126,11 @@ TEST_F(WriterRegistrationTest, EachHandleHasItsOwnId) {
   auto b = client_->Open(a->ino(), O_WRONLY);
   ASSERT_TRUE(b.ok());
   EXPECT_NE(a->writer_handle(), (*b)->writer_handle());
-  EXPECT_EQ(meta_->WriterHandles(a->ino()), Ids({a->writer_handle(), (*b)->writer_handle()}));
+  EXPECT_EQ(service_->WriterHandles(a->ino()), Ids({a->writer_handle(), (*b)->writer_handle()}));
   ASSERT_TRUE(a->Close().ok());
-  EXPECT_EQ(meta_->WriterHandles(a->ino()), Ids({(*b)->writer_handle()}));  // b still open
+  EXPECT_EQ(service_->WriterHandles(a->ino()), Ids({(*b)->writer_handle()}));  // b still open
   ASSERT_TRUE((*b)->Close().ok());
-  EXPECT_TRUE(meta_->WriterHandles(a->ino()).empty());
+  EXPECT_TRUE(service_->WriterHandles(a->ino()).empty());
 }
 
 TEST_F(WriterRegistrationTest, TruncationsRegisterOnlyWhileTheyRun) {
@@ -142,13 +143,13 @@ TEST_F(WriterRegistrationTest, TruncationsRegisterOnlyWhileTheyRun) {
   auto reader = client_->Open(file->ino(), O_RDONLY | O_TRUNC);
   ASSERT_TRUE(reader.ok());
   EXPECT_EQ((*reader)->size(), 0u);
-  EXPECT_TRUE(meta_->WriterHandles(file->ino()).empty());
+  EXPECT_TRUE(service_->WriterHandles(file->ino()).empty());
   meta::SetAttrRequest request;
   request.set_ino(file->ino());
   request.set_valid(meta::SET_SIZE);
   request.set_size(3);
   ASSERT_TRUE(client_->SetAttr(request).ok());
-  EXPECT_TRUE(meta_->WriterHandles(file->ino()).empty());
+  EXPECT_TRUE(service_->WriterHandles(file->ino()).empty());
   const std::vector<uint64_t> registered = meta_->Registrations();
   // The create, the open (its id again with the truncation), the truncate.
   EXPECT_EQ(std::set<uint64_t>(registered.begin(), registered.end()).size(), 3u);
@@ -172,7 +173,7 @@ TEST_F(WriterRegistrationTest, ReadOnlyTruncatingCreateCannotTrimACommittedFile)
   ASSERT_FALSE(again.ok());
   EXPECT_EQ(ErrnoFromStatus(again.status()), EROFS) << again.status();
   EXPECT_EQ(ReadAll(ino), "abcdef");
-  EXPECT_TRUE(meta_->WriterHandles(ino).empty());
+  EXPECT_TRUE(service_->WriterHandles(ino).empty());
 }
 
 }  // namespace

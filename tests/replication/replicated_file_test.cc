@@ -1,5 +1,6 @@
 // OpenFileState (client/open_file_state.h) over a file with two copies of
-// every chunk, on the in-memory fakes: a chunk write that fails on one copy
+// every chunk, on the metadata service in-process and the in-memory chunk
+// transport (client/testing/): a chunk write that fails on one copy
 // only reaches the application — at the next write, read, flush (what
 // close does) and fsync — and the size it would have made is never
 // published, so the state the app sees after the error is the one it was
@@ -19,7 +20,7 @@
 #include "client/open_file_state.h"
 #include "client/replica_io.h"
 #include "client/testing/fake_chunk_transport.h"
-#include "client/testing/fake_meta_client.h"
+#include "client/testing/in_process_meta.h"
 #include "client/write_source.h"
 #include "common/errno_status.h"
 #include "gtest/gtest.h"
@@ -64,23 +65,31 @@ class OneServerFailsWrites : public ChunkTransport {
 
 class ReplicatedFileTest : public ::testing::Test {
  protected:
-  ReplicatedFileTest() : meta_({1, 2, 3}, kChunk), executor_(4), buffers_(1 << 20) {}
+  ReplicatedFileTest() : executor_(4), buffers_(1 << 20) {}
 
   // Creates `name` with two copies per chunk, and a transport whose writes
   // to the server of copy 2 of chunk 0 fail.
   void SetUpFile(const std::string& name) {
+    testing::InProcessMetaService::Options options;
+    options.storage_servers = 3;
+    options.default_chunk_size = kChunk;
+    options.default_replicas = 2;
+    auto service = testing::InProcessMetaService::Start(options);
+    ASSERT_TRUE(service.ok()) << service.status();
+    service_ = *std::move(service);
+    meta_ = service_->NewClient();
     meta::CreateRequest request;
     request.set_parent(kRootIno);
     request.set_name(name);
     request.set_mode(0644);
-    absl::StatusOr<meta::CreateReply> created = meta_.Create(request);
+    absl::StatusOr<meta::CreateReply> created = meta_->Create(request);
     ASSERT_TRUE(created.ok()) << created.status();
     attr_ = created->attr();
-    attr_.mutable_layout()->set_replicas(2);
+    ASSERT_EQ(attr_.layout().replicas(), 2u);
     copies_ = ReplicaServers(attr_.layout(), 0);
     ASSERT_EQ(copies_.size(), 2u);
     transport_ = std::make_unique<OneServerFailsWrites>(copies_[1]);
-    services_.meta = &meta_;
+    services_.meta = meta_.get();
     services_.transport = transport_.get();
     services_.failed_servers = &failed_;
     services_.executor = &executor_;
@@ -102,7 +111,7 @@ class ReplicatedFileTest : public ::testing::Test {
   uint64_t ServiceSize() {
     meta::InodeRequest request;
     request.set_ino(attr_.ino());
-    absl::StatusOr<meta::AttrReply> reply = meta_.GetAttr(request);
+    absl::StatusOr<meta::AttrReply> reply = meta_->GetAttr(request);
     EXPECT_TRUE(reply.ok()) << reply.status();
     return reply.ok() ? reply->attr().size() : ~uint64_t{0};
   }
@@ -118,7 +127,8 @@ class ReplicatedFileTest : public ::testing::Test {
         << status;
   }
 
-  testing::FakeMetaClient meta_;
+  std::unique_ptr<testing::InProcessMetaService> service_;
+  std::unique_ptr<MetaClient> meta_;
   IoExecutor executor_;
   BufferPool buffers_;
   OpenFileRegistry registry_;
