@@ -37,23 +37,6 @@ add_executable(ckptfs-bench ${CMAKE_CURRENT_LIST_DIR}/main.cc)
 target_compile_options(ckptfs-bench PRIVATE ${CKPTFS_WARNINGS})
 target_link_libraries(ckptfs-bench PRIVATE ckptfs_bench_runner)
 
-if(BUILD_TESTING)
-  add_executable(ckptfs_bench_test
-    ${CMAKE_CURRENT_LIST_DIR}/bench_cli_test.cc
-    ${CMAKE_CURRENT_LIST_DIR}/cpu_test.cc
-    ${CMAKE_CURRENT_LIST_DIR}/disk_test.cc
-    ${CMAKE_CURRENT_LIST_DIR}/figures_test.cc
-    ${CMAKE_CURRENT_LIST_DIR}/options_test.cc
-    ${CMAKE_CURRENT_LIST_DIR}/report_test.cc
-    ${CMAKE_CURRENT_LIST_DIR}/target_test.cc)
-  target_compile_options(ckptfs_bench_test PRIVATE ${CKPTFS_WARNINGS})
-  target_compile_definitions(ckptfs_bench_test PRIVATE
-    CKPTFS_BENCH_PATH="$<TARGET_FILE:ckptfs-bench>")
-  add_dependencies(ckptfs_bench_test ckptfs-bench)
-  target_link_libraries(ckptfs_bench_test PRIVATE ckptfs_bench_runner GTest::gtest_main)
-  ckptfs_gtest(ckptfs_bench_test unit TEST_PREFIX "bench." TIMEOUT 300)
-endif()
-
 # ckptfs-barrier-bench: the commit barrier at 1,024 / 4,096 ranks,
 # asynchronous gRPC commits from one process.
 add_executable(ckptfs-barrier-bench

@@ -1,9 +1,9 @@
 // Conversions between ckptfs metadata records and the structs FUSE speaks.
 //
 // Pure functions with no FUSE session or client behind them, so they are
-// unit-tested on their own (attr_test.cc). FUSE inode numbers are ckptfs
-// inode numbers (global, never reused), so no translation table exists and
-// the generation number is constant. Thread-safe.
+// unit-tested on their own (tests/fuse/attr_test.cc). FUSE inode numbers are
+// ckptfs inode numbers (global, never reused), so no translation table exists
+// and the generation number is constant. Thread-safe.
 #ifndef CKPTFS_FUSE_ATTR_H_
 #define CKPTFS_FUSE_ATTR_H_
 

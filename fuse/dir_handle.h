@@ -8,7 +8,7 @@
 // Offsets: 0 is ".", 1 is "..", 2 + i is the i-th entry in name order.
 //
 // The fetcher is injected so the paging is testable without a service
-// (dir_handle_test.cc); Filesystem binds it to Client::ReadDir.
+// (tests/fuse/dir_handle_test.cc); Filesystem binds it to Client::ReadDir.
 //
 // Thread-safety: At() may be called concurrently. No lock is held while the
 // fetcher runs (an RPC); a page that arrives after another thread already

@@ -1,6 +1,6 @@
 // Extended-attribute name rules of the ckptfs mount, and the packing of a
 // name list into the listxattr(2) wire format. Pure functions, unit-tested
-// in xattr_names_test.cc. Thread-safe.
+// in tests/fuse/xattr_names_test.cc. Thread-safe.
 #ifndef CKPTFS_FUSE_XATTR_NAMES_H_
 #define CKPTFS_FUSE_XATTR_NAMES_H_
 

@@ -1,7 +1,7 @@
 // Plain-text tables and byte counts for the `ckptfs` command's output, and
 // the scrub and repair parts of `ckptfs status` (kept here, beside the table
-// code they use, so that table_test.cc checks them without a cluster).
-// Thread-safe (pure functions).
+// code they use, so that tests/tools/table_test.cc checks them without a
+// cluster). Thread-safe (pure functions).
 #ifndef CKPTFS_TOOLS_TABLE_H_
 #define CKPTFS_TOOLS_TABLE_H_
 

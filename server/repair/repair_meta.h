@@ -2,7 +2,7 @@
 // the metadata service — the namespace walk, a file's layout, the storage
 // servers, moving a file's copies off a dead server, and its progress
 // report — as one small interface, so the repair logic is tested over an
-// in-memory service (repair_test.cc) and runs over gRPC through
+// in-memory service (tests/repair/repair_test.cc) and runs over gRPC through
 // client::MetaClient (tools/repair_cmd.cc).
 //
 // Thread-safety: implementations must allow calls from any thread (the

@@ -1,5 +1,5 @@
 // Tests of telling a storage server by the lock on its data directory
-// (data_dir_lock_probe.h). Forked children stand in for the server: they
+// (tools/data_dir_lock_probe.h). Forked children stand in for the server: they
 // lock <dir>/LOCK as ckptfs-storage does (flock, OFD read lock, pid in the
 // file) and wait; another only keeps the file open, as a client on the host
 // that probes the running-lock does. Others hold the lock where no fd table

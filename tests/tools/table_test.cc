@@ -1,5 +1,5 @@
 // Tests of the text-table helpers and the scrub and repair parts of
-// `ckptfs status` (table.h).
+// `ckptfs status` (tools/table.h).
 #include "tools/table.h"
 
 #include <string>

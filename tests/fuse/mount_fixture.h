@@ -9,8 +9,8 @@
 // unmounts (lazily if need be) and joins the session thread even when a
 // test fails; the service goes last. Thread-safety: test-thread only,
 // except the service, the wrapper and the transport.
-#ifndef CKPTFS_FUSE_MOUNT_FIXTURE_H_
-#define CKPTFS_FUSE_MOUNT_FIXTURE_H_
+#ifndef CKPTFS_TESTS_FUSE_MOUNT_FIXTURE_H_
+#define CKPTFS_TESTS_FUSE_MOUNT_FIXTURE_H_
 
 #include <fcntl.h>
 #include <stdlib.h>
@@ -119,4 +119,4 @@ class MountTest : public ::testing::Test {
 
 }  // namespace ckptfs::fuse
 
-#endif  // CKPTFS_FUSE_MOUNT_FIXTURE_H_
+#endif  // CKPTFS_TESTS_FUSE_MOUNT_FIXTURE_H_

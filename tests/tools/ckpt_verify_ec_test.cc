@@ -4,7 +4,7 @@
 // and its CRC32C is that of its bytes (as for a replicated file holding
 // them), a deleted, corrupt or other-version fragment makes the chunk bad
 // naming the fragment and its server, fewer than k is bad, no fragment at
-// all is a hole. (Here, not in tools/, because the fakes are linked here.)
+// all is a hole.
 #include <string>
 #include <vector>
 

@@ -6,9 +6,9 @@
 #include <string>
 
 #include "bench/rank_io.h"
-#include "bench/rank_io_testing.h"
 #include "common/errno_status.h"
 #include "gtest/gtest.h"
+#include "tests/bench/rank_io_testing.h"
 
 namespace ckptfs::bench {
 namespace {

@@ -14,9 +14,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
-#include "bench/rank_io_testing.h"
 #include "bench/workload.h"
 #include "gtest/gtest.h"
+#include "tests/bench/rank_io_testing.h"
 
 namespace ckptfs::bench {
 namespace {

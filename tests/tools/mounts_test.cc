@@ -1,4 +1,4 @@
-// Tests of mount-table parsing and mount-holder discovery (mounts.h).
+// Tests of mount-table parsing and mount-holder discovery (tools/mounts.h).
 #include "tools/mounts.h"
 
 #include <stdlib.h>

@@ -1,5 +1,5 @@
 // See rank_io_testing.h.
-#include "bench/rank_io_testing.h"
+#include "tests/bench/rank_io_testing.h"
 
 #include <fcntl.h>
 #include <unistd.h>

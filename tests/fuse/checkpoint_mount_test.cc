@@ -23,8 +23,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "fuse/mount_fixture.h"
 #include "gtest/gtest.h"
+#include "tests/fuse/mount_fixture.h"
 
 namespace ckptfs::fuse {
 namespace {

@@ -1,4 +1,4 @@
-// Tests of the xattr name rules and list packing (xattr_names.h).
+// Tests of the xattr name rules and list packing (fuse/xattr_names.h).
 #include "fuse/xattr_names.h"
 
 #include <string>

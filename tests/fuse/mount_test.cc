@@ -27,8 +27,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "fuse/mount_fixture.h"
 #include "gtest/gtest.h"
+#include "tests/fuse/mount_fixture.h"
 
 namespace ckptfs::fuse {
 namespace {

@@ -2,8 +2,8 @@
 // the size of every Write and can make calls fail with a chosen errno.
 //
 // Thread-safety: like any RankIo, one thread at a time.
-#ifndef CKPTFS_BENCH_RANK_IO_TESTING_H_
-#define CKPTFS_BENCH_RANK_IO_TESTING_H_
+#ifndef CKPTFS_TESTS_BENCH_RANK_IO_TESTING_H_
+#define CKPTFS_TESTS_BENCH_RANK_IO_TESTING_H_
 
 #include <cstddef>
 #include <string>
@@ -88,4 +88,4 @@ void PatchFile(const std::string& path, uint64_t offset, const std::string& data
 
 }  // namespace ckptfs::bench::testing
 
-#endif  // CKPTFS_BENCH_RANK_IO_TESTING_H_
+#endif  // CKPTFS_TESTS_BENCH_RANK_IO_TESTING_H_

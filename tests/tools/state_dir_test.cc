@@ -1,4 +1,4 @@
-// Tests of the state directory and the cluster.state format (state_dir.h).
+// Tests of the state directory and the cluster.state format (tools/state_dir.h).
 #include "tools/state_dir.h"
 
 #include <stdlib.h>

@@ -1,12 +1,12 @@
-// Unit tests of the repairer (file_repair.h, repair_pass.h) over in-memory
-// storage servers (client/testing/fake_chunk_transport.h) and a RepairMeta
-// kept in the test: missing copies filled, corrupt copies replaced,
-// differing copies left and reported, holes left, a dead server's copies
-// moved before its stripe entry, and a pass's report; for erasure-coded
-// files, lost fragments filled byte-exact, corrupt ones rewritten, another
-// version's left while the file is being written, fewer than k reported,
-// and a dead server's fragments decoded onto a spare before the stripe
-// moves. Also the fake's FillChunk (replace only if absent).
+// Unit tests of the repairer (server/repair/file_repair.h, repair_pass.h)
+// over in-memory storage servers (client/testing/fake_chunk_transport.h)
+// and a RepairMeta kept in the test: missing copies filled, corrupt copies
+// replaced, differing copies left and reported, holes left, a dead server's
+// copies moved before its stripe entry, and a pass's report; for
+// erasure-coded files, lost fragments filled byte-exact, corrupt ones
+// rewritten, another version's left while the file is being written, fewer
+// than k reported, and a dead server's fragments decoded onto a spare before
+// the stripe moves. Also the fake's FillChunk (replace only if absent).
 #include <cerrno>
 #include <map>
 #include <optional>

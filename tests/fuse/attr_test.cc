@@ -1,4 +1,4 @@
-// Tests of the metadata <-> FUSE struct conversions (attr.h).
+// Tests of the metadata <-> FUSE struct conversions (fuse/attr.h).
 #include "fuse/attr.h"
 
 #include <fuse_lowlevel.h>

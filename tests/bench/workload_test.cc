@@ -13,9 +13,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "bench/rank_io.h"
-#include "bench/rank_io_testing.h"
 #include "common/errno_status.h"
 #include "gtest/gtest.h"
+#include "tests/bench/rank_io_testing.h"
 
 namespace ckptfs::bench {
 namespace {

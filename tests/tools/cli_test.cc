@@ -4,8 +4,8 @@
 // a state dir whose cluster still runs, `down` of recorded processes, and
 // the argument errors of `ckptfs ckpt`, the help of the operator commands.
 // The real end-to-end runs live in tests/integration/cli_test.cc (up, write,
-// down, up, read, down) and tools/cluster_scenario_test.cc (every command
-// on one cluster).
+// down, up, read, down) and tests/tools/cluster_scenario_test.cc (every
+// command on one cluster).
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/stat.h>

@@ -1,5 +1,5 @@
-// Tests of spawning, watching and stopping daemons (process.h), with shell
-// scripts standing in for the daemons.
+// Tests of spawning, watching and stopping daemons (tools/process.h), with
+// shell scripts standing in for the daemons.
 #include "tools/process.h"
 
 #include <signal.h>

@@ -46,7 +46,7 @@
 #include "common/crc32c.h"
 #include "gtest/gtest.h"
 #include "proto/meta.pb.h"
-#include "tools/cluster_test_support.h"
+#include "tests/tools/cluster_test_support.h"
 #include "tools/local_etcd.h"
 #include "tools/mounts.h"
 #include "tools/ports.h"

@@ -21,11 +21,11 @@
 #include "absl/strings/str_split.h"
 #include "bench/dcp_layout.h"
 #include "bench/rank_io.h"
-#include "bench/rank_io_testing.h"
 #include "bench/torch_tensors.h"
 #include "bench/torch_zip.h"
 #include "bench/workload.h"
 #include "gtest/gtest.h"
+#include "tests/bench/rank_io_testing.h"
 
 namespace ckptfs::bench {
 namespace {

@@ -1,4 +1,4 @@
-// Tests of DirHandle paging (dir_handle.h) against a fake ReadDir.
+// Tests of DirHandle paging (fuse/dir_handle.h) against a fake ReadDir.
 #include "fuse/dir_handle.h"
 
 #include <sys/stat.h>

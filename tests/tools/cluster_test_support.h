@@ -3,8 +3,8 @@
 // are usable, where to look for free ports, whether a process is alive, a
 // whole file's bytes.
 // Each test target defines CKPTFS_BUILD_BIN_DIR. Thread-safe (no state).
-#ifndef CKPTFS_TOOLS_CLUSTER_TEST_SUPPORT_H_
-#define CKPTFS_TOOLS_CLUSTER_TEST_SUPPORT_H_
+#ifndef CKPTFS_TESTS_TOOLS_CLUSTER_TEST_SUPPORT_H_
+#define CKPTFS_TESTS_TOOLS_CLUSTER_TEST_SUPPORT_H_
 
 #include <fcntl.h>
 #include <sys/types.h>
@@ -72,4 +72,4 @@ inline std::string ReadWholeFile(const std::string& path) {
 
 }  // namespace ckptfs::tools::testing
 
-#endif  // CKPTFS_TOOLS_CLUSTER_TEST_SUPPORT_H_
+#endif  // CKPTFS_TESTS_TOOLS_CLUSTER_TEST_SUPPORT_H_

@@ -1,4 +1,4 @@
-// Tests of the subcommand flag parser (flags.h).
+// Tests of the subcommand flag parser (tools/flags.h).
 #include "tools/flags.h"
 
 #include "gtest/gtest.h"
