@@ -1,7 +1,7 @@
 // Tests of the checkpoint info parser (common/checkpoint_info_text.h) on the
 // lines the tools read, and of the xattr helpers' errors
 // (tools/mount_transactions.h). The mount side is tested end to end in
-// tests/integration/checkpoint_test.cc.
+// tests/integration/checkpoint_*_test.cc.
 #include "tools/mount_transactions.h"
 
 #include <cerrno>
