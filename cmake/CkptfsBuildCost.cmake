@@ -82,7 +82,8 @@ set(ckptfs_test_opt $<$<CONFIG:RelWithDebInfo>:-O${CKPTFS_TEST_OPT_LEVEL}>)
 
 # The precompiled headers: what most translation units include, from
 # Debian's packages (never ckptfs's own or generated headers, so that no
-# change to ckptfs rebuilds them).
+# change to ckptfs rebuilds them). tests/repo/check_thread_safety.py reads
+# this list for clang's precompiled headers too.
 set(CKPTFS_PCH_BASE_HEADERS
   <algorithm> <atomic> <cerrno> <chrono> <cstdint> <cstring> <filesystem> <fstream>
   <functional> <map> <memory> <mutex> <optional> <set> <sstream> <string> <thread>
