@@ -26,6 +26,10 @@ cleanup() {
   for m in $(awk '$3 == "fuse.ckptfs" {print $2}' /proc/mounts | grep -E '/ckptfs-(it|cli)-' || true); do
     fusermount3 -u -z "$m" || true
   done
+  # A test cluster's own storage disk (a tmpfs under its temp dir).
+  for m in $(awk '$3 == "tmpfs" {print $2}' /proc/mounts | grep -E '/ckptfs-it-[^/]*/disk$' || true); do
+    umount -l "$m" || true
+  done
   echo "== wall time per phase"
   local line
   for line in "${phases[@]}"; do echo "  $line"; done

@@ -26,7 +26,7 @@ namespace {
 
 constexpr int kLogTailLines = 25;
 
-// /tmp/ckptfs-fuse-<mountpoint with '/' as '_'>.log
+// /tmp/ckptfs-fuse<mountpoint with each '/' as '_'>.log
 std::string DefaultLogPath(const std::string& mountpoint) {
   return absl::StrCat("/tmp/ckptfs-fuse", absl::StrReplaceAll(mountpoint, {{"/", "_"}}), ".log");
 }

@@ -34,7 +34,7 @@ std::vector<uint64_t> FileInos(const std::string& dir) {
   return inos;
 }
 
-// Point 1: N ranks commit; all return 0 together, a retry of a rank (a
+// N ranks commit; all return 0 together, a retry of a rank (a
 // second process, a second call, an interrupted wait) waits for the same
 // outcome, the checkpoint is durable through one sync per storage server,
 // `latest` names it, and it survives kill -9 of every daemon.
@@ -143,7 +143,7 @@ TEST_F(CheckpointCommitTest, AllRanksCommitTogetherDurablyAndLatestNamesIt) {
   EXPECT_EQ(Verify(ckpt, {"--ranks", "4", "--files", "2", "--bytes", kThreeMiB}), "VERIFY ok\n");
 }
 
-// Point 2: a rank killed mid-save never commits; after the timeout every
+// A rank killed mid-save never commits; after the timeout every
 // waiting commit fails with ETIMEDOUT, the checkpoint is aborted and emptied,
 // its chunks are reclaimed, and `latest` still names the previous one.
 TEST_F(CheckpointCommitTest, KilledRankTimesOutAndAbortsForEveryone) {
@@ -209,7 +209,7 @@ TEST_F(CheckpointCommitTest, KilledRankTimesOutAndAbortsForEveryone) {
   EXPECT_NE(out.find(info->abort_reason()), std::string::npos) << out;
 }
 
-// Point 3, first half: a rank commits with a file still open for writing:
+// A rank commits with a file still open for writing:
 // every rank's commit fails (EBUSY) and the checkpoint is aborted.
 TEST_F(CheckpointCommitTest, FileStillOpenForWritingAbortsForEveryone) {
   const std::string ckpt = RunDir() + "/step_1";
@@ -233,7 +233,7 @@ TEST_F(CheckpointCommitTest, FileStillOpenForWritingAbortsForEveryone) {
   EXPECT_EQ(LatestOf(RunDir()), "");
 }
 
-// Point 3, second half: a write of a rank fails (its storage server died);
+// A write of a rank fails (its storage server died);
 // the checkpoint aborts (EIO) for every rank, never committed short.
 TEST_F(CheckpointCommitTest, FailedWriteAbortsForEveryone) {
   const std::string ckpt = RunDir() + "/step_1";
@@ -260,7 +260,7 @@ TEST_F(CheckpointCommitTest, FailedWriteAbortsForEveryone) {
   EXPECT_EQ(ListNames(ckpt), std::vector<std::string>{});
 }
 
-// Point 7: the metadata service is killed (-9) and restarted while ranks
+// The metadata service is killed (-9) and restarted while ranks
 // wait, and again right as the last rank arrives. Every waiting commit
 // completes or fails cleanly, all alike, and a watcher listing the run
 // directory the whole time never sees a committed checkpoint incomplete.

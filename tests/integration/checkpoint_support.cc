@@ -247,6 +247,7 @@ void CheckpointTest::SetUp() {
   options.meta_flags = {"--reclaim_interval_s=1", "--default_chunk_size=1048576"};
   options.meta_flags.insert(options.meta_flags.end(), extra_meta_flags_.begin(),
                             extra_meta_flags_.end());
+  options.storage_disk_mib = storage_disk_mib_;
   auto cluster = LocalCluster::Start(options);
   ASSERT_TRUE(cluster.ok()) << cluster.status();
   cluster_ = *std::move(cluster);

@@ -146,6 +146,8 @@ class CheckpointTest : public ::testing::Test {
   // More ckptfs-meta flags for SetUp's cluster (e.g. a short
   // --orphan_grace_s); a derived fixture sets them in its constructor.
   std::vector<std::string> extra_meta_flags_;
+  // LocalClusterOptions::storage_disk_mib for SetUp's cluster.
+  int storage_disk_mib_ = 0;
 
  private:
   std::unique_ptr<LocalCluster> cluster_;

@@ -5,6 +5,7 @@
 #include <grpcpp/grpcpp.h>
 #include <signal.h>
 #include <stdlib.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -15,6 +16,7 @@
 #include <fstream>
 #include <functional>
 #include <iterator>
+#include <cstring>
 #include <random>
 #include <set>
 #include <sstream>
@@ -164,6 +166,18 @@ absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Start(LocalClusterOp
   auto root = MakeTempDir("ckptfs-it-");
   if (!root.ok()) return root.status();
   cluster->root_ = *root;
+  if (cluster->options_.storage_disk_mib > 0) {
+    const std::string disk = *root + "/disk";
+    if (::mkdir(disk.c_str(), 0755) != 0) return SyscallError(errno, "mkdir " + disk);
+    const std::string size = absl::StrCat("size=", cluster->options_.storage_disk_mib, "m");
+    if (::mount("tmpfs", disk.c_str(), "tmpfs", 0, size.c_str()) != 0) {
+      const int err = errno;
+      return absl::FailedPreconditionError(
+          absl::StrCat("mounting a tmpfs (", size, ") for the storage servers at ", disk, ": ",
+                       std::strerror(err), " (storage_disk_mib needs root)"));
+    }
+    cluster->storage_disk_ = disk;
+  }
   if (cluster->options_.credential) {
     cluster->credential_file_ = *root + "/credential";
     absl::StatusOr<std::string> secret = CreateCredential(cluster->credential_file_);
@@ -207,6 +221,7 @@ LocalCluster::~LocalCluster() {
     if (s) s->Stop(SIGKILL, absl::Seconds(5));
   }
   if (meta_) meta_->Stop(SIGKILL, absl::Seconds(5));
+  if (!storage_disk_.empty()) ::umount2(storage_disk_.c_str(), MNT_DETACH);
   if (env_set_) {
     if (previous_env_.has_value()) {
       ::setenv(kCredentialFileEnv, previous_env_->c_str(), 1);
@@ -223,7 +238,9 @@ std::string LocalCluster::storage_address(int i) const {
   return absl::StrCat("127.0.0.1:", storage_ports_[i]);
 }
 
-std::string LocalCluster::storage_dir(int i) const { return absl::StrCat(root_, "/storage-", i); }
+std::string LocalCluster::storage_dir(int i) const {
+  return absl::StrCat(storage_disk_.empty() ? root_ : storage_disk_, "/storage-", i);
+}
 
 pid_t LocalCluster::meta_pid() const { return meta_ ? meta_->pid() : 0; }
 

@@ -72,6 +72,13 @@ struct LocalClusterOptions {
   bool local_reads = false;
   // The same for writes (--local_writes).
   bool local_writes = false;
+  // When > 0, the storage servers' data directories lie on a tmpfs of this
+  // many MiB that is the cluster's own (root()/disk, mounted by Start, which
+  // then needs root, and unmounted by the destructor): the space they
+  // report, and so statfs of a mount, changes only with what this cluster
+  // stores. 0: they lie on the temporary directory's disk, shared with
+  // whatever else runs on the host.
+  int storage_disk_mib = 0;
 };
 
 class LocalCluster {
@@ -134,6 +141,7 @@ class LocalCluster {
   std::unique_ptr<ChildProcess> meta_;
   std::vector<std::unique_ptr<ChildProcess>> storage_;
   std::map<std::string, std::unique_ptr<ChildProcess>> mounts_;  // by mountpoint
+  std::string storage_disk_;  // the tmpfs of options_.storage_disk_mib, once mounted
 };
 
 }  // namespace ckptfs::testing

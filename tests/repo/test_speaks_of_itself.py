@@ -19,7 +19,7 @@ RULES = [
     ("a numbered issue", r"\bissues?[\s-]*#?\d+"),
     ("a work stop", r"\bstops?\s+\d+\b|\bstop \d+'s\b"),
     ("a review and its bug numbers", r"\breview(ed)?,?\s+bugs?\b|\bbug\s+\d+\b|\bcode review\b"),
-    ("an acceptance point", r"\bacceptance\s+points?\b|[(,]\s*points?\s+\d+"),
+    ("an acceptance point", r"\bacceptance\s+points?\b|[(,]\s*points?\s+\d+|(^|//|#)\s*points?\s+\d+\s*[,:]"),
     ("a document outside the repository", r"\b(design|style|research)\.md\b"),
 ]
 COMPILED = [(rule, re.compile(pattern, re.IGNORECASE)) for rule, pattern in RULES]
@@ -63,7 +63,8 @@ def test_the_rules_catch_history_and_let_descriptions_pass():
     bad = ["// issue 5 measured each", "(issue 6, point 7)", "Issue 6 review, bug 1:",
            "on stop 23's machine", "# Tests of issue 6 point 8", "(design.md, \"Checkpoint",
            "see ../shared/style.md", "(issue 4, acceptance points 1,", "at stop 20",
-           "follow the issue-4 contract"]
+           "follow the issue-4 contract", "// Point 4: malformed declares",
+           "// Point 3, first half: a rank commits"]
     good = ["// The servers that failed reads are kept per Client.",
             "SIGTERM stops the ranks", "// a stop of the service", "floating point",
             "the checkpoint's 4 ranks", "README.md, \"Checkpoint transactions\"",

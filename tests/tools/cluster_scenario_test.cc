@@ -300,9 +300,11 @@ void ClusterScenarioTest::SecondMountSeesTheFirstsFiles() {
   ASSERT_NO_FATAL_FAILURE(WriteFile(mnt_ + "/shard.bin", shard_));
   // Another node needs the cluster's credential (`up` made it).
   const std::string credential = state_ + "/credential";
-  CommandResult r = RunCli(
-      {"mount", "--meta", MetaAddress(), "--mountpoint", node2_, "--credential-file", credential});
+  const std::string log = root_ + "/node2-fuse.log";
+  CommandResult r = RunCli({"mount", "--meta", MetaAddress(), "--mountpoint", node2_,
+                            "--credential-file", credential, "--log-file", log});
   ASSERT_EQ(r.exit_status, 0) << r.output;
+  EXPECT_TRUE(Contains(ReadWholeFile(log), "mounted ckptfs")) << "the daemon logs to --log-file";
   const size_t at = r.output.find("ckptfs-fuse pid ");
   ASSERT_NE(at, std::string::npos) << r.output;
   std::string pid_text = r.output.substr(at + 16);
