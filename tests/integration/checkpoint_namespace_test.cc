@@ -230,8 +230,8 @@ TEST_F(CheckpointRetentionTest, RetentionReclaimsOlderCheckpoints) {
   // the mount counts the 64 MiB once per server, once their heartbeats
   // have reported it.
   const uint64_t servers = cluster().storage_servers();
-  ASSERT_TRUE(WaitFor([&] { return FreeBytes(mnt()) + servers * kBig <= free_before; },
-                      absl::Seconds(30)))
+  ASSERT_TRUE(
+      WaitFor([&] { return FreeBytes(mnt()) + servers * kBig <= free_before; }, absl::Seconds(30)))
       << "statfs free " << free_before << " -> " << FreeBytes(mnt());
   const uint64_t free_full = FreeBytes(mnt());
   const uint64_t disk_full = StorageDiskBytes(cluster());

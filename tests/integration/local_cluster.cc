@@ -12,11 +12,11 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <functional>
 #include <iterator>
-#include <cstring>
 #include <random>
 #include <set>
 #include <sstream>
