@@ -2,20 +2,25 @@
 # bench-fuse-modes.sh: the FUSE data-path modes side by side. For
 # each mode, mounts a running ckptfs cluster with ckptfs-fuse and those
 # flags, runs the same ckptfs-bench storm against it and a plain directory
-# (--baseline, alternating A B over --repeat), and prints one line per mode:
-# median A/B ratios of save and load GB/s, and ckptfs's CPU s/GiB.
+# (--baseline, alternating A B over --repeat), and prints one line per mode
+# and phase: the median A/B ratio of GB/s, both GB/s, how busy the disk was
+# for each, and the CPU seconds per GiB of ckptfs's daemons and of each
+# side's ranks in the kernel (a plain directory's whole data path).
 #
 #   scripts/bench-fuse-modes.sh --meta 127.0.0.1:7000 --mountpoint /tmp/m \
 #       --baseline /var/tmp/plain [--credential-file FILE] [--build build] [--workload raw]
-#       [--ranks 8] [--size 256M] [--repeat 3] [--modes "name:flags;..."]
+#       [--ranks 8] [--size 256M] [--repeat 3] [--phases save,load] [--modes "name:flags;..."]
+#       [--bench-args "..."]
 #
 # A cluster started by `ckptfs up` wants its credential: pass
-# --credential-file STATE_DIR/credential.
+# --credential-file STATE_DIR/credential. --bench-args go to ckptfs-bench
+# as they are (e.g. "--tensor-size 16M").
 # The mountpoint must exist and be unmounted; the script mounts and
 # unmounts it once per mode and stops only the ckptfs-fuse it started.
 set -euo pipefail
 
 meta="" mnt="" baseline="" credential="" build="build" workload="raw" ranks=8 size=256M repeat=3
+phases="save,load" bench_args=""
 modes="default:;direct-io-reads:--direct_io_reads;no-direct-io:--direct_io_writes=false;writeback:--writeback_cache;splice:--splice;threads-4:--threads=4 --max_threads=4;bg-12:--max_background=12;bg-256:--max_background=256"
 while [[ $# -gt 0 ]]; do
   case "$1" in
@@ -29,6 +34,8 @@ while [[ $# -gt 0 ]]; do
     --size) size="$2"; shift 2 ;;
     --repeat) repeat="$2"; shift 2 ;;
     --modes) modes="$2"; shift 2 ;;
+    --phases) phases="$2"; shift 2 ;;
+    --bench-args) bench_args="$2"; shift 2 ;;
     *) echo "bench-fuse-modes.sh: unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -51,7 +58,8 @@ cleanup() {
 }
 trap cleanup EXIT
 
-printf '%-14s %-40s %9s %9s %9s %9s %9s\n' mode flags save_A/B load_A/B save_GB/s load_GB/s cpu_s/GiB
+printf '%-16s %-6s %8s %9s %9s %11s %9s %9s %9s\n' mode phase "A/B" A_GB/s B_GB/s busy%_A/B \
+  A_daemons A_ranks_k B_ranks_k
 IFS=';' read -ra entries <<< "$modes"
 for entry in "${entries[@]}"; do
   name="${entry%%:*}"
@@ -64,20 +72,26 @@ for entry in "${entries[@]}"; do
   for _ in $(seq 100); do mountpoint -q "$mnt" && break; sleep 0.1; done
   mountpoint -q "$mnt" || { echo "mode $name: the mount did not come up" >&2; exit 1; }
   json="/tmp/bench-fuse-modes.$name.json"
+  # shellcheck disable=SC2086  # bench_args are words on purpose
   "$build/bin/ckptfs-bench" --dir "$mnt" --baseline "$baseline" --workload "$workload" \
-      --ranks "$ranks" --size "$size" --repeat "$repeat" --phases save,load \
-      --progress off --json "$json" >/dev/null
-  python3 - "$json" "$name" "$flags" <<'EOF'
+      --ranks "$ranks" --size "$size" --repeat "$repeat" --phases "$phases" \
+      --progress off --json "$json" $bench_args >/dev/null
+  python3 - "$json" "$name" "$phases" <<'EOF'
 import json, sys
 d = json.load(open(sys.argv[1]))
 fig = {(s["phase"], s["figure"]): s for s in d["summary"]}
 def get(phase, figure, key):
     s = fig.get((phase, figure))
     return s[key] if s and s.get(key) is not None else float("nan")
-print(f'{sys.argv[2]:<14} {sys.argv[3] or "-":<40} '
-      f'{get("save","agg_gbps","ratio_median"):9.2f} {get("load","agg_gbps","ratio_median"):9.2f} '
-      f'{get("save","agg_gbps","median_a"):9.3f} {get("load","agg_gbps","median_a"):9.3f} '
-      f'{get("save","target_cpu_s_per_gib","median_a"):9.2f}')
+for phase in sys.argv[3].split(","):
+    if (phase, "agg_gbps") not in fig:
+        continue
+    busy = f'{get(phase, "disk_busy_pct", "median_a"):.0f}/{get(phase, "disk_busy_pct", "median_b"):.0f}'
+    print(f'{sys.argv[2]:<16} {phase:<6} {get(phase, "agg_gbps", "ratio_median"):7.2f}x '
+          f'{get(phase, "agg_gbps", "median_a"):9.3f} {get(phase, "agg_gbps", "median_b"):9.3f} '
+          f'{busy:>11} {get(phase, "target_cpu_s_per_gib", "median_a"):9.3f} '
+          f'{get(phase, "rank_system_cpu_s_per_gib", "median_a"):9.3f} '
+          f'{get(phase, "rank_system_cpu_s_per_gib", "median_b"):9.3f}')
 EOF
   cleanup
 done
