@@ -28,6 +28,7 @@
 #include "client/client.h"
 #include "client/file.h"
 #include "fuse/dir_handle.h"
+#include "fuse/first_reads.h"
 #include "fuse/init_extensions.h"
 #include "fuse/page_cache_versions.h"
 #include "fuse/setid_clearing.h"
@@ -66,21 +67,21 @@ struct FilesystemOptions {
   // goes from its buffer to the client's chunk buffer without filling the
   // page cache, which on fresh memory is the slowest step of a save.
   bool direct_io_writes = true;
-  // Read-only opens bypass the page cache too (direct_io): a load copies
-  // each byte from the client's chunk buffers straight into the reader's
-  // buffer, instead of into page-cache pages that the kernel must first
-  // allocate. Only where the kernel keeps direct_io files mmap-able with
-  // MAP_SHARED (FUSE_DIRECT_IO_ALLOW_MMAP, Linux 6.6; InitExtensions asks
-  // for it): elsewhere read-only opens stay cached, since safetensors and
-  // numpy.memmap map files MAP_SHARED. Ranks of one node reading one shard
-  // share the client's read cache instead of the page cache.
-  // Pages that mmap readers faulted in are dropped at every open and mmap
-  // of the file (the kernel's coherence rule for direct_io files).
-  // Off by default: every read(2) then becomes a FUSE request, so small
-  // unbuffered reads and ranks sharing one shard run slower than through
-  // the page cache's read-ahead, while own-shard loads take less CPU per
-  // GiB (figures: docs/tuning.md).
-  bool direct_io_reads = false;
+  // The first read-only open of each version of a file bypasses the page
+  // cache too (direct_io; later opens of that version share the page
+  // cache: FirstReads): a rank loading its own shard gets each byte copied
+  // from the client's chunk buffers straight into its buffer, instead of
+  // into page-cache pages that the kernel must first allocate and then
+  // copy out again. That halves the CPU per GiB of such loads, and over
+  // TCP they ran twice as fast (docs/tuning.md). Only where the kernel
+  // keeps direct_io files mmap-able with MAP_SHARED
+  // (FUSE_DIRECT_IO_ALLOW_MMAP, Linux 6.6; InitExtensions asks for it):
+  // elsewhere read-only opens stay cached, since safetensors and
+  // numpy.memmap map files MAP_SHARED. The cost: each read(2) of a
+  // direct open is a FUSE request, so small unbuffered reads of a file's
+  // first reader are slower than through the page cache's read-ahead, and
+  // a file read by two opens that do not overlap is fetched twice.
+  bool direct_io_reads = true;
   // The kernel's writeback cache: writes land in the page cache and are
   // sent in the background (then no open uses direct_io).
   bool writeback_cache = false;
@@ -125,6 +126,7 @@ class Filesystem {
   const FilesystemOptions& options() const { return options_; }
   // Which version of each file the kernel's page cache may hold (open).
   PageCacheVersions& page_cache_versions() { return page_cache_versions_; }
+  FirstReads& first_reads() { return first_reads_; }
   // Handles whose first unprivileged direct_io write clears set-id bits.
   SetIdClearing& setid_clearing() { return setid_clearing_; }
   // The INIT flags added past libfuse (the mount's I/O hooks feed it).
@@ -161,6 +163,7 @@ class Filesystem {
   const double dir_timeout_s_;
   std::atomic<uint32_t> max_write_{0};
   PageCacheVersions page_cache_versions_;
+  FirstReads first_reads_;
   SetIdClearing setid_clearing_;
   InitExtensions init_extensions_;
 

@@ -2,8 +2,8 @@
 //
 //   ckptfs-fuse --meta=127.0.0.1:7000 --mountpoint=/checkpoints [--foreground]
 //               [--threads=16] [--max_threads=512] [--attr_timeout_s=0]
-//               [--entry_timeout_s=0] [--dir_timeout_s=0] [--direct_io_writes] [--direct_io_reads]
-//               [--writeback_cache]
+//               [--entry_timeout_s=0] [--dir_timeout_s=0] [--direct_io_writes]
+//               [--direct_io_reads=false] [--writeback_cache]
 //               [--splice] [--auto_inval_data] [--max_background=64]
 //               [--write_buffer_mb=2048] [--idle_buffer_mb=4096] [--read_cache_mb=4096]
 //               [--readahead_chunks=8]
@@ -80,10 +80,11 @@ ABSL_FLAG(std::string, fuse_options, "", "extra mount options, comma-separated (
 ABSL_FLAG(std::string, log_level, "info", "minimum log severity: debug, info, warning, error");
 ABSL_FLAG(bool, fuse_debug, false, "print libfuse's trace of every request on stderr");
 ABSL_FLAG(bool, direct_io_writes, true, "write-only opens bypass the page cache (FUSE direct_io)");
-ABSL_FLAG(bool, direct_io_reads, false,
-          "read-only opens bypass the page cache too (FUSE direct_io), where the kernel keeps "
-          "such files mmap-able (Linux 6.6+; elsewhere they stay cached): loads take less "
-          "CPU, unbuffered small reads (8 KiB) are much slower");
+ABSL_FLAG(bool, direct_io_reads, true,
+          "the first read-only open of each version of a file bypasses the page cache too "
+          "(FUSE direct_io; later opens share the page cache), where the kernel keeps such "
+          "files mmap-able (Linux 6.6+; elsewhere they stay cached): own-shard loads take "
+          "half the CPU, a first reader's unbuffered small reads (8 KiB) are much slower");
 ABSL_FLAG(bool, writeback_cache, false,
           "let the kernel cache writes and send them in the background (no direct_io then)");
 ABSL_FLAG(bool, auto_inval_data, false,

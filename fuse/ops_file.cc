@@ -10,9 +10,10 @@
 // and named to the kernel by fi->fh. Write-only opens get direct_io, so
 // checkpoint payload goes from the writer's buffer to the client's chunk
 // buffers without filling the page cache; opens that can read stay cached,
-// so mmap works (with --direct_io_reads, read-only opens get direct_io too
-// where the kernel keeps direct_io files mmap-able:
-// Filesystem::direct_io_reads). A cached read-only open keeps the kernel's
+// so mmap works (with --direct_io_reads, where the kernel keeps direct_io
+// files mmap-able, Filesystem::direct_io_reads, the first read-only open
+// of each version of a file gets direct_io too, and later ones share the
+// page cache: FirstReads). A cached read-only open keeps the kernel's
 // pages of the file only when the service's attributes equal a version
 // whose older pages an earlier open is known to have dropped
 // (PageCacheVersions); any other open drops them, so each open sees the
@@ -52,11 +53,12 @@ bool IsReadOnly(int flags) { return (flags & O_ACCMODE) == O_RDONLY; }
 // new or truncated content, so nothing cached is kept.
 void SetCacheMode(Filesystem& fs, bool create, struct fuse_file_info* fi) {
   const FilesystemOptions& options = fs.options();
+  const client::File& file = Filesystem::FileOf(fi->fh);
   fi->direct_io = !options.writeback_cache &&
                   ((options.direct_io_writes && (fi->flags & O_ACCMODE) == O_WRONLY) ||
-                   (fs.direct_io_reads() && IsReadOnly(fi->flags)));
+                   (fs.direct_io_reads() && IsReadOnly(fi->flags) &&
+                    fs.first_reads().IsFirst(file.ino(), file.opened_version())));
   if (!create && IsReadOnly(fi->flags) && !fi->direct_io) {
-    const client::File& file = Filesystem::FileOf(fi->fh);
     fi->keep_cache = fs.page_cache_versions().KeepOnOpen(file.ino(), file.opened_version(), fi->fh);
   } else {
     fi->keep_cache = 0;
@@ -66,7 +68,7 @@ void SetCacheMode(Filesystem& fs, bool create, struct fuse_file_info* fi) {
   fi->noflush = IsReadOnly(fi->flags);
   // The kernel leaves set-id clearing on a direct_io write to the mount.
   if (fi->direct_io && !IsReadOnly(fi->flags)) {
-    const uint32_t mode = Filesystem::FileOf(fi->fh).opened_mode();
+    const uint32_t mode = file.opened_mode();
     if (ModeAfterUnprivilegedWrite(mode) != mode) fs.setid_clearing().Arm(fi->fh);
   }
 }

@@ -296,21 +296,22 @@ TEST_F(FuseMainTest, SpliceAndWritebackModesServeWritesAndReads) {
   }
 }
 
-// With --direct_io_reads a read-only open bypasses the page cache where the
-// kernel keeps direct_io files mmap-able (Linux 6.6+) and stays cached
-// elsewhere; either way, and by default, a file opened read-only reads back
-// and maps with MAP_SHARED (safetensors, numpy.memmap) and MAP_PRIVATE
-// (torch.load(mmap=True)).
+// With --direct_io_reads (the default) the first read-only open of a file
+// bypasses the page cache where the kernel keeps direct_io files mmap-able
+// (Linux 6.6+) and stays cached elsewhere, and the next open shares the
+// page cache; either way, and with --direct_io_reads=false, a file opened
+// read-only reads back and maps with MAP_SHARED (safetensors,
+// numpy.memmap) and MAP_PRIVATE (torch.load(mmap=True)).
 TEST_F(FuseMainTest, DirectIoReadsKeepReadOnlyFilesMmapable) {
   ASSERT_NO_FATAL_FAILURE(StartStorage());
   const bool kernel_allows_mmap = KernelAtLeast(6, 6);
   std::string data(3 * 1048576 + 12345, '\0');
   for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<char>(i * 131 + 7);
   for (const bool direct : {false, true}) {
-    SCOPED_TRACE(direct ? "--direct_io_reads" : "default");
+    SCOPED_TRACE(direct ? "default (--direct_io_reads)" : "--direct_io_reads=false");
     const std::string log = root_ + (direct ? "/fuse-direct.log" : "/fuse-cached.log");
     std::vector<std::string> argv = FuseArgv(mnt_, false);
-    if (direct) argv.push_back("--direct_io_reads");
+    if (!direct) argv.push_back("--direct_io_reads=false");
     ASSERT_EQ(WaitExit(Spawn(argv, log), absl::Seconds(30)), 0) << ReadAll(log);
     ASSERT_TRUE(IsMounted(mnt_));
     const std::string path = mnt_ + (direct ? "/direct" : "/cached");
@@ -352,6 +353,22 @@ TEST_F(FuseMainTest, DirectIoReadsKeepReadOnlyFilesMmapable) {
       munmap(map, data.size());
     }
     close(fd);
+    if (direct_active) {
+      // The second reader of the file shares the page cache.
+      const int again = open(path.c_str(), O_RDONLY);
+      ASSERT_GE(again, 0);
+      std::string second(data.size(), '\0');
+      for (size_t at = 0; at < second.size();) {
+        const ssize_t n = pread(again, second.data() + at, second.size() - at, at);
+        ASSERT_GT(n, 0) << strerror(errno);
+        at += static_cast<size_t>(n);
+      }
+      EXPECT_TRUE(second == data) << "the second reader got other bytes";
+      if (std::optional<uint64_t> cached = CachedPages(again)) {
+        EXPECT_GT(*cached, 0u) << "the second reader's read left no pages";
+      }
+      close(again);
+    }
     if (direct && !direct_active) {
       EXPECT_NE(ReadAll(log).find("read-only opens use the page cache"), std::string::npos)
           << ReadAll(log);

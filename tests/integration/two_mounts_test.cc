@@ -220,9 +220,13 @@ TEST_F(TwoMountsTest, AReaderKeepsCachedPagesOnlyWhileTheFileIsUnchanged) {
 
   const std::string first = TestData((1 << 20) + 5, 1);
   ASSERT_TRUE(WriteWholeFile(on_a, first).ok());
-  auto seen = ReadWholeFile(on_b);
-  ASSERT_TRUE(seen.ok()) << seen.status();
-  ASSERT_TRUE(*seen == first);
+  // The first reader of a version bypasses the page cache (FirstReads); the
+  // second fills it.
+  for (int reader = 0; reader < 2; ++reader) {
+    auto seen = ReadWholeFile(on_b);
+    ASSERT_TRUE(seen.ok()) << seen.status();
+    ASSERT_TRUE(*seen == first);
+  }
   auto [resident, total] = PagesCachedAfterOpen(on_b);
   ASSERT_GT(total, 0);
   EXPECT_EQ(resident, total) << "an unchanged file's pages were dropped";
@@ -231,7 +235,7 @@ TEST_F(TwoMountsTest, AReaderKeepsCachedPagesOnlyWhileTheFileIsUnchanged) {
   ASSERT_TRUE(WriteWholeFile(on_a, second).ok());
   std::tie(resident, total) = PagesCachedAfterOpen(on_b);
   EXPECT_EQ(resident, 0) << "a rewritten file's old pages were kept";
-  seen = ReadWholeFile(on_b);
+  auto seen = ReadWholeFile(on_b);
   ASSERT_TRUE(seen.ok()) << seen.status();
   EXPECT_TRUE(*seen == second);
   std::tie(resident, total) = PagesCachedAfterOpen(on_b);

@@ -3,20 +3,27 @@
 // is written and read through the mount, then all three endpoints are
 // scraped over HTTP, parsed strictly (exposition_parser.h), and their
 // counters must have moved by at least the bytes moved. Also: a busy
-// metrics port fails a daemon's start-up with a message naming the flag.
+// metrics port fails a daemon's start-up with a message naming the flag;
+// and the mount's chunk-read counter shows what a load fetches from the
+// servers: a file that ranks read together once, a file read again after
+// its first reader closed twice, and nothing more after that.
 //
 // The storage server is started here rather than by LocalCluster, which has
 // no per-storage flags; it registers with the cluster's metadata server.
+#include <fcntl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstring>
 #include <map>
 #include <memory>
 #include <optional>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -194,6 +201,78 @@ TEST_F(MetricsIntegrationTest, BusyMetricsPortFailsStartUpNamingTheFlag) {
     EXPECT_TRUE(absl::StrContains(log, "already in use")) << log;
   }
   RemoveTree(*dir);
+}
+
+// The first read-only open of a file bypasses the page cache, the later
+// ones share it (the mount's --direct_io_reads, on by default): ranks that
+// open one shard together share the mount's read cache, so the shard is
+// fetched once; a reader that comes after the first closed fills the page
+// cache with a second fetch, and every later reader finds it there.
+TEST_F(MetricsIntegrationTest, AShardReadByManyRanksIsFetchedOnceWhenTheyReadTogether) {
+  const uint16_t fuse_metrics = FreePort();
+  auto cluster = LocalCluster::Start();
+  ASSERT_TRUE(cluster.ok()) << cluster.status();
+  auto mnt = (*cluster)->Mount("mnt", {MetricsListenFlag(fuse_metrics)});
+  ASSERT_TRUE(mnt.ok()) << mnt.status() << "\n" << (*cluster)->DescribeLogs();
+  auto fetched = [&] {
+    auto f = ScrapeAndParse(fuse_metrics);
+    EXPECT_TRUE(f.ok()) << f.status();
+    return f.ok() ? Value(*f, "ckptfs_client_chunk_read_bytes_total") : -1;
+  };
+  auto read_all = [](int fd, std::string* out) {
+    char buf[1 << 20];
+    for (off_t at = 0;;) {
+      const ssize_t n = ::pread(fd, buf, sizeof(buf), at);
+      if (n <= 0) return;
+      out->append(buf, static_cast<size_t>(n));
+      at += n;
+    }
+  };
+  const size_t size = (12u << 20) + 4097;  // 4 chunks of the default 4 MiB
+  const std::string data = TestData(size, 3);
+
+  // Four ranks open the shard, then all read it at once.
+  const std::string shared = *mnt + "/shared.pt";
+  ASSERT_TRUE(WriteWholeFile(shared, data).ok());
+  const double before = fetched();
+  std::vector<int> fds;
+  for (int rank = 0; rank < 4; ++rank) {
+    fds.push_back(::open(shared.c_str(), O_RDONLY));
+    ASSERT_GE(fds.back(), 0) << std::strerror(errno);
+  }
+  std::vector<std::string> seen(fds.size());
+  std::vector<std::thread> ranks;
+  for (size_t i = 0; i < fds.size(); ++i) ranks.emplace_back(read_all, fds[i], &seen[i]);
+  for (std::thread& t : ranks) t.join();
+  for (size_t i = 0; i < fds.size(); ++i) {
+    EXPECT_TRUE(seen[i] == data) << "rank " << i << " read " << seen[i].size() << " bytes";
+    ::close(fds[i]);
+  }
+  const double together = fetched() - before;
+  EXPECT_GE(together, size);
+  EXPECT_LT(together, 1.5 * size) << "four ranks reading together fetched it more than once";
+
+  // Ranks one after another: the first reads it directly, the second into
+  // the page cache, the rest from there.
+  const std::string staggered = *mnt + "/staggered.pt";
+  ASSERT_TRUE(WriteWholeFile(staggered, data).ok());
+  double last = fetched();
+  std::vector<double> per_reader;
+  for (int rank = 0; rank < 4; ++rank) {
+    const int fd = ::open(staggered.c_str(), O_RDONLY);
+    ASSERT_GE(fd, 0) << std::strerror(errno);
+    std::string got;
+    read_all(fd, &got);
+    ::close(fd);
+    EXPECT_TRUE(got == data) << "rank " << rank << " read " << got.size() << " bytes";
+    const double now = fetched();
+    per_reader.push_back(now - last);
+    last = now;
+  }
+  EXPECT_GE(per_reader[0], size);
+  EXPECT_LT(per_reader[2] + per_reader[3], size / 2.0)
+      << "readers after the second fetched it again: " << per_reader[2] << " and " << per_reader[3]
+      << " bytes";
 }
 
 }  // namespace
