@@ -35,10 +35,61 @@ absl::Status CreateDirectories(const std::string& path) {
   return absl::OkStatus();
 }
 
+namespace {
+
+// Takes the group's and others' write permission off the data directory,
+// so that no other user can replace its LOCK file or add files to it.
+absl::Status KeepOthersFromWriting(const std::string& data_dir) {
+  struct stat st {};
+  if (::stat(data_dir.c_str(), &st) != 0) return SyscallError(errno, "stat " + data_dir);
+  if ((st.st_mode & 022) == 0) return absl::OkStatus();
+  const mode_t mode = st.st_mode & 07755;
+  if (::chmod(data_dir.c_str(), mode) != 0) {
+    const int err = errno;
+    return ErrnoStatus(err, absl::StrFormat("data directory %s is writable by other users (mode "
+                                            "%04o) and cannot be changed (%s): make it 0755 or "
+                                            "stricter, owned by the user that runs ckptfs-storage",
+                                            data_dir, st.st_mode & 07777, std::strerror(err)));
+  }
+  CKPTFS_LOG(kWarning) << "data directory " << data_dir << " was writable by other users: mode "
+                       << absl::StrFormat("%04o -> %04o", st.st_mode & 07777, mode);
+  return absl::OkStatus();
+}
+
+// Opens (creating) the LOCK file as this user's alone (0600): another user
+// who could open it could hold a lock on it, keeping the server from
+// starting or making a dead server look alive to the clients that probe
+// it. A LOCK another user owns (left from when the directory was open to
+// others) is replaced.
+absl::StatusOr<UniqueFd> OpenPrivateLockFile(const std::string& path) {
+  constexpr int kFlags = O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW;
+  UniqueFd fd(::open(path.c_str(), kFlags, 0600));
+  if (!fd.valid() && errno != ELOOP) return SyscallError(errno, absl::StrCat("open ", path));
+  struct stat st {};
+  if (!fd.valid() || ::fstat(fd.get(), &st) != 0 || st.st_uid != ::geteuid()) {
+    CKPTFS_LOG(kWarning) << path << " is not this user's own file: replacing it";
+    fd = UniqueFd();
+    if (::unlink(path.c_str()) != 0 && errno != ENOENT) {
+      return SyscallError(errno, absl::StrCat("unlink ", path));
+    }
+    fd = UniqueFd(::open(path.c_str(), kFlags | O_EXCL, 0600));
+    if (!fd.valid()) return SyscallError(errno, absl::StrCat("open ", path));
+    return fd;
+  }
+  if ((st.st_mode & 077) != 0 && ::fchmod(fd.get(), 0600) != 0) {
+    return SyscallError(errno, absl::StrCat("chmod 0600 ", path));
+  }
+  return fd;
+}
+
+}  // namespace
+
 absl::StatusOr<DataDirLock> DataDirLock::Acquire(const std::string& data_dir) {
+  if (absl::Status s = KeepOthersFromWriting(data_dir); !s.ok()) return s;
   const std::string path = absl::StrCat(data_dir, "/LOCK");
-  UniqueFd fd(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644));
-  if (!fd.valid()) return SyscallError(errno, absl::StrCat("open ", path));
+  absl::StatusOr<UniqueFd> opened = OpenPrivateLockFile(path);
+  if (!opened.ok()) return opened.status();
+  UniqueFd fd = *std::move(opened);
   if (::flock(fd.get(), LOCK_EX | LOCK_NB) != 0) {
     if (errno == EWOULDBLOCK) {
       char pid[32] = {};

@@ -1,7 +1,7 @@
 // The storage server's data directory as a whole: creating it, claiming it
 // for one process, and the server's identity stored in it.
 //
-//   <data_dir>/LOCK          flock()ed by the running server (holds its pid),
+//   <data_dir>/LOCK          mode 0600: flock()ed by the running server (holds its pid),
 //                            which also holds an OFD read lock on it: the
 //                            running-lock that clients on this host probe
 //                            (F_OFD_GETLK) before reading chunk files in
@@ -29,7 +29,11 @@ absl::Status CreateDirectories(const std::string& path);
 class DataDirLock {
  public:
   // Claims `data_dir`. EBUSY with a message naming the directory when
-  // another process holds it.
+  // another process holds it. First makes the directory not writable by
+  // the group and others, and the LOCK file this user's alone (0600), so
+  // that no other local user can hold a lock on it (keeping the server
+  // from starting, or making a dead server look alive to the clients on
+  // this host); an error says what to change where that cannot be done.
   static absl::StatusOr<DataDirLock> Acquire(const std::string& data_dir);
 
  private:

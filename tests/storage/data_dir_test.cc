@@ -1,9 +1,17 @@
-// The data directory helpers: mkdir -p, the exclusive LOCK, and the server
-// identity file.
+// The data directory helpers: mkdir -p, the exclusive LOCK (which no other
+// local user may open, let alone lock), and the server identity file.
 #include "server/storage/data_dir.h"
+
+#include <fcntl.h>
+#include <grp.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <fstream>
+#include <functional>
 #include <string>
 
 #include "common/errno_status.h"
@@ -36,6 +44,68 @@ TEST(DataDirTest, LockIsExclusiveUntilReleased) {
     EXPECT_NE(second.status().message().find("pid"), absl::string_view::npos);
   }
   EXPECT_TRUE(DataDirLock::Acquire(dir.path()).ok());
+}
+
+// Runs `check` in a child that has become uid/gid 65534 (nobody); its exit
+// code (0: every expectation held).
+int AsNobody(const std::function<int()>& check) {
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    if (::setgroups(0, nullptr) != 0 || ::setgid(65534) != 0 || ::setuid(65534) != 0) _exit(100);
+    _exit(check());
+  }
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 200;
+}
+
+mode_t ModeOf(const std::string& path) {
+  struct stat st {};
+  return ::lstat(path.c_str(), &st) == 0 ? (st.st_mode & 07777) : 0;
+}
+
+// Another local user can neither lock the LOCK file (which would keep the
+// server from starting, or make a dead server look alive to the clients
+// that probe it) nor replace it, even where the directory had been left
+// open to everyone and the LOCK was theirs.
+TEST(DataDirTest, NoOtherUserCanLockOrReplaceTheLockFile) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root (to act as another user)";
+  TempDir dir;
+  ASSERT_EQ(::chmod(dir.path().c_str(), 0755), 0);  // others may reach the data directory
+  const std::string data_dir = dir.path() + "/data";
+  ASSERT_EQ(::mkdir(data_dir.c_str(), 0777), 0);
+  ASSERT_EQ(::chmod(data_dir.c_str(), 0777), 0);
+  const std::string lock = data_dir + "/LOCK";
+  std::ofstream(lock) << "planted\n";
+  ASSERT_EQ(::chmod(lock.c_str(), 0666), 0);
+  ASSERT_EQ(::chown(lock.c_str(), 65534, 65534), 0);
+
+  auto claimed = DataDirLock::Acquire(data_dir);
+  ASSERT_TRUE(claimed.ok()) << claimed.status();
+  EXPECT_EQ(ModeOf(data_dir) & 022, 0u) << "mode " << std::oct << ModeOf(data_dir);
+  EXPECT_EQ(ModeOf(lock), 0600u);
+  struct stat st {};
+  ASSERT_EQ(::stat(lock.c_str(), &st), 0);
+  EXPECT_EQ(st.st_uid, 0u) << "the planted LOCK was kept";
+  EXPECT_EQ(AsNobody([&] {
+              if (::open(lock.c_str(), O_RDONLY) >= 0 || errno != EACCES) return 1;
+              if (::unlink(lock.c_str()) == 0 || errno != EACCES) return 2;
+              const std::string other = data_dir + "/LOCK.new";
+              if (::open(other.c_str(), O_WRONLY | O_CREAT, 0666) >= 0 || errno != EACCES) return 3;
+              return 0;
+            }),
+            0);
+}
+
+// A LOCK made by an older server (0644) is made private on the next claim.
+TEST(DataDirTest, AnOlderLockFileIsMadePrivate) {
+  TempDir dir;
+  const std::string lock = dir.path() + "/LOCK";
+  std::ofstream(lock) << "1\n";
+  ASSERT_EQ(::chmod(lock.c_str(), 0644), 0);
+  auto claimed = DataDirLock::Acquire(dir.path());
+  ASSERT_TRUE(claimed.ok()) << claimed.status();
+  EXPECT_EQ(ModeOf(lock), 0600u);
 }
 
 TEST(DataDirTest, ServerUuidIsCreatedOnceAndKept) {
