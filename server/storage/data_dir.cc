@@ -60,13 +60,22 @@ absl::Status KeepOthersFromWriting(const std::string& data_dir) {
 // who could open it could hold a lock on it, keeping the server from
 // starting or making a dead server look alive to the clients that probe
 // it. A LOCK another user owns (left from when the directory was open to
-// others) is replaced.
+// others), or a symbolic link, is replaced, unless a process holds it: it
+// may be a server of this directory running as that user, so EBUSY then.
 absl::StatusOr<UniqueFd> OpenPrivateLockFile(const std::string& path) {
   constexpr int kFlags = O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW;
   UniqueFd fd(::open(path.c_str(), kFlags, 0600));
   if (!fd.valid() && errno != ELOOP) return SyscallError(errno, absl::StrCat("open ", path));
   struct stat st {};
   if (!fd.valid() || ::fstat(fd.get(), &st) != 0 || st.st_uid != ::geteuid()) {
+    if (fd.valid() && ::flock(fd.get(), LOCK_EX | LOCK_NB) != 0) {
+      if (errno != EWOULDBLOCK) return SyscallError(errno, absl::StrCat("flock ", path));
+      return ErrnoStatus(
+          EBUSY, absl::StrFormat("%s belongs to user %d and a running process holds it: another "
+                                 "ckptfs-storage may use this data directory; stop it, or remove "
+                                 "the file if none does",
+                                 path, st.st_uid));
+    }
     CKPTFS_LOG(kWarning) << path << " is not this user's own file: replacing it";
     fd = UniqueFd();
     if (::unlink(path.c_str()) != 0 && errno != ENOENT) {

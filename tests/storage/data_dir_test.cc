@@ -97,6 +97,30 @@ TEST(DataDirTest, NoOtherUserCanLockOrReplaceTheLockFile) {
             0);
 }
 
+// A LOCK of another user that a process holds may be a server of this
+// directory running as that user: it is left alone, and the claim is EBUSY.
+TEST(DataDirTest, AHeldLockFileOfAnotherUserIsNotReplaced) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root (to give the file to another user)";
+  TempDir dir;
+  const std::string lock = dir.path() + "/LOCK";
+  std::ofstream(lock) << "other\n";
+  ASSERT_EQ(::chown(lock.c_str(), 65534, 65534), 0);
+  const int holder = ::open(lock.c_str(), O_RDONLY);
+  ASSERT_GE(holder, 0);
+  ASSERT_EQ(::flock(holder, LOCK_SH), 0);
+  struct stat before {};
+  ASSERT_EQ(::stat(lock.c_str(), &before), 0);
+  auto claimed = DataDirLock::Acquire(dir.path());
+  ASSERT_FALSE(claimed.ok());
+  EXPECT_EQ(ErrnoFromStatus(claimed.status()), EBUSY);
+  EXPECT_NE(claimed.status().message().find("another ckptfs-storage"), absl::string_view::npos)
+      << claimed.status();
+  struct stat after {};
+  ASSERT_EQ(::stat(lock.c_str(), &after), 0);
+  EXPECT_EQ(after.st_ino, before.st_ino) << "the held LOCK was replaced";
+  ::close(holder);
+}
+
 // A LOCK made by an older server (0644) is made private on the next claim.
 TEST(DataDirTest, AnOlderLockFileIsMadePrivate) {
   TempDir dir;
