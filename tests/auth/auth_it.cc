@@ -8,7 +8,6 @@
 // bits hold against another user (as root: a child that setuid()s to
 // nobody).
 #include <fcntl.h>
-#include <grp.h>
 #include <grpcpp/grpcpp.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -17,7 +16,6 @@
 #include <cerrno>
 #include <cstdlib>
 #include <fstream>
-#include <functional>
 #include <iterator>
 #include <memory>
 #include <string>
@@ -32,6 +30,7 @@
 #include "gtest/gtest.h"
 #include "proto/data.pb.h"
 #include "proto/meta.grpc.pb.h"
+#include "tests/integration/as_nobody.h"
 #include "tests/integration/child_process.h"
 #include "tests/integration/local_cluster.h"
 #include "tests/integration/posix_io.h"
@@ -198,19 +197,6 @@ TEST_F(AuthTest, CredentialFileOthersCanReadStopsEveryDaemonAtStart) {
   }
 }
 
-// Runs `check` in a child process that has become uid/gid 65534 (nobody);
-// returns its exit code (0: every expectation held).
-int AsNobody(const std::function<int()>& check) {
-  const pid_t pid = ::fork();
-  if (pid == 0) {
-    if (::setgroups(0, nullptr) != 0 || ::setgid(65534) != 0 || ::setuid(65534) != 0) _exit(100);
-    _exit(check());
-  }
-  int status = 0;
-  ::waitpid(pid, &status, 0);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 200;
-}
-
 TEST_F(AuthTest, PermissionBitsHoldAgainstAnotherUserOnTheMount) {
   if (::geteuid() != 0) GTEST_SKIP() << "needs root (to setuid to another user)";
   // Other users must reach the mountpoint at all.
@@ -247,13 +233,13 @@ TEST_F(AuthTest, PermissionBitsHoldAgainstAnotherUserOnTheMount) {
   });
   EXPECT_EQ(code, 0) << "1: opened a 0600 file of root; 2: could not read a 0644 one; "
                         "3: opened a 0644 file of root for writing; 4: created a file in "
-                        "root's 0755 directory; 100: setuid failed";
+                        "root's 0755 directory; -1: the child could not become uid 65534";
 
   // A directory the other user owns: files it creates there are its own.
   const std::string theirs = *mount + "/nobody";
   const std::string mine = theirs + "/mine.pt";
   ASSERT_EQ(::mkdir(theirs.c_str(), 0755), 0);
-  ASSERT_EQ(::chown(theirs.c_str(), 65534, 65534), 0);
+  ASSERT_EQ(::chown(theirs.c_str(), kNobody, kNobody), 0);
   EXPECT_EQ(AsNobody([&]() -> int {
               const int fd = ::open(mine.c_str(), O_WRONLY | O_CREAT, 0600);
               if (fd < 0) return 1;
@@ -262,7 +248,7 @@ TEST_F(AuthTest, PermissionBitsHoldAgainstAnotherUserOnTheMount) {
             }),
             0);
   ASSERT_EQ(::stat(mine.c_str(), &st), 0);
-  EXPECT_EQ(st.st_uid, 65534u);
+  EXPECT_EQ(st.st_uid, kNobody);
   EXPECT_EQ(st.st_mode & 0777, 0600u);
 }
 

@@ -10,7 +10,6 @@
 // The mount is root's (allow_other); "another user" is a forked child that
 // drops to uid and gid 65534 before acting.
 #include <fcntl.h>
-#include <grp.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
@@ -27,12 +26,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "tests/integration/as_nobody.h"
 #include "tests/integration/posix_io.h"
 
 namespace ckptfs::testing {
 namespace {
-
-constexpr uid_t kNobody = 65534;
 
 struct Redundancy {
   const char* name;
@@ -77,25 +75,6 @@ bool Later(const struct timespec& a, const struct timespec& b) {
 }
 bool Same(const struct timespec& a, const struct timespec& b) {
   return a.tv_sec == b.tv_sec && a.tv_nsec == b.tv_nsec;
-}
-
-// Runs `act` in a child process as uid/gid 65534; returns its result (0 or
-// an errno), or -1 if the child could not become that user or died.
-int AsNobody(const std::function<int()>& act) {
-  const pid_t pid = ::fork();
-  if (pid < 0) return -1;
-  if (pid == 0) {
-    if (::setgroups(0, nullptr) != 0 || ::setresgid(kNobody, kNobody, kNobody) != 0 ||
-        ::setresuid(kNobody, kNobody, kNobody) != 0) {
-      ::_exit(255);
-    }
-    ::_exit(act());
-  }
-  int status = 0;
-  if (::waitpid(pid, &status, 0) != pid || !WIFEXITED(status) || WEXITSTATUS(status) == 255) {
-    return -1;
-  }
-  return WEXITSTATUS(status);
 }
 
 // Writes "x" at the end of `path`, opened with `flags` (O_WRONLY: the

@@ -3,19 +3,17 @@
 #include "server/storage/data_dir.h"
 
 #include <fcntl.h>
-#include <grp.h>
 #include <sys/file.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <fstream>
-#include <functional>
 #include <string>
 
 #include "common/errno_status.h"
 #include "gtest/gtest.h"
+#include "tests/integration/as_nobody.h"
 #include "tests/storage/temp_dir.h"
 
 namespace ckptfs::storage {
@@ -46,19 +44,6 @@ TEST(DataDirTest, LockIsExclusiveUntilReleased) {
   EXPECT_TRUE(DataDirLock::Acquire(dir.path()).ok());
 }
 
-// Runs `check` in a child that has become uid/gid 65534 (nobody); its exit
-// code (0: every expectation held).
-int AsNobody(const std::function<int()>& check) {
-  const pid_t pid = ::fork();
-  if (pid == 0) {
-    if (::setgroups(0, nullptr) != 0 || ::setgid(65534) != 0 || ::setuid(65534) != 0) _exit(100);
-    _exit(check());
-  }
-  int status = 0;
-  ::waitpid(pid, &status, 0);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 200;
-}
-
 mode_t ModeOf(const std::string& path) {
   struct stat st {};
   return ::lstat(path.c_str(), &st) == 0 ? (st.st_mode & 07777) : 0;
@@ -78,7 +63,7 @@ TEST(DataDirTest, NoOtherUserCanLockOrReplaceTheLockFile) {
   const std::string lock = data_dir + "/LOCK";
   std::ofstream(lock) << "planted\n";
   ASSERT_EQ(::chmod(lock.c_str(), 0666), 0);
-  ASSERT_EQ(::chown(lock.c_str(), 65534, 65534), 0);
+  ASSERT_EQ(::chown(lock.c_str(), testing::kNobody, testing::kNobody), 0);
 
   auto claimed = DataDirLock::Acquire(data_dir);
   ASSERT_TRUE(claimed.ok()) << claimed.status();
@@ -87,7 +72,7 @@ TEST(DataDirTest, NoOtherUserCanLockOrReplaceTheLockFile) {
   struct stat st {};
   ASSERT_EQ(::stat(lock.c_str(), &st), 0);
   EXPECT_EQ(st.st_uid, 0u) << "the planted LOCK was kept";
-  EXPECT_EQ(AsNobody([&] {
+  EXPECT_EQ(testing::AsNobody([&] {
               if (::open(lock.c_str(), O_RDONLY) >= 0 || errno != EACCES) return 1;
               if (::unlink(lock.c_str()) == 0 || errno != EACCES) return 2;
               const std::string other = data_dir + "/LOCK.new";
@@ -104,7 +89,7 @@ TEST(DataDirTest, AHeldLockFileOfAnotherUserIsNotReplaced) {
   TempDir dir;
   const std::string lock = dir.path() + "/LOCK";
   std::ofstream(lock) << "other\n";
-  ASSERT_EQ(::chown(lock.c_str(), 65534, 65534), 0);
+  ASSERT_EQ(::chown(lock.c_str(), testing::kNobody, testing::kNobody), 0);
   const int holder = ::open(lock.c_str(), O_RDONLY);
   ASSERT_GE(holder, 0);
   ASSERT_EQ(::flock(holder, LOCK_SH), 0);
