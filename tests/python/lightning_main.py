@@ -9,6 +9,7 @@ the space retention frees shows against the cluster's overhead.
 
 import hashlib
 import os
+import time
 import warnings
 
 from framework_support import rank_main
@@ -54,9 +55,19 @@ class TinyRegressor(pl.LightningModule):
 
 class WatchedCheckpointIO(CkptfsCheckpointIO):
     """Counts the removals asked for before their checkpoint's save ended
-    (AsyncCheckpointIO had it queued or running)."""
+    (AsyncCheckpointIO had it queued or running). A save_delay_s holds each
+    save back that long, so that the next step's save and removal come while
+    it is still queued or running, however fast the machine is."""
 
     early_removals = 0
+
+    def __init__(self, save_delay_s=0.0):
+        super().__init__()
+        self.save_delay_s = save_delay_s
+
+    def save_checkpoint(self, checkpoint, path, storage_options=None):
+        time.sleep(self.save_delay_s)
+        super().save_checkpoint(checkpoint, path, storage_options)
 
     def remove_checkpoint(self, path):
         with self._lock:
@@ -76,7 +87,7 @@ def scenario_fit(rank, world, args):
     """fit() for max_epochs with ModelCheckpoint(dirpath=run) keeping the
     top_k newest saves (monitor="step") plus last.ckpt; resumes from args["ckpt_path"]."""
     torch.manual_seed(3)
-    io = WatchedCheckpointIO()
+    io = WatchedCheckpointIO(save_delay_s=args.get("save_delay_s", 0.0))
     plugin = AsyncCheckpointIO(io) if args.get("async") else io
     checkpoint = ModelCheckpoint(
         dirpath=args["run"], filename="{epoch}-{step}", monitor="step", mode="max",

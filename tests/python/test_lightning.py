@@ -78,9 +78,11 @@ def test_top_k_and_last_are_committed_and_resume_from_last(cluster, run_dir):
 
 def test_async_checkpoint_io_removes_what_retention_dropped(cluster, run_dir):
     # A save at every step: ModelCheckpoint asks to remove the previous
-    # top-1 checkpoint right after queueing the save of the next, often
-    # before the queued one of the previous step has run.
-    report = fit(run_dir, max_epochs=2, top_k=1, every_n_train_steps=1, **{"async": True})
+    # top-1 checkpoint right after queueing the save of the next, before the
+    # queued one of the previous step has run when saves are slower than
+    # steps, as they are here (each held back 0.2 s).
+    report = fit(run_dir, max_epochs=2, top_k=1, every_n_train_steps=1, save_delay_s=0.2,
+                 **{"async": True})
     assert report["global_step"] == 8
     assert report["deferred_left"] == []
     assert report["early_removals"] > 0  # the race this test is about happened
