@@ -15,6 +15,9 @@
 // rank's arrival stays recorded; committing again waits for the same
 // outcome).
 //
+// Who may commit, declare and remove follows the permission bits as for the
+// equivalent file operations (fuse/checkpoint_access.h).
+//
 // getxattr and listxattr follow the two-step protocol of the syscalls: a
 // size-0 request asks only for the length; a buffer too small gets ERANGE.
 #include <cerrno>
@@ -27,6 +30,8 @@
 #include "client/cancellation.h"
 #include "client/checkpoint_xattr_parsing.h"
 #include "common/errno_status.h"
+#include "common/log.h"
+#include "fuse/checkpoint_access.h"
 #include "fuse/filesystem.h"
 #include "fuse/ops.h"
 #include "fuse/reply.h"
@@ -86,6 +91,12 @@ absl::Status DoSetXattr(fuse_req_t req, Filesystem& fs, fuse_ino_t ino, const ch
     return ErrnoStatus(EOPNOTSUPP, absl::StrCat("xattr namespace of ", name, " not supported"));
   }
   const absl::string_view data(value, size);
+  if (absl::Status access =
+          CheckCheckpointAccess(fs.client(), CallerOf(req), ino, name, data, /*set=*/true);
+      !access.ok()) {
+    CKPTFS_LOG(kInfo) << "setxattr " << name << " refused: " << access.message();
+    return access;
+  }
   if (!IsCommit(name)) return fs.client().SetXattr(ino, name, data, flags);
   return Interruptible(req, [&](client::Cancellation* cancel) {
     return fs.client().SetXattr(ino, name, data, flags, cancel);
@@ -105,6 +116,12 @@ void SetXattr(fuse_req_t req, fuse_ino_t ino, const char* name, const char* valu
 absl::StatusOr<std::string> DoGetXattr(fuse_req_t req, Filesystem& fs, fuse_ino_t ino,
                                        const char* name) {
   if (!IsStoredXattrName(name)) return ErrnoStatus(ENODATA, name);
+  if (absl::Status access =
+          CheckCheckpointAccess(fs.client(), CallerOf(req), ino, name, "", /*set=*/false);
+      !access.ok()) {
+    CKPTFS_LOG(kInfo) << "getxattr " << name << " refused: " << access.message();
+    return access;
+  }
   if (!IsCommit(name)) return fs.client().GetXattr(ino, name);
   return Interruptible(
       req, [&](client::Cancellation* cancel) { return fs.client().GetXattr(ino, name, cancel); });

@@ -68,6 +68,10 @@ def _error(err, what, path, reason=""):
     message = "%s: %s (%s)" % (what, _os.strerror(err), _errname(err))
     if reason:
         message += ": " + reason
+    elif err in (_errno.EACCES, _errno.EPERM):
+        message += (": declaring, committing and changing keep need write permission on the "
+                    "directory, removing a checkpoint the right to delete everything in it "
+                    "(or owning it); the mount's log names what is missing")
     return OSError(err, message, path)
 
 
@@ -326,6 +330,7 @@ def remove(dir):
     parent, name = _os.path.split(dir)
     if not name or name in (".", ".."):
         raise ValueError("not a checkpoint directory: %r" % dir)
+    _check_on_ckptfs(parent or ".")
     try:
         _os.setxattr(parent or ".", REMOVE_XATTR, name.encode("utf-8", "surrogateescape"))
     except OSError as e:

@@ -459,11 +459,7 @@ TEST_F(CheckpointBarrierTest, LatestFollowsCommitsAndRemovals) {
 
 TEST_F(CheckpointBarrierTest, RetentionKeepsTheNewestCommittedAndDropsAborted) {
   const uint64_t run = Dir(kRootIno, "run");
-  SetXattrRequest keep;
-  keep.set_ino(run);
-  keep.set_name(std::string(kKeepXattr));
-  keep.set_value("2");
-  ASSERT_OK(ns_->SetXattr(keep));
+  Keep(run, "2");
   const uint64_t c1 = Committed(run, "c1");
   const uint64_t c1_file = ns_->Lookup(c1, "model.pt")->ino();
   clock_.Advance(absl::Seconds(1));
@@ -491,17 +487,47 @@ TEST_F(CheckpointBarrierTest, RetentionKeepsTheNewestCommittedAndDropsAborted) {
 
 TEST_F(CheckpointBarrierTest, RetentionKeepsTheCheckpointJustCommittedWhenTheClockStepsBack) {
   const uint64_t run = Dir(kRootIno, "run");
-  SetXattrRequest keep;
-  keep.set_ino(run);
-  keep.set_name(std::string(kKeepXattr));
-  keep.set_value("1");
-  ASSERT_OK(ns_->SetXattr(keep));
+  Keep(run, "1");
   Committed(run, "c1");
   clock_.Advance(absl::Seconds(-10));  // NTP stepped the clock back
   const uint64_t c2 = Committed(run, "c2");
   EXPECT_TRUE(Eventually([&] { return !ns_->Lookup(run, "c1").ok(); }));
   EXPECT_EQ(ns_->Lookup(run, "c2")->ino(), c2);
   EXPECT_EQ(LatestOf(run), "c2");
+}
+
+TEST_F(CheckpointBarrierTest, RetentionTakesOnlyTheCheckpointsOfTheCommittedOnesOwner) {
+  const uint64_t run = Dir(kRootIno, "run");
+  Keep(run, "1");
+  // Another user's checkpoints in the same run directory.
+  auto owned_by = [&](const std::string& name, uint32_t uid) {
+    const uint64_t ckpt = Dir(run, name);
+    Chown(ckpt, uid);
+    EXPECT_OK(Declare(ckpt, 1));
+    File(ckpt, "model.pt");
+    EXPECT_OK(CommitAll(ckpt, 1));
+    return ckpt;
+  };
+  owned_by("theirs1", 1000);
+  clock_.Advance(absl::Seconds(1));
+  const uint64_t aborted = Dir(run, "theirs-aborted");
+  Chown(aborted, 1000);
+  ASSERT_OK(Declare(aborted, 1));
+  ASSERT_OK(ckpts_->Abort(aborted, EIO, "test"));
+  clock_.Advance(absl::Seconds(1));
+  Committed(run, "mine1");
+  clock_.Advance(absl::Seconds(1));
+  Committed(run, "mine2");
+  EXPECT_TRUE(Eventually([&] { return !ns_->Lookup(run, "mine1").ok(); }));
+  // Root's commits kept one of root's and removed none of the other user's.
+  EXPECT_TRUE(ns_->Lookup(run, "theirs1").ok());
+  EXPECT_TRUE(ns_->Lookup(run, "theirs-aborted").ok());
+  clock_.Advance(absl::Seconds(1));
+  owned_by("theirs2", 1000);
+  EXPECT_TRUE(Eventually([&] { return !ns_->Lookup(run, "theirs1").ok(); }));
+  EXPECT_TRUE(Eventually([&] { return !ns_->Lookup(run, "theirs-aborted").ok(); }));
+  EXPECT_TRUE(ns_->Lookup(run, "mine2").ok());
+  EXPECT_TRUE(ns_->Lookup(run, "theirs2").ok());
 }
 
 TEST_F(CheckpointBarrierTest, RemovingAPendingCheckpointFailsItsWaiters) {

@@ -71,6 +71,25 @@ class CheckpointFixture : public NamespaceFixture {
     MakeCheckpointParts();
   }
 
+  // user.ckptfs.keep = `keep` on run directory `run`.
+  void Keep(uint64_t run, const std::string& keep) {
+    SetXattrRequest request;
+    request.set_ino(run);
+    request.set_name(std::string(kKeepXattr));
+    request.set_value(keep);
+    EXPECT_OK(ns_->SetXattr(request));
+  }
+
+  // chown `ino` to `uid` (group too).
+  void Chown(uint64_t ino, uint32_t uid) {
+    SetAttrRequest request;
+    request.set_ino(ino);
+    request.set_valid(SET_UID | SET_GID);
+    request.set_uid(uid);
+    request.set_gid(uid);
+    EXPECT_OK(ns_->SetAttr(request));
+  }
+
   // mkdir parent/name; returns the inode.
   uint64_t Dir(uint64_t parent, const std::string& name) {
     auto dir = MakeDir(parent, name);

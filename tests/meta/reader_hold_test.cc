@@ -113,11 +113,7 @@ TEST_F(ReaderHoldTest, TheGraceEndsAHoldThatIsNeverReleased) {
 
 TEST_F(ReaderHoldTest, RetentionKeepsWhatAReaderHolds) {
   const uint64_t run = Dir(kRootIno, "run");
-  SetXattrRequest keep;
-  keep.set_ino(run);
-  keep.set_name(std::string(kKeepXattr));
-  keep.set_value("1");
-  ASSERT_OK(ns_->SetXattr(keep));
+  Keep(run, "1");
   const Ckpt first = CommittedWithTwoFiles(run, "step_1");
   ASSERT_TRUE(ns_->OpenToRead(first.b, 9).ok());
   clock_.Advance(absl::Seconds(1));

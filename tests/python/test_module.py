@@ -89,9 +89,22 @@ class OffMountTest(unittest.TestCase):
         self.assertEqual(cm.exception.errno, errno.ENOTSUP)
         self.assertEqual(ckptfs.latest_name(self.root), "latest")
 
-    def test_remove_needs_a_name(self):
+    def test_remove_needs_a_name_and_the_mount(self):
         with self.assertRaises(ValueError):
             ckptfs.remove("/")
+        os.makedirs(os.path.join(self.root, "run", "step_1"))
+        with self.assertRaises(OSError) as cm:
+            ckptfs.remove(os.path.join(self.root, "run", "step_1"))
+        self.assertEqual(cm.exception.errno, errno.ENOTSUP)
+        # Nothing was set on the plain directory.
+        self.assertEqual(os.listxattr(os.path.join(self.root, "run")), [])
+
+    def test_a_refusal_says_which_permission_decides(self):
+        e = ckptfs._error(errno.EACCES, "cannot remove /c/run/step_1", "/c/run/step_1")
+        self.assertEqual(e.errno, errno.EACCES)
+        self.assertIsInstance(e, PermissionError)
+        self.assertIn("(EACCES)", str(e))
+        self.assertIn("the right to delete everything in it", str(e))
 
 
 if __name__ == "__main__":

@@ -170,10 +170,11 @@ class CheckpointStore {
                                   const RemoveOnly* only = nullptr);
 
   // Retention of the run directory holding checkpoint `ckpt` (its
-  // user.ckptfs.keep = K): removes every ABORTED checkpoint there, every
-  // REMOVING one whose first removal is options().removing_grace old, and
-  // the COMMITTED ones older (by ended_ms) than the newest K. Returns the
-  // inodes removed; none without a valid keep.
+  // user.ckptfs.keep = K), among the checkpoints there that have `ckpt`'s
+  // owner: removes every ABORTED one, every REMOVING one whose first
+  // removal is options().removing_grace old, and the COMMITTED ones older
+  // (by ended_ms) than the newest K. Returns the inodes removed; none
+  // without a valid keep.
   absl::StatusOr<std::vector<uint64_t>> Retain(uint64_t ckpt);
 
   // The checkpoint governing file (or directory) `ino` if it is PENDING;

@@ -1,8 +1,10 @@
 // CheckpointStore::Remove and Retain: deleting whole checkpoints, by request
-// or by a run directory's retention (user.ckptfs.keep).
+// or by a run directory's retention (user.ckptfs.keep), which takes only
+// checkpoints of the owner of the one whose commit applies it.
 #include <algorithm>
 #include <cerrno>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "common/entry_name.h"
 #include "common/errno_status.h"
@@ -63,15 +65,36 @@ absl::StatusOr<uint64_t> CheckpointStore::Remove(uint64_t run_dir, absl::string_
   });
 }
 
+namespace {
+
+// Which of `checkpoints` (still there) have owner `uid`.
+absl::StatusOr<absl::flat_hash_set<uint64_t>> OwnedBy(
+    KvStore* kv, const google::protobuf::RepeatedPtrField<CheckpointInfo>& checkpoints,
+    uint32_t uid) {
+  MetaTxn txn(kv);
+  absl::flat_hash_set<uint64_t> owned;
+  for (const CheckpointInfo& info : checkpoints) {
+    absl::StatusOr<std::optional<InodeRecord>> inode =
+        txn.GetRecord<InodeRecord>(InodeKey(info.ino()));
+    if (!inode.ok()) return inode.status();
+    if (inode->has_value() && (*inode)->attr().uid() == uid) owned.insert(info.ino());
+  }
+  return owned;
+}
+
+}  // namespace
+
 absl::StatusOr<std::vector<uint64_t>> CheckpointStore::Retain(uint64_t ckpt) {
   std::vector<uint64_t> removed;
   std::optional<uint32_t> keep;
   uint64_t run_dir = 0;
+  uint32_t owner = 0;
   {
     MetaTxn txn(kv_);
     absl::StatusOr<InodeRecord> checkpoint = GetDir(txn, ckpt);
     if (!checkpoint.ok()) return checkpoint.status();
     run_dir = checkpoint->parent();
+    owner = checkpoint->attr().uid();
     absl::StatusOr<InodeRecord> dir = GetDir(txn, run_dir);
     if (!dir.ok()) return dir.status();
     auto it = dir->xattrs().find(std::string(kKeepXattr));
@@ -85,7 +108,12 @@ absl::StatusOr<std::vector<uint64_t>> CheckpointStore::Retain(uint64_t ckpt) {
   // left to its remover for a while: names vanishing under it would fail it.
   const int64_t removing_before_ms =
       clock_->NowMs() - absl::ToInt64Milliseconds(options_.removing_grace);
+  // Only the checkpoints of the committed one's owner: one user's commit
+  // never removes another's checkpoint, nor counts it among those kept.
+  absl::StatusOr<absl::flat_hash_set<uint64_t>> owned = OwnedBy(kv_, list->checkpoints(), owner);
+  if (!owned.ok()) return owned.status();
   for (const CheckpointInfo& info : list->checkpoints()) {
+    if (!owned->contains(info.ino())) continue;
     if (info.state() == COMMITTED) committed.push_back(&info);
     if (info.state() == ABORTED) victims.push_back(&info);
     if (info.state() == REMOVING && info.removing_ms() <= removing_before_ms) {
