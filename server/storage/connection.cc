@@ -21,7 +21,7 @@ namespace {
 
 // How long a connection may stay open without presenting the credential
 // (when the server wants one).
-constexpr absl::Duration kHelloTimeout = absl::Seconds(10);
+constexpr absl::Duration kHelloTimeout = absl::Seconds(3);
 
 // Refusals a peer can cause at will share one limiter: one line a second.
 LogLimiter& RefusalLog() {
@@ -59,8 +59,10 @@ std::string ReplyHead(data::ResponseHeader header, size_t payload_len) {
 
 }  // namespace
 
-Connection::Connection(UniqueFd socket, std::string peer, EventLoop& loop, bool served)
+Connection::Connection(UniqueFd socket, std::string peer, EventLoop& loop, bool served,
+                       StrangerLimit::Ticket stranger)
     : socket_(std::move(socket)),
+      stranger_(std::move(stranger)),
       peer_(std::move(peer)),
       loop_(loop),
       served_(served),
@@ -316,6 +318,7 @@ bool Connection::Authenticate(const data::RequestHeader& header) {
     why = "no credential presented (the connection did not open with HELLO)";
   } else if (expected.empty() || CredentialMatches(header.credential(), expected)) {
     authenticated_ = true;
+    stranger_.Release();
     return true;
   } else {
     why = header.credential().empty() ? "an empty credential presented"
@@ -559,6 +562,7 @@ void Connection::Close(absl::string_view why) {
   }
   closed_ = true;
   phase_ = Phase::kClosed;
+  stranger_.Release();
   // Ends the operations in flight on the socket: a receive sees EOF, a send
   // EPIPE. The descriptor itself is closed with the Connection. (No
   // io_uring cancel by descriptor: it could be submitted after the

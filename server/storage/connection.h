@@ -32,8 +32,9 @@
 // cannot fill the log); a right one is answered at once (no disk) and the
 // connection goes on as usual. HELLO is answered on every connection, with
 // or without a credential, once: a second one is a protocol error (EPROTO).
-// A connection that has not presented the credential within 10 s is closed,
-// so idle strangers cannot hold the max_connections slots.
+// A connection that has not presented the credential within 3 s is closed,
+// and a host holds at most a few such connections at once (the server's
+// StrangerLimit), so strangers cannot hold the max_connections slots.
 //
 // Ownership: owned by its EventLoop, which destroys it once Finished().
 // Thread-safety: loop thread only.
@@ -57,6 +58,7 @@
 #include "common/unique_fd.h"
 #include "server/storage/payload_arena.h"
 #include "server/storage/request.h"
+#include "server/storage/stranger_limit.h"
 
 namespace ckptfs::storage {
 
@@ -72,7 +74,9 @@ class Connection {
   };
 
   // `served`: counts as a served connection (not a refused one).
-  Connection(UniqueFd socket, std::string peer, EventLoop& loop, bool served);
+  // `stranger`: its place among its host's unauthenticated connections.
+  Connection(UniqueFd socket, std::string peer, EventLoop& loop, bool served,
+             StrangerLimit::Ticket stranger = {});
   Connection(const Connection&) = delete;
   Connection& operator=(const Connection&) = delete;
   ~Connection();
@@ -144,6 +148,9 @@ class Connection {
   void RetryLater();
 
   UniqueFd socket_;
+  // Released when the connection authenticates or closes; declared after
+  // socket_ so that it goes first (stranger_limit.h).
+  StrangerLimit::Ticket stranger_;
   const std::string peer_;
   EventLoop& loop_;
   const bool served_;

@@ -131,9 +131,11 @@ bool EventLoop::Post(Message message) {
   return true;
 }
 
-void EventLoop::Adopt(UniqueFd socket, std::string peer, absl::Status refusal, bool served) {
+void EventLoop::Adopt(UniqueFd socket, std::string peer, absl::Status refusal, bool served,
+                      StrangerLimit::Ticket stranger) {
   Message message{Message::Kind::kAdopt};
   message.socket = std::move(socket);
+  message.stranger = std::move(stranger);
   message.peer = std::move(peer);
   message.refusal = std::move(refusal);
   message.served = served;
@@ -233,8 +235,9 @@ void EventLoop::HandleMessages() {
           if (message.served) shared_.connections->fetch_sub(1);
           break;  // the socket closes with the message
         }
-        connections_.push_front(std::make_unique<Connection>(
-            std::move(message.socket), std::move(message.peer), *this, message.served));
+        connections_.push_front(
+            std::make_unique<Connection>(std::move(message.socket), std::move(message.peer), *this,
+                                         message.served, std::move(message.stranger)));
         Connection* connection = connections_.front().get();
         connection->self = connections_.begin();
         connection->Start(message.refusal);

@@ -96,7 +96,8 @@ class EventLoop : public RequestSink {
   // Serves `socket` on this loop. With a non-OK `refusal` the peer is only
   // told why (an error frame) before it is closed. `served`: counts in
   // Shared::connections (the caller counted it), released when it closes.
-  void Adopt(UniqueFd socket, std::string peer, absl::Status refusal, bool served);
+  void Adopt(UniqueFd socket, std::string peer, absl::Status refusal, bool served,
+             StrangerLimit::Ticket stranger = {});
   void Done(std::unique_ptr<Request> request) override;
   void Granted(Connection* connection, PayloadArena::Lease lease);
   Stats stats() const;
@@ -133,6 +134,7 @@ class EventLoop : public RequestSink {
   struct Message {
     enum class Kind { kAdopt, kDone, kGranted, kStop } kind;
     UniqueFd socket;
+    StrangerLimit::Ticket stranger;  // after socket: goes first
     std::string peer;
     absl::Status refusal;
     bool served = false;

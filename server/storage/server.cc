@@ -92,16 +92,19 @@ std::vector<metrics::CallbackHandle> Server::AddGauges(PayloadArena* pool, Chunk
 void Server::OnAccept(UniqueFd socket, std::string peer) {
   EventLoop& loop = *loops_[next_loop_];
   next_loop_ = (next_loop_ + 1) % loops_.size();
+  StrangerLimit::Ticket stranger;
+  if (!options_.credential.empty()) stranger = strangers_.Admit(peer, socket.get());
   if (connections_.fetch_add(1) >= options_.max_connections) {
     connections_.fetch_sub(1);
     loop.Adopt(std::move(socket), std::move(peer),
                ErrnoStatus(EAGAIN, absl::StrCat("storage server ", address_.ToString(), " serves ",
                                                 options_.max_connections,
                                                 " connections already; try again later")),
-               /*served=*/false);
+               /*served=*/false, std::move(stranger));
     return;
   }
-  loop.Adopt(std::move(socket), std::move(peer), absl::OkStatus(), /*served=*/true);
+  loop.Adopt(std::move(socket), std::move(peer), absl::OkStatus(), /*served=*/true,
+             std::move(stranger));
 }
 
 Server::Stats Server::stats() const {

@@ -8,7 +8,9 @@
 // The first loop accepts and spreads new connections over all loops, round
 // robin. Over max_connections, a new connection is told EAGAIN (an error
 // frame) and closed. With a credential, a connection that does not open
-// with a HELLO carrying it is told EACCES and closed (connection.h).
+// with a HELLO carrying it is told EACCES and closed (connection.h), and
+// one peer host holds at most max_strangers_per_host connections that have
+// not presented it yet (stranger_limit.h).
 //
 // Usable in-process: Start() on 127.0.0.1:0 and ask port(); Stop() closes
 // the listener and every connection, waits for requests in flight on disk,
@@ -26,6 +28,7 @@
 #ifndef CKPTFS_SERVER_STORAGE_SERVER_H_
 #define CKPTFS_SERVER_STORAGE_SERVER_H_
 
+#include <algorithm>
 #include <atomic>
 #include <memory>
 #include <vector>
@@ -40,6 +43,7 @@
 #include "server/storage/event_loop.h"
 #include "server/storage/payload_arena.h"
 #include "server/storage/request_handler.h"
+#include "server/storage/stranger_limit.h"
 
 namespace ckptfs::storage {
 
@@ -59,6 +63,9 @@ class Server {
     size_t buffer_pool_bytes = size_t{256} << 20;
     // Connections served at once; more are told EAGAIN and closed.
     size_t max_connections = 4096;
+    // With a credential: connections one peer host may hold before they
+    // authenticate; another shuts the oldest down (stranger_limit.h).
+    size_t max_strangers_per_host = 32;
     // Submission queue entries of each network ring.
     unsigned ring_entries = 256;
     // Send replies with IORING_OP_SENDMSG_ZC instead of copying them into
@@ -110,12 +117,18 @@ class Server {
 
   // Connections currently being served (for tests and status).
   size_t active_connections() const { return connections_.load(); }
+  // Unauthenticated connections shut down to make room for newer ones of
+  // their host, since start.
+  uint64_t strangers_evicted() const { return strangers_.evicted(); }
   Stats stats() const;
   PayloadArena& buffer_pool() { return *pool_; }
 
  private:
   Server(ChunkStore& store, HostPort address, Options options)
-      : options_(options), handler_(store), address_(std::move(address)) {}
+      : options_(options),
+        handler_(store),
+        address_(std::move(address)),
+        strangers_(std::max<size_t>(options.max_strangers_per_host, 1)) {}
   // The scrape-time gauges of the pool and the disk (metrics.h): buffer-pool
   // capacity/used/waiting, disk capacity/free.
   static std::vector<metrics::CallbackHandle> AddGauges(PayloadArena* pool, ChunkStore* store);
@@ -125,6 +138,8 @@ class Server {
   const Options options_;
   RequestHandler handler_;
   const HostPort address_;
+  // Outlives the loops, whose connections hold its tickets.
+  StrangerLimit strangers_;
   std::unique_ptr<PayloadArena> pool_;
   std::unique_ptr<DiskWorkers> disk_;
   std::vector<std::unique_ptr<EventLoop>> loops_;

@@ -4,21 +4,28 @@
 // path (EACCES, connection closed), each refusal logged once by the daemon
 // that refused it, and the cluster goes on serving those that present it;
 // the right credential works end to end through a mount; a credential file
-// other users may read stops a daemon at start; and on a mount, permission
-// bits hold against another user (as root: a child that setuid()s to
-// nobody).
+// other users may read stops a daemon at start; a stranger opening 10,000
+// data connections in a loop does not stop four writers' saves; and on a
+// mount, permission bits hold against another user (as root: a child that
+// setuid()s to nobody).
 #include <fcntl.h>
 #include <grpcpp/grpcpp.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <memory>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -47,6 +54,13 @@ size_t Count(const std::string& text, const std::string& what) {
   size_t n = 0;
   for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
   return n;
+}
+
+// How many descriptors process `pid` has open.
+size_t OpenDescriptors(pid_t pid) {
+  std::error_code error;
+  std::filesystem::directory_iterator it("/proc/" + std::to_string(pid) + "/fd", error);
+  return error ? 0 : static_cast<size_t>(std::distance(it, std::filesystem::directory_iterator()));
 }
 
 class AuthTest : public ::testing::Test {
@@ -164,6 +178,68 @@ TEST_F(AuthTest, MountWithTheCredentialWritesAndReadsWithoutItDoesNotMount) {
   back = ReadWholeFile(*mount + "/file");
   ASSERT_TRUE(back.ok()) << back.status();
   EXPECT_TRUE(*back == data);
+}
+
+TEST_F(AuthTest, StrangersConnectingInALoopDoNotStopSaves) {
+  // The stranger keeps every connection it opens: room for 10,000.
+  rlimit nofile{};
+  ASSERT_EQ(::getrlimit(RLIMIT_NOFILE, &nofile), 0);
+  nofile.rlim_cur = std::max<rlim_t>(nofile.rlim_cur, 12000);
+  nofile.rlim_max = std::max(nofile.rlim_max, nofile.rlim_cur);
+  ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &nofile), 0) << std::strerror(errno);
+
+  // The stranger connects in a loop until the saves are done and it made
+  // 10,000 attempts, holding its newest 10,000 connections.
+  std::atomic<int> attempts{0};
+  std::atomic<bool> saves_done{false};
+  std::vector<UniqueFd> held(10000);
+  std::thread stranger([&] {
+    for (int i = 0; i < 10000 || !saves_done.load(); ++i) {
+      absl::StatusOr<UniqueFd> fd = ConnectTcp(Storage(i % 2), absl::Seconds(5));
+      held[i % held.size()] = fd.ok() ? *std::move(fd) : UniqueFd();
+      attempts.fetch_add(1);
+    }
+  });
+  // The mount starts, and opens its data connections, once the stranger
+  // made its 10,000 attempts, and the writers save while it goes on.
+  while (attempts.load() < 10000) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  // Each server holds a few of the stranger's connections, not thousands
+  // (it pushes out the oldest beyond 32; what else a server has open is
+  // under 100 descriptors).
+  for (int i = 0; i < 2; ++i) {
+    EXPECT_LT(OpenDescriptors(cluster_->storage_pid(i)), 200) << "storage server " << i;
+  }
+  absl::StatusOr<std::string> mount = cluster_->Mount("storm");
+  if (!mount.ok()) {
+    saves_done = true;
+    stranger.join();
+  }
+  ASSERT_TRUE(mount.ok()) << mount.status();
+  constexpr int kWriters = 4;
+  constexpr int kFiles = 6;
+  std::vector<absl::Status> saved(kWriters * kFiles);
+  std::vector<std::thread> writers;
+  for (int w = 0; w < kWriters; ++w) {
+    writers.emplace_back([&, w] {
+      for (int f = 0; f < kFiles; ++f) {
+        const std::string path = absl::StrCat(*mount, "/rank", w, "-", f);
+        saved[w * kFiles + f] = WriteWholeFile(path, TestData(5 << 20, w * kFiles + f));
+      }
+    });
+  }
+  for (std::thread& writer : writers) writer.join();
+  saves_done = true;
+  stranger.join();
+  EXPECT_GE(attempts.load(), 10000);
+  held.clear();
+  for (int i = 0; i < kWriters * kFiles; ++i) {
+    const std::string path = absl::StrCat(*mount, "/rank", i / kFiles, "-", i % kFiles);
+    ASSERT_TRUE(saved[i].ok()) << saved[i];
+    absl::StatusOr<std::string> back = ReadWholeFile(path);
+    ASSERT_TRUE(back.ok()) << back.status();
+    EXPECT_TRUE(*back == TestData(5 << 20, i)) << path;
+  }
+  ASSERT_TRUE(cluster_->Unmount(*mount).ok());
 }
 
 TEST_F(AuthTest, CredentialFileOthersCanReadStopsEveryDaemonAtStart) {

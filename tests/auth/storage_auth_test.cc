@@ -2,7 +2,8 @@
 // a connection must open with HELLO carrying it; anything else, or a wrong
 // one, gets one EACCES error frame (request_id 0) and the connection closes,
 // while connections that present it are served as before. Without a
-// credential HELLO is answered and nothing is required.
+// credential HELLO is answered and nothing is required. One host holds at
+// most a few connections that have not presented it.
 #include <sys/socket.h>
 
 #include <cerrno>
@@ -11,8 +12,10 @@
 #include <filesystem>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/strings/match.h"
+#include "absl/time/clock.h"
 #include "common/crc32c.h"
 #include "common/credential.h"
 #include "common/data_connection.h"
@@ -162,6 +165,31 @@ TEST_F(StorageAuthTest, SilentConnectionIsClosedWithoutHello) {
   const ssize_t got = RecvOneByte(fd->get());
   const int recv_errno = errno;
   EXPECT_EQ(got, 0) << std::strerror(recv_errno);  // closed by the server, no frame
+}
+
+TEST_F(StorageAuthTest, AHostHoldsFewSilentConnectionsAndItsClientsStillGetIn) {
+  Start(kSecret);
+  // 200 silent connections from 127.0.0.1 (more than max_strangers_per_host).
+  std::vector<UniqueFd> strangers;
+  for (int i = 0; i < 200; ++i) {
+    auto fd = ConnectTcp(server_->address(), absl::Seconds(5));
+    ASSERT_TRUE(fd.ok()) << fd.status();
+    strangers.push_back(*std::move(fd));
+  }
+  // A client of the same host connects, authenticates and is served.
+  std::unique_ptr<DataConnection> good = Connect();
+  ASSERT_NE(good, nullptr);
+  ASSERT_TRUE(PresentCredential(*good, kSecret).ok());
+  EXPECT_TRUE(Ping(*good).ok());
+  // The client counted too until its HELLO: of the 201, all but the newest
+  // max_strangers_per_host were shut down; the oldest finds its stream ended.
+  const size_t pushed_out = 201 - Server::Options().max_strangers_per_host;
+  for (int i = 0; i < 200 && server_->strangers_evicted() < pushed_out; ++i) {
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  EXPECT_EQ(server_->strangers_evicted(), pushed_out);
+  ASSERT_TRUE(SetSocketTimeouts(strangers.front().get(), absl::Seconds(10)).ok());
+  EXPECT_EQ(RecvOneByte(strangers.front().get()), 0);
 }
 
 TEST_F(StorageAuthTest, RefusalsDoNotDisturbAnAuthenticatedConnection) {

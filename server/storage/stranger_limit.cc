@@ -1,0 +1,58 @@
+// See stranger_limit.h.
+#include "server/storage/stranger_limit.h"
+
+#include <sys/socket.h>
+
+#include <algorithm>
+#include <utility>
+
+#include "common/tcp.h"
+
+namespace ckptfs::storage {
+
+StrangerLimit::Ticket& StrangerLimit::Ticket::operator=(Ticket&& other) noexcept {
+  if (this != &other) {
+    Release();
+    limit_ = std::exchange(other.limit_, nullptr);
+    host_ = std::move(other.host_);
+    fd_ = std::exchange(other.fd_, -1);
+  }
+  return *this;
+}
+
+void StrangerLimit::Ticket::Release() {
+  if (limit_ == nullptr) return;
+  std::exchange(limit_, nullptr)->Release(host_, fd_);
+}
+
+StrangerLimit::Ticket StrangerLimit::Admit(absl::string_view peer, int fd) {
+  std::string host = HostOfPeer(peer);
+  absl::MutexLock lock(&mu_);
+  std::deque<int>& fds = by_host_[host];
+  while (fds.size() >= per_host_) {
+    // Still open: its Ticket, which goes before its descriptor closes,
+    // would have removed it under mu_.
+    ::shutdown(fds.front(), SHUT_RDWR);
+    fds.pop_front();
+    evicted_.fetch_add(1, std::memory_order_relaxed);
+  }
+  fds.push_back(fd);
+  return Ticket(this, std::move(host), fd);
+}
+
+void StrangerLimit::Release(const std::string& host, int fd) {
+  absl::MutexLock lock(&mu_);
+  auto it = by_host_.find(host);
+  if (it == by_host_.end()) return;
+  std::deque<int>& fds = it->second;
+  auto at = std::find(fds.begin(), fds.end(), fd);
+  if (at != fds.end()) fds.erase(at);  // absent: evicted already
+  if (fds.empty()) by_host_.erase(it);
+}
+
+std::string HostOfPeer(absl::string_view peer) {
+  absl::StatusOr<HostPort> parsed = ParseHostPort(peer);
+  return parsed.ok() ? parsed->host : std::string(peer);
+}
+
+}  // namespace ckptfs::storage
