@@ -8,6 +8,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <utility>
@@ -106,90 +107,126 @@ MetricsHttpServer::~MetricsHttpServer() {
   if (thread_.joinable()) thread_.join();
 }
 
-bool MetricsHttpServer::WaitFor(int fd, short events, absl::Time deadline) {
-  for (;;) {
-    const absl::Duration left = deadline - absl::Now();
-    if (left <= absl::ZeroDuration()) return false;
-    pollfd fds[2] = {{fd, events, 0}, {wake_read_.get(), POLLIN, 0}};
-    const int ms = static_cast<int>(absl::ToInt64Milliseconds(left)) + 1;
-    const int ready = ::poll(fds, 2, ms);
-    if (ready < 0 && errno != EINTR) return false;
-    if (ready <= 0) continue;
-    if (fds[1].revents != 0) return false;  // stopping
-    if (fds[0].revents != 0) return true;   // ready, or an error the next call reports
-  }
-}
-
 void MetricsHttpServer::Run() {
+  std::vector<Client> clients;
+  std::vector<pollfd> fds;
   for (;;) {
-    pollfd fds[2] = {{listener_.get(), POLLIN, 0}, {wake_read_.get(), POLLIN, 0}};
-    const int ready = ::poll(fds, 2, -1);
-    if (ready < 0) {
-      if (errno == EINTR) continue;
+    fds.clear();
+    fds.push_back({wake_read_.get(), POLLIN, 0});
+    fds.push_back({listener_.get(), POLLIN, 0});
+    absl::Time next_deadline = absl::InfiniteFuture();
+    for (const Client& client : clients) {
+      const short events = client.phase == Client::Phase::kSending ? POLLOUT : POLLIN;
+      fds.push_back({client.fd.get(), events, 0});
+      next_deadline = std::min(next_deadline, client.deadline);
+    }
+    int timeout_ms = -1;
+    if (next_deadline != absl::InfiniteFuture()) {
+      const absl::Duration left = next_deadline - absl::Now();
+      timeout_ms = left <= absl::ZeroDuration()
+                       ? 0
+                       : static_cast<int>(absl::ToInt64Milliseconds(left)) + 1;
+    }
+    const int ready = ::poll(fds.data(), fds.size(), timeout_ms);
+    if (ready < 0 && errno != EINTR) {
       CKPTFS_LOG(kError) << "metrics server: poll: " << std::strerror(errno);
       return;
     }
-    if (fds[1].revents != 0) return;
-    if (fds[0].revents == 0) continue;
-    UniqueFd conn(::accept4(listener_.get(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK));
-    if (!conn.valid()) {
-      if (errno == EMFILE || errno == ENFILE) {
-        // Out of descriptors: back off instead of spinning on the ready listener.
-        WaitFor(wake_read_.get(), 0, absl::Now() + absl::Milliseconds(100));
-      }
-      continue;
+    if (fds[0].revents != 0) return;  // stopping
+    // Move the clients along (the poll entries line up with them), dropping
+    // those done or out of time.
+    const absl::Time now = absl::Now();
+    std::vector<Client> kept;
+    kept.reserve(clients.size() + 1);
+    for (size_t i = 0; i < clients.size(); ++i) {
+      Client& client = clients[i];
+      const bool woken = ready > 0 && fds[i + 2].revents != 0;
+      // A client gets io_timeout for its request and response however it
+      // trickles them (the drain has its own deadline).
+      const bool keep = (!woken || Advance(client)) && now < client.deadline;
+      if (keep) kept.push_back(std::move(client));
     }
-    Serve(conn.get());
+    clients.swap(kept);
+    if (ready > 0 && fds[1].revents != 0) Accept(clients);
   }
 }
 
-void MetricsHttpServer::Serve(int fd) {
-  const absl::Time deadline = absl::Now() + options_.io_timeout;
-  std::string head;
-  std::string response;
+void MetricsHttpServer::Accept(std::vector<Client>& clients) {
+  UniqueFd conn(::accept4(listener_.get(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK));
+  if (!conn.valid()) {
+    if (errno == EMFILE || errno == ENFILE) {
+      // Out of descriptors: back off instead of spinning on the ready listener.
+      pollfd wake{wake_read_.get(), POLLIN, 0};
+      ::poll(&wake, 1, 100);
+    }
+    return;
+  }
+  if (clients.size() >= std::max<size_t>(options_.max_clients, 1)) {
+    // Full: the oldest client still sending its request goes (held open by
+    // someone who does not scrape), else the new one.
+    auto oldest = clients.end();
+    for (auto it = clients.begin(); it != clients.end(); ++it) {
+      if (it->phase == Client::Phase::kReading &&
+          (oldest == clients.end() || it->deadline < oldest->deadline)) {
+        oldest = it;
+      }
+    }
+    if (oldest == clients.end()) return;  // `conn` closes
+    clients.erase(oldest);
+  }
+  Client client;
+  client.fd = std::move(conn);
+  client.deadline = absl::Now() + options_.io_timeout;
+  clients.push_back(std::move(client));
+}
+
+void MetricsHttpServer::StartSending(Client& client, std::string response) {
+  client.phase = Client::Phase::kSending;
+  client.response = std::move(response);
+  client.head.clear();
+}
+
+bool MetricsHttpServer::Advance(Client& client) {
   char buf[4096];
-  for (;;) {
-    if (!WaitFor(fd, POLLIN, deadline)) return;
-    const ssize_t n = ::recv(fd, buf, sizeof(buf), 0);
-    if (n < 0) {
-      if (errno == EINTR || errno == EAGAIN) continue;
-      return;
+  switch (client.phase) {
+    case Client::Phase::kReading: {
+      const ssize_t n = ::recv(client.fd.get(), buf, sizeof(buf), 0);
+      if (n < 0) return errno == EINTR || errno == EAGAIN;
+      if (n == 0) return false;  // closed before a whole request head
+      client.head.append(buf, static_cast<size_t>(n));
+      size_t end = client.head.find("\r\n\r\n");
+      if (end == std::string::npos) end = client.head.find("\n\n");
+      if (end != std::string::npos && end <= options_.max_request_bytes) {
+        client.head.resize(end);
+        StartSending(client, Respond(client.head));
+      } else if (client.head.size() > options_.max_request_bytes) {
+        StartSending(client, Plain("431 Request Header Fields Too Large", false));
+      }
+      return true;
     }
-    if (n == 0) return;  // closed before a whole request head
-    head.append(buf, static_cast<size_t>(n));
-    size_t end = head.find("\r\n\r\n");
-    if (end == std::string::npos) end = head.find("\n\n");
-    if (end != std::string::npos && end <= options_.max_request_bytes) {
-      head.resize(end);
-      response = Respond(head);
-      break;
+    case Client::Phase::kSending: {
+      const ssize_t n = ::send(client.fd.get(), client.response.data() + client.sent,
+                               client.response.size() - client.sent, MSG_NOSIGNAL);
+      if (n < 0) return errno == EINTR || errno == EAGAIN;
+      client.sent += static_cast<size_t>(n);
+      if (client.sent < client.response.size()) return true;
+      // Read away what the client still sends (an oversized request) until
+      // it closes, so that our close does not reset the response away.
+      ::shutdown(client.fd.get(), SHUT_WR);
+      client.phase = Client::Phase::kDraining;
+      client.response.clear();
+      client.deadline = absl::Now() + kDrainTime;
+      return true;
     }
-    if (head.size() > options_.max_request_bytes) {
-      response = Plain("431 Request Header Fields Too Large", false);
-      break;
+    case Client::Phase::kDraining: {
+      const ssize_t n = ::recv(client.fd.get(), buf, sizeof(buf), 0);
+      if (n < 0) return errno == EINTR || errno == EAGAIN;
+      if (n == 0) return false;
+      client.drained += static_cast<size_t>(n);
+      return client.drained < kDrainBytes;
     }
   }
-  size_t sent = 0;
-  while (sent < response.size()) {
-    if (!WaitFor(fd, POLLOUT, deadline)) return;
-    const ssize_t n = ::send(fd, response.data() + sent, response.size() - sent, MSG_NOSIGNAL);
-    if (n < 0) {
-      if (errno == EINTR || errno == EAGAIN) continue;
-      return;
-    }
-    sent += static_cast<size_t>(n);
-  }
-  ::shutdown(fd, SHUT_WR);
-  // Read away what the client still sends (an oversized request) until it
-  // closes, so that our close does not reset the response away.
-  const absl::Time drain_deadline = absl::Now() + kDrainTime;
-  size_t drained = 0;
-  while (drained < kDrainBytes && WaitFor(fd, POLLIN, drain_deadline)) {
-    const ssize_t n = ::recv(fd, buf, sizeof(buf), 0);
-    if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
-    if (n <= 0) return;
-    drained += static_cast<size_t>(n);
-  }
+  return false;
 }
 
 std::string MetricsHttpServer::Respond(absl::string_view head) {

@@ -1,13 +1,18 @@
 // MetricsHttpServer: a minimal HTTP/1.1 server for Prometheus scrapes.
 // `GET /metrics` (or HEAD) answers the registry rendered in the text format;
 // any other path 404, any other method 405, a request head over
-// Options::max_request_bytes 431, a malformed one 400. One connection at a
-// time, each closed after its response (Connection: close); a client gets
+// Options::max_request_bytes 431, a malformed one 400. Each connection is
+// closed after its response (Connection: close); a client gets
 // Options::io_timeout to send its request and to take the response.
 //
+// Many scrapers are served at once: one thread polls every connection and
+// moves each along as its socket allows, so a slow or silent client delays
+// nobody else. At most Options::max_clients connections are held; a new one
+// beyond that closes the oldest still sending its request.
+//
 // It runs on its own thread from Start until destruction. The destructor
-// wakes that thread (even in the middle of a slow client's request), joins
-// it and closes the listening socket.
+// wakes that thread (even in the middle of slow clients' requests), joins
+// it and closes the listening socket and every connection.
 //
 // Thread-safety: address() from any thread; the registry must outlive the
 // server.
@@ -18,6 +23,7 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -32,6 +38,7 @@ class MetricsHttpServer {
   struct Options {
     size_t max_request_bytes = 8192;
     absl::Duration io_timeout = absl::Seconds(5);
+    size_t max_clients = 64;
   };
 
   // Serves `registry` on `listener`, a listening TCP socket (ListenTcp).
@@ -54,13 +61,27 @@ class MetricsHttpServer {
  private:
   MetricsHttpServer(UniqueFd listener, UniqueFd wake_read, UniqueFd wake_write, Registry* registry,
                     Options options, std::string address);
+  // One connection and how far it got.
+  struct Client {
+    enum class Phase { kReading, kSending, kDraining };
+    UniqueFd fd;
+    Phase phase = Phase::kReading;
+    std::string head;      // the request as received so far
+    std::string response;  // once read
+    size_t sent = 0;
+    size_t drained = 0;
+    absl::Time deadline;   // of the current phase
+  };
+
   void Run();
-  void Serve(int fd);
+  void Accept(std::vector<Client>& clients);
+  // Moves `client` along after poll said its socket is ready; false once
+  // it is done (then it is closed).
+  bool Advance(Client& client);
+  // Sets `client` sending `response`.
+  void StartSending(Client& client, std::string response);
   // The response for one request head (everything up to the blank line).
   std::string Respond(absl::string_view head);
-  // Waits until `fd` is ready for `events` or the server stops or the
-  // deadline passes. True when ready.
-  bool WaitFor(int fd, short events, absl::Time deadline);
 
   const UniqueFd listener_;
   const UniqueFd wake_read_;

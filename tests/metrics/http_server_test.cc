@@ -1,7 +1,9 @@
 // Tests of MetricsHttpServer through a plain socket client: a scrape parses
 // as the registry's exposition, other paths 404, other methods 405, an
-// oversized request 431, garbage 400, a slow client is cut off without
-// blocking the next one, and destruction with a client connected returns.
+// oversized request 431, garbage 400, a slow client is cut off, several
+// scrapers are served at once (a slow one blocks nobody; beyond
+// max_clients the oldest silent one goes), and destruction with a client
+// connected returns.
 #include "common/metrics/http_server.h"
 
 #include <netinet/in.h>
@@ -11,6 +13,7 @@
 
 #include <cerrno>
 #include <string>
+#include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
@@ -144,11 +147,51 @@ TEST_F(HttpServerTest, SilentClientIsCutOffAndTheNextOneServed) {
   UniqueFd silent = Connect();
   const std::string partial = "GET /metr";
   ASSERT_TRUE(SendAll(silent.get(), partial.data(), partial.size()).ok());
-  // Served after the silent one's timeout: one connection at a time.
   EXPECT_EQ(Request("GET /metrics HTTP/1.1\r\n\r\n").status, 200);
   // The silent one was closed without a response.
   HttpReply cut = ReadReply(silent.get());
   EXPECT_EQ(cut.status, 0);
+}
+
+TEST_F(HttpServerTest, ScrapersAreServedAtOnceAndASlowOneBlocksNobody) {
+  // A minute for each client: a server that served one connection at a
+  // time would leave the scrapes below unanswered past their 30 s receive
+  // timeout.
+  MetricsHttpServer::Options options;
+  options.io_timeout = absl::Seconds(60);
+  Start(options);
+  std::vector<UniqueFd> slow;
+  for (int i = 0; i < 3; ++i) {
+    slow.push_back(Connect());
+    const std::string partial = "GET /metrics HTTP/1.1\r\nHo";
+    ASSERT_TRUE(SendAll(slow.back().get(), partial.data(), partial.size()).ok());
+  }
+  for (int i = 0; i < 5; ++i) {
+    EXPECT_EQ(Request("GET /metrics HTTP/1.1\r\n\r\n").status, 200);
+  }
+  // The slow ones finish their requests and are answered too.
+  for (UniqueFd& fd : slow) {
+    const std::string rest = "st: x\r\n\r\n";
+    ASSERT_TRUE(SendAll(fd.get(), rest.data(), rest.size()).ok());
+    EXPECT_EQ(ReadReply(fd.get()).status, 200);
+  }
+}
+
+TEST_F(HttpServerTest, BeyondMaxClientsTheOldestSilentOneGoes) {
+  MetricsHttpServer::Options options;
+  options.io_timeout = absl::Seconds(60);
+  options.max_clients = 2;
+  Start(options);
+  UniqueFd oldest = Connect();
+  UniqueFd second = Connect();
+  const std::string partial = "GET /met";
+  ASSERT_TRUE(SendAll(oldest.get(), partial.data(), partial.size()).ok());
+  ASSERT_TRUE(SendAll(second.get(), partial.data(), partial.size()).ok());
+  EXPECT_EQ(Request("GET /metrics HTTP/1.1\r\n\r\n").status, 200);
+  EXPECT_EQ(ReadReply(oldest.get()).status, 0);  // closed to make room
+  const std::string rest = "rics HTTP/1.1\r\n\r\n";
+  ASSERT_TRUE(SendAll(second.get(), rest.data(), rest.size()).ok());
+  EXPECT_EQ(ReadReply(second.get()).status, 200);
 }
 
 // True once the listening socket behind `listener` (a dup of the server's)
