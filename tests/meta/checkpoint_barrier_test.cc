@@ -308,6 +308,42 @@ TEST_F(CheckpointBarrierTest, OneWholeStoreSyncPerServerHoldingChunks) {
   EXPECT_EQ(idle.requests().size(), 0u);
 }
 
+TEST_F(CheckpointBarrierTest, AServerSlowToSyncHoldsBackOnlyTheCommitsThatNeedIt) {
+  const uint64_t run_a = Dir(kRootIno, "run-a");
+  const uint64_t run_b = Dir(kRootIno, "run-b");
+  const uint64_t slow = Dir(run_a, "slow");
+  ASSERT_OK(Declare(slow, 1));
+  File(slow, "model.pt");  // chunks on the storage server, which stops answering
+  storage_.Hold();
+  auto held = StartCommit(slow, 0);
+  storage_.WaitForRequests(1);  // its SYNC waits
+  // Another job's checkpoint (no chunks to sync) commits meanwhile.
+  const uint64_t other = Dir(run_b, "other");
+  ASSERT_OK(Declare(other, 1));
+  File(other, "empty", 0);
+  absl::StatusOr<CheckpointInfo> committed = CommitAll(other, 1);
+  ASSERT_TRUE(committed.ok()) << committed.status();
+  EXPECT_EQ(committed->state(), COMMITTED);
+  EXPECT_FALSE(held->done.HasBeenNotified());
+  // One of the same run directory commits after the slow one, so that its
+  // retention and `latest` see the slow one committed.
+  const uint64_t next = Dir(run_a, "next");
+  ASSERT_OK(Declare(next, 1));
+  File(next, "empty", 0);
+  auto queued = StartCommit(next, 0);
+  absl::SleepFor(absl::Milliseconds(200));
+  EXPECT_FALSE(queued->done.HasBeenNotified());
+  storage_.Release();
+  absl::StatusOr<CheckpointInfo> first = held->Wait();
+  absl::StatusOr<CheckpointInfo> second = queued->Wait();
+  ASSERT_TRUE(first.ok()) << first.status();
+  ASSERT_TRUE(second.ok()) << second.status();
+  EXPECT_EQ(first->state(), COMMITTED);
+  EXPECT_EQ(second->state(), COMMITTED);
+  EXPECT_LE(first->ended_ms(), second->ended_ms());
+  EXPECT_EQ(LatestOf(run_a), "next");
+}
+
 TEST_F(CheckpointBarrierTest, AFailedSyncAbortsWithEio) {
   const uint64_t run = Dir(kRootIno, "run");
   const uint64_t ckpt = Dir(run, "ckpt");
@@ -498,8 +534,8 @@ TEST_F(CheckpointBarrierTest, RetentionKeepsTheCheckpointJustCommittedWhenTheClo
 
 TEST_F(CheckpointBarrierTest, RetentionTakesOnlyTheCheckpointsOfTheCommittedOnesOwner) {
   const uint64_t run = Dir(kRootIno, "run");
-  Keep(run, "1");
-  // Another user's checkpoints in the same run directory.
+  // Another user's checkpoints in the same run directory, from before it
+  // kept only one (so that no retention of theirs runs yet).
   auto owned_by = [&](const std::string& name, uint32_t uid) {
     const uint64_t ckpt = Dir(run, name);
     Chown(ckpt, uid);
@@ -509,19 +545,20 @@ TEST_F(CheckpointBarrierTest, RetentionTakesOnlyTheCheckpointsOfTheCommittedOnes
     return ckpt;
   };
   owned_by("theirs1", 1000);
-  clock_.Advance(absl::Seconds(1));
   const uint64_t aborted = Dir(run, "theirs-aborted");
   Chown(aborted, 1000);
   ASSERT_OK(Declare(aborted, 1));
   ASSERT_OK(ckpts_->Abort(aborted, EIO, "test"));
+  Keep(run, "1");
   clock_.Advance(absl::Seconds(1));
   Committed(run, "mine1");
   clock_.Advance(absl::Seconds(1));
   Committed(run, "mine2");
+  // Retention removes aborted checkpoints before committed ones: had it
+  // taken theirs-aborted, that would be gone once mine1 is.
   EXPECT_TRUE(Eventually([&] { return !ns_->Lookup(run, "mine1").ok(); }));
-  // Root's commits kept one of root's and removed none of the other user's.
-  EXPECT_TRUE(ns_->Lookup(run, "theirs1").ok());
   EXPECT_TRUE(ns_->Lookup(run, "theirs-aborted").ok());
+  EXPECT_TRUE(ns_->Lookup(run, "theirs1").ok());
   clock_.Advance(absl::Seconds(1));
   owned_by("theirs2", 1000);
   EXPECT_TRUE(Eventually([&] { return !ns_->Lookup(run, "theirs1").ok(); }));

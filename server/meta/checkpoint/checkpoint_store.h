@@ -85,6 +85,8 @@ class CheckpointStore {
   // other metadata servers recorded). EINVAL if `ino` is a directory but not
   // a checkpoint, ENOTDIR if not a directory.
   absl::StatusOr<CheckpointInfo> Get(uint64_t ino);
+  // The directory holding checkpoint directory `ino` (its run directory).
+  absl::StatusOr<uint64_t> RunDirOf(uint64_t ino);
   // The checkpoints that are children of `run_dir`, by name, and the newest
   // committed one's name.
   absl::StatusOr<ListCheckpointsReply> List(uint64_t run_dir);

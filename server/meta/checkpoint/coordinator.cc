@@ -146,7 +146,9 @@ absl::Status CheckpointCoordinator::Start() {
   metric_callbacks_.push_back(registry.AddGaugeCallback(
       m.waiting_commits, sum([](const Barrier& b) { return double(b.waiters()); })));
   timer_thread_ = std::thread([this] { TimerLoop(); });
-  commit_thread_ = std::thread([this] { CommitLoop(); });
+  for (int i = 0; i < std::max(options_.commit_threads, 1); ++i) {
+    commit_threads_.emplace_back([this] { CommitLoop(); });
+  }
   if (options_.shared_poll > absl::ZeroDuration()) {
     store_poll_thread_ = std::thread([this] { StorePollLoop(); });
   }
@@ -166,7 +168,8 @@ void CheckpointCoordinator::Stop() {
   // Answered before the join: a commit in progress may take a while.
   Answer(waiters, ServiceStoppingError());
   if (timer_thread_.joinable()) timer_thread_.join();
-  if (commit_thread_.joinable()) commit_thread_.join();
+  for (std::thread& thread : commit_threads_) thread.join();
+  commit_threads_.clear();
   if (store_poll_thread_.joinable()) store_poll_thread_.join();
 }
 
@@ -552,52 +555,84 @@ void CheckpointCoordinator::CommitLoop() {
       ino = commit_queue_.front();
       commit_queue_.pop_front();
     }
-    const absl::Time started = absl::Now();
-    const absl::Duration started_cpu = ThreadCpuTime();
-    absl::StatusOr<CheckpointStore::Ended> ended = committer_->Run(ino);
-    if (ended.ok() && ended->info.state() != PENDING) {
-      // Counted, logged and retained only by the server whose transaction
-      // ended it: a server that lost the race (another server on the same
-      // store committed or aborted it first) only answers its waiters.
-      if (ended->applied) {
-        (ended->info.state() == COMMITTED ? Metrics().committed : Metrics().aborted).Increment();
-      }
-      Conclude(ino, ended->info, CommitTiming{started, absl::Now(), ThreadCpuTime() - started_cpu},
-               /*seen_only=*/!ended->applied);
+    // One checkpoint of a run directory at a time: a worker that finds one
+    // being committed leaves its checkpoint to that worker, which commits
+    // it next. (A run directory that cannot be read is the commit's to
+    // report.)
+    absl::StatusOr<uint64_t> run = store_->RunDirOf(ino);
+    if (!run.ok()) {
+      CommitOne(ino);
       continue;
     }
-    absl::StatusOr<CheckpointInfo> outcome = ended.ok()
-                                                 ? absl::StatusOr<CheckpointInfo>(ended->info)
-                                                 : absl::StatusOr<CheckpointInfo>(ended.status());
-    const int err = outcome.ok() ? 0 : ErrnoFromStatus(outcome.status());
-    if (err == ENOENT || err == EINVAL || err == ENOTDIR) {  // removed meanwhile
-      Forget(ino, outcome.status());
-      continue;
-    }
-    const std::string why =
-        outcome.ok() ? "still pending" : std::string(outcome.status().message());
-    bool give_up = false;
     {
       absl::MutexLock lock(&mu_);
-      auto it = barriers_.find(ino);
-      if (it != barriers_.end()) {
-        give_up = ++it->second->failed_commits >= options_.max_commit_attempts;
-        if (!give_up) {
-          it->second->ending = false;
-          it->second->retry_at = absl::Now() + options_.retry_delay;
-        }
+      auto [it, first] = committing_runs_.try_emplace(*run);
+      if (!first) {
+        it->second.push_back(ino);
+        continue;
       }
     }
-    if (!give_up) {
-      CKPTFS_LOG(kWarning) << "commit of checkpoint " << ino << " failed, retrying in "
-                           << absl::FormatDuration(options_.retry_delay) << ": " << why;
-      continue;
+    while (ino != 0) {
+      CommitOne(ino);
+      absl::MutexLock lock(&mu_);
+      auto it = committing_runs_.find(*run);
+      if (stopping_ || it->second.empty()) {
+        committing_runs_.erase(it);
+        ino = 0;
+      } else {
+        ino = it->second.front();
+        it->second.pop_front();
+      }
     }
-    // Every rank waits for this outcome: a commit that cannot succeed must
-    // end the barrier rather than leave them waiting forever.
-    AbortNow(ino, EIO,
-             absl::StrCat("the commit failed ", options_.max_commit_attempts, " times: ", why));
   }
+}
+
+void CheckpointCoordinator::CommitOne(uint64_t ino) {
+  const absl::Time started = absl::Now();
+  const absl::Duration started_cpu = ThreadCpuTime();
+  absl::StatusOr<CheckpointStore::Ended> ended = committer_->Run(ino);
+  if (ended.ok() && ended->info.state() != PENDING) {
+    // Counted, logged and retained only by the server whose transaction
+    // ended it: a server that lost the race (another server on the same
+    // store committed or aborted it first) only answers its waiters.
+    if (ended->applied) {
+      (ended->info.state() == COMMITTED ? Metrics().committed : Metrics().aborted).Increment();
+    }
+    Conclude(ino, ended->info, CommitTiming{started, absl::Now(), ThreadCpuTime() - started_cpu},
+             /*seen_only=*/!ended->applied);
+    return;
+  }
+  absl::StatusOr<CheckpointInfo> outcome = ended.ok()
+                                               ? absl::StatusOr<CheckpointInfo>(ended->info)
+                                               : absl::StatusOr<CheckpointInfo>(ended.status());
+  const int err = outcome.ok() ? 0 : ErrnoFromStatus(outcome.status());
+  if (err == ENOENT || err == EINVAL || err == ENOTDIR) {  // removed meanwhile
+    Forget(ino, outcome.status());
+    return;
+  }
+  const std::string why =
+      outcome.ok() ? "still pending" : std::string(outcome.status().message());
+  bool give_up = false;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = barriers_.find(ino);
+    if (it != barriers_.end()) {
+      give_up = ++it->second->failed_commits >= options_.max_commit_attempts;
+      if (!give_up) {
+        it->second->ending = false;
+        it->second->retry_at = absl::Now() + options_.retry_delay;
+      }
+    }
+  }
+  if (!give_up) {
+    CKPTFS_LOG(kWarning) << "commit of checkpoint " << ino << " failed, retrying in "
+                         << absl::FormatDuration(options_.retry_delay) << ": " << why;
+    return;
+  }
+  // Every rank waits for this outcome: a commit that cannot succeed must
+  // end the barrier rather than leave them waiting forever.
+  AbortNow(ino, EIO,
+           absl::StrCat("the commit failed ", options_.max_commit_attempts, " times: ", why));
 }
 
 void CheckpointCoordinator::AbortNow(uint64_t ino, int err, const std::string& reason) {

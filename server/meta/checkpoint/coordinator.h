@@ -9,8 +9,13 @@
 // answered PENDING at once, for clients that hold one long poll per
 // checkpoint for all their ranks); the callback runs later on whichever
 // thread ends the barrier:
-//   - the commit worker (one thread): Committer::Run for each checkpoint
-//     whose ranks all arrived (verify, SYNC storage servers, commit);
+//   - the commit workers (Options::commit_threads): Committer::Run for each
+//     checkpoint whose ranks all arrived (verify, SYNC storage servers,
+//     commit). Checkpoints of different run directories commit at once, so
+//     a storage server slow to answer a SYNC holds back only the commits
+//     that need it; those of one run directory commit one after another,
+//     in the order their last rank arrived, so that each one's retention
+//     sees the ones before it committed;
 //   - the timer thread: long polls that ran out (answered PENDING) and
 //     barriers past their deadline (aborted, ETIMEDOUT);
 //   - the caller of WriteFailed or Remove (abort EIO / removal);
@@ -106,6 +111,9 @@ class CheckpointCoordinator {
     // Threads that help answer a barrier's waiting commits when it ends
     // (0: the ending thread answers them all).
     int answer_threads = 3;
+    // Checkpoints committed at once (each of another run directory); at
+    // least 1.
+    int commit_threads = 4;
     // Other metadata servers serve the same store: how often the store poll
     // thread looks at the open barriers (see the file comment). Zero: this
     // is the only server, the barriers are the truth, and there is no poll.
@@ -197,6 +205,9 @@ class CheckpointCoordinator {
   absl::Time TimerPass();
   void TimerLoop();
   void CommitLoop();
+  // Commits `ino` (its ranks all arrived) and concludes it, or schedules a
+  // retry, or aborts it after too many failures.
+  void CommitOne(uint64_t ino);
   void StorePollLoop();
   // A look of the store poll thread: at every open barrier, or only at
   // those a new rank arrived at since the last look. Returns early once
@@ -245,6 +256,9 @@ class CheckpointCoordinator {
   absl::Mutex mu_;
   std::map<uint64_t, std::unique_ptr<Barrier>> barriers_ ABSL_GUARDED_BY(mu_);
   std::deque<uint64_t> commit_queue_ ABSL_GUARDED_BY(mu_);
+  // Run directories a worker is committing a checkpoint of, and the
+  // checkpoints of each waiting for it to finish (in queue order).
+  std::map<uint64_t, std::deque<uint64_t>> committing_runs_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   bool started_ ABSL_GUARDED_BY(mu_) = false;
   // Set when the timer thread should look again before its planned time.
@@ -256,7 +270,7 @@ class CheckpointCoordinator {
   bool adopt_pending_ ABSL_GUARDED_BY(mu_) = false;
   absl::Time next_adopt_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
   std::thread timer_thread_;
-  std::thread commit_thread_;
+  std::vector<std::thread> commit_threads_;
   std::thread store_poll_thread_;  // shared_poll > 0 only
   // The scrape-time barrier gauges; dropped by Stop (before barriers_ goes).
   std::vector<metrics::CallbackHandle> metric_callbacks_;

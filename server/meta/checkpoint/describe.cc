@@ -1,4 +1,4 @@
-// CheckpointStore::Get, List, Arrivals, Pending and DropArrivals: reading
+// CheckpointStore::Get, RunDirOf, List, Arrivals, Pending and DropArrivals: reading
 // checkpoints back, and the bookkeeping of arrival records.
 #include <algorithm>
 #include <cerrno>
@@ -49,6 +49,13 @@ absl::StatusOr<std::vector<uint32_t>> CheckpointStore::Arrivals(uint64_t ino) {
   });
   if (!status.ok()) return status;
   return ranks;
+}
+
+absl::StatusOr<uint64_t> CheckpointStore::RunDirOf(uint64_t ino) {
+  MetaTxn txn(kv_);
+  absl::StatusOr<InodeRecord> dir = GetDir(txn, ino);
+  if (!dir.ok()) return dir.status();
+  return dir->parent();
 }
 
 absl::StatusOr<CheckpointInfo> CheckpointStore::Get(uint64_t ino) {
