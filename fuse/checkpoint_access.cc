@@ -25,12 +25,12 @@ absl::Status CheckCommitAsRead(client::Client& client, const Caller& caller, uin
   absl::StatusOr<meta::Attr> dir = client.GetAttr(ino);
   if (!dir.ok()) return dir.status();
   if (MayAccess(caller, *dir, W_OK | X_OK)) return absl::OkStatus();
-  return ErrnoStatus(
-      EACCES, absl::StrCat(DescribeCaller(caller), " may not commit through ", name,
-                           " on directory ", ino, " (", DescribeOwnership(*dir),
-                           "): a commit needs write and search permission on the checkpoint "
-                           "directory, as writing its files does; read permission lets one "
-                           "only read its state"));
+  return ErrnoStatus(EACCES,
+                     absl::StrCat(DescribeCaller(caller), " may not commit through ", name,
+                                  " on directory ", ino, " (", DescribeOwnership(*dir),
+                                  "): a commit needs write and search permission on the checkpoint "
+                                  "directory, as writing its files does; read permission lets one "
+                                  "only read its state"));
 }
 
 // A directory of the checkpoint still to walk, with its path in it.
@@ -47,8 +47,8 @@ absl::Status CheckMayEmpty(client::Client& client, const Caller& caller, const m
                     absl::string_view why) {
     return ErrnoStatus(
         err, absl::StrCat(DescribeCaller(caller), " may not remove checkpoint \"", name,
-                          "\": removing it takes every file in it, and ", why, " (\"", path,
-                          "\", ", DescribeOwnership(attr),
+                          "\": removing it takes every file in it, and ", why, " (\"", path, "\", ",
+                          DescribeOwnership(attr),
                           "); its owner or root can remove it, or `rm -r` what you may"));
   };
   std::vector<PendingDir> dirs{{ckpt, std::string(name)}};

@@ -123,9 +123,8 @@ void MetricsHttpServer::Run() {
     int timeout_ms = -1;
     if (next_deadline != absl::InfiniteFuture()) {
       const absl::Duration left = next_deadline - absl::Now();
-      timeout_ms = left <= absl::ZeroDuration()
-                       ? 0
-                       : static_cast<int>(absl::ToInt64Milliseconds(left)) + 1;
+      timeout_ms =
+          left <= absl::ZeroDuration() ? 0 : static_cast<int>(absl::ToInt64Milliseconds(left)) + 1;
     }
     const int ready = ::poll(fds.data(), fds.size(), timeout_ms);
     if (ready < 0 && errno != EINTR) {

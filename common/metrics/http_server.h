@@ -70,7 +70,7 @@ class MetricsHttpServer {
     std::string response;  // once read
     size_t sent = 0;
     size_t drained = 0;
-    absl::Time deadline;   // of the current phase
+    absl::Time deadline;  // of the current phase
   };
 
   void Run();

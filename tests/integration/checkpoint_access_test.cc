@@ -116,9 +116,9 @@ TEST_F(CheckpointAccessTest, AnotherUserCanReadButNotChangeACheckpoint) {
   int rank0 = -1;
   std::thread waiting([&] { rank0 = CommitRank(ckpt, 0); });
   absl::Cleanup join = [&] { waiting.join(); };
-  ASSERT_TRUE(Eventually([&] { return GetX(ckpt, "user.ckptfs.info").find("arrived=1") !=
-                                      std::string::npos; }))
-      << GetX(ckpt, "user.ckptfs.info");
+  ASSERT_TRUE(Eventually([&] {
+    return GetX(ckpt, "user.ckptfs.info").find("arrived=1") != std::string::npos;
+  })) << GetX(ckpt, "user.ckptfs.info");
 
   // Reading the state is allowed...
   EXPECT_EQ(AsNobody([&] { return GetX(ckpt, "user.ckptfs.state") == "pending" ? 0 : 1; }), 0);

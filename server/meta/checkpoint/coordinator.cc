@@ -610,8 +610,7 @@ void CheckpointCoordinator::CommitOne(uint64_t ino) {
     Forget(ino, outcome.status());
     return;
   }
-  const std::string why =
-      outcome.ok() ? "still pending" : std::string(outcome.status().message());
+  const std::string why = outcome.ok() ? "still pending" : std::string(outcome.status().message());
   bool give_up = false;
   {
     absl::MutexLock lock(&mu_);
