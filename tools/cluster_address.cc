@@ -125,6 +125,24 @@ absl::StatusOr<std::string> ResolveCredential(const ParsedFlags& flags, const st
   return load(*file);
 }
 
+absl::StatusOr<std::string> ResolveServerCredential(const ParsedFlags& flags) {
+  if (!flags.Given("credential-file") && flags.Given("state-dir")) {
+    absl::StatusOr<StateDir> dir = StateDir::Open(flags.Get("state-dir"), /*create=*/false);
+    if (!dir.ok()) return dir.status();
+    if (::access(dir->ServerCredentialFile().c_str(), F_OK) == 0) {
+      absl::StatusOr<std::string> credential = LoadCredential(dir->ServerCredentialFile());
+      if (!credential.ok()) {
+        return absl::Status(credential.status().code(),
+                            absl::StrCat(credential.status().message(),
+                                         " (pass --credential-file FILE with the cluster's "
+                                         "server credential)"));
+      }
+      return credential;
+    }
+  }
+  return ResolveCredential(flags, "");
+}
+
 absl::StatusOr<std::string> MetaAddressOfMount(const std::string& path) {
   absl::StatusOr<std::vector<std::string>> args = FuseDaemonArgsOfMount(path);
   if (!args.ok()) return args.status();

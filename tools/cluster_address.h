@@ -34,6 +34,10 @@ absl::StatusOr<std::string> ResolveMetaAddress(const ParsedFlags& flags, const s
 // use.
 absl::StatusOr<std::string> ResolveCredential(const ParsedFlags& flags, const std::string& path);
 
+// The same for a command that administers the cluster (`ckptfs repair`):
+// with --state-dir, DIR/server-credential when it exists.
+absl::StatusOr<std::string> ResolveServerCredential(const ParsedFlags& flags);
+
 // The --meta address of the ckptfs-fuse process serving the FUSE mount that
 // holds `path`. NotFound when `path` is not on a FUSE mount or no process
 // of this machine (that we may inspect) serves it.

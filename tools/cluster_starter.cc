@@ -151,7 +151,8 @@ class ClusterStarter {
   // The metadata server's command line listening on `address`.
   std::vector<std::string> MetaArgv(const std::string& address) const {
     std::vector<std::string> argv = {config_.meta_binary, "--listen=" + address,
-                                     "--credential_file=" + dir_.CredentialFile()};
+                                     "--credential_file=" + dir_.CredentialFile(),
+                                     "--server_credential_file=" + dir_.ServerCredentialFile()};
     if (config_.on_etcd) {
       argv.push_back("--kv_backend=etcd");
       argv.push_back("--etcd_endpoints=" + config_.etcd.Endpoints());
@@ -235,7 +236,8 @@ class ClusterStarter {
       absl::Status s = Start(absl::StrCat("storage-", i), address, data_dir,
                              {config_.storage_binary, "--listen=" + address,
                               "--data_dir=" + data_dir, "--meta=" + config_.StorageMetaAddresses(i),
-                              "--credential_file=" + dir_.CredentialFile()},
+                              "--credential_file=" + dir_.CredentialFile(),
+                              "--server_credential_file=" + dir_.ServerCredentialFile()},
                              config_.metrics_port == 0 ? 0 : config_.StorageMetricsPort(i));
       if (!s.ok()) return s;
     }
@@ -280,7 +282,7 @@ class ClusterStarter {
     std::cout << "starting the repairer (ckptfs repair --watch) ..." << std::endl;
     absl::Status s = Start("repair", "", "",
                            {self, "repair", "--watch", "--meta=" + config_.MetaAddresses(),
-                            "--credential-file=" + dir_.CredentialFile(),
+                            "--credential-file=" + dir_.ServerCredentialFile(),
                             absl::StrCat("--move-after-s=", config_.repair_move_after_s)},
                            0);
     if (!s.ok()) return s;
@@ -388,7 +390,8 @@ class ClusterStarter {
                                   : "")
               << "other nodes:  ckptfs mount --meta " << config_.MetaAddresses()
               << " --credential-file FILE --mountpoint DIR  (FILE: a copy of "
-              << dir_.CredentialFile() << ", mode 0600)"
+              << dir_.CredentialFile() << ", mode 0600; " << dir_.ServerCredentialFile()
+              << " goes only to storage servers)"
               << (absl::StartsWith(config_.host, "127.") || config_.host == "localhost"
                       ? "  (only this machine reaches " + config_.host +
                             "; start with --host ADDR to serve other nodes)"

@@ -336,6 +336,10 @@ int RunUp(const ParsedFlags& flags) {
   // the cluster's credential, and copies given to other nodes stay valid.
   absl::StatusOr<std::string> credential = LoadOrCreateCredential(dir->CredentialFile());
   if (!credential.ok()) return Failure(spec, std::string(credential.status().message()));
+  if (absl::StatusOr<std::string> server = LoadOrCreateCredential(dir->ServerCredentialFile());
+      !server.ok()) {
+    return Failure(spec, std::string(server.status().message()));
+  }
   InstallInterruptHandler();
   return StartCluster(std::move(config), std::move(*dir), *std::move(credential));
 }

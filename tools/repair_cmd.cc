@@ -123,7 +123,8 @@ CommandSpec RepairSpec() {
       {
           MetaFlag(),
           StateDirFlag(),
-          CredentialFileFlag(),
+          {"credential-file", "FILE",
+           "the cluster's server credential (default: DIR/server-credential of --state-dir)"},
           {"watch", "", "keep running: a pass every --interval-s and when servers change"},
           {"interval-s", "N", "--watch: seconds between passes", "60"},
           {"move-after-s", "N",
@@ -142,7 +143,7 @@ int RunRepair(const ParsedFlags& flags) {
   if (!move_after_s.ok()) return UsageError(spec, std::string(move_after_s.status().message()));
   absl::StatusOr<std::string> address = ResolveMetaAddress(flags, "");
   if (!address.ok()) return Failure(spec, std::string(address.status().message()));
-  absl::StatusOr<std::string> credential = ResolveCredential(flags, "");
+  absl::StatusOr<std::string> credential = ResolveServerCredential(flags);
   if (!credential.ok()) return Failure(spec, std::string(credential.status().message()));
 
   client::GrpcMetaClient meta(*address, kRpcTimeout, *credential);

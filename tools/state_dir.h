@@ -5,8 +5,11 @@
 //   DIR/storage-<i>/     storage server i's data directory (its identity)
 //   DIR/logs/<role>.log  each daemon's stdout and stderr
 //   DIR/cluster.state    key=value text: what is running (see ClusterState)
-//   DIR/credential       the cluster's credential (mode 0600, made once by
-//                        the first `up`; common/credential.h)
+//   DIR/credential       the cluster's client credential (mode 0600, made
+//                        once by the first `up`; common/credential.h): the
+//                        one mounts on every node hold
+//   DIR/server-credential  the cluster's server credential (the same): the
+//                        one storage servers and the repairer hold
 //   DIR/.lock            flock()ed by up/down so two never overlap
 // cluster.state is rewritten atomically (temp file + rename) after every
 // daemon `up` starts, so a `down` can stop even a half-started cluster.
@@ -63,6 +66,7 @@ class StateDir {
   std::string LogPath(absl::string_view role) const;
   std::string StateFile() const { return path_ + "/cluster.state"; }
   std::string CredentialFile() const { return path_ + "/credential"; }
+  std::string ServerCredentialFile() const { return path_ + "/server-credential"; }
 
   // Takes DIR/.lock (non-blocking) for the lifetime of this object;
   // FailedPrecondition when another `ckptfs up/down` holds it.

@@ -27,16 +27,20 @@ metrics::Counter& Refusals() {
 
 }  // namespace
 
-grpc::ServerUnaryReactor* AuthenticatedMetaService::Refuse(Context* ctx) {
+grpc::ServerUnaryReactor* AuthenticatedMetaService::Refuse(Context* ctx, const char* rpc,
+                                                           bool server_only) {
   const auto& metadata = ctx->client_metadata();
   const auto found = metadata.find(kCredentialMetadataKey);
   std::string why;
   if (found == metadata.end()) {
     why = "no credential presented";
-  } else if (CredentialMatches(absl::string_view(found->second.data(), found->second.size()),
-                               credential_)) {
-    return nullptr;
   } else {
+    const absl::string_view presented(found->second.data(), found->second.size());
+    if (CredentialMatches(presented, server_credential_)) return nullptr;
+    if (CredentialMatches(presented, credential_)) {
+      if (!server_only) return nullptr;
+      return RefuseClient(ctx, rpc);
+    }
     why = "the credential presented is not this cluster's";
   }
   Refusals().Increment();
@@ -62,6 +66,26 @@ grpc::ServerUnaryReactor* AuthenticatedMetaService::Refuse(Context* ctx) {
       absl::StrCat("this metadata service wants the cluster's credential: ", why,
                    "; give --credential_file=PATH of the cluster's credential file (`ckptfs "
                    "up` makes <state dir>/credential)"))));
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* AuthenticatedMetaService::RefuseClient(Context* ctx, const char* rpc) {
+  Refusals().Increment();
+  if (std::string held_back; log_limiter_.Allow(&held_back)) {
+    CKPTFS_LOG(kWarning) << "refused " << rpc << " from " << ctx->peer()
+                         << ": it carried the client credential, and administering the cluster "
+                            "takes the server credential"
+                         << held_back;
+  }
+  Reactor* reactor = ctx->DefaultReactor();
+  reactor->Finish(ToGrpcStatus(ErrnoStatusWithCode(
+      absl::StatusCode::kPermissionDenied, EACCES,
+      absl::StrCat(rpc,
+                   " is for storage servers and the repairer: it wants the cluster's server "
+                   "credential, not the client credential that mounts and programs hold; "
+                   "give its file (`ckptfs up` makes <state dir>/server-credential) to the "
+                   "daemon as --server_credential_file, to `ckptfs repair` as "
+                   "--credential-file"))));
   return reactor;
 }
 

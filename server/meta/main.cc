@@ -88,9 +88,13 @@ ABSL_FLAG(int64_t, commit_timeout_s, 600,
           "user.ckptfs.commit_timeout_s of the checkpoint or its parent says otherwise");
 ABSL_FLAG(std::string, log_level, "info", "debug, info, warning or error");
 ABSL_FLAG(std::string, credential_file, "",
-          "file (mode 0600) holding the cluster's credential, which every RPC must carry "
-          "and which this service presents to storage servers; empty: serve anyone "
-          "(authentication off)");
+          "file (mode 0600) holding the cluster's client credential, which every RPC must "
+          "carry (or the server credential); empty: serve anyone (authentication off)");
+ABSL_FLAG(std::string, server_credential_file, "",
+          "file (mode 0600) holding the cluster's server credential, which registering "
+          "storage servers, their heartbeats and the repairer's moves and reports must carry, "
+          "and which this service presents to storage servers; empty: the client credential "
+          "serves for those too");
 ABSL_FLAG(std::string, metrics_listen, "",
           "host:port to serve Prometheus metrics on (GET /metrics); empty: no metrics server");
 
@@ -135,6 +139,22 @@ int Main() {
                             "require the cluster's credential)";
   }
   options.credential = *credential;
+  absl::StatusOr<std::string> server_credential =
+      LoadCredentialFlag(absl::GetFlag(FLAGS_server_credential_file));
+  if (!server_credential.ok()) {
+    CKPTFS_LOG(kError) << "--server_credential_file: " << server_credential.status().message();
+    return kExitFailure;
+  }
+  if (!credential->empty() && server_credential->empty()) {
+    CKPTFS_LOG(kWarning) << "no --server_credential_file: whoever holds the client credential "
+                            "(every mount) can also register storage servers and move stripes";
+  }
+  if (credential->empty() && !server_credential->empty()) {
+    CKPTFS_LOG(kError) << "--server_credential_file needs --credential_file too (a server "
+                          "credential alone would leave the namespace open to anyone)";
+    return kExitFailure;
+  }
+  options.server_credential = *server_credential;
   const std::string backend = absl::GetFlag(FLAGS_kv_backend);
   if (backend != "rocksdb" && backend != "etcd") {
     CKPTFS_LOG(kError) << "--kv_backend must be rocksdb or etcd, not \"" << backend << "\"";

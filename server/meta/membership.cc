@@ -56,6 +56,19 @@ absl::StatusOr<uint32_t> Membership::Register(const RegisterServerRequest& reque
           txn.GetRecord<ServerRecord>(ServerKey(id));
       if (!stored.ok()) return stored.status();
       if (stored->has_value()) record = **stored;
+      // A live server keeps its identity: another address claiming it
+      // would receive the writes meant for it.
+      if (stored->has_value() && record.info().address() != request.address() &&
+          IsAlive(record.info())) {
+        return ErrnoStatus(
+            EBUSY,
+            absl::StrCat("register: storage server ", request.uuid(), " (id ", id, ") is alive at ",
+                         record.info().address(), "; a registration from ", request.address(),
+                         " under its identity is refused. If the server moved, its "
+                         "old address must go silent for ",
+                         absl::FormatDuration(options_.server_timeout),
+                         " first (a moved server keeps retrying until then)"));
+      }
     } else {
       absl::StatusOr<std::optional<std::string>> next = txn.Get(kNextServerIdKey);
       if (!next.ok()) return next.status();

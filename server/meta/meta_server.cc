@@ -171,12 +171,14 @@ absl::StatusOr<std::unique_ptr<MetaServer>> MetaServer::Start(const Options& opt
   if (options.credential.empty()) {
     builder.RegisterService(server->service_.get());
   } else {
-    server->authenticated_ =
-        std::make_unique<AuthenticatedMetaService>(server->service_.get(), options.credential);
+    server->authenticated_ = std::make_unique<AuthenticatedMetaService>(
+        server->service_.get(), options.credential, options.server_credential);
     builder.RegisterService(server->authenticated_.get());
   }
-  // The SYNC and TRIM connections this process dials present it too.
-  SetProcessCredential(options.credential);
+  // The SYNC and TRIM connections this process dials present the server
+  // credential (the client one when the cluster has one for all).
+  SetProcessCredential(options.server_credential.empty() ? options.credential
+                                                         : options.server_credential);
   metrics::RpcMetricsFactory::Install(
       builder, &metrics::Registry::Default(), "ckptfs_meta",
       {google::protobuf::DescriptorPool::generated_pool()->FindServiceByName(

@@ -71,6 +71,10 @@ class MetaServer {
     // (credential_check.h), and the service presents it on the data
     // connections it dials (commit SYNC, orphan TRIM). Empty: no checks.
     std::string credential;
+    // The server credential, which the RPCs administering the cluster take
+    // instead (credential_check.h), and which the service then presents on
+    // its data connections. Empty: `credential` serves for both.
+    std::string server_credential;
     // Other metadata servers serve the same store at the same time
     // (ckptfs-meta --etcd_shared): the commit barriers learn from the store
     // every this often (CheckpointCoordinator::Options::shared_poll); zero:

@@ -316,7 +316,9 @@ bool Connection::Authenticate(const data::RequestHeader& header) {
   std::string why;
   if (header.op() != data::HELLO) {
     why = "no credential presented (the connection did not open with HELLO)";
-  } else if (expected.empty() || CredentialMatches(header.credential(), expected)) {
+  } else if (expected.empty() || CredentialMatches(header.credential(), expected) ||
+             (!loop_.options().server_credential.empty() &&
+              CredentialMatches(header.credential(), loop_.options().server_credential))) {
     authenticated_ = true;
     stranger_.Release();
     return true;

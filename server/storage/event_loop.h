@@ -59,6 +59,8 @@ class EventLoop : public RequestSink {
     // The cluster credential every connection must open with (HELLO);
     // empty: connections are served without one.
     std::string credential;
+    // Also taken in a HELLO (the cluster's server credential); may be empty.
+    std::string server_credential;
   };
 
   // What the loops of one server share; outlives them.

@@ -55,9 +55,13 @@ ABSL_FLAG(int, disk_threads, 8, "disk worker threads, each with its own io_uring
 ABSL_FLAG(std::string, metrics_listen, "",
           "host:port to serve Prometheus metrics on (GET /metrics); empty: no metrics server");
 ABSL_FLAG(std::string, credential_file, "",
-          "file (mode 0600) holding the cluster's credential, which every data connection "
-          "must present and which this server presents to the metadata service; empty: "
-          "serve anyone (authentication off)");
+          "file (mode 0600) holding the cluster's client credential, which every data "
+          "connection must present (or the server credential); empty: serve anyone "
+          "(authentication off)");
+ABSL_FLAG(std::string, server_credential_file, "",
+          "file (mode 0600) holding the cluster's server credential, which this server "
+          "presents to the metadata service to register and heartbeat; empty: the client "
+          "credential");
 ABSL_FLAG(bool, zero_copy_send, false,
           "send READ replies with IORING_OP_SENDMSG_ZC (measured slower on loopback)");
 
@@ -114,6 +118,17 @@ int Main() {
     CKPTFS_LOG(kWarning) << "authentication is off: any client that reaches this server can "
                             "read and write its chunks (give --credential_file to require the "
                             "cluster's credential)";
+  }
+  absl::StatusOr<std::string> server_credential =
+      LoadCredentialFlag(absl::GetFlag(FLAGS_server_credential_file));
+  if (!server_credential.ok()) {
+    return Fail(kExitConfig,
+                absl::StrCat("--server_credential_file: ", server_credential.status().message()));
+  }
+  if (credential->empty() && !server_credential->empty()) {
+    return Fail(kExitConfig,
+                "--server_credential_file needs --credential_file too (a server "
+                "credential alone would leave the chunks open to anyone)");
   }
   const int heartbeat_s = absl::GetFlag(FLAGS_heartbeat_interval_s);
   if (heartbeat_s <= 0) return Fail(kExitConfig, "--heartbeat_interval_s must be positive");
@@ -197,6 +212,7 @@ int Main() {
   server_options.disk_threads = static_cast<size_t>(disk_threads);
   server_options.zero_copy_send = absl::GetFlag(FLAGS_zero_copy_send);
   server_options.credential = *credential;
+  server_options.server_credential = *server_credential;
   auto server = Server::Start(**store, *listen, server_options);
   if (!server.ok()) {
     const bool busy = ErrnoFromStatus(server.status()) == EADDRINUSE;
@@ -235,7 +251,7 @@ int Main() {
     options.meta_address = meta;
     options.data_address = address;
     options.uuid = *uuid;
-    options.credential = *credential;
+    options.credential = server_credential->empty() ? *credential : *server_credential;
     options.heartbeat_interval = absl::Seconds(heartbeat_s);
     options.on_registered = [address](uint32_t id) {
       CKPTFS_LOG(kInfo) << "serving on " << address << " as server " << id;

@@ -39,6 +39,7 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(ChunkStore& store, const H
   loop_options.max_in_flight = options.max_requests_per_connection;
   loop_options.nonblocking_sockets = options.nonblocking_sockets;
   loop_options.credential = options.credential;
+  loop_options.server_credential = options.server_credential;
   const EventLoop::Shared shared{server->pool_.get(), server->disk_.get(), &server->connections_};
   for (size_t i = 0; i < options.net_threads; ++i) {
     auto loop = EventLoop::Create(loop_options, shared);

@@ -83,6 +83,9 @@ class Server {
     // The cluster credential (common/credential.h) each connection must
     // present in a HELLO before anything else; empty: anyone is served.
     std::string credential;
+    // The cluster's server credential (the metadata service's connections
+    // present it), taken in a HELLO as well; empty: none other.
+    std::string server_credential;
   };
 
   // Sums over the loops, for tests and measurements.

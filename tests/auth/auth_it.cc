@@ -3,6 +3,9 @@
 // one, are refused on the metadata path (UNAUTHENTICATED) and on the data
 // path (EACCES, connection closed), each refusal logged once by the daemon
 // that refused it, and the cluster goes on serving those that present it;
+// the client credential cannot register a storage server or heartbeat for
+// one, and no credential takes a live server's identity from another
+// address;
 // the right credential works end to end through a mount; a credential file
 // other users may read stops a daemon at start; a stranger opening 10,000
 // data connections in a loop does not stop four writers' saves; and on a
@@ -118,6 +121,55 @@ TEST_F(AuthTest, MetadataCallsWithoutTheCredentialAreRefusedAndLoggedOncePerPeer
   EXPECT_TRUE(absl::StrContains(log, "no credential presented")) << log;
   // The service goes on serving callers that present it.
   EXPECT_TRUE(ListServers(channel, cluster_->credential()).ok());
+}
+
+TEST_F(AuthTest, TheClientCredentialCannotPoseAsAStorageServer) {
+  auto stub = meta::MetaService::NewStub(
+      grpc::CreateChannel(cluster_->meta_address(), grpc::InsecureChannelCredentials()));
+  auto call = [&](const std::string& credential, auto rpc) {
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    AttachCredential(context, credential);
+    return rpc(context);
+  };
+  meta::ListServersReply before;
+  ASSERT_TRUE(call(cluster_->credential(), [&](grpc::ClientContext& c) {
+                return stub->ListServers(&c, meta::Empty(), &before);
+              }).ok());
+  ASSERT_GE(before.servers_size(), 1);
+  const meta::ServerInfo victim = before.servers(0);
+
+  // A mount's credential: refused before anything happens.
+  meta::RegisterServerRequest impostor;
+  impostor.set_uuid(victim.uuid());
+  impostor.set_address("127.0.0.1:1");
+  impostor.set_capacity_bytes(1ull << 40);
+  meta::RegisterServerReply registered;
+  grpc::Status status = call(cluster_->credential(), [&](grpc::ClientContext& c) {
+    return stub->RegisterServer(&c, impostor, &registered);
+  });
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::PERMISSION_DENIED) << status.error_message();
+  meta::HeartbeatRequest heartbeat;
+  heartbeat.set_server_id(victim.id());
+  meta::Empty empty;
+  status = call(cluster_->credential(),
+                [&](grpc::ClientContext& c) { return stub->Heartbeat(&c, heartbeat, &empty); });
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::PERMISSION_DENIED) << status.error_message();
+
+  // Even the server credential cannot take a live server's identity from
+  // another address.
+  status = call(cluster_->server_credential(), [&](grpc::ClientContext& c) {
+    return stub->RegisterServer(&c, impostor, &registered);
+  });
+  EXPECT_EQ(status.error_details(), absl::StrCat(EBUSY)) << status.error_message();
+
+  meta::ListServersReply after;
+  ASSERT_TRUE(call(cluster_->credential(), [&](grpc::ClientContext& c) {
+                return stub->ListServers(&c, meta::Empty(), &after);
+              }).ok());
+  ASSERT_EQ(after.servers_size(), before.servers_size());
+  EXPECT_EQ(after.servers(0).address(), victim.address());
+  EXPECT_EQ(after.servers(0).capacity_bytes(), victim.capacity_bytes());
 }
 
 TEST_F(AuthTest, ClientWithoutTheCredentialIsToldWhatToGive) {

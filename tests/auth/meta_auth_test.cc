@@ -3,7 +3,9 @@
 // without editing this test) is refused with UNAUTHENTICATED and EACCES when
 // the call carries no credential or another one, before its handler runs;
 // with the right one every RPC reaches its handler (none answers
-// UNIMPLEMENTED, which a forgotten line in credential_check.h would).
+// UNIMPLEMENTED, which a forgotten line in credential_check.h would). The
+// RPCs administering the cluster take the server credential only: the
+// client credential gets PERMISSION_DENIED there.
 #include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/grpcpp.h>
 
@@ -23,6 +25,13 @@ namespace ckptfs::meta {
 namespace {
 
 constexpr char kSecret[] = "5ec2e7c0ffee5ec2e7c0ffee5ec2e7c0";
+constexpr char kServerSecret[] = "5e7e75e7e75e7e75e7e75e7e75e7e75e";
+
+// The RPCs that administer the cluster: the server credential only.
+bool IsServerRpc(const std::string& method) {
+  return method == "RegisterServer" || method == "Heartbeat" || method == "MoveStripeServer" ||
+         method == "ReportRepair";
+}
 
 class MetaAuthTest : public ::testing::Test {
  protected:
@@ -34,6 +43,7 @@ class MetaAuthTest : public ::testing::Test {
     options.listen = "127.0.0.1:0";
     options.data_dir = dir_;
     options.credential = kSecret;
+    options.server_credential = kServerSecret;
     options.commit_poll = absl::Milliseconds(100);
     auto server = MetaServer::Start(options);
     ASSERT_TRUE(server.ok()) << server.status();
@@ -122,13 +132,39 @@ TEST_F(MetaAuthTest, RefusedCallsChangeNothing) {
   EXPECT_EQ(status.error_details(), absl::StrCat(ENOENT)) << status.error_message();
 }
 
+TEST_F(MetaAuthTest, TheClientCredentialCannotAdministerTheCluster) {
+  size_t server_rpcs = 0;
+  for (const std::string& method : Methods()) {
+    if (!IsServerRpc(method)) continue;
+    ++server_rpcs;
+    const grpc::Status status = Call(method, kSecret);
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::PERMISSION_DENIED) << method;
+    EXPECT_EQ(status.error_details(), absl::StrCat(EACCES)) << method;
+    EXPECT_TRUE(absl::StrContains(status.error_message(), "server-credential"))
+        << method << ": " << status.error_message();
+  }
+  EXPECT_EQ(server_rpcs, 4u);
+  // No storage server got registered by the refused call.
+  auto stub = MetaService::NewStub(channel_);
+  grpc::ClientContext context;
+  AttachCredential(context, kSecret);
+  ListServersReply servers;
+  ASSERT_TRUE(stub->ListServers(&context, Empty(), &servers).ok());
+  EXPECT_EQ(servers.servers_size(), 0);
+}
+
 TEST_F(MetaAuthTest, EveryRpcWithTheCredentialReachesItsHandler) {
   for (const std::string& method : Methods()) {
-    const grpc::Status status = Call(method, kSecret);
-    // Empty requests are mostly invalid: any answer but these two means the
+    // The client credential for the namespace, the server credential for
+    // the cluster's administration; the server credential takes both.
+    // Empty requests are mostly invalid: any answer but these means the
     // call got past the check to the service's handler.
-    EXPECT_NE(status.error_code(), grpc::StatusCode::UNAUTHENTICATED) << method;
-    EXPECT_NE(status.error_code(), grpc::StatusCode::UNIMPLEMENTED) << method;
+    for (const char* credential : {IsServerRpc(method) ? kServerSecret : kSecret, kServerSecret}) {
+      const grpc::Status status = Call(method, credential);
+      EXPECT_NE(status.error_code(), grpc::StatusCode::UNAUTHENTICATED) << method;
+      EXPECT_NE(status.error_code(), grpc::StatusCode::PERMISSION_DENIED) << method;
+      EXPECT_NE(status.error_code(), grpc::StatusCode::UNIMPLEMENTED) << method;
+    }
   }
   // And a real one works end to end.
   auto stub = MetaService::NewStub(channel_);

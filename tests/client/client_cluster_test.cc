@@ -333,7 +333,8 @@ TEST_F(ClientClusterTest, DeadStorageServerFailsTheClose) {
 }
 
 TEST_F(ClientClusterTest, ClientsAnnounceThemselvesInClusterStatus) {
-  GrpcMetaClient meta(cluster_->meta_address(), absl::Seconds(10));
+  // The server credential: the test also poses as a storage server below.
+  GrpcMetaClient meta(cluster_->meta_address(), absl::Seconds(10), cluster_->server_credential());
   // writer_, reader_ and tcp_reader_: three clients of this process. Their
   // first heartbeat leaves as their thread starts; wait for all (bounded).
   auto mine = [](const meta::ClusterStatusReply& reply) {

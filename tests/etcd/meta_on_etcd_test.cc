@@ -139,7 +139,8 @@ TEST_F(MetaOnEtcdTest, StandbyTakesOverTheNamespace) {
   auto standby = ChildProcess::Start(
       {BinDir() + "/ckptfs-meta", "--listen=" + standby_address, "--kv_backend=etcd",
        "--etcd_endpoints=" + etcd_->endpoints(), "--etcd_prefix=/ckptfs-test/",
-       "--etcd_lock_ttl_s=3", "--credential_file=" + cluster_->credential_file(), "--replicas=1"},
+       "--etcd_lock_ttl_s=3", "--credential_file=" + cluster_->credential_file(),
+       "--server_credential_file=" + cluster_->server_credential_file(), "--replicas=1"},
       cluster_->root() + "/standby.log");
   ASSERT_TRUE(standby.ok()) << standby.status();
   standby_ = *std::move(standby);

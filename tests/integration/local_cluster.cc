@@ -183,6 +183,10 @@ absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Start(LocalClusterOp
     absl::StatusOr<std::string> secret = CreateCredential(cluster->credential_file_);
     if (!secret.ok()) return secret.status();
     cluster->credential_ = *secret;
+    cluster->server_credential_file_ = *root + "/server-credential";
+    absl::StatusOr<std::string> server_secret = CreateCredential(cluster->server_credential_file_);
+    if (!server_secret.ok()) return server_secret.status();
+    cluster->server_credential_ = *server_secret;
     if (const char* previous = std::getenv(kCredentialFileEnv)) {
       cluster->previous_env_ = previous;
     }
@@ -251,7 +255,10 @@ absl::Status LocalCluster::StartMeta() {
   ::mkdir(dir.c_str(), 0755);
   std::vector<std::string> argv = {BinDir() + "/ckptfs-meta", "--listen=" + meta_address(),
                                    "--data_dir=" + dir};
-  if (!credential_file_.empty()) argv.push_back("--credential_file=" + credential_file_);
+  if (!credential_file_.empty()) {
+    argv.push_back("--credential_file=" + credential_file_);
+    argv.push_back("--server_credential_file=" + server_credential_file_);
+  }
   // One copy unless the test says: what each test inspects on the servers
   // (chunk files, a server killed) assumes it.
   const bool replicas_given =
@@ -290,7 +297,10 @@ absl::Status LocalCluster::StartStorage(int i) {
     std::vector<std::string> argv = {BinDir() + "/ckptfs-storage", "--listen=" + storage_address(i),
                                      "--data_dir=" + dir, "--meta=" + meta_address(),
                                      "--heartbeat_interval_s=1"};
-    if (!credential_file_.empty()) argv.push_back("--credential_file=" + credential_file_);
+    if (!credential_file_.empty()) {
+      argv.push_back("--credential_file=" + credential_file_);
+      argv.push_back("--server_credential_file=" + server_credential_file_);
+    }
     for (const auto& f : options_.storage_flags) argv.push_back(f);
     const std::string log = absl::StrCat(root_, "/storage-", i, ".log");
     // The log is appended to across restarts: read only this start's part.

@@ -10,7 +10,9 @@
 //
 // Authentication is on by default, as `ckptfs up` has it: the cluster makes
 // a credential (root()/credential, mode 0600) and gives it to every daemon
-// and mount (--credential_file), and exports its path as
+// and mount (--credential_file), and a server credential
+// (root()/server-credential) to the daemons (--server_credential_file),
+// and exports the first one's path as
 // CKPTFS_CREDENTIAL_FILE (restored when the cluster goes) so that the
 // test's own Clients (ClientOptions' default) and the `ckptfs` tools it runs
 // present it too. Raw gRPC stubs add credential() to their calls
@@ -96,6 +98,10 @@ class LocalCluster {
   // The credential file and its secret; "" when options.credential is off.
   const std::string& credential_file() const { return credential_file_; }
   const std::string& credential() const { return credential_; }
+  // The server credential (root()/server-credential) the metadata service
+  // and the storage servers get besides; "" likewise.
+  const std::string& server_credential_file() const { return server_credential_file_; }
+  const std::string& server_credential() const { return server_credential_; }
   std::string storage_address(int i) const;
   int storage_servers() const { return options_.storage_servers; }
   // The data directory of storage server i (its chunks are files
@@ -133,6 +139,8 @@ class LocalCluster {
   std::string root_;
   std::string credential_file_;
   std::string credential_;
+  std::string server_credential_file_;
+  std::string server_credential_;
   // CKPTFS_CREDENTIAL_FILE before Start set it (restored by the destructor).
   std::optional<std::string> previous_env_;
   bool env_set_ = false;

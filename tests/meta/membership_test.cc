@@ -1,6 +1,8 @@
-// Membership tests: registration identity by uuid, heartbeats (NOT_FOUND for
+// Membership tests: registration identity by uuid (not taken over from
+// another address while its server is alive), heartbeats (NOT_FOUND for
 // unknown ids), liveness on the service clock, input validation, and
 // persistence in the store.
+#include "absl/strings/match.h"
 #include "gtest/gtest.h"
 #include "tests/meta/meta_test_util.h"
 
@@ -14,7 +16,10 @@ TEST_F(MembershipTest, SameUuidKeepsItsIdNewUuidGetsTheNext) {
   const uint32_t b = AddServer("uuid-b", 100, 0, "127.0.0.1:7002");
   EXPECT_EQ(a, 1u);
   EXPECT_EQ(b, 2u);
-  // uuid-a comes back on another port: same id, new address.
+  // uuid-a comes back on another port once its old address went silent:
+  // same id, new address.
+  clock_.Advance(absl::Seconds(11));
+  EXPECT_EQ(AddServer("uuid-b", 100, 0, "127.0.0.1:7002"), b);  // b heartbeats
   EXPECT_EQ(AddServer("uuid-a", 300, 10, "127.0.0.1:7009"), a);
   auto servers = membership_->ListServers();
   ASSERT_TRUE(servers.ok());
@@ -26,6 +31,24 @@ TEST_F(MembershipTest, SameUuidKeepsItsIdNewUuidGetsTheNext) {
   EXPECT_TRUE((*servers)[0].alive());
   EXPECT_EQ((*servers)[1].address(), "127.0.0.1:7002");
   EXPECT_EQ(AddServer("uuid-c"), 3u);
+}
+
+TEST_F(MembershipTest, ALiveServersIdentityIsNotTakenFromAnotherAddress) {
+  const uint32_t a = AddServer("uuid-a", 100, 0, "127.0.0.1:7001");
+  RegisterServerRequest impostor;
+  impostor.set_address("127.0.0.1:6666");
+  impostor.set_uuid("uuid-a");
+  impostor.set_capacity_bytes(1 << 30);
+  absl::StatusOr<uint32_t> taken = membership_->Register(impostor);
+  EXPECT_ERRNO(taken, EBUSY);
+  EXPECT_TRUE(absl::StrContains(taken.status().message(), "alive at 127.0.0.1:7001"))
+      << taken.status();
+  auto server = membership_->GetServer(a);
+  ASSERT_TRUE(server.ok() && server->has_value());
+  EXPECT_EQ((*server)->address(), "127.0.0.1:7001");
+  EXPECT_EQ((*server)->capacity_bytes(), 100u);
+  // The server itself, restarted at its address, registers again at once.
+  EXPECT_EQ(AddServer("uuid-a", 200, 0, "127.0.0.1:7001"), a);
 }
 
 TEST_F(MembershipTest, HeartbeatOfAnUnknownIdIsNotFound) {
@@ -112,7 +135,7 @@ TEST_F(MembershipTest, MembershipLivesInTheStore) {
   ASSERT_TRUE(servers.ok());
   ASSERT_EQ(servers->size(), 2u);
   EXPECT_EQ((*servers)[0].address(), "127.0.0.1:7001");
-  EXPECT_EQ(AddServer("uuid-a"), a);
+  EXPECT_EQ(AddServer("uuid-a", 100, 0, "127.0.0.1:7001"), a);
   EXPECT_EQ(AddServer("uuid-new"), 3u);
   HeartbeatRequest heartbeat;
   heartbeat.set_server_id(a);

@@ -106,6 +106,7 @@ TEST_F(MetricsIntegrationTest, EveryDaemonServesMetricsThatCountTheBytesMoved) {
       {BinDir() + "/ckptfs-storage", absl::StrCat("--listen=127.0.0.1:", storage_port),
        "--data_dir=" + storage_dir, "--meta=" + c.meta_address(), "--heartbeat_interval_s=1",
        "--buffer_pool_mb=65", "--credential_file=" + c.credential_file(),
+       "--server_credential_file=" + c.server_credential_file(),
        MetricsListenFlag(storage_metrics)},
       absl::StrCat(c.root(), "/metrics-storage.log"));
   ASSERT_TRUE(storage.ok()) << storage.status();

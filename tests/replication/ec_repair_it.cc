@@ -96,7 +96,9 @@ TEST_F(EcRepairIt, RepairRestoresADeletedAndAGarbledFragmentAndVerifyAgrees) {
       absl::StrContains(output, absl::StrCat("fragment 6 of 6 (storage server ", garbled_id, ")")))
       << output;
 
-  const std::string repair = absl::StrCat("repair --meta ", cluster_->meta_address());
+  const std::string repair =
+      absl::StrCat("repair --meta ", cluster_->meta_address(), " --credential-file ",
+                   cluster_->server_credential_file());
   EXPECT_EQ(RunCkptfs(repair, &output), 0) << output;
   std::cerr << output;
   EXPECT_TRUE(absl::StrContains(output, "2 copies rebuilt")) << output;
@@ -160,9 +162,10 @@ TEST_F(EcRepairIt, ADeadServersFragmentsAreDecodedOntoASpare) {
   ASSERT_NO_FATAL_FAILURE(WaitAlive(alive));
 
   std::string output;
-  EXPECT_EQ(
-      RunCkptfs(absl::StrCat("repair --move-after-s 0 --meta ", cluster_->meta_address()), &output),
-      0)
+  EXPECT_EQ(RunCkptfs(absl::StrCat("repair --move-after-s 0 --meta ", cluster_->meta_address(),
+                                   " --credential-file ", cluster_->server_credential_file()),
+                      &output),
+            0)
       << output;
   std::cerr << output;
   EXPECT_FALSE(absl::StrContains(output, " 0 copies moved")) << output;

@@ -36,8 +36,9 @@ class RepairIt : public ReplicationTest {
  protected:
   // `ckptfs repair --meta <service> <extra>`: its exit status; output in *out.
   int RunRepair(const std::string& extra, std::string* out) {
-    const std::string command = absl::StrCat(ckptfs::testing::BinDir(), "/ckptfs repair --meta ",
-                                             cluster_->meta_address(), " ", extra, " 2>&1");
+    const std::string command = absl::StrCat(
+        ckptfs::testing::BinDir(), "/ckptfs repair --meta ", cluster_->meta_address(),
+        " --credential-file ", cluster_->server_credential_file(), " ", extra, " 2>&1");
     return ckptfs::testing::RunShell(command, out);
   }
 

@@ -140,8 +140,9 @@ TEST_F(ReplicationTest, ScrubberFindsAFlippedBitReadsStayGoodAndRepairRestoresTh
 
   // One repair pass writes both copies again, identical to the good ones.
   std::string output;
-  const std::string repair = absl::StrCat(ckptfs::testing::BinDir(), "/ckptfs repair --meta ",
-                                          cluster_->meta_address(), " 2>&1");
+  const std::string repair =
+      absl::StrCat(ckptfs::testing::BinDir(), "/ckptfs repair --meta ", cluster_->meta_address(),
+                   " --credential-file ", cluster_->server_credential_file(), " 2>&1");
   ASSERT_EQ(ckptfs::testing::RunShell(repair, &output), 0) << output;
   for (const Bad& b : bad) {
     ASSERT_TRUE(HasChunkFile(b.bad_server, ino, b.chunk)) << "chunk " << b.chunk << "\n" << output;
