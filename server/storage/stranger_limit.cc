@@ -1,6 +1,7 @@
 // See stranger_limit.h.
 #include "server/storage/stranger_limit.h"
 
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 
 #include <algorithm>
@@ -30,10 +31,18 @@ StrangerLimit::Ticket StrangerLimit::Admit(absl::string_view peer, int fd) {
   absl::MutexLock lock(&mu_);
   std::deque<int>& fds = by_host_[host];
   while (fds.size() >= per_host_) {
+    // The oldest that has sent nothing yet; a connection whose HELLO
+    // waits in its socket (its loop has not read it yet) is a client's.
+    // Only when every one has sent something does the oldest go.
+    auto victim = std::find_if(fds.begin(), fds.end(), [](int fd) {
+      int unread = 0;
+      return ::ioctl(fd, FIONREAD, &unread) == 0 && unread == 0;
+    });
+    if (victim == fds.end()) victim = fds.begin();
     // Still open: its Ticket, which goes before its descriptor closes,
     // would have removed it under mu_.
-    ::shutdown(fds.front(), SHUT_RDWR);
-    fds.pop_front();
+    ::shutdown(*victim, SHUT_RDWR);
+    fds.erase(victim);
     evicted_.fetch_add(1, std::memory_order_relaxed);
   }
   fds.push_back(fd);

@@ -3,13 +3,15 @@
 //
 // A connection counts from its accept until it authenticates (HELLO with
 // the credential) or closes. When a host that already holds `per_host`
-// such connections opens another, the oldest of them is shut down
+// such connections opens another, the oldest of them that has sent nothing
+// (no byte waiting in its socket; else the oldest of all) is shut down
 // (shutdown(2): its loop sees the end of the stream and closes it) and the
 // new one is admitted. So a stranger opening connections in a loop holds
 // at most `per_host` descriptors of the server, and a client on the same
-// host is not refused: its HELLO follows its connect at once, long before
-// `per_host` newer strangers push it out. Together with the connection's
-// HELLO deadline (connection.h), strangers cannot fill max_connections.
+// host is not pushed out: its HELLO follows its connect at once and waits
+// in the socket until the loop reads it, which spares the connection.
+// Together with the connection's HELLO deadline (connection.h), strangers
+// cannot fill max_connections.
 //
 // A Ticket stands for one counted connection; it must go before the
 // connection's descriptor is closed (declare it after the descriptor), so

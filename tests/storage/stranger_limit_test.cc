@@ -1,6 +1,7 @@
 // StrangerLimit: a host's unauthenticated connections beyond the limit
-// push its oldest out (shut down), other hosts are not touched, and a
-// ticket released (authenticated or closed) frees its place.
+// push its oldest silent one out (shut down), one with bytes waiting is
+// spared, other hosts are not touched, and a ticket released
+// (authenticated or closed) frees its place.
 #include "server/storage/stranger_limit.h"
 
 #include <sys/socket.h>
@@ -47,6 +48,25 @@ TEST(StrangerLimitTest, TheOldestOfAHostGoesWhenItOpensOneTooMany) {
   EXPECT_FALSE(c.ShutDown());
   EXPECT_FALSE(other.ShutDown());
   EXPECT_EQ(limit.evicted(), 1u);
+}
+
+TEST(StrangerLimitTest, AConnectionThatSentSomethingIsSpared) {
+  StrangerLimit limit(2);
+  Pair client, stranger, newer;
+  StrangerLimit::Ticket tc = limit.Admit("10.0.0.1:1", client.end);
+  StrangerLimit::Ticket ts = limit.Admit("10.0.0.1:2", stranger.end);
+  // The client's HELLO waits in its socket, not read yet.
+  ASSERT_EQ(::send(client.peer_end, "hello", 5, 0), 5);
+  StrangerLimit::Ticket tn = limit.Admit("10.0.0.1:3", newer.end);
+  EXPECT_FALSE(client.ShutDown());
+  EXPECT_TRUE(stranger.ShutDown());
+  // When every one has sent something, the oldest goes.
+  ASSERT_EQ(::send(newer.peer_end, "x", 1, 0), 1);
+  Pair last;
+  StrangerLimit::Ticket tl = limit.Admit("10.0.0.1:4", last.end);
+  char buf[8];
+  EXPECT_EQ(::recv(client.peer_end, buf, sizeof(buf), 0), 0);  // shut down
+  EXPECT_EQ(limit.evicted(), 2u);
 }
 
 TEST(StrangerLimitTest, AReleasedTicketFreesItsPlace) {
