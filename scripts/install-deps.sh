@@ -10,6 +10,8 @@ PACKAGES=(
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libgtest-dev libgmock-dev librocksdb-dev libisal-dev
   etcd-server
+  # the certificates of the local etcd members (tools/local_etcd.h)
+  openssl
   python3 python3-venv python3-torch python3-numpy
   strace
   # tests/fuzz/run_fuzzers.sh (libFuzzer) and the lock-annotation check

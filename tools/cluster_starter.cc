@@ -124,6 +124,9 @@ class ClusterStarter {
     std::error_code ec;
     std::filesystem::create_directories(config_.etcd.root, ec);
     if (ec) return SyscallError(ec.value(), absl::StrCat("create directory ", config_.etcd.root));
+    if (config_.etcd.tls) {
+      if (absl::Status s = MakeLocalEtcdTls(config_.etcd); !s.ok()) return s;
+    }
     for (int i = 0; i < kEtcdMembers; ++i) {
       if (absl::Status s =
               Start(absl::StrCat("etcd-", i), config_.Address(config_.etcd.ClientPort(i)),
@@ -156,6 +159,11 @@ class ClusterStarter {
     if (config_.on_etcd) {
       argv.push_back("--kv_backend=etcd");
       argv.push_back("--etcd_endpoints=" + config_.etcd.Endpoints());
+      if (config_.etcd.tls) {
+        argv.push_back("--etcd_ca_file=" + config_.etcd.CaFile());
+        argv.push_back("--etcd_cert_file=" + config_.etcd.ClientCertFile());
+        argv.push_back("--etcd_key_file=" + config_.etcd.ClientKeyFile());
+      }
       argv.push_back(std::string("--etcd_prefix=") + kLocalEtcdPrefix);
       argv.push_back("--etcd_shared");  // both servers serve at once
     } else {

@@ -319,6 +319,7 @@ int RunUp(const ParsedFlags& flags) {
   }
   WarnAboutUnusedStorageDirs(*dir, config.servers);
   config.etcd.root = dir->path() + "/etcd";
+  config.etcd.tls = config.on_etcd && LocalEtcdUsesTls(config.etcd);
   if (absl::Status s = CheckPorts(config); !s.ok()) {
     return Failure(spec, std::string(s.message()));
   }

@@ -1,14 +1,19 @@
 // See local_etcd.h.
 #include "tools/local_etcd.h"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/tcp.h"
+#include "tools/process.h"
 
 namespace ckptfs::tools {
 
@@ -35,13 +40,14 @@ std::string LocalEtcd::Endpoints() const {
 }
 
 std::vector<std::string> LocalEtcd::Argv(int member) const {
+  const std::string scheme = tls ? "https://" : "http://";
   std::vector<std::string> peers;
   for (int i = 0; i < kEtcdMembers; ++i) {
-    peers.push_back(absl::StrCat(Name(i), "=http://", HostPort{host, PeerPort(i)}.ToString()));
+    peers.push_back(absl::StrCat(Name(i), "=", scheme, HostPort{host, PeerPort(i)}.ToString()));
   }
-  const std::string client_url = "http://" + HostPort{host, ClientPort(member)}.ToString();
-  const std::string peer_url = "http://" + HostPort{host, PeerPort(member)}.ToString();
-  return {
+  const std::string client_url = scheme + HostPort{host, ClientPort(member)}.ToString();
+  const std::string peer_url = scheme + HostPort{host, PeerPort(member)}.ToString();
+  std::vector<std::string> argv = {
       binary,
       "--name=" + Name(member),
       "--data-dir=" + DataDir(member),
@@ -58,6 +64,119 @@ std::vector<std::string> LocalEtcd::Argv(int member) const {
       "--logger=zap",
       "--log-level=warn",
   };
+  if (tls) {
+    argv.insert(argv.end(),
+                {"--client-cert-auth", "--trusted-ca-file=" + CaFile(),
+                 "--cert-file=" + MemberCertFile(), "--key-file=" + MemberKeyFile(),
+                 "--peer-client-cert-auth", "--peer-trusted-ca-file=" + CaFile(),
+                 "--peer-cert-file=" + MemberCertFile(), "--peer-key-file=" + MemberKeyFile()});
+  }
+  return argv;
+}
+
+namespace {
+
+absl::Status RunOpenssl(const std::vector<std::string>& args, absl::string_view what) {
+  std::vector<std::string> argv = {"openssl"};
+  argv.insert(argv.end(), args.begin(), args.end());
+  absl::StatusOr<CommandResult> run = RunCommand(argv);
+  if (!run.ok()) {
+    return absl::Status(
+        run.status().code(),
+        absl::StrCat("making the etcd members' certificates (", what, "): ", run.status().message(),
+                     "; install openssl (apt-get install openssl)"));
+  }
+  if (run->exit_status != 0) {
+    return absl::InternalError(absl::StrCat("making the etcd members' certificates (", what,
+                                            "): openssl exited with ", run->exit_status, ": ",
+                                            run->output));
+  }
+  return absl::OkStatus();
+}
+
+// A key and a certificate signed by the CA in `dir`, for `subject` with the
+// extensions in `extensions` (openssl's x509v3 config lines).
+absl::Status MakeSigned(const std::string& dir, const std::string& name, const std::string& subject,
+                        const std::string& extensions) {
+  const std::string ext_file = dir + "/" + name + ".ext";
+  {
+    std::ofstream out(ext_file);
+    out << extensions;
+    if (!out.good()) return absl::InternalError(absl::StrCat("cannot write ", ext_file));
+  }
+  if (absl::Status s =
+          RunOpenssl({"req", "-new", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
+                      "-nodes", "-keyout", dir + "/" + name + ".key", "-out",
+                      dir + "/" + name + ".csr", "-subj", subject},
+                     name + " key");
+      !s.ok()) {
+    return s;
+  }
+  return RunOpenssl({"x509", "-req", "-in", dir + "/" + name + ".csr", "-CA", dir + "/ca.crt",
+                     "-CAkey", dir + "/ca.key", "-CAcreateserial", "-days", "3650", "-out",
+                     dir + "/" + name + ".crt", "-extfile", ext_file},
+                    name + " certificate");
+}
+
+}  // namespace
+
+absl::Status MakeLocalEtcdTls(const LocalEtcd& etcd) {
+  const std::string dir = etcd.TlsDir();
+  if (::access(dir.c_str(), F_OK) == 0) return absl::OkStatus();
+  // Made under a temporary name and renamed when complete, so that a
+  // failure halfway leaves nothing that looks finished.
+  const std::string making = dir + ".making";
+  std::error_code ec;
+  std::filesystem::remove_all(making, ec);
+  if (!std::filesystem::create_directories(making, ec) || ec) {
+    return absl::InternalError(absl::StrCat("cannot create ", making, ": ", ec.message()));
+  }
+  ::chmod(making.c_str(), 0700);
+  if (absl::Status s =
+          RunOpenssl({"req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
+                      "-nodes", "-keyout", making + "/ca.key", "-out", making + "/ca.crt", "-days",
+                      "3650", "-subj", "/CN=ckptfs local etcd CA"},
+                     "CA");
+      !s.ok()) {
+    return s;
+  }
+  std::string names = "IP:127.0.0.1,DNS:localhost";
+  if (etcd.host != "127.0.0.1" && etcd.host != "localhost") {
+    const bool numeric = ParseHostPort(etcd.host + ":1").ok() &&
+                         etcd.host.find_first_not_of("0123456789.:") == std::string::npos;
+    absl::StrAppend(&names, ",", numeric ? "IP:" : "DNS:", etcd.host);
+  }
+  if (absl::Status s = MakeSigned(
+          making, "member", "/CN=ckptfs etcd member",
+          absl::StrCat("subjectAltName=", names, "\nextendedKeyUsage=serverAuth,clientAuth\n"));
+      !s.ok()) {
+    return s;
+  }
+  if (absl::Status s =
+          MakeSigned(making, "client", "/CN=ckptfs-meta", "extendedKeyUsage=clientAuth\n");
+      !s.ok()) {
+    return s;
+  }
+  for (const char* key : {"ca.key", "member.key", "client.key"}) {
+    ::chmod((making + "/" + key).c_str(), 0600);
+  }
+  std::filesystem::rename(making, dir, ec);
+  if (ec) return absl::InternalError(absl::StrCat("cannot rename ", making, ": ", ec.message()));
+  return absl::OkStatus();
+}
+
+bool LocalEtcdUsesTls(const LocalEtcd& etcd) {
+  if (::access(etcd.TlsDir().c_str(), F_OK) == 0) return true;
+  for (int i = 0; i < kEtcdMembers; ++i) {
+    if (::access(etcd.DataDir(i).c_str(), F_OK) == 0) {
+      std::cerr << "ckptfs up: the etcd members' data in " << etcd.root
+                << " predates TLS: they stay plain text and take any client. To start over "
+                   "with TLS and client certificates, `ckptfs down`, remove "
+                << etcd.root << " (the namespace goes with it) and `up` again\n";
+      return false;
+    }
+  }
+  return true;
 }
 
 }  // namespace ckptfs::tools

@@ -49,6 +49,14 @@ ABSL_FLAG(std::string, data_dir, "",
 ABSL_FLAG(std::string, kv_backend, "rocksdb",
           "where the metadata lives: rocksdb (embedded, in --data_dir) or etcd (an etcd v3 "
           "cluster, --etcd_endpoints)");
+ABSL_FLAG(std::string, etcd_ca_file, "",
+          "with --kv_backend=etcd: PEM file of the CA that signed the etcd members' "
+          "certificates; set, the service talks TLS to etcd; empty: plain text");
+ABSL_FLAG(std::string, etcd_cert_file, "",
+          "with --etcd_ca_file: PEM file of the client certificate this service presents to "
+          "etcd (members started with --client-cert-auth want one)");
+ABSL_FLAG(std::string, etcd_key_file, "",
+          "with --etcd_cert_file: PEM file of that certificate's private key");
 ABSL_FLAG(std::string, etcd_endpoints, "",
           "client addresses of the etcd members, host:port,host:port,... (--kv_backend=etcd)");
 ABSL_FLAG(std::string, etcd_prefix, "/ckptfs/",
@@ -162,12 +170,22 @@ int Main() {
   }
   const bool on_etcd = backend == "etcd";
   absl::StatusOr<std::vector<std::string>> etcd_endpoints;
+  EtcdClient::Options etcd_options;  // the endpoints and TLS of every etcd client here
   if (on_etcd) {
     etcd_endpoints = EtcdClient::ParseEndpoints(absl::GetFlag(FLAGS_etcd_endpoints));
     if (!etcd_endpoints.ok()) {
       CKPTFS_LOG(kError) << "--etcd_endpoints: " << etcd_endpoints.status().message();
       return kExitFailure;
     }
+    etcd_options.endpoints = *etcd_endpoints;
+    absl::StatusOr<std::optional<EtcdClient::Tls>> tls =
+        EtcdClient::LoadTls(absl::GetFlag(FLAGS_etcd_ca_file), absl::GetFlag(FLAGS_etcd_cert_file),
+                            absl::GetFlag(FLAGS_etcd_key_file));
+    if (!tls.ok()) {
+      CKPTFS_LOG(kError) << tls.status().message();
+      return kExitFailure;
+    }
+    etcd_options.tls = *std::move(tls);
     if (absl::GetFlag(FLAGS_etcd_lock_ttl_s) < 2) {
       CKPTFS_LOG(kError) << "--etcd_lock_ttl_s must be at least 2";
       return kExitFailure;
@@ -259,7 +277,7 @@ int Main() {
   const bool etcd_shared = on_etcd && absl::GetFlag(FLAGS_etcd_shared);
   if (etcd_shared) {
     // Serve at once; the lock only guards the duties (taken after Start).
-    EtcdClient::Options lock_client_options{*etcd_endpoints};
+    EtcdClient::Options lock_client_options = etcd_options;
     lock_client_options.call_timeout = absl::Seconds(3);
     lock_client_options.attempt_timeout = absl::Seconds(1);
     duty_lock_client = std::make_shared<EtcdClient>(lock_client_options);
@@ -280,7 +298,7 @@ int Main() {
       return kExitFailure;
     }
     shared_presence = *std::move(presence);
-    auto client = std::make_shared<EtcdClient>(EtcdClient::Options{*etcd_endpoints});
+    auto client = std::make_shared<EtcdClient>(etcd_options);
     absl::StatusOr<std::unique_ptr<EtcdKvStore>> etcd =
         EtcdKvStore::Open(client, EtcdKvStore::Options{duty_lock_options.key_prefix});
     if (!etcd.ok()) {
@@ -298,11 +316,11 @@ int Main() {
     // The lock's calls give up within seconds, so that a standby waiting
     // while etcd is unreachable still notices a stop signal promptly; the
     // store's calls ride out an etcd leader election (30 s).
-    EtcdClient::Options lock_client_options{*etcd_endpoints};
+    EtcdClient::Options lock_client_options = etcd_options;
     lock_client_options.call_timeout = absl::Seconds(3);
     lock_client_options.attempt_timeout = absl::Seconds(1);
     auto lock_client = std::make_shared<EtcdClient>(lock_client_options);
-    auto client = std::make_shared<EtcdClient>(EtcdClient::Options{*etcd_endpoints});
+    auto client = std::make_shared<EtcdClient>(etcd_options);
     EtcdServerLock::Options lock_options;
     lock_options.key_prefix = absl::GetFlag(FLAGS_etcd_prefix);
     lock_options.holder = absl::StrCat(options.listen, " (pid ", getpid(), ")");

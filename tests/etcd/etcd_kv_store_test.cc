@@ -7,12 +7,15 @@
 #include "server/meta/etcd/etcd_server_lock.h"
 
 #include <atomic>
+#include <cstdio>
+#include <fstream>
 #include <functional>
 #include <memory>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
@@ -84,6 +87,39 @@ TEST(EtcdEndpoints, Parse) {
   EXPECT_FALSE(EtcdClient::ParseEndpoints("127.0.0.1").ok());
   EXPECT_FALSE(EtcdClient::ParseEndpoints("a:0").ok());
   EXPECT_FALSE(EtcdClient::ParseEndpoints("a:99999").ok());
+}
+
+TEST(EtcdTls, TheFlagsGoTogetherAndNameWhatIsWrong) {
+  auto none = EtcdClient::LoadTls("", "", "");
+  ASSERT_TRUE(none.ok());
+  EXPECT_FALSE(none->has_value());
+  const std::string dir = ::testing::TempDir();
+  const std::string ca = dir + "/etcd-tls-test-ca.pem";
+  const std::string cert = dir + "/etcd-tls-test-cert.pem";
+  const std::string key = dir + "/etcd-tls-test-key.pem";
+  for (const auto& [path, text] : {std::pair{ca, "CA"}, {cert, "CERT"}, {key, "KEY"}}) {
+    std::ofstream(path) << text;
+  }
+  auto full = EtcdClient::LoadTls(ca, cert, key);
+  ASSERT_TRUE(full.ok()) << full.status();
+  ASSERT_TRUE(full->has_value());
+  EXPECT_EQ((*full)->ca_pem, "CA");
+  EXPECT_EQ((*full)->cert_pem, "CERT");
+  EXPECT_EQ((*full)->key_pem, "KEY");
+  auto ca_only = EtcdClient::LoadTls(ca, "", "");
+  ASSERT_TRUE(ca_only.ok());
+  EXPECT_TRUE((*ca_only)->cert_pem.empty());
+  auto no_key = EtcdClient::LoadTls(ca, cert, "");
+  EXPECT_FALSE(no_key.ok());
+  EXPECT_TRUE(absl::StrContains(no_key.status().message(), "--etcd_key_file")) << no_key.status();
+  auto no_ca = EtcdClient::LoadTls("", cert, key);
+  EXPECT_FALSE(no_ca.ok());
+  EXPECT_TRUE(absl::StrContains(no_ca.status().message(), "--etcd_ca_file")) << no_ca.status();
+  auto missing = EtcdClient::LoadTls(dir + "/etcd-tls-test-nothing.pem", "", "");
+  EXPECT_FALSE(missing.ok());
+  EXPECT_TRUE(absl::StrContains(missing.status().message(), "etcd-tls-test-nothing.pem"))
+      << missing.status();
+  for (const std::string& path : {ca, cert, key}) std::remove(path.c_str());
 }
 
 TEST(EtcdOpen, NoMemberAnswersIsAClearError) {

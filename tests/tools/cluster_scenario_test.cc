@@ -4,6 +4,8 @@
 //   1. up: the daemons recorded in the state file with the flags asked for
 //      (chunk size, orphan grace, metrics ports, the repairer with --watch)
 //      and, on etcd, 3 members and two metadata servers serving at once;
+//      the etcd members answer the metadata servers' client certificate
+//      only (not plain text, not TLS without a certificate);
 //   2. status: the servers;
 //   3. a second mount of the same cluster (`mount`/`umount`) sees a file
 //      written through the first; mounting over it is refused; its
@@ -38,6 +40,7 @@
 #include <random>
 
 #include <google/protobuf/util/json_util.h>
+#include <grpcpp/grpcpp.h>
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
@@ -45,6 +48,7 @@
 #include "absl/strings/str_format.h"
 #include "common/crc32c.h"
 #include "gtest/gtest.h"
+#include "proto/etcd/rpc.grpc.pb.h"
 #include "proto/meta.pb.h"
 #include "tests/tools/cluster_test_support.h"
 #include "tools/local_etcd.h"
@@ -227,6 +231,7 @@ class ClusterScenarioTest : public ::testing::Test {
 
   void UpWithEveryDaemon();
   void StatusShowsTheServers();
+  void EtcdTakesOnlyTheClusterCertificate();
   void SecondMountSeesTheFirstsFiles();
   void StatusShowsMountsAndAPendingCheckpoint();
   void CheckpointsShowAndVerify();
@@ -277,6 +282,12 @@ void ClusterScenarioTest::UpWithEveryDaemon() {
     if (d.role == "etcd-0") {
       EXPECT_TRUE(Contains(cmdline, "--max-txn-ops=100000")) << cmdline;
       EXPECT_TRUE(Contains(cmdline, "--data-dir=" + state_ + "/etcd/member-0")) << cmdline;
+      EXPECT_TRUE(Contains(cmdline, "--client-cert-auth")) << cmdline;
+      EXPECT_TRUE(Contains(cmdline, "--peer-client-cert-auth")) << cmdline;
+    }
+    if (on_etcd_ && d.role == "meta") {
+      EXPECT_TRUE(Contains(cmdline, "--etcd_cert_file=" + state_ + "/etcd/tls/client.crt"))
+          << cmdline;
     }
     if (d.role == "repair") {
       EXPECT_TRUE(Contains(cmdline, "--watch")) << cmdline;
@@ -287,6 +298,41 @@ void ClusterScenarioTest::UpWithEveryDaemon() {
     EXPECT_TRUE(Contains(cmdline, "--metrics_listen=" + d.metrics_address)) << d.role;
     EXPECT_TRUE(Contains(r.output, "http://" + d.metrics_address + "/metrics")) << r.output;
   }
+}
+
+// A Range of one key on the etcd member at `address` over `credentials`.
+grpc::Status EtcdRange(const std::string& address,
+                       const std::shared_ptr<grpc::ChannelCredentials>& credentials) {
+  auto stub = etcdserverpb::KV::NewStub(grpc::CreateChannel(address, credentials));
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  etcdserverpb::RangeRequest request;
+  request.set_key("/");
+  request.set_limit(1);
+  etcdserverpb::RangeResponse response;
+  return stub->Range(&context, request, &response);
+}
+
+std::string ReadPem(const std::string& path) {
+  std::ifstream in(path);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+void ClusterScenarioTest::EtcdTakesOnlyTheClusterCertificate() {
+  if (!on_etcd_) return;
+  const std::string tls = state_ + "/etcd/tls";
+  struct stat st;
+  ASSERT_EQ(::stat((tls + "/client.key").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  const std::string member = Address(kEtcdOffset);
+  EXPECT_FALSE(EtcdRange(member, grpc::InsecureChannelCredentials()).ok());
+  grpc::SslCredentialsOptions ssl;
+  ssl.pem_root_certs = ReadPem(tls + "/ca.crt");
+  EXPECT_FALSE(EtcdRange(member, grpc::SslCredentials(ssl)).ok()) << "no client certificate";
+  ssl.pem_cert_chain = ReadPem(tls + "/client.crt");
+  ssl.pem_private_key = ReadPem(tls + "/client.key");
+  const grpc::Status with_cert = EtcdRange(member, grpc::SslCredentials(ssl));
+  EXPECT_TRUE(with_cert.ok()) << with_cert.error_message();
 }
 
 void ClusterScenarioTest::StatusShowsTheServers() {
@@ -543,6 +589,7 @@ TEST_F(ClusterScenarioTest, UpOperateDownAndUpAgain) {
   {
     SCOPED_TRACE("step 1: up");
     ASSERT_NO_FATAL_FAILURE(UpWithEveryDaemon());
+    ASSERT_NO_FATAL_FAILURE(EtcdTakesOnlyTheClusterCertificate());
   }
   {
     SCOPED_TRACE("step 2: status");

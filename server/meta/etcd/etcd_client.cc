@@ -3,6 +3,8 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <fstream>
+#include <iterator>
 #include <utility>
 
 #include "absl/strings/ascii.h"
@@ -69,6 +71,46 @@ absl::StatusOr<std::vector<std::string>> EtcdClient::ParseEndpoints(absl::string
   return endpoints;
 }
 
+absl::StatusOr<std::optional<EtcdClient::Tls>> EtcdClient::LoadTls(const std::string& ca_file,
+                                                                   const std::string& cert_file,
+                                                                   const std::string& key_file) {
+  if (ca_file.empty() && cert_file.empty() && key_file.empty()) return std::nullopt;
+  if (ca_file.empty()) {
+    return absl::InvalidArgumentError(
+        "--etcd_cert_file and --etcd_key_file need --etcd_ca_file, the CA that signed the etcd "
+        "members' certificates");
+  }
+  if (cert_file.empty() != key_file.empty()) {
+    return absl::InvalidArgumentError(
+        "--etcd_cert_file and --etcd_key_file go together (the client certificate and its key)");
+  }
+  auto read = [](const char* flag, const std::string& path) -> absl::StatusOr<std::string> {
+    std::ifstream in(path, std::ios::binary);
+    std::string content((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    if (!in.good() && !in.eof()) {
+      return absl::InvalidArgumentError(absl::StrCat(flag, ": cannot read ", path));
+    }
+    if (content.empty()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(flag, ": ", path, " is missing or empty (a PEM file is expected)"));
+    }
+    return content;
+  };
+  Tls tls;
+  absl::StatusOr<std::string> ca = read("--etcd_ca_file", ca_file);
+  if (!ca.ok()) return ca.status();
+  tls.ca_pem = *std::move(ca);
+  if (!cert_file.empty()) {
+    absl::StatusOr<std::string> cert = read("--etcd_cert_file", cert_file);
+    if (!cert.ok()) return cert.status();
+    absl::StatusOr<std::string> key = read("--etcd_key_file", key_file);
+    if (!key.ok()) return key.status();
+    tls.cert_pem = *std::move(cert);
+    tls.key_pem = *std::move(key);
+  }
+  return tls;
+}
+
 EtcdClient::EtcdClient(Options options) : options_(std::move(options)) {
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(-1);
@@ -77,10 +119,18 @@ EtcdClient::EtcdClient(Options options) : options_(std::move(options)) {
   // backoff of up to two minutes.
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
+  std::shared_ptr<grpc::ChannelCredentials> credentials = grpc::InsecureChannelCredentials();
+  if (options_.tls.has_value()) {
+    grpc::SslCredentialsOptions ssl;
+    ssl.pem_root_certs = options_.tls->ca_pem;
+    ssl.pem_cert_chain = options_.tls->cert_pem;
+    ssl.pem_private_key = options_.tls->key_pem;
+    credentials = grpc::SslCredentials(ssl);
+  }
   for (const std::string& address : options_.endpoints) {
     auto member = std::make_unique<Member>();
     member->address = address;
-    member->channel = grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
+    member->channel = grpc::CreateCustomChannel(address, credentials, args);
     member->kv = etcdserverpb::KV::NewStub(member->channel);
     member->lease = etcdserverpb::Lease::NewStub(member->channel);
     members_.push_back(std::move(member));

@@ -18,6 +18,7 @@
 #include <atomic>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -31,9 +32,20 @@ namespace ckptfs::meta {
 
 class EtcdClient {
  public:
+  // TLS to the members: their certificates are checked against the CA,
+  // and the client presents its own (members started with
+  // --client-cert-auth refuse a client without one).
+  struct Tls {
+    std::string ca_pem;
+    std::string cert_pem;  // with key_pem, or both empty
+    std::string key_pem;
+  };
+
   struct Options {
-    // host:port of each member's client URL (plain-text gRPC), tried in order.
+    // host:port of each member's client URL, tried in order.
     std::vector<std::string> endpoints;
+    // Unset: plain-text gRPC.
+    std::optional<Tls> tls;
     // Deadline of one call over all its attempts.
     absl::Duration call_timeout = absl::Seconds(30);
     // Deadline of one attempt on one member.
@@ -50,6 +62,15 @@ class EtcdClient {
   // "a:1, http://b:2" -> {"a:1", "b:2"}; InvalidArgument for an empty list or
   // an entry that is not host:port.
   static absl::StatusOr<std::vector<std::string>> ParseEndpoints(absl::string_view list);
+
+  // The TLS settings of the --etcd_ca_file, --etcd_cert_file and
+  // --etcd_key_file flags: nullopt when all are empty; the files' contents
+  // otherwise. A certificate without its key (or the other way round), a
+  // certificate without a CA, or a file that cannot be read fails naming
+  // the flag.
+  static absl::StatusOr<std::optional<Tls>> LoadTls(const std::string& ca_file,
+                                                    const std::string& cert_file,
+                                                    const std::string& key_file);
 
   // Channels connect lazily. REQUIRES: options.endpoints is not empty.
   explicit EtcdClient(Options options);
