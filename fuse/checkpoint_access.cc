@@ -20,8 +20,11 @@ namespace {
 // Entries read per ReadDir while walking a checkpoint.
 constexpr uint32_t kWalkPage = 1024;
 
+}  // namespace
+
 absl::Status CheckCommitAsRead(client::Client& client, const Caller& caller, uint64_t ino,
                                absl::string_view name) {
+  if (caller.IsRoot()) return absl::OkStatus();
   absl::StatusOr<meta::Attr> dir = client.GetAttr(ino);
   if (!dir.ok()) return dir.status();
   if (MayAccess(caller, *dir, W_OK | X_OK)) return absl::OkStatus();
@@ -32,6 +35,8 @@ absl::Status CheckCommitAsRead(client::Client& client, const Caller& caller, uin
                                   "directory, as writing its files does; read permission lets one "
                                   "only read its state"));
 }
+
+namespace {
 
 // A directory of the checkpoint still to walk, with its path in it.
 struct PendingDir {
@@ -55,9 +60,9 @@ absl::Status CheckMayEmpty(client::Client& client, const Caller& caller, const m
   while (!dirs.empty()) {
     PendingDir dir = std::move(dirs.back());
     dirs.pop_back();
-    if (!MayAccess(caller, dir.attr, W_OK | X_OK)) {
+    if (!MayAccess(caller, dir.attr, R_OK | W_OK | X_OK)) {
       return refuse(EACCES, dir.path, dir.attr,
-                    "you lack write and search permission on this directory of it");
+                    "you lack read, write and search permission on this directory of it");
     }
     const bool sticky = (dir.attr.mode() & S_ISVTX) != 0;
     std::string after;
@@ -88,28 +93,29 @@ absl::Status CheckMayEmpty(client::Client& client, const Caller& caller, const m
   return absl::OkStatus();
 }
 
-absl::Status CheckRemoval(client::Client& client, const Caller& caller, uint64_t run_dir,
-                          absl::string_view value) {
-  absl::StatusOr<client::CheckpointRemoval> removal = client::ParseCheckpointRemoval(value);
-  if (!removal.ok()) return absl::OkStatus();  // the removal answers EINVAL
+// What a removal checked: the checkpoint's inode, or the error to answer.
+absl::StatusOr<uint64_t> CheckRemoval(client::Client& client, const Caller& caller,
+                                      uint64_t run_dir, absl::string_view name) {
   absl::StatusOr<meta::Attr> dir = client.GetAttr(run_dir);
   if (!dir.ok()) return dir.status();
-  absl::StatusOr<meta::Attr> ckpt = client.Lookup(run_dir, removal->name);
-  if (!ckpt.ok()) {
-    return ErrnoFromStatus(ckpt.status()) == ENOENT ? absl::OkStatus() : ckpt.status();
-  }
+  absl::StatusOr<meta::Attr> ckpt = client.Lookup(run_dir, name);
+  if (!ckpt.ok()) return ckpt.status();
   if (!MayDeleteEntry(caller, *dir, *ckpt)) {
     const bool has_bits = MayAccess(caller, *dir, W_OK | X_OK);
     return ErrnoStatus(
         has_bits ? EPERM : EACCES,
-        absl::StrCat(DescribeCaller(caller), " may not remove checkpoint \"", removal->name,
+        absl::StrCat(DescribeCaller(caller), " may not remove checkpoint \"", name,
                      "\" from directory ", run_dir, " (", DescribeOwnership(*dir), "): ",
                      has_bits ? "the directory is sticky and you own neither it nor the "
                                 "checkpoint"
                               : "that needs write and search permission on the directory"));
   }
-  if (caller.IsRoot() || caller.uid == ckpt->uid()) return absl::OkStatus();
-  return CheckMayEmpty(client, caller, *ckpt, removal->name);
+  if (caller.uid != ckpt->uid()) {
+    if (absl::Status emptied = CheckMayEmpty(client, caller, *ckpt, name); !emptied.ok()) {
+      return emptied;
+    }
+  }
+  return ckpt->ino();
 }
 
 }  // namespace
@@ -135,17 +141,20 @@ Caller CallerOf(fuse_req_t req) {
   return caller;
 }
 
-absl::Status CheckCheckpointAccess(client::Client& client, const Caller& caller, uint64_t ino,
-                                   absl::string_view name, absl::string_view value, bool set) {
-  if (caller.IsRoot()) return absl::OkStatus();
-  const client::CheckpointXattr which = client::ClassifyCheckpointXattr(name);
-  if (!set && which == client::CheckpointXattr::kCommitRank) {
-    return CheckCommitAsRead(client, caller, ino, name);
+absl::Status RemoveCheckedCheckpoint(client::Client& client, const Caller& caller, uint64_t run_dir,
+                                     absl::string_view value) {
+  absl::StatusOr<client::CheckpointRemoval> removal = client::ParseCheckpointRemoval(value);
+  if (!removal.ok()) return removal.status();
+  std::optional<client::Client::ExpectedCheckpoint> expected;
+  if (removal->expected_ino != 0) {
+    expected = client::Client::ExpectedCheckpoint{removal->expected_ino, removal->expected_state};
   }
-  if (set && which == client::CheckpointXattr::kRemove) {
-    return CheckRemoval(client, caller, ino, value);
+  if (!caller.IsRoot()) {
+    absl::StatusOr<uint64_t> checked = CheckRemoval(client, caller, run_dir, removal->name);
+    if (!checked.ok()) return checked.status();
+    if (!expected.has_value()) expected = client::Client::ExpectedCheckpoint{*checked};
   }
-  return absl::OkStatus();
+  return client.RemoveCheckpoint(run_dir, removal->name, expected);
 }
 
 }  // namespace ckptfs::fuse

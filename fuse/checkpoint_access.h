@@ -18,16 +18,19 @@
 //                                   would: the caller must be allowed to
 //                                   delete it from the run directory, and
 //                                   either own it or be allowed to delete
-//                                   every entry in it (write and search
-//                                   permission on each of its directories,
+//                                   every entry in it (read, write and
+//                                   search permission on each of its
+//                                   directories,
 //                                   and ownership of the entries of a sticky
 //                                   one).
 //
 // Root may do all of it. A refusal is EACCES (EPERM where a sticky
 // directory's rule refuses, as for unlink) with a message naming the
 // caller, the operation and the permission it lacks; nothing changes.
-// The check and the operation are two steps: a chmod between them decides
-// nothing that the caller could not have done in the other order.
+// The removal a check allowed is of the checkpoint checked (its inode), so
+// a rename between the two steps cannot make it take another; a chmod
+// between them decides nothing that the caller could not have done in the
+// other order.
 //
 // Thread-safety: thread-safe (the Client is).
 #ifndef CKPTFS_FUSE_CHECKPOINT_ACCESS_H_
@@ -47,13 +50,18 @@ namespace ckptfs::fuse {
 // The caller of `req`, with its supplementary groups.
 Caller CallerOf(fuse_req_t req);
 
-// OK when `caller` may get (`set` false) or set (`set` true, to `value`)
-// extended attribute `name` of inode `ino` as far as the checks above go;
-// the error to answer otherwise. A checkpoint name to remove that is not
-// there passes (the removal then says so); any other failure to read the
-// attributes the check needs is returned, so nothing unchecked goes on.
-absl::Status CheckCheckpointAccess(client::Client& client, const Caller& caller, uint64_t ino,
-                                   absl::string_view name, absl::string_view value, bool set);
+// OK when `caller` may make a commit as a read (getxattr `name`, a
+// user.ckptfs.commit.R) on inode `ino`; the error to answer otherwise (a
+// failure to read the directory's attributes included).
+absl::Status CheckCommitAsRead(client::Client& client, const Caller& caller, uint64_t ino,
+                               absl::string_view name);
+
+// Checks the removal that setting user.ckptfs.remove of run directory
+// `run_dir` to `value` asks for and, when `caller` may, removes the
+// checkpoint it checked (ENOENT when the name is not there, EINVAL for a
+// bad value, as the removal itself would answer).
+absl::Status RemoveCheckedCheckpoint(client::Client& client, const Caller& caller, uint64_t run_dir,
+                                     absl::string_view value);
 
 }  // namespace ckptfs::fuse
 

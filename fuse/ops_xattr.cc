@@ -31,6 +31,7 @@
 #include "client/checkpoint_xattr_parsing.h"
 #include "common/errno_status.h"
 #include "common/log.h"
+#include "common/log_limiter.h"
 #include "fuse/checkpoint_access.h"
 #include "fuse/filesystem.h"
 #include "fuse/ops.h"
@@ -80,6 +81,19 @@ absl::Status StaleUnlessCheckpoint(Filesystem& fs, fuse_ino_t ino, const char* n
   return StaleIfInodeGone(fs, ino, status);
 }
 
+// `status`, logged when it refuses a checkpoint operation for the
+// permission bits (at most about a line a second: a user cannot flood the
+// mount's log).
+absl::Status LogRefusal(const char* op, const char* name, absl::Status status) {
+  const int err = ErrnoFromStatus(status);
+  if (err != EACCES && err != EPERM) return status;
+  static LogLimiter limiter(absl::Seconds(1));
+  if (std::string held_back; limiter.Allow(&held_back)) {
+    CKPTFS_LOG(kInfo) << op << " " << name << " refused: " << status.message() << held_back;
+  }
+  return status;
+}
+
 bool IsCommit(const char* name) {
   const client::CheckpointXattr which = client::ClassifyCheckpointXattr(name);
   return which == client::CheckpointXattr::kCommit || which == client::CheckpointXattr::kCommitRank;
@@ -91,11 +105,9 @@ absl::Status DoSetXattr(fuse_req_t req, Filesystem& fs, fuse_ino_t ino, const ch
     return ErrnoStatus(EOPNOTSUPP, absl::StrCat("xattr namespace of ", name, " not supported"));
   }
   const absl::string_view data(value, size);
-  if (absl::Status access =
-          CheckCheckpointAccess(fs.client(), CallerOf(req), ino, name, data, /*set=*/true);
-      !access.ok()) {
-    CKPTFS_LOG(kInfo) << "setxattr " << name << " refused: " << access.message();
-    return access;
+  if (client::ClassifyCheckpointXattr(name) == client::CheckpointXattr::kRemove) {
+    return LogRefusal("setxattr", name,
+                      RemoveCheckedCheckpoint(fs.client(), CallerOf(req), ino, data));
   }
   if (!IsCommit(name)) return fs.client().SetXattr(ino, name, data, flags);
   return Interruptible(req, [&](client::Cancellation* cancel) {
@@ -116,13 +128,12 @@ void SetXattr(fuse_req_t req, fuse_ino_t ino, const char* name, const char* valu
 absl::StatusOr<std::string> DoGetXattr(fuse_req_t req, Filesystem& fs, fuse_ino_t ino,
                                        const char* name) {
   if (!IsStoredXattrName(name)) return ErrnoStatus(ENODATA, name);
-  if (absl::Status access =
-          CheckCheckpointAccess(fs.client(), CallerOf(req), ino, name, "", /*set=*/false);
-      !access.ok()) {
-    CKPTFS_LOG(kInfo) << "getxattr " << name << " refused: " << access.message();
-    return access;
-  }
   if (!IsCommit(name)) return fs.client().GetXattr(ino, name);
+  if (client::ClassifyCheckpointXattr(name) == client::CheckpointXattr::kCommitRank) {
+    absl::Status access =
+        LogRefusal("getxattr", name, CheckCommitAsRead(fs.client(), CallerOf(req), ino, name));
+    if (!access.ok()) return access;
+  }
   return Interruptible(
       req, [&](client::Cancellation* cancel) { return fs.client().GetXattr(ino, name, cancel); });
 }

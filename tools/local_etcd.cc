@@ -1,6 +1,7 @@
 // See local_etcd.h.
 #include "tools/local_etcd.h"
 
+#include <arpa/inet.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -142,8 +143,9 @@ absl::Status MakeLocalEtcdTls(const LocalEtcd& etcd) {
   }
   std::string names = "IP:127.0.0.1,DNS:localhost";
   if (etcd.host != "127.0.0.1" && etcd.host != "localhost") {
-    const bool numeric = ParseHostPort(etcd.host + ":1").ok() &&
-                         etcd.host.find_first_not_of("0123456789.:") == std::string::npos;
+    in6_addr ignored;
+    const bool numeric = ::inet_pton(AF_INET, etcd.host.c_str(), &ignored) == 1 ||
+                         ::inet_pton(AF_INET6, etcd.host.c_str(), &ignored) == 1;
     absl::StrAppend(&names, ",", numeric ? "IP:" : "DNS:", etcd.host);
   }
   if (absl::Status s = MakeSigned(

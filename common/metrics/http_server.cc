@@ -161,8 +161,9 @@ void MetricsHttpServer::Accept(std::vector<Client>& clients) {
     return;
   }
   if (clients.size() >= std::max<size_t>(options_.max_clients, 1)) {
-    // Full: the oldest client still sending its request goes (held open by
-    // someone who does not scrape), else the new one.
+    // Full: the oldest client still sending its request goes (held open
+    // by someone who does not scrape), else the oldest of all (one that
+    // does not take its response).
     auto oldest = clients.end();
     for (auto it = clients.begin(); it != clients.end(); ++it) {
       if (it->phase == Client::Phase::kReading &&
@@ -170,7 +171,7 @@ void MetricsHttpServer::Accept(std::vector<Client>& clients) {
         oldest = it;
       }
     }
-    if (oldest == clients.end()) return;  // `conn` closes
+    if (oldest == clients.end()) oldest = clients.begin();
     clients.erase(oldest);
   }
   Client client;

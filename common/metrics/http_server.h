@@ -8,7 +8,7 @@
 // Many scrapers are served at once: one thread polls every connection and
 // moves each along as its socket allows, so a slow or silent client delays
 // nobody else. At most Options::max_clients connections are held; a new one
-// beyond that closes the oldest still sending its request.
+// beyond that closes the oldest still sending its request (else the oldest).
 //
 // It runs on its own thread from Start until destruction. The destructor
 // wakes that thread (even in the middle of slow clients' requests), joins

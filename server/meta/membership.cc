@@ -6,6 +6,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "common/credential.h"
 #include "common/errno_status.h"
 #include "common/log.h"
 #include "common/tcp.h"
@@ -28,6 +29,10 @@ absl::StatusOr<uint32_t> Membership::Register(const RegisterServerRequest& reque
   if (!ParseHostPort(request.address()).ok()) {
     return ErrnoStatus(
         EINVAL, absl::StrCat("register: address \"", request.address(), "\" is not host:port"));
+  }
+  if (request.identity_secret().size() > kMaxUuidLength) {
+    return ErrnoStatus(
+        EINVAL, absl::StrCat("register: identity secret longer than ", kMaxUuidLength, " bytes"));
   }
   if (request.uuid().empty() || request.uuid().size() > kMaxUuidLength) {
     return ErrnoStatus(EINVAL, absl::StrCat("register: uuid must be 1..", kMaxUuidLength,
@@ -56,18 +61,20 @@ absl::StatusOr<uint32_t> Membership::Register(const RegisterServerRequest& reque
           txn.GetRecord<ServerRecord>(ServerKey(id));
       if (!stored.ok()) return stored.status();
       if (stored->has_value()) record = **stored;
-      // A live server keeps its identity: another address claiming it
-      // would receive the writes meant for it.
-      if (stored->has_value() && record.info().address() != request.address() &&
-          IsAlive(record.info())) {
+      // The uuid is the data directory's that registered it first: only
+      // the holder of that directory's secret may register it again (from
+      // wherever it runs now). A record from before secrets takes the first.
+      if (stored->has_value() && !record.identity_secret().empty() &&
+          !CredentialMatches(request.identity_secret(), record.identity_secret())) {
         return ErrnoStatus(
-            EBUSY,
-            absl::StrCat("register: storage server ", request.uuid(), " (id ", id, ") is alive at ",
-                         record.info().address(), "; a registration from ", request.address(),
-                         " under its identity is refused. If the server moved, its "
-                         "old address must go silent for ",
-                         absl::FormatDuration(options_.server_timeout),
-                         " first (a moved server keeps retrying until then)"));
+            EPERM, absl::StrCat("register: storage server ", request.uuid(), " (id ", id, ", at ",
+                                record.info().address(),
+                                ") belongs to the data directory "
+                                "holding its server.secret; this registration from ",
+                                request.address(),
+                                " does not hold it. Two data directories "
+                                "with the same server.uuid (a copied directory?) cannot both "
+                                "serve: give the copy a fresh directory"));
       }
     } else {
       absl::StatusOr<std::optional<std::string>> next = txn.Get(kNextServerIdKey);
@@ -90,6 +97,7 @@ absl::StatusOr<uint32_t> Membership::Register(const RegisterServerRequest& reque
     info->set_used_bytes(request.used_bytes());
     info->set_last_heartbeat_ms(clock_->NowMs());
     info->clear_alive();  // computed on read, never stored
+    if (record.identity_secret().empty()) record.set_identity_secret(request.identity_secret());
     txn.Put(ServerKey(id), record);
     return id;
   });

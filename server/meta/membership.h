@@ -39,8 +39,8 @@ class Membership {
   Membership(KvStore* kv, Clock* clock, const Options& options)
       : kv_(kv), clock_(clock), options_(options), started_ms_(clock->NowMs()) {}
 
-  // Registers (or re-registers) a server; returns its id (>= 1). EBUSY when
-  // the uuid belongs to a server that is alive at another address.
+  // Registers (or re-registers) a server; returns its id (>= 1). EPERM when
+  // the uuid was registered with another identity secret.
   // EINVAL for an address that is not host:port or an empty/oversized uuid.
   absl::StatusOr<uint32_t> Register(const RegisterServerRequest& request);
 

@@ -15,6 +15,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/credential.h"
 #include "common/errno_status.h"
 #include "common/log.h"
 
@@ -172,6 +173,10 @@ absl::StatusOr<std::string> LoadOrCreateServerUuid(const std::string& data_dir) 
   UniqueFd dir(::open(data_dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   if (dir.valid()) ::fsync(dir.get());
   return uuid;
+}
+
+absl::StatusOr<std::string> LoadOrCreateServerSecret(const std::string& data_dir) {
+  return LoadOrCreateCredential(absl::StrCat(data_dir, "/server.secret"));
 }
 
 }  // namespace ckptfs::storage

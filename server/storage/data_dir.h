@@ -45,6 +45,11 @@ class DataDirLock {
 // (random, UUID v4 text) and stored durably on first use.
 absl::StatusOr<std::string> LoadOrCreateServerUuid(const std::string& data_dir);
 
+// The secret that proves the uuid is this directory's when the server
+// registers (RegisterServerRequest.identity_secret): <data_dir>/server.secret
+// (mode 0600, random, made on first use like a credential).
+absl::StatusOr<std::string> LoadOrCreateServerSecret(const std::string& data_dir);
+
 }  // namespace ckptfs::storage
 
 #endif  // CKPTFS_SERVER_STORAGE_DATA_DIR_H_

@@ -204,6 +204,8 @@ int Main() {
   if (!lock.ok()) return Fail(kExitConfig, lock.status().message());
   auto uuid = LoadOrCreateServerUuid(data_dir);
   if (!uuid.ok()) return Fail(kExitFailure, uuid.status().message());
+  auto identity_secret = LoadOrCreateServerSecret(data_dir);
+  if (!identity_secret.ok()) return Fail(kExitFailure, identity_secret.status().message());
   auto store = ChunkStore::Open(data_dir);
   if (!store.ok()) return Fail(kExitFailure, store.status().message());
   Server::Options server_options;
@@ -251,6 +253,7 @@ int Main() {
     options.meta_address = meta;
     options.data_address = address;
     options.uuid = *uuid;
+    options.identity_secret = *identity_secret;
     options.credential = server_credential->empty() ? *credential : *server_credential;
     options.heartbeat_interval = absl::Seconds(heartbeat_s);
     options.on_registered = [address](uint32_t id) {

@@ -104,6 +104,7 @@ absl::StatusOr<uint32_t> Registration::Register() {
   meta::RegisterServerRequest request;
   request.set_address(options_.data_address);
   request.set_uuid(options_.uuid);
+  request.set_identity_secret(options_.identity_secret);
   request.set_data_dir(AbsoluteDataDir(store_.data_dir()));
   if (auto space = store_.Space(); space.ok()) {
     request.set_capacity_bytes(space->capacity_bytes);

@@ -37,6 +37,9 @@ class Registration {
     std::string meta_address;
     std::string data_address;  // host:port clients dial for data
     std::string uuid;          // from the data directory
+    // The data directory's server.secret (data_dir.h): proves the uuid is
+    // this directory's when the server registers again, from any address.
+    std::string identity_secret;
     // The cluster credential, sent with every call; empty: none.
     std::string credential;
     absl::Duration heartbeat_interval = absl::Seconds(2);

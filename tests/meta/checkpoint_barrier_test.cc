@@ -534,22 +534,18 @@ TEST_F(CheckpointBarrierTest, RetentionKeepsTheCheckpointJustCommittedWhenTheClo
 
 TEST_F(CheckpointBarrierTest, RetentionTakesOnlyTheCheckpointsOfTheCommittedOnesOwner) {
   const uint64_t run = Dir(kRootIno, "run");
-  // Another user's checkpoints in the same run directory, from before it
-  // kept only one (so that no retention of theirs runs yet).
+  Keep(run, "1");
   auto owned_by = [&](const std::string& name, uint32_t uid) {
     const uint64_t ckpt = Dir(run, name);
     Chown(ckpt, uid);
-    EXPECT_OK(Declare(ckpt, 1));
-    File(ckpt, "model.pt");
-    EXPECT_OK(CommitAll(ckpt, 1));
     return ckpt;
   };
-  owned_by("theirs1", 1000);
-  const uint64_t aborted = Dir(run, "theirs-aborted");
-  Chown(aborted, 1000);
+  // Another user's aborted checkpoint; then root commits twice. No commit
+  // of the other user's runs before the look below, so no retention of
+  // theirs may take it meanwhile.
+  const uint64_t aborted = owned_by("theirs-aborted", 1000);
   ASSERT_OK(Declare(aborted, 1));
   ASSERT_OK(ckpts_->Abort(aborted, EIO, "test"));
-  Keep(run, "1");
   clock_.Advance(absl::Seconds(1));
   Committed(run, "mine1");
   clock_.Advance(absl::Seconds(1));
@@ -558,11 +554,19 @@ TEST_F(CheckpointBarrierTest, RetentionTakesOnlyTheCheckpointsOfTheCommittedOnes
   // taken theirs-aborted, that would be gone once mine1 is.
   EXPECT_TRUE(Eventually([&] { return !ns_->Lookup(run, "mine1").ok(); }));
   EXPECT_TRUE(ns_->Lookup(run, "theirs-aborted").ok());
-  EXPECT_TRUE(ns_->Lookup(run, "theirs1").ok());
+  // The other user's commits take theirs, and leave root's newest.
+  auto commit_theirs = [&](const std::string& name) {
+    const uint64_t ckpt = owned_by(name, 1000);
+    EXPECT_OK(Declare(ckpt, 1));
+    File(ckpt, "model.pt");
+    EXPECT_OK(CommitAll(ckpt, 1));
+  };
   clock_.Advance(absl::Seconds(1));
-  owned_by("theirs2", 1000);
-  EXPECT_TRUE(Eventually([&] { return !ns_->Lookup(run, "theirs1").ok(); }));
+  commit_theirs("theirs1");
   EXPECT_TRUE(Eventually([&] { return !ns_->Lookup(run, "theirs-aborted").ok(); }));
+  clock_.Advance(absl::Seconds(1));
+  commit_theirs("theirs2");
+  EXPECT_TRUE(Eventually([&] { return !ns_->Lookup(run, "theirs1").ok(); }));
   EXPECT_TRUE(ns_->Lookup(run, "mine2").ok());
   EXPECT_TRUE(ns_->Lookup(run, "theirs2").ok());
 }

@@ -545,29 +545,30 @@ void CheckpointCoordinator::TimerLoop() {
 void CheckpointCoordinator::CommitLoop() {
   while (true) {
     uint64_t ino = 0;
+    uint64_t run = 0;  // 0: its run directory could not be read
     {
+      // Taking a checkpoint off the queue and claiming its run directory
+      // is one step for one worker at a time, so that the checkpoints of a
+      // run directory are claimed in the order they were queued.
+      absl::MutexLock dispatch(&dispatch_mu_);
+      {
+        absl::MutexLock lock(&mu_);
+        auto ready = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
+          return stopping_ || !commit_queue_.empty();
+        };
+        mu_.Await(absl::Condition(&ready));
+        if (stopping_) return;
+        ino = commit_queue_.front();
+        commit_queue_.pop_front();
+      }
+      // (The commit reports a run directory that cannot be read.)
+      absl::StatusOr<uint64_t> run_dir = store_->RunDirOf(ino);
+      if (run_dir.ok()) run = *run_dir;
       absl::MutexLock lock(&mu_);
-      auto ready = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
-        return stopping_ || !commit_queue_.empty();
-      };
-      mu_.Await(absl::Condition(&ready));
-      if (stopping_) return;
-      ino = commit_queue_.front();
-      commit_queue_.pop_front();
-    }
-    // One checkpoint of a run directory at a time: a worker that finds one
-    // being committed leaves its checkpoint to that worker, which commits
-    // it next. (A run directory that cannot be read is the commit's to
-    // report.)
-    absl::StatusOr<uint64_t> run = store_->RunDirOf(ino);
-    if (!run.ok()) {
-      CommitOne(ino);
-      continue;
-    }
-    {
-      absl::MutexLock lock(&mu_);
-      auto [it, first] = committing_runs_.try_emplace(*run);
+      auto [it, first] = committing_runs_.try_emplace(run);
       if (!first) {
+        // A worker commits one of this run directory now: it commits this
+        // one next.
         it->second.push_back(ino);
         continue;
       }
@@ -575,7 +576,7 @@ void CheckpointCoordinator::CommitLoop() {
     while (ino != 0) {
       CommitOne(ino);
       absl::MutexLock lock(&mu_);
-      auto it = committing_runs_.find(*run);
+      auto it = committing_runs_.find(run);
       if (stopping_ || it->second.empty()) {
         committing_runs_.erase(it);
         ino = 0;

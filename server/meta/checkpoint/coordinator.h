@@ -253,11 +253,16 @@ class CheckpointCoordinator {
   AnswerPool answer_pool_;
   std::function<void()> on_orphans_;
 
+  // Held by a commit worker from taking a checkpoint off commit_queue_ to
+  // claiming its run directory in committing_runs_ (across one KV read,
+  // which mu_ never is): claims follow the queue's order. Before mu_.
+  absl::Mutex dispatch_mu_ ABSL_ACQUIRED_BEFORE(mu_);
   absl::Mutex mu_;
   std::map<uint64_t, std::unique_ptr<Barrier>> barriers_ ABSL_GUARDED_BY(mu_);
   std::deque<uint64_t> commit_queue_ ABSL_GUARDED_BY(mu_);
-  // Run directories a worker is committing a checkpoint of, and the
-  // checkpoints of each waiting for it to finish (in queue order).
+  // Run directories a worker is committing a checkpoint of (0: those whose
+  // run directory could not be read), and the checkpoints of each waiting
+  // for it to finish (in queue order).
   std::map<uint64_t, std::deque<uint64_t>> committing_runs_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   bool started_ ABSL_GUARDED_BY(mu_) = false;
