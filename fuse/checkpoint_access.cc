@@ -152,6 +152,11 @@ absl::Status RemoveCheckedCheckpoint(client::Client& client, const Caller& calle
   if (!caller.IsRoot()) {
     absl::StatusOr<uint64_t> checked = CheckRemoval(client, caller, run_dir, removal->name);
     if (!checked.ok()) return checked.status();
+    // Only the checkpoint checked goes (in the state asked for, if any).
+    if (expected.has_value() && expected->ino != *checked) {
+      return ErrnoStatus(ESTALE, absl::StrCat("\"", removal->name, "\" in directory ", run_dir,
+                                              " is no longer the checkpoint to remove"));
+    }
     if (!expected.has_value()) expected = client::Client::ExpectedCheckpoint{*checked};
   }
   return client.RemoveCheckpoint(run_dir, removal->name, expected);

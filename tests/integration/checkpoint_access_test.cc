@@ -176,7 +176,20 @@ TEST_F(CheckpointAccessTest, RemovingACheckpointNeedsTheRightToDeleteEverythingI
   // Its own checkpoint, whatever is in it: the owner may remove it; and
   // root may remove anyone's.
   EXPECT_EQ(AsNobody([&] { return CommittedCheckpoint(run + "/own", 0700); }), 0);
-  EXPECT_EQ(AsNobody([&] { return SetX(run, "user.ckptfs.remove", "own"); }), 0);
+  struct stat own {};
+  ASSERT_EQ(::stat((run + "/own").c_str(), &own), 0);
+  // Naming another inode (NAME/INO/STATE) removes nothing: the removal is
+  // of the checkpoint checked.
+  EXPECT_EQ(AsNobody([&] {
+              return SetX(run, "user.ckptfs.remove",
+                          "own/" + std::to_string(own.st_ino + 1000) + "/committed");
+            }),
+            ESTALE);
+  EXPECT_EQ(AsNobody([&] {
+              return SetX(run, "user.ckptfs.remove",
+                          "own/" + std::to_string(own.st_ino) + "/committed");
+            }),
+            0);
   EXPECT_FALSE(Exists(run + "/own"));
   EXPECT_EQ(AsNobody([&] { return CommittedCheckpoint(run + "/own2", 0700); }), 0);
   EXPECT_EQ(SetX(run, "user.ckptfs.remove", "own2"), 0);
