@@ -1,10 +1,13 @@
 // See stranger_limit.h.
 #include "server/storage/stranger_limit.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
 
 #include <algorithm>
+#include <iterator>
 #include <utility>
 
 #include "common/tcp.h"
@@ -61,7 +64,19 @@ void StrangerLimit::Release(const std::string& host, int fd) {
 
 std::string HostOfPeer(absl::string_view peer) {
   absl::StatusOr<HostPort> parsed = ParseHostPort(peer);
-  return parsed.ok() ? parsed->host : std::string(peer);
+  if (!parsed.ok()) return std::string(peer);
+  in6_addr v6;
+  if (::inet_pton(AF_INET6, parsed->host.c_str(), &v6) != 1) return parsed->host;
+  if (IN6_IS_ADDR_V4MAPPED(&v6)) {
+    char v4[INET_ADDRSTRLEN];
+    return ::inet_ntop(AF_INET, &v6.s6_addr[12], v4, sizeof(v4)) != nullptr ? std::string(v4)
+                                                                            : parsed->host;
+  }
+  // One host may hold a whole /64: it counts as one.
+  std::fill(std::begin(v6.s6_addr) + 8, std::end(v6.s6_addr), 0);
+  char prefix[INET6_ADDRSTRLEN];
+  if (::inet_ntop(AF_INET6, &v6, prefix, sizeof(prefix)) == nullptr) return parsed->host;
+  return std::string(prefix) + "/64";
 }
 
 }  // namespace ckptfs::storage

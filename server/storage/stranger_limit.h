@@ -80,8 +80,9 @@ class StrangerLimit {
   absl::flat_hash_map<std::string, std::deque<int>> by_host_ ABSL_GUARDED_BY(mu_);
 };
 
-// The host part of "host:port" ("[v6]:port" too); the whole text if it
-// has no port.
+// The host a peer "host:port" counts as: its address; for IPv6 its /64
+// ("2001:db8::/64": one machine may hold the whole prefix), an IPv4-mapped
+// one as the IPv4 address; the whole text if it has no port.
 std::string HostOfPeer(absl::string_view peer);
 
 }  // namespace ckptfs::storage

@@ -101,8 +101,13 @@ TEST(StrangerLimitTest, AMovedTicketReleasesOnce) {
 
 TEST(StrangerLimitTest, HostOfPeer) {
   EXPECT_EQ(HostOfPeer("127.0.0.1:7000"), "127.0.0.1");
-  EXPECT_EQ(HostOfPeer("[::1]:7000"), "::1");
+  EXPECT_EQ(HostOfPeer("[::1]:7000"), "::/64");
   EXPECT_EQ(HostOfPeer("?"), "?");
+  // A host's many IPv6 addresses count as one.
+  EXPECT_EQ(HostOfPeer("[2001:db8:0:1::5]:1"), "2001:db8:0:1::/64");
+  EXPECT_EQ(HostOfPeer("[2001:db8:0:1:aaaa::9]:2"), "2001:db8:0:1::/64");
+  EXPECT_NE(HostOfPeer("[2001:db8:0:2::5]:1"), "2001:db8:0:1::/64");
+  EXPECT_EQ(HostOfPeer("[::ffff:10.0.0.7]:3"), "10.0.0.7");
 }
 
 }  // namespace
