@@ -175,10 +175,11 @@ absl::Status ChunkStore::PlaceLocked(const std::string& tmp, ChunkKey key) {
   const std::string dir = InodeDir(key.ino);
   const std::string path = ChunkPath(key);
   // The inode directory usually exists already; make it when the rename
-  // says it does not. A concurrent Trim may remove it again (when empty)
-  // between our mkdir and rename: try again then. A missing `tmp` says
-  // ENOENT too (an adopted file its client removed): that is returned as
-  // is, without making a directory for it.
+  // says it does not. A concurrent Trim removes it (when empty) only
+  // holding the directory's lock exclusively, never between our mkdir and
+  // rename. A missing `tmp` says ENOENT too (an adopted file its client
+  // removed): that is returned as is, without making a directory for it.
+  absl::ReaderMutexLock dir_lock(&DirLockFor(key.ino));
   absl::Status status;
   for (int attempt = 0;; ++attempt) {
     status = fs_.Rename(tmp, path);
@@ -604,7 +605,8 @@ absl::Status ChunkStore::Trim(Ring& ring, uint64_t ino, uint64_t new_size, uint3
     }
     if (!status.ok() && first_error.ok()) first_error = status;
   }
-  // Fails harmlessly (ENOTEMPTY) while chunks remain or a write adds one.
+  // Fails harmlessly (ENOTEMPTY) while chunks remain or a write added one.
+  absl::MutexLock dir_lock(&DirLockFor(ino));
   (void)fs_.RemoveDir(dir);
   return first_error;
 }

@@ -234,6 +234,9 @@ class ChunkStore {
   ChunkStore(std::string data_dir, bool direct_io, uint64_t incarnation, FileSystem& fs);
 
   absl::Mutex& LockFor(ChunkKey key);
+  absl::Mutex& DirLockFor(uint64_t ino) {
+    return dir_locks_[((ino * 0x9E3779B97F4A7C15ull) >> 32) % kLockStripes];
+  }
   // Writes a new chunk file under tmp/ in one io_uring batch and renames it
   // into place. The image is `header_block` followed by `padded_data_len`
   // data bytes: contiguous in `header_block` when `data` is null, else in
@@ -291,6 +294,12 @@ class ChunkStore {
   std::atomic<int64_t> last_sweep_s_{0};
   // Stripe locks: writers of one chunk hold LockFor(key). Never nested.
   std::array<absl::Mutex, kLockStripes> locks_;
+  // Stripe locks of inode directories: placing a chunk holds
+  // DirLockFor(ino) shared (inside its chunk's lock) from making the
+  // directory to the rename into it; Trim holds it exclusively (and no
+  // chunk lock) to remove the emptied directory, so it cannot remove it
+  // between the two.
+  std::array<absl::Mutex, kLockStripes> dir_locks_;
   // Chunks not yet known durable, and those a failed sync may have lost.
   WritebackTracker writeback_;
 };
