@@ -5,7 +5,10 @@
 #ifndef CKPTFS_TESTS_STORAGE_FAKE_META_H_
 #define CKPTFS_TESTS_STORAGE_FAKE_META_H_
 
+#include <arpa/inet.h>
 #include <grpcpp/grpcpp.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 
 #include <cerrno>
 #include <memory>
@@ -17,6 +20,7 @@
 #include "common/errno_status.h"
 #include "common/grpc_status.h"
 #include "common/tcp.h"
+#include "common/unique_fd.h"
 #include "proto/meta.grpc.pb.h"
 
 namespace ckptfs::storage {
@@ -108,6 +112,34 @@ inline uint16_t UnusedPort() {
   auto port = LocalPort(fd->get());
   return port.ok() ? *port : 0;
 }
+
+// A port of 127.0.0.1 that nothing listens on, held bound (not listening)
+// so that no other server of a test running beside this one gets it until
+// Release(): a client retrying to it is refused, as by a service not
+// started yet, and never reaches somebody else's.
+class ReservedPort {
+ public:
+  ReservedPort() {
+    UniqueFd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (!fd.valid() || ::bind(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+      return;
+    }
+    auto port = LocalPort(fd.get());
+    if (!port.ok()) return;
+    port_ = *port;
+    fd_ = std::move(fd);
+  }
+  uint16_t port() const { return port_; }  // 0 if none could be bound
+  // Lets a server of this test bind it.
+  void Release() { fd_ = UniqueFd(); }
+
+ private:
+  UniqueFd fd_;
+  uint16_t port_ = 0;
+};
 
 // Polls `condition` every 10 ms for up to `timeout`.
 template <typename Condition>

@@ -62,11 +62,13 @@ TEST_F(RegistrationTest, RegistersThenHeartbeatsWithCapacity) {
 }
 
 TEST_F(RegistrationTest, RetriesUntilTheServiceAppears) {
-  const uint16_t port = UnusedPort();
+  ReservedPort reserved;
+  const uint16_t port = reserved.port();
   ASSERT_NE(port, 0);
   auto registration = Registration::Start(MakeOptions(absl::StrCat("127.0.0.1:", port)), *store_);
   absl::SleepFor(absl::Milliseconds(300));
   EXPECT_FALSE(registration->server_id().has_value());
+  reserved.Release();
   auto meta = FakeMeta::Start(port, 3);
   ASSERT_NE(meta, nullptr);
   ASSERT_TRUE(WaitFor([&] { return registration->server_id().has_value(); }, absl::Seconds(15)));
@@ -86,8 +88,10 @@ TEST_F(RegistrationTest, RegistersAgainWhenForgotten) {
 }
 
 TEST_F(RegistrationTest, StopsPromptlyWhileRetrying) {
+  ReservedPort reserved;
+  ASSERT_NE(reserved.port(), 0);
   auto registration =
-      Registration::Start(MakeOptions(absl::StrCat("127.0.0.1:", UnusedPort())), *store_);
+      Registration::Start(MakeOptions(absl::StrCat("127.0.0.1:", reserved.port())), *store_);
   absl::SleepFor(absl::Milliseconds(200));
   const absl::Time start = absl::Now();
   registration->Stop();
