@@ -94,19 +94,23 @@ absl::StatusOr<std::vector<std::string>> FuseDaemonArgsOfMount(const std::string
                    " uses (no ckptfs-fuse process of this machine serves it); pass --meta ADDR"));
 }
 
+// LoadCredential(file), its error saying which flag gives `which`
+// ("credential" or "server credential").
+absl::StatusOr<std::string> LoadCredentialFor(const std::string& file, absl::string_view which) {
+  absl::StatusOr<std::string> credential = LoadCredential(file);
+  if (!credential.ok()) {
+    return absl::Status(
+        credential.status().code(),
+        absl::StrCat(credential.status().message(),
+                     " (pass --credential-file FILE with the cluster's ", which, ")"));
+  }
+  return credential;
+}
+
 }  // namespace
 
 absl::StatusOr<std::string> ResolveCredential(const ParsedFlags& flags, const std::string& path) {
-  auto load = [](const std::string& file) -> absl::StatusOr<std::string> {
-    absl::StatusOr<std::string> credential = LoadCredential(file);
-    if (!credential.ok()) {
-      return absl::Status(credential.status().code(),
-                          absl::StrCat(credential.status().message(),
-                                       " (pass --credential-file FILE with the cluster's "
-                                       "credential)"));
-    }
-    return credential;
-  };
+  auto load = [](const std::string& file) { return LoadCredentialFor(file, "credential"); };
   if (flags.Given("credential-file")) return load(flags.Get("credential-file"));
   if (const char* file = std::getenv(kCredentialFileEnv); file != nullptr && *file != '\0') {
     return load(file);
@@ -130,14 +134,7 @@ absl::StatusOr<std::string> ResolveServerCredential(const ParsedFlags& flags) {
     absl::StatusOr<StateDir> dir = StateDir::Open(flags.Get("state-dir"), /*create=*/false);
     if (!dir.ok()) return dir.status();
     if (::access(dir->ServerCredentialFile().c_str(), F_OK) == 0) {
-      absl::StatusOr<std::string> credential = LoadCredential(dir->ServerCredentialFile());
-      if (!credential.ok()) {
-        return absl::Status(credential.status().code(),
-                            absl::StrCat(credential.status().message(),
-                                         " (pass --credential-file FILE with the cluster's "
-                                         "server credential)"));
-      }
-      return credential;
+      return LoadCredentialFor(dir->ServerCredentialFile(), "server credential");
     }
   }
   return ResolveCredential(flags, "");
